@@ -1,0 +1,228 @@
+"""Syntax tree of a `.heat` file, as parsed — before any name is resolved.
+
+Nodes are frozen dataclasses. Source positions are carried in `pos` fields that take no
+part in equality, so `parse(print(tree)) == tree` compares structure only.
+Declarations keep their file order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Pos:
+    line: int = 0
+    column: int = 0
+
+
+def _pos() -> Pos:
+    return field(default=Pos(), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Name:
+    text: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Str:
+    """A string literal, already unescaped."""
+
+    text: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Num:
+    """A numeric constant."""
+
+    value: float
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class RulesetDecl:
+    name: Name
+    title: Str | None = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class OptionsDecl:
+    flags: tuple[Name, ...]
+    pos: Pos = _pos()
+
+
+CLASS_KINDS = ("unit", "keyword", "constraint", "punct", "other")
+
+
+@dataclass(frozen=True)
+class ClassDecl:
+    name: Name
+    kind: str
+    exact: bool
+    literals: tuple[Str, ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class AnchorDecl:
+    name: Name
+    domain: Str | None
+    terms: tuple[Str, ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class TriggerAt:
+    classes: tuple[Name, ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class TriggerEvery:
+    tokens: Num
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class TriggerBarrier:
+    classes: tuple[Name, ...]
+    pos: Pos = _pos()
+
+
+TriggerStmt = TriggerAt | TriggerEvery | TriggerBarrier
+
+
+@dataclass(frozen=True)
+class TriggersDecl:
+    stmts: tuple[TriggerStmt, ...]
+    pos: Pos = _pos()
+
+
+# --- patterns -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AtomClass:
+    name: Name
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class AtomLiteral:
+    text: Str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class AtomNumber:
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class AtomPercent:
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class AtomAny:
+    """`(a | b | ...)`; alternatives are never themselves `AtomAny` after parsing."""
+
+    options: tuple[Atom, ...]
+    pos: Pos = _pos()
+
+
+Atom = AtomClass | AtomLiteral | AtomNumber | AtomPercent | AtomAny
+
+
+@dataclass(frozen=True)
+class Element:
+    atom: Atom
+    gap: Num | None = None
+    capture: Name | None = None
+    pos: Pos = _pos()
+
+
+# --- rule statements ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WhenStmt:
+    anchor: Name
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class MatchStmt:
+    elements: tuple[Element, ...]
+    pos: Pos = _pos()
+
+
+Operand = Name | Num
+COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+
+
+@dataclass(frozen=True)
+class RequireCmp:
+    left: Operand
+    op: str
+    right: Operand
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class RequireIn:
+    operand: Operand
+    low: Num
+    high: Num
+    low_closed: bool
+    high_closed: bool
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class ConsistentStmt:
+    capture: Name
+    key: Name | None = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class LockStmt:
+    channel: Name
+    capture: Name
+    pos: Pos = _pos()
+
+
+RuleStmt = WhenStmt | MatchStmt | RequireCmp | RequireIn | ConsistentStmt | LockStmt
+
+
+@dataclass(frozen=True)
+class RuleDecl:
+    name: Name
+    description: Str | None
+    heat: Num | None
+    freq: Num | None
+    stmts: tuple[RuleStmt, ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class ExpectDecl:
+    text: Str
+    outcome: str  # "passes" | "rejects"
+    rules: tuple[Name, ...]
+    pos: Pos = _pos()
+
+
+Decl = OptionsDecl | ClassDecl | AnchorDecl | TriggersDecl | RuleDecl | ExpectDecl
+
+
+@dataclass(frozen=True)
+class RuleFile:
+    header: RulesetDecl | None
+    decls: tuple[Decl, ...]
+    path: str = field(default="<string>", compare=False, repr=False)

@@ -1,0 +1,671 @@
+"""Check a parsed rule file and compile it to the IR (`ir.Program`).
+
+Every problem is reported against the source — file:line:col, the line, a caret — and
+all problems found in one pass are reported together.
+
+Public surface: `compile_source(text, path)`, `compile_file(path)`, `compile_tree(tree, text)`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ast, ir
+from .errors import Diagnostic, HeatError, SourceText
+from .lexicon import LiteralConflictError, LiteralSpec, build_lexer
+from .parse import parse, parse_file
+from .printer import format_requirement, format_string
+from .reference import anchor_key, is_anchor_text, join_anchor_run, lex, normalise_anchor_text
+
+KNOWN_OPTIONS = ("chinese_numbers",)
+DEFAULT_HEAT = 0.5
+DEFAULT_FREQ = 1.0
+
+
+def compile_file(path: str | Path) -> ir.Program:
+    tree = parse_file(path)
+    return compile_tree(tree, Path(path).read_text(encoding="utf-8"))
+
+
+def compile_source(text: str, path: str = "<string>") -> ir.Program:
+    return compile_tree(parse(text, path), text)
+
+
+def compile_tree(tree: ast.RuleFile, text: str = "") -> ir.Program:
+    return _Compiler(tree, SourceText(tree.path, text)).run()
+
+
+# --- resolved model ---------------------------------------------------------------------
+
+
+@dataclass
+class _Class:
+    name: str
+    kind: str
+    exact: bool
+    literal_ids: list[int]
+    pos: ast.Pos
+    anonymous: bool = False
+
+
+@dataclass
+class _Literal:
+    text: str
+    class_index: int
+    exact: bool
+    pos: ast.Pos
+
+
+@dataclass
+class _Capture:
+    name: str
+    kind: str  # number | class
+    pos: ast.Pos
+    key_classes: list[int] = field(default_factory=list)  # class ids a class capture can take
+
+
+def _literal_key(text: str, exact: bool) -> str:
+    collapsed = re.sub(r"[ \t\n\v\f\r]+", " ", text)
+    return collapsed if exact else "".join(c.lower() if c.isascii() else c for c in collapsed)
+
+
+def _suggest(name: str, candidates) -> list[str]:
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return [f'did you mean "{close[0]}"?'] if close else []
+
+
+class _Compiler:
+    def __init__(self, tree: ast.RuleFile, src: SourceText):
+        self.tree = tree
+        self.src = src
+        self.diags: list[Diagnostic] = []
+        self.classes: list[_Class] = []
+        self.class_by_name: dict[str, int] = {}
+        self.literals: list[_Literal] = []
+        self.literal_by_key: dict[str, int] = {}
+        self.anchors: dict[str, ast.AnchorDecl] = {}
+        self.chinese_numbers = False
+
+    def error(self, pos: ast.Pos, message: str, notes: list[str] | None = None) -> None:
+        self.diags.append(self.src.diagnostic(pos.line, pos.column, message, notes))
+
+    def checkpoint(self) -> None:
+        if self.diags:
+            raise HeatError(self.diags)
+
+    # -- driver ------------------------------------------------------------------------
+
+    def run(self) -> ir.Program:
+        tree = self.tree
+        name = tree.header.name.text if tree.header else _default_name(tree.path)
+        title = tree.header.title.text if tree.header and tree.header.title else ""
+        decls = tree.decls
+        for d in decls:
+            if isinstance(d, ast.OptionsDecl):
+                self._options(d)
+        for d in decls:
+            if isinstance(d, ast.ClassDecl):
+                self._class(d)
+        for d in decls:
+            if isinstance(d, ast.AnchorDecl):
+                if d.name.text in self.anchors:
+                    first = self.anchors[d.name.text].pos
+                    self.error(
+                        d.name.pos,
+                        f'anchor "{d.name.text}" is declared twice',
+                        [f"first declared at line {first.line}"],
+                    )
+                else:
+                    self.anchors[d.name.text] = d
+        at, barrier, window = self._triggers([d for d in decls if isinstance(d, ast.TriggersDecl)])
+        rule_decls = [d for d in decls if isinstance(d, ast.RuleDecl)]
+        self.checkpoint()
+        rules = self._rules(rule_decls)  # may add anonymous classes for inline literals
+        expects = self._expects([d for d in decls if isinstance(d, ast.ExpectDecl)], rule_decls)
+        self.checkpoint()
+
+        lexer = self._lexer()
+        self.checkpoint()
+        program = ir.Program(
+            name=name,
+            title=title,
+            source=tree.path,
+            chinese_numbers=self.chinese_numbers,
+            lexer=lexer,
+            classes=[ir.LexClass(c.name, c.kind, c.literal_ids, c.exact) for c in self.classes],
+            literals=[ir.Literal(lit.text, lit.class_index, lit.exact) for lit in self.literals],
+            rules=[],
+            channels=[],
+            anchor_groups=[],
+            anchors=ir.AnchorTable(0, [], [], 0),
+            token_flags=[],
+            window=window,
+            expects=expects,
+        )
+        self._check_literals(program)
+        self._anchor_table(program, name)
+        self.checkpoint()
+        program.token_flags = self._token_flags(at, barrier)
+        program.rules, program.channels = self._lower_rules(rules, program)
+        self.checkpoint()
+        return program
+
+    # -- declarations ------------------------------------------------------------------
+
+    def _options(self, d: ast.OptionsDecl) -> None:
+        for flag in d.flags:
+            if flag.text == "chinese_numbers":
+                self.chinese_numbers = True
+            else:
+                self.error(
+                    flag.pos,
+                    f'unknown option "{flag.text}" (known options: {", ".join(KNOWN_OPTIONS)})',
+                    _suggest(flag.text, KNOWN_OPTIONS),
+                )
+
+    def _class(self, d: ast.ClassDecl) -> None:
+        if d.name.text in self.class_by_name:
+            first = self.classes[self.class_by_name[d.name.text]].pos
+            self.error(d.name.pos, f'class "{d.name.text}" is declared twice', [f"first declared at line {first.line}"])
+            return
+        index = len(self.classes)
+        cls = _Class(d.name.text, d.kind, d.exact, [], d.pos)
+        self.classes.append(cls)
+        self.class_by_name[d.name.text] = index
+        for s in d.literals:
+            lit_id = self._add_literal(s, index, d.exact)
+            if lit_id is not None:
+                cls.literal_ids.append(lit_id)
+
+    def _add_literal(self, s: ast.Str, class_index: int, exact: bool) -> int | None:
+        text = s.text
+        if not text.strip():
+            self.error(s.pos, "a literal cannot be empty or only whitespace")
+            return None
+        if text != text.strip(" \t\n\v\f\r"):
+            self.error(s.pos, f"literal {format_string(text)} starts or ends with whitespace")
+            return None
+        if len(re.sub(r"[ \t\n\v\f\r]+", " ", text).encode("utf-8")) > ir.MAX_LEXEME:
+            self.error(s.pos, f"literal {format_string(text)} is longer than {ir.MAX_LEXEME} bytes")
+            return None
+        key = _literal_key(text, exact)
+        if key in self.literal_by_key:
+            other = self.literals[self.literal_by_key[key]]
+            owner = self.classes[other.class_index].name
+            self.error(
+                s.pos,
+                f"literal {format_string(text)} is declared twice",
+                [f'it is already in class "{owner}" (line {other.pos.line}); a literal belongs to one class'],
+            )
+            return None
+        lit_id = len(self.literals)
+        self.literals.append(_Literal(text, class_index, exact, s.pos))
+        self.literal_by_key[key] = lit_id
+        return lit_id
+
+    def _resolve_class(self, name: ast.Name) -> int | None:
+        if name.text in self.class_by_name:
+            return self.class_by_name[name.text]
+        named = [c.name for c in self.classes if not c.anonymous]
+        self.error(name.pos, f'unknown class "{name.text}"', _suggest(name.text, named))
+        return None
+
+    def _triggers(self, decls: list[ast.TriggersDecl]) -> tuple[set[int], set[int], int]:
+        at: set[int] = set()
+        barrier: set[int] = set()
+        window = 0
+        for d in decls:
+            for t in d.stmts:
+                if isinstance(t, ast.TriggerEvery):
+                    n = t.tokens.value
+                    if window:
+                        self.error(t.pos, "the token window is set twice")
+                    elif n != int(n) or not 1 <= n <= 1_000_000:
+                        self.error(t.tokens.pos, "every N needs a whole number of tokens between 1 and 1000000")
+                    else:
+                        window = int(n)
+                    continue
+                target = at if isinstance(t, ast.TriggerAt) else barrier
+                for name in t.classes:
+                    c = self._resolve_class(name)
+                    if c is not None:
+                        target.add(c)
+        return at, barrier, window
+
+    # -- rules -------------------------------------------------------------------------
+
+    def _rules(self, decls: list[ast.RuleDecl]) -> list[tuple]:
+        """(decl, file order, [(element, accepted codes)], captures) per valid rule."""
+        seen: dict[str, ast.RuleDecl] = {}
+        out = []
+        for order, d in enumerate(decls):
+            if d.name.text in seen:
+                self.error(
+                    d.name.pos,
+                    f'rule "{d.name.text}" is declared twice',
+                    [f"first declared at line {seen[d.name.text].pos.line}"],
+                )
+                continue
+            seen[d.name.text] = d
+            resolved = self._rule(d)
+            if resolved is not None:
+                out.append((d, order, *resolved))
+        return out
+
+    def _rule(self, d: ast.RuleDecl):
+        if d.heat is not None and not (0.0 <= d.heat.value <= 1.0):
+            self.error(d.heat.pos, f"heat must be between 0 and 1, got {d.heat.value:g}")
+        if d.freq is not None and not (0.0 < d.freq.value < math.inf):
+            self.error(d.freq.pos, f"freq must be a positive number, got {d.freq.value:g}")
+        matches = [s for s in d.stmts if isinstance(s, ast.MatchStmt)]
+        whens = [s for s in d.stmts if isinstance(s, ast.WhenStmt)]
+        if not matches:
+            self.error(d.name.pos, f'rule "{d.name.text}" has no match statement')
+            return None
+        if len(matches) > 1:
+            self.error(matches[1].pos, f'rule "{d.name.text}" has more than one match statement')
+        if len(whens) > 1:
+            self.error(whens[1].pos, f'rule "{d.name.text}" has more than one when statement')
+        for w in whens[:1]:
+            if w.anchor.text not in self.anchors:
+                self.error(w.anchor.pos, f'unknown anchor "{w.anchor.text}"', _suggest(w.anchor.text, self.anchors))
+        elements = matches[0].elements
+        if len(elements) > ir.MAX_ELEMENTS:
+            self.error(
+                matches[0].pos, f"a pattern has at most {ir.MAX_ELEMENTS} elements, this one has {len(elements)}"
+            )
+        captures: dict[str, _Capture] = {}
+        resolved_elements = []
+        for i, e in enumerate(elements):
+            if e.gap is not None:
+                g = e.gap.value
+                if i == 0:
+                    self.error(e.gap.pos, "a gap before the first element means nothing; remove it")
+                elif g != int(g) or not 0 <= g <= ir.MAX_GAP:
+                    self.error(e.gap.pos, f"a gap must be a whole number from 0 to {ir.MAX_GAP}, got {e.gap.value:g}")
+            accepts, kind, key_classes = self._atom(e.atom)
+            if e.capture is not None:
+                if e.capture.text in captures:
+                    first = captures[e.capture.text].pos
+                    self.error(
+                        e.capture.pos,
+                        f'capture "{e.capture.text}" is bound twice in one pattern',
+                        [f"first bound at line {first.line}, column {first.column}"],
+                    )
+                elif kind == "mixed":
+                    self.error(
+                        e.capture.pos, f'capture "{e.capture.text}" would hold a number or a class name: split the rule'
+                    )
+                else:
+                    captures[e.capture.text] = _Capture(e.capture.text, kind, e.capture.pos, key_classes)
+            resolved_elements.append((e, accepts))
+        for s in d.stmts:
+            if isinstance(s, (ast.RequireCmp, ast.RequireIn)):
+                self._requirement(s, captures)
+            elif isinstance(s, ast.ConsistentStmt):
+                self._need_capture(s.capture, captures)
+                if s.key is not None:
+                    key = self._need_capture(s.key, captures)
+                    if key is not None and key.kind != "class":
+                        self.error(
+                            s.key.pos, f'"per {s.key.text}" needs a class capture, but "{s.key.text}" holds a number'
+                        )
+            elif isinstance(s, ast.LockStmt):
+                self._need_capture(s.capture, captures)
+        self._feasibility(d, captures)
+        return resolved_elements, captures
+
+    def _atom(self, atom: ast.Atom) -> tuple[list[int], str, list[int]]:
+        """(accepted token codes, capture kind, class ids) of an atom."""
+        if isinstance(atom, ast.AtomNumber):
+            return [ir.TOK_NUMBER], "number", []
+        if isinstance(atom, ast.AtomPercent):
+            return [ir.TOK_PERCENT], "number", []
+        if isinstance(atom, ast.AtomClass):
+            c = self._resolve_class(atom.name)
+            if c is None:
+                return [], "class", []
+            return [ir.TOK_LITERAL0 + i for i in self.classes[c].literal_ids], "class", [c]
+        if isinstance(atom, ast.AtomLiteral):
+            lit = self._inline_literal(atom.text)
+            if lit is None:
+                return [], "class", []
+            return [ir.TOK_LITERAL0 + lit], "class", [self.literals[lit].class_index]
+        codes: set[int] = set()
+        kinds: set[str] = set()
+        classes: list[int] = []
+        for option in atom.options:
+            c, k, cl = self._atom(option)
+            codes.update(c)
+            kinds.add(k)
+            classes.extend(x for x in cl if x not in classes)
+        kind = kinds.pop() if len(kinds) == 1 else "mixed"
+        return sorted(codes), kind, classes
+
+    def _inline_literal(self, s: ast.Str) -> int | None:
+        """A quoted literal in a pattern: the declared literal, or a new one-literal class."""
+        for exact in (True, False):
+            key = _literal_key(s.text, exact)
+            if key in self.literal_by_key and self.literals[self.literal_by_key[key]].exact == exact:
+                return self.literal_by_key[key]
+        name = format_string(s.text)
+        if name in self.class_by_name:
+            return self.classes[self.class_by_name[name]].literal_ids[0]
+        index = len(self.classes)
+        cls = _Class(name, "other", False, [], s.pos, anonymous=True)
+        lit = self._add_literal(s, index, False)
+        if lit is None:
+            return None
+        cls.literal_ids.append(lit)
+        self.classes.append(cls)
+        self.class_by_name[name] = index
+        return lit
+
+    def _need_capture(self, name: ast.Name, captures: dict[str, _Capture]) -> _Capture | None:
+        if name.text in captures:
+            return captures[name.text]
+        self.error(name.pos, f'capture "{name.text}" is used but never bound', _suggest(name.text, captures))
+        return None
+
+    def _requirement(self, s: ast.RequireCmp | ast.RequireIn, captures: dict[str, _Capture]) -> None:
+        operands = [s.left, s.right] if isinstance(s, ast.RequireCmp) else [s.operand]
+        names = [o for o in operands if isinstance(o, ast.Name)]
+        if not names:
+            self.error(s.pos, "this requirement compares constants only; it does not depend on the text")
+        for o in names:
+            cap = self._need_capture(o, captures)
+            if cap is not None and cap.kind != "number":
+                self.error(o.pos, f'"{o.text}" holds a class name, not a number; compare numbers only')
+        for o in operands:
+            if isinstance(o, ast.Num) and not math.isfinite(o.value):
+                self.error(o.pos, "a constant must be a finite number")
+        if isinstance(s, ast.RequireIn):
+            lo, hi = s.low.value, s.high.value
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                self.error(s.low.pos, "interval bounds must be finite numbers")
+            elif lo > hi or (lo == hi and not (s.low_closed and s.high_closed)):
+                self.error(
+                    s.pos, f"the range {format_requirement(s).split(' in ', 1)[1]} is empty: no value can satisfy it"
+                )
+
+    def _feasibility(self, d: ast.RuleDecl, captures: dict[str, _Capture]) -> None:
+        """Constant bounds on one capture that can never all hold make a rule that always rejects."""
+        bounds: dict[str, list[tuple[float, bool, float, bool]]] = {}
+        for s in d.stmts:
+            interval = _interval(s)
+            if interval is not None:
+                bounds.setdefault(interval[0], []).append(interval[1:])
+        for name, items in bounds.items():
+            lo, lo_closed, hi, hi_closed = -math.inf, True, math.inf, True
+            for a, ac, b, bc in items:
+                if a > lo or (a == lo and not ac):
+                    lo, lo_closed = a, ac
+                if b < hi or (b == hi and not bc):
+                    hi, hi_closed = b, bc
+            if lo > hi or (lo == hi and not (lo_closed and hi_closed)):
+                self.error(d.name.pos, f'the requirements on "{name}" in rule "{d.name.text}" can never all hold')
+
+    def _expects(self, decls: list[ast.ExpectDecl], rules: list[ast.RuleDecl]) -> list[ir.Expect]:
+        names = {r.name.text for r in rules}
+        out = []
+        for d in decls:
+            for r in d.rules:
+                if r.text not in names:
+                    self.error(r.pos, f'unknown rule "{r.text}"', _suggest(r.text, names))
+            out.append(ir.Expect(d.text.text, d.outcome, [r.text for r in d.rules], d.pos.line))
+        return out
+
+    # -- lexer-level checks ------------------------------------------------------------
+
+    def _lexer(self) -> ir.Lexer | None:
+        specs = [LiteralSpec(lit.text, lit.exact) for lit in self.literals]
+        try:
+            return build_lexer(specs, self.chinese_numbers)
+        except LiteralConflictError as e:
+            a, b = self.literals[e.a], self.literals[e.b]
+            self.error(
+                b.pos,
+                f"literals {format_string(a.text)} and {format_string(b.text)} can match the same text",
+                [f"the other is at line {a.pos.line}, column {a.pos.column}; drop one or mark a class exact"],
+            )
+            return None
+
+    def _check_literals(self, program: ir.Program) -> None:
+        bare = _bare_program(self.chinese_numbers)
+        for i, lit in enumerate(self.literals):
+            data = lit.text.encode("utf-8")
+            as_bare = lex(bare, data)
+            if len(as_bare) == 1 and as_bare[0].code in (ir.TOK_NUMBER, ir.TOK_PERCENT) and as_bare[0].end == len(data):
+                self.error(
+                    lit.pos,
+                    f"literal {format_string(lit.text)} reads as a number; match numbers with `number` or `percent`",
+                )
+                continue
+            seen = lex(program, data)
+            if [x.code for x in seen] != [ir.TOK_LITERAL0 + i]:
+                shown = " ".join(program.token_name(x.code) for x in seen)
+                self.error(
+                    lit.pos, f"literal {format_string(lit.text)} can never be matched: its text reads as {shown}"
+                )
+
+    def _anchor_table(self, program: ir.Program, default_domain: str) -> None:
+        groups: list[ir.AnchorGroup] = []
+        entries: dict[int, tuple[int, ast.Str]] = {}
+        longest = 0
+        for g, (name, d) in enumerate(self.anchors.items()):
+            domain = d.domain.text if d.domain is not None else default_domain
+            groups.append(ir.AnchorGroup(name, domain, len(d.terms)))
+            for term in d.terms:
+                lexemes = lex(program, term.text.encode("utf-8"))
+                breaks = [x for x in lexemes if not is_anchor_text(x.code, x.raw)]
+                if not lexemes:
+                    self.error(term.pos, "an anchor term cannot be empty")
+                    continue
+                if breaks:
+                    self.error(
+                        term.pos,
+                        f"anchor term {format_string(term.text)} contains {breaks[0].raw.decode('utf-8', 'replace')!r}, "
+                        "which breaks anchor text (numbers and ASCII punctuation); it could never be seen",
+                    )
+                    continue
+                if len(lexemes) > ir.MAX_ANCHOR_LEXEMES:
+                    self.error(
+                        term.pos,
+                        f"anchor term {format_string(term.text)} is {len(lexemes)} lexemes long; "
+                        f"the limit is {ir.MAX_ANCHOR_LEXEMES}",
+                    )
+                    continue
+                longest = max(longest, len(lexemes))
+                key = anchor_key(domain, _normalised_run(lexemes))
+                if key in entries:
+                    _, other = entries[key]
+                    self.error(
+                        term.pos,
+                        f"anchor term {format_string(term.text)} is the same as {format_string(other.text)} "
+                        f"(line {other.pos.line}) once normalised",
+                    )
+                    continue
+                if key == 0:
+                    self.error(term.pos, "this anchor term hashes to 0, which the table reserves; reword it")
+                    continue
+                entries[key] = (g, term)
+        size = 1
+        while size < 2 * len(entries):
+            size *= 2
+        keys = [0] * size if entries else []
+        slots = [-1] * size if entries else []
+        for key, (g, _) in entries.items():
+            slot = key & (size - 1)
+            while keys[slot]:
+                slot = (slot + 1) & (size - 1)
+            keys[slot], slots[slot] = key, g
+        program.anchor_groups = groups
+        program.anchors = ir.AnchorTable(size if entries else 0, keys, slots, longest)
+
+    def _token_flags(self, at: set[int], barrier: set[int]) -> list[int]:
+        flags = [0] * (ir.TOK_LITERAL0 + len(self.literals))
+        for i, lit in enumerate(self.literals):
+            if lit.class_index in at:
+                flags[ir.TOK_LITERAL0 + i] |= ir.FLAG_TRIGGER
+            if lit.class_index in barrier:
+                flags[ir.TOK_LITERAL0 + i] |= ir.FLAG_BARRIER
+        return flags
+
+    # -- IR rules ----------------------------------------------------------------------
+
+    def _lower_rules(self, rules, program: ir.Program) -> tuple[list[ir.Rule], list[ir.Channel]]:
+        channels: list[ir.Channel] = []
+        lock_slots: dict[str, int] = {}
+        anchor_ids = {name: i for i, name in enumerate(self.anchors)}
+        lowered: list[ir.Rule] = []
+        for d, order, elements, captures in rules:
+            cap_index = {name: i for i, name in enumerate(captures)}
+            heat = d.heat.value if d.heat is not None else DEFAULT_HEAT
+            freq = d.freq.value if d.freq is not None else DEFAULT_FREQ
+            gate = -1
+            requirements: list[ir.Requirement] = []
+            uses: list[ir.ChannelUse] = []
+            for s in d.stmts:
+                if isinstance(s, ast.WhenStmt):
+                    gate = anchor_ids[s.anchor.text]
+                elif isinstance(s, ast.RequireCmp):
+                    requirements.append(
+                        ir.Requirement(
+                            s.op, _operand(s.left, cap_index), _operand(s.right, cap_index), text=format_requirement(s)
+                        )
+                    )
+                elif isinstance(s, ast.RequireIn):
+                    requirements.append(
+                        ir.Requirement(
+                            "in",
+                            _operand(s.operand, cap_index),
+                            ir.Operand(),
+                            s.low.value,
+                            s.high.value,
+                            s.low_closed,
+                            s.high_closed,
+                            text=format_requirement(s),
+                        )
+                    )
+                elif isinstance(s, ast.ConsistentStmt):
+                    cap = captures[s.capture.text]
+                    if s.key is None:
+                        base = len(channels)
+                        channels.append(ir.Channel(f"{d.name.text}.{cap.name}", cap.kind))
+                        uses.append(ir.ChannelUse(base, cap_index[cap.name], text=f"consistent {cap.name}"))
+                    else:
+                        key = captures[s.key.text]
+                        base = len(channels)
+                        for c in key.key_classes:
+                            channels.append(ir.Channel(f"{d.name.text}.{cap.name}[{self.classes[c].name}]", cap.kind))
+                        uses.append(
+                            ir.ChannelUse(
+                                base, cap_index[cap.name], cap_index[key.name], list(key.key_classes),
+                                text=f"consistent {cap.name} per {key.name}",
+                            )
+                        )  # fmt: skip
+                elif isinstance(s, ast.LockStmt):
+                    cap = captures[s.capture.text]
+                    if s.channel.text not in lock_slots:
+                        lock_slots[s.channel.text] = len(channels)
+                        channels.append(ir.Channel(s.channel.text, cap.kind))
+                    slot = lock_slots[s.channel.text]
+                    if channels[slot].kind != cap.kind:
+                        self.error(
+                            s.capture.pos,
+                            f'channel "{s.channel.text}" holds {channels[slot].kind} values elsewhere, '
+                            f'but "{cap.name}" is a {cap.kind} capture',
+                        )
+                    uses.append(ir.ChannelUse(slot, cap_index[cap.name], text=f"lock {s.channel.text} = {cap.name}"))
+            ir_elements = []
+            for e, accepts in elements:
+                gap = int(e.gap.value) if e.gap is not None else 0
+                capture = cap_index[e.capture.text] if e.capture is not None and e.capture.text in cap_index else -1
+                ir_elements.append(ir.Element(gap, sorted(set(accepts)), capture))
+            lowered.append(
+                ir.Rule(
+                    name=d.name.text,
+                    description=d.description.text if d.description is not None else "",
+                    heat=heat,
+                    freq=freq,
+                    source_order=order,
+                    gate=gate,
+                    elements=ir_elements,
+                    captures=[ir.Capture(c.name, c.kind) for c in captures.values()],
+                    requirements=requirements,
+                    channels=uses,
+                )
+            )
+        lowered.sort(key=lambda r: (-(r.heat * r.freq), r.source_order))
+        return lowered, channels
+
+
+def _operand(o: ast.Operand, cap_index: dict[str, int]) -> ir.Operand:
+    if isinstance(o, ast.Name):
+        return ir.Operand(capture=cap_index[o.text])
+    return ir.Operand(const=o.value)
+
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def _interval(s) -> tuple[str, float, bool, float, bool] | None:
+    """(capture, lo, lo_closed, hi, hi_closed) for a requirement bounding one capture by constants."""
+    if isinstance(s, ast.RequireIn) and isinstance(s.operand, ast.Name):
+        return (s.operand.text, s.low.value, s.low_closed, s.high.value, s.high_closed)
+    if not isinstance(s, ast.RequireCmp):
+        return None
+    if isinstance(s.left, ast.Name) and isinstance(s.right, ast.Num):
+        name, op, c = s.left.text, s.op, s.right.value
+    elif isinstance(s.right, ast.Name) and isinstance(s.left, ast.Num):
+        name, op, c = s.right.text, _FLIP[s.op], s.left.value
+    else:
+        return None
+    inf = math.inf
+    return {
+        "<": (name, -inf, True, c, False),
+        "<=": (name, -inf, True, c, True),
+        ">": (name, c, False, inf, True),
+        ">=": (name, c, True, inf, True),
+        "==": (name, c, True, c, True),
+    }.get(op)
+
+
+def _normalised_run(lexemes) -> bytes:
+    parts = [(False, normalise_anchor_text(lexemes[0].raw))]
+    parts += [(x.start > prev.end, normalise_anchor_text(x.raw)) for prev, x in itertools.pairwise(lexemes)]
+    return join_anchor_run(parts)
+
+
+_BARE: dict[bool, ir.Program] = {}
+
+
+def _bare_program(chinese: bool) -> ir.Program:
+    """A program with no literals, to see how a text reads without the lexicon."""
+    if chinese not in _BARE:
+        _BARE[chinese] = ir.Program(
+            name="bare",
+            title="",
+            source="",
+            chinese_numbers=chinese,
+            lexer=build_lexer([], chinese),
+            classes=[],
+            literals=[],
+            rules=[],
+            channels=[],
+            anchor_groups=[],
+            anchors=ir.AnchorTable(0, [], [], 0),
+            token_flags=[0] * ir.TOK_LITERAL0,
+            window=0,
+        )
+    return _BARE[chinese]
+
+
+def _default_name(path: str) -> str:
+    stem = Path(path).stem if path and not path.startswith("<") else "rules"
+    return re.sub(r"[^A-Za-z0-9_]", "_", stem) or "rules"

@@ -1,0 +1,73 @@
+"""Errors a user can act on: where (file:line:col), the line with a caret, and what was
+expected. Every failure caused by bad input is a `HeatError`; the CLI prints it without a
+traceback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Diagnostic:
+    path: str
+    line: int  # 1-based; 0 when the message is about the whole file
+    column: int  # 1-based
+    message: str
+    source_line: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        where = f"{self.path}:{self.line}:{self.column}" if self.line else self.path
+        out = [f"{where}: error: {self.message}"]
+        if self.source_line is not None and self.line:
+            gutter = f"{self.line:>5} | "
+            out.append(gutter + self.source_line.rstrip("\n"))
+            out.append(" " * (len(gutter) - 2) + "| " + _caret_pad(self.source_line, self.column) + "^")
+        out.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(out)
+
+
+def _caret_pad(line: str, column: int) -> str:
+    # Keep tabs so the caret lines up under tab-indented text; wide (CJK) characters take
+    # two terminal cells.
+    pad = []
+    for ch in line[: max(column - 1, 0)]:
+        if ch == "\t":
+            pad.append("\t")
+        elif _is_wide(ch):
+            pad.append("  ")
+        else:
+            pad.append(" ")
+    return "".join(pad)
+
+
+def _is_wide(ch: str) -> bool:
+    import unicodedata
+
+    return unicodedata.east_asian_width(ch) in ("W", "F")
+
+
+class HeatError(Exception):
+    """One or more diagnostics about user input."""
+
+    def __init__(self, diagnostics: list[Diagnostic] | Diagnostic):
+        if isinstance(diagnostics, Diagnostic):
+            diagnostics = [diagnostics]
+        self.diagnostics = diagnostics
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        return "\n".join(d.render() for d in self.diagnostics)
+
+
+class SourceText:
+    """A source file's text, for attaching lines to diagnostics."""
+
+    def __init__(self, path: str, text: str):
+        self.path = path
+        self.text = text
+        self.lines = text.splitlines()
+
+    def diagnostic(self, line: int, column: int, message: str, notes: list[str] | None = None) -> Diagnostic:
+        src = self.lines[line - 1] if 0 < line <= len(self.lines) else None
+        return Diagnostic(self.path, line, column, message, src, list(notes or []))

@@ -1,0 +1,324 @@
+"""The IR: one plain-data `Program` — the only contract between the front end (DSL,
+heatmap lowering) and the backends (reference interpreter, WASM, native, CUDA).
+
+Everything is tables: a byte-level lexer automaton, literal and class tables, per-rule
+element/requirement/channel tables in heat order, an anchor hash table, trigger flags per
+token code, and the fixed per-sequence state layout. One generic kernel runs any Program.
+See docs/ir.md.
+
+Public surface: the dataclasses, `IR_VERSION`, token-code constants, `state_layout()`,
+`to_json()` / `from_json()`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+IR_VERSION = 1
+MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
+MAX_ANCHOR_LEXEMES = 8
+MAX_ELEMENTS = 16
+MAX_GAP = 64
+
+# Token codes the lexer automaton accepts; a lexeme's symbol is its token code.
+TOK_NONE = 0
+TOK_SPACE = 1  # not a lexeme
+TOK_OTHER = 2
+TOK_WORD = 3
+TOK_NUMBER = 4
+TOK_PERCENT = 5
+TOK_LITERAL0 = 8  # literal i has token code TOK_LITERAL0 + i
+
+TOKEN_NAMES = {TOK_SPACE: "space", TOK_OTHER: "other", TOK_WORD: "word", TOK_NUMBER: "number", TOK_PERCENT: "percent"}
+
+# Per-token-code flags (Program.token_flags)
+FLAG_TRIGGER = 1  # publish a snapshot after this lexeme
+FLAG_BARRIER = 2  # gaps never skip this lexeme
+
+# Requirement operators, in the order the kernels number them.
+OPS = ("<", "<=", ">", ">=", "==", "!=", "in")
+
+
+@dataclass
+class Lexer:
+    """Maximal-munch DFA over bytes. State 0 is dead, state 1 the start."""
+
+    byte_class: list[int]  # 256 entries
+    n_classes: int
+    n_states: int
+    next: list[int]  # n_states * n_classes, row-major; 0 = no transition
+    accept: list[int]  # token code accepted in each state (TOK_NONE = none)
+    boundary: list[int]  # 1: the accept holds only if the next byte is not an ASCII letter
+    fallback: list[int]  # token code accepted instead when the boundary fails
+    max_lexeme: int = MAX_LEXEME
+
+
+@dataclass
+class LexClass:
+    name: str  # anonymous one-literal classes are named by the quoted literal: '"within"'
+    kind: str  # unit | keyword | constraint | punct | other
+    literals: list[int]
+    exact: bool = False
+
+
+@dataclass
+class Literal:
+    text: str
+    class_id: int
+    exact: bool
+
+
+@dataclass
+class Element:
+    gap: int  # lexemes that may lie between the previous element and this one
+    accepts: list[int]  # sorted token codes
+    capture: int = -1  # capture slot, or -1
+
+
+@dataclass
+class Capture:
+    name: str
+    kind: str  # "number" (float64 value) | "class" (class id, stored as float64)
+
+
+@dataclass
+class Operand:
+    capture: int = -1  # capture slot, or -1 for a constant
+    const: float = 0.0
+
+
+@dataclass
+class Requirement:
+    op: str  # one of OPS
+    left: Operand
+    right: Operand  # unused for "in"
+    low: float = 0.0  # "in" only
+    high: float = 0.0
+    low_closed: bool = True
+    high_closed: bool = True
+    text: str = ""  # canonical source form, for reports
+
+
+@dataclass
+class ChannelUse:
+    """A `consistent` or `lock` statement: channel slot = `channel + index of key class`."""
+
+    channel: int  # first slot of the channel
+    capture: int
+    key: int = -1  # capture slot of the key, or -1
+    key_classes: list[int] = field(default_factory=list)
+    text: str = ""
+
+
+@dataclass
+class Channel:
+    name: str  # lock name, "RULE.cap" or "RULE.cap[CLASS]"
+    kind: str  # number | class
+
+
+@dataclass
+class Rule:
+    name: str
+    description: str
+    heat: float
+    freq: float
+    source_order: int
+    gate: int  # anchor group id, or -1
+    elements: list[Element]
+    captures: list[Capture]
+    requirements: list[Requirement]
+    channels: list[ChannelUse]
+
+
+@dataclass
+class AnchorGroup:
+    name: str
+    domain: str
+    n_terms: int
+
+
+@dataclass
+class AnchorTable:
+    """Open addressing, linear probing; slot = key & (size - 1); key 0 marks an empty slot."""
+
+    size: int
+    keys: list[int]  # u64
+    groups: list[int]
+    max_lexemes: int  # longest term, in lexemes (0 = no anchors)
+
+
+@dataclass
+class Expect:
+    text: str
+    outcome: str  # passes | rejects
+    rules: list[str]
+    line: int
+
+
+@dataclass
+class Program:
+    name: str
+    title: str
+    source: str  # file the program was compiled from
+    chinese_numbers: bool
+    lexer: Lexer
+    classes: list[LexClass]
+    literals: list[Literal]
+    rules: list[Rule]  # in heat × freq order, highest first
+    channels: list[Channel]
+    anchor_groups: list[AnchorGroup]
+    anchors: AnchorTable
+    token_flags: list[int]  # per token code: FLAG_TRIGGER | FLAG_BARRIER
+    window: int  # snapshot every N tokens; 0 = off
+    expects: list[Expect] = field(default_factory=list)
+    ir_version: int = IR_VERSION
+
+    def token_name(self, code: int) -> str:
+        if code >= TOK_LITERAL0:
+            lit = self.literals[code - TOK_LITERAL0]
+            return json.dumps(lit.text, ensure_ascii=False)
+        return TOKEN_NAMES.get(code, f"token{code}")
+
+    def rule_index(self, name: str) -> int:
+        for i, r in enumerate(self.rules):
+            if r.name == name:
+                return i
+        raise KeyError(name)
+
+
+# --- fixed-size state ------------------------------------------------------------------
+
+
+@dataclass
+class StateField:
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass
+class StateLayout:
+    fields: list[StateField]
+    size: int
+
+    def field(self, name: str) -> StateField:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+def state_layout(p: Program) -> StateLayout:
+    """Byte layout of one sequence's state (little-endian, 8-byte aligned records).
+
+    Every backend stores a sequence in exactly this many bytes; the reference interpreter
+    serialises to it (`Machine.state_bytes`) and the tests restore from it mid-stream.
+    """
+    fields: list[StateField] = []
+    offset = 0
+
+    def add(name: str, size: int, align: int = 1) -> None:
+        nonlocal offset
+        offset = (offset + align - 1) // align * align
+        fields.append(StateField(name, offset, size))
+        offset += size
+
+    # Lexer
+    add("pos", 8, 8)  # absolute offset of the next byte
+    add("lexemes", 8, 8)
+    add("tokens", 8, 8)
+    add("matches", 8, 8)
+    add("rejections", 8, 8)
+    add("dfa_state", 4, 4)
+    add("buf_len", 4, 4)
+    add("last_tok", 4, 4)
+    add("last_len", 4, 4)
+    add("pend_tok", 4, 4)
+    add("pend_fallback", 4, 4)
+    add("pend_len", 4, 4)
+    add("flags", 4, 4)  # bit 0: finished
+    add("buf", p.lexer.max_lexeme, 1)
+    # Anchors: a ring of the last A anchor-text lexemes of the current run
+    a = p.anchors.max_lexemes
+    if a:
+        add("anchor_count", 4, 4)
+        add("anchor_head", 4, 4)
+        add("anchor_last_end", 8, 8)
+        for i in range(a):
+            add(f"anchor[{i}].start", 8, 8)
+            add(f"anchor[{i}].space_before", 1, 1)
+            add(f"anchor[{i}].len", 1, 1)
+            add(f"anchor[{i}].text", p.lexer.max_lexeme, 1)
+    if p.anchor_groups:
+        add("anchor_active", (len(p.anchor_groups) + 7) // 8, 1)
+    # Channels: set flag, value, span of the match that set it
+    for c in range(len(p.channels)):
+        add(f"channel[{c}].set", 8, 8)
+        add(f"channel[{c}].value", 8, 8)
+        add(f"channel[{c}].start", 8, 8)
+        add(f"channel[{c}].end", 8, 8)
+    # Rules: verdict bits, match count, one thread slot per element after the first
+    for r, rule in enumerate(p.rules):
+        add(f"rule[{r}].rejected", 4, 8)
+        add(f"rule[{r}].matches", 4, 4)
+        for s in range(1, len(rule.elements)):
+            add(f"rule[{r}].slot[{s}].active", 1, 8)
+            add(f"rule[{r}].slot[{s}].gaps", 1, 1)
+            add(f"rule[{r}].slot[{s}].start", 8, 8)
+            add(f"rule[{r}].slot[{s}].captures", 8 * len(rule.captures), 8)
+    size = (offset + 7) // 8 * 8
+    return StateLayout(fields, size)
+
+
+# --- serialisation ---------------------------------------------------------------------
+
+
+def to_json(p: Program, indent: int | None = None) -> str:
+    return json.dumps(asdict(p), ensure_ascii=False, indent=indent, sort_keys=False)
+
+
+class IRVersionError(ValueError):
+    pass
+
+
+def from_json(text: str) -> Program:
+    d = json.loads(text)
+    version = d.get("ir_version")
+    if version != IR_VERSION:
+        raise IRVersionError(f"IR version {version} is not supported (this heatc reads version {IR_VERSION})")
+    return Program(
+        name=d["name"],
+        title=d["title"],
+        source=d["source"],
+        chinese_numbers=d["chinese_numbers"],
+        lexer=Lexer(**d["lexer"]),
+        classes=[LexClass(**c) for c in d["classes"]],
+        literals=[Literal(**x) for x in d["literals"]],
+        rules=[_rule(r) for r in d["rules"]],
+        channels=[Channel(**c) for c in d["channels"]],
+        anchor_groups=[AnchorGroup(**g) for g in d["anchor_groups"]],
+        anchors=AnchorTable(**d["anchors"]),
+        token_flags=d["token_flags"],
+        window=d["window"],
+        expects=[Expect(**e) for e in d["expects"]],
+        ir_version=version,
+    )
+
+
+def _rule(d: dict) -> Rule:
+    return Rule(
+        name=d["name"],
+        description=d["description"],
+        heat=d["heat"],
+        freq=d["freq"],
+        source_order=d["source_order"],
+        gate=d["gate"],
+        elements=[Element(**e) for e in d["elements"]],
+        captures=[Capture(**c) for c in d["captures"]],
+        requirements=[
+            Requirement(**{**q, "left": Operand(**q["left"]), "right": Operand(**q["right"])})
+            for q in d["requirements"]
+        ],
+        channels=[ChannelUse(**c) for c in d["channels"]],
+    )

@@ -1,0 +1,179 @@
+"""Build the rule set's lexer automaton: literals, numbers, words, spaces, other characters
+(docs/semantics.md §1–2), as one maximal-munch DFA in `ir.Lexer` form.
+
+Public surface: `build_lexer(literals, chinese_numbers)`, `LiteralConflictError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import ir
+from .automaton import Fragment, Nfa, determinize
+
+ASCII_LETTERS = frozenset(range(ord("A"), ord("Z") + 1)) | frozenset(range(ord("a"), ord("z") + 1))
+ASCII_SPACE = frozenset(b" \t\n\v\f\r")
+
+CN_DIGITS = {
+    "零": 0, "〇": 0, "一": 1, "壹": 1, "二": 2, "两": 2, "兩": 2, "贰": 2, "三": 3, "叁": 3,
+    "四": 4, "肆": 4, "五": 5, "伍": 5, "六": 6, "陆": 6, "七": 7, "柒": 7, "八": 8, "捌": 8,
+    "九": 9, "玖": 9,
+}  # fmt: skip
+CN_SMALL = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000}
+CN_BIG = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
+ARABIC_MULT_SMALL = {"十": 1, "百": 2, "千": 3}  # exponents
+ARABIC_MULT_BIG = {"万": 4, "萬": 4, "亿": 8, "億": 8}
+FULLWIDTH_DIGITS = [chr(0xFF10 + d) for d in range(10)]
+
+# Priorities on equal length (lower wins), docs/semantics.md §1.
+PRIO_EXACT, PRIO_LITERAL, PRIO_NUMBER, PRIO_WORD, PRIO_SPACE, PRIO_OTHER = 1, 2, 3, 4, 5, 6
+
+
+@dataclass(frozen=True)
+class LiteralSpec:
+    text: str
+    exact: bool
+
+
+@dataclass(frozen=True)
+class _Label:
+    priority: int
+    token: int  # token code
+    boundary: bool  # literal ending in an ASCII letter
+
+
+class LiteralConflictError(Exception):
+    """Two literals can match the same bytes at the same priority."""
+
+    def __init__(self, a: int, b: int):
+        super().__init__(f"literals {a} and {b} overlap")
+        self.a, self.b = a, b
+
+
+def _chars(nfa: Nfa, chars) -> Fragment:
+    return nfa.alt(*(nfa.literal(c.encode("utf-8")) for c in chars))
+
+
+def _literal_fragment(nfa: Nfa, lit: LiteralSpec) -> Fragment:
+    parts: list[Fragment] = []
+    in_space = False
+    for ch in lit.text:
+        if ch in " \t\n\v\f\r":
+            if not in_space:
+                parts.append(nfa.plus(lambda: nfa.byteset(ASCII_SPACE)))
+            in_space = True
+            continue
+        in_space = False
+        data = ch.encode("utf-8")
+        if len(data) == 1 and data[0] in ASCII_LETTERS and not lit.exact:
+            parts.append(nfa.byteset(frozenset([data[0] | 0x20, data[0] & ~0x20])))
+        else:
+            parts.append(nfa.literal(data))
+    return nfa.seq(*parts)
+
+
+def _number_fragments(nfa: Nfa, chinese: bool) -> tuple[Fragment, Fragment]:
+    """(number, percent) fragments."""
+
+    def digit() -> Fragment:
+        return nfa.alt(nfa.byteset(frozenset(b"0123456789")), _chars(nfa, FULLWIDTH_DIGITS))
+
+    def integer() -> Fragment:
+        plain = nfa.plus(digit)
+        grouped = nfa.seq(
+            digit(),
+            nfa.opt(digit()),
+            nfa.opt(digit()),
+            nfa.plus(lambda: nfa.seq(nfa.literal(b","), digit(), digit(), digit())),
+        )
+        return nfa.alt(plain, grouped)
+
+    def decimal() -> Fragment:
+        point = _chars(nfa, [".", "．"])
+        return nfa.seq(integer(), nfa.opt(nfa.seq(point, nfa.plus(digit))))
+
+    def percent_sign() -> Fragment:
+        return _chars(nfa, ["%", "％"])
+
+    numbers = [decimal()]
+    percents = [nfa.seq(decimal(), percent_sign())]
+    if chinese:
+
+        def small() -> Fragment:
+            return _chars(nfa, ARABIC_MULT_SMALL)
+
+        def big() -> Fragment:
+            return _chars(nfa, ARABIC_MULT_BIG)
+
+        mult = nfa.alt(small(), nfa.plus(big), nfa.seq(small(), nfa.plus(big)))
+        numbers.append(nfa.seq(decimal(), mult))
+
+        def cn_digit() -> Fragment:
+            return _chars(nfa, CN_DIGITS)
+
+        def chinese_numeral() -> Fragment:
+            start = _chars(nfa, list(CN_DIGITS) + list(CN_SMALL))
+            rest = nfa.star(_chars(nfa, list(CN_DIGITS) + list(CN_SMALL) + list(CN_BIG)))
+            fraction = nfa.opt(nfa.seq(nfa.literal("点".encode()), nfa.plus(cn_digit)))
+            return nfa.seq(start, rest, fraction)
+
+        numbers.append(chinese_numeral())
+        percents.append(nfa.seq(nfa.literal("百分之".encode()), nfa.alt(decimal(), chinese_numeral())))
+    return nfa.alt(*numbers), nfa.alt(*percents)
+
+
+def build_lexer(literals: list[LiteralSpec], chinese_numbers: bool) -> ir.Lexer:
+    nfa = Nfa()
+    start = nfa.state()
+
+    def token(frag: Fragment, label: _Label) -> None:
+        nfa.epsilon(start, frag.start)
+        nfa.accepts[frag.end] = label
+
+    for i, lit in enumerate(literals):
+        data = lit.text.encode("utf-8")
+        boundary = data[-1] in ASCII_LETTERS
+        prio = PRIO_EXACT if lit.exact else PRIO_LITERAL
+        token(_literal_fragment(nfa, lit), _Label(prio, ir.TOK_LITERAL0 + i, boundary))
+
+    number, percent = _number_fragments(nfa, chinese_numbers)
+    token(number, _Label(PRIO_NUMBER, ir.TOK_NUMBER, False))
+    token(percent, _Label(PRIO_NUMBER, ir.TOK_PERCENT, False))
+    token(nfa.plus(lambda: nfa.byteset(ASCII_LETTERS)), _Label(PRIO_WORD, ir.TOK_WORD, False))
+    space = nfa.alt(nfa.plus(lambda: nfa.byteset(ASCII_SPACE)), _chars(nfa, ["\u00a0", "\u3000"]))
+    token(space, _Label(PRIO_SPACE, ir.TOK_SPACE, False))
+    cont = frozenset(range(0x80, 0xC0))
+    other = nfa.alt(
+        nfa.byteset(frozenset(range(256))),
+        nfa.seq(nfa.byteset(frozenset(range(0xC2, 0xE0))), nfa.byteset(cont)),
+        nfa.seq(nfa.byteset(frozenset(range(0xE0, 0xF0))), nfa.byteset(cont), nfa.byteset(cont)),
+        nfa.seq(nfa.byteset(frozenset(range(0xF0, 0xF5))), nfa.byteset(cont), nfa.byteset(cont), nfa.byteset(cont)),
+    )
+    token(other, _Label(PRIO_OTHER, ir.TOK_OTHER, False))
+
+    dfa = determinize(nfa, start)
+    accept, boundary, fallback = [], [], []
+    for labels in dfa.labels:
+        if not labels:
+            accept.append(ir.TOK_NONE)
+            boundary.append(0)
+            fallback.append(ir.TOK_NONE)
+            continue
+        ranked = sorted(set(labels), key=lambda lb: (lb.priority, lb.token))
+        best = ranked[0]
+        if len(ranked) > 1 and ranked[1].priority == best.priority and best.priority <= PRIO_LITERAL:
+            raise LiteralConflictError(best.token - ir.TOK_LITERAL0, ranked[1].token - ir.TOK_LITERAL0)
+        accept.append(best.token)
+        boundary.append(1 if best.boundary else 0)
+        alt = next((lb.token for lb in ranked if not lb.boundary), ir.TOK_NONE)
+        fallback.append(alt if best.boundary else ir.TOK_NONE)
+    flat = [x for row in dfa.next for x in row]
+    return ir.Lexer(
+        byte_class=dfa.byte_class,
+        n_classes=dfa.n_classes,
+        n_states=len(dfa.next),
+        next=flat,
+        accept=accept,
+        boundary=boundary,
+        fallback=fallback,
+    )

@@ -1,0 +1,97 @@
+"""The value of a number lexeme: one exactly specified float64 algorithm
+(docs/semantics.md §2). Every backend must reproduce these steps operation by operation:
+each `*`, `/` and `+` below is one IEEE-754 binary64 operation, round-to-nearest-even, never
+fused. Python floats are binary64 and never fuse, so this module is the reference.
+
+Public surface: `number_value(token_bytes)`, `POW10`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .lexicon import ARABIC_MULT_BIG, ARABIC_MULT_SMALL, CN_BIG, CN_DIGITS, CN_SMALL
+
+#: POW10[i] is the float64 nearest to 10**i (inf beyond 10**308).
+POW10: list[float] = [float(10**i) if i <= 308 else math.inf for i in range(400)]
+
+_PERCENT_PREFIX = "百分之"
+_FRACTION_POINTS = (".", "．")
+_POINT_CN = "点"
+
+
+def _arabic_digit(ch: str) -> int | None:
+    if "0" <= ch <= "9":
+        return ord(ch) - 48
+    if "\uff10" <= ch <= "\uff19":
+        return ord(ch) - 0xFF10
+    return None
+
+
+def _scale(m: float, e: int) -> float:
+    if e >= 0:
+        return m * POW10[e]
+    return m / POW10[-e]
+
+
+def _arabic(text: str) -> float:
+    """DEC [MULT] ['%' | '％'] — digits, commas, one decimal point, multipliers."""
+    m = 0.0
+    k = 0
+    exponent = 0
+    in_fraction = False
+    for ch in text:
+        d = _arabic_digit(ch)
+        if d is not None:
+            m = m * 10.0 + d
+            if in_fraction:
+                k += 1
+        elif ch in _FRACTION_POINTS:
+            in_fraction = True
+        elif ch in ARABIC_MULT_SMALL:
+            exponent += ARABIC_MULT_SMALL[ch]
+        elif ch in ARABIC_MULT_BIG:
+            exponent += ARABIC_MULT_BIG[ch]
+        # ',' separators and the percent sign carry no value
+    return _scale(m, exponent - k)
+
+
+def _chinese(text: str) -> float:
+    total = section = digits = 0.0
+    seen = False
+    fraction: str | None = None
+    if _POINT_CN in text:
+        text, fraction = text.split(_POINT_CN, 1)
+    for ch in text:
+        if ch in CN_DIGITS:
+            digits = digits * 10.0 + CN_DIGITS[ch]
+            seen = True
+        elif ch in CN_SMALL:
+            section = section + (digits if seen else 1.0) * CN_SMALL[ch]
+            digits = 0.0
+            seen = False
+        elif ch in CN_BIG:
+            if CN_BIG[ch] == 10_000:
+                total = total + (section + digits) * 10000.0
+            else:
+                total = (total + section + digits) * 100000000.0
+            section = digits = 0.0
+            seen = False
+    integer = total + section + digits
+    if fraction is None:
+        return integer
+    f = 0.0
+    for ch in fraction:
+        f = f * 10.0 + CN_DIGITS[ch]
+    k = len(fraction)
+    return (integer * POW10[k] + f) / POW10[k]
+
+
+def number_value(token: bytes) -> float:
+    """Value of a number or percent lexeme's bytes (as produced by the lexer)."""
+    text = token.decode("utf-8")
+    if text.startswith(_PERCENT_PREFIX):
+        text = text[len(_PERCENT_PREFIX) :]
+    if _arabic_digit(text[0]) is not None:
+        return _arabic(text)
+    return _chinese(text)

@@ -1,0 +1,357 @@
+"""`.heat` source → syntax tree (`heatc.ast`), with errors a person can act on.
+
+Public surface: `parse(text, path)`, `parse_file(path)`, `grammar_text()`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import lark
+from lark import Lark, Token, Transformer, v_args
+
+from . import ast
+from .errors import HeatError, SourceText
+
+# The grammar is data (grammar/heat.lark at the repository root), installed as the
+# package `heatc.grammar`; a plain source checkout reads it from the repository.
+_SOURCE_GRAMMAR = Path(__file__).resolve().parent.parent / "grammar" / "heat.lark"
+
+
+def grammar_text() -> str:
+    """The text of grammar/heat.lark."""
+    try:
+        from importlib.resources import files
+
+        return (files("heatc.grammar") / "heat.lark").read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError):
+        return _SOURCE_GRAMMAR.read_text(encoding="utf-8")
+
+
+# What each terminal means, in words (lark's own names are internal).
+_TERMINAL_WORDS = {
+    "NAME": "a name",
+    "STRING": "a quoted string",
+    "NUMBER": "a number",
+    "CMP": "a comparison (<, <=, >, >=, ==, !=)",
+    "CLASS_KIND": "a class kind (unit, keyword, constraint, punct, other)",
+    "LOW_BRACKET": '"[" or "("',
+    "HIGH_BRACKET": '"]" or ")"',
+    "$END": "the end of the file",
+}
+
+RESERVED_WORDS = frozenset(
+    "ruleset options class anchor domain triggers at every barrier rule heat freq when match "
+    "require in consistent per lock expect passes rejects number percent exact unit keyword "
+    "constraint punct other".split()
+)
+
+
+@functools.cache
+def _parser() -> Lark:
+    return Lark(
+        grammar_text(),
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=False,
+    )
+
+
+def parse_file(path: str | Path) -> ast.RuleFile:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise HeatError(SourceText(str(p), "").diagnostic(0, 0, f"cannot read file: {e.strerror}")) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise HeatError(SourceText(str(p), "").diagnostic(line, col, "the file is not valid UTF-8")) from None
+    return parse(text, str(p))
+
+
+def parse(text: str, path: str = "<string>") -> ast.RuleFile:
+    src = SourceText(path, text)
+    try:
+        tree = _parser().parse(text)
+    except lark.exceptions.UnexpectedInput as e:
+        raise HeatError(_syntax_diagnostic(src, e)) from None
+    try:
+        result = _ToAst(src).transform(tree)
+    except lark.exceptions.VisitError as e:
+        if isinstance(e.orig_exc, HeatError):
+            raise e.orig_exc from None
+        raise
+    return ast.RuleFile(result.header, result.decls, path)
+
+
+# --- syntax errors --------------------------------------------------------------------
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _TERMINAL_WORDS:
+        return _TERMINAL_WORDS[name]
+    for term in _parser().terminals:
+        if term.name == name and isinstance(term.pattern, lark.lexer.PatternStr):
+            return f'"{term.pattern.value}"'
+    return name.lower()
+
+
+def _describe_token(tok: Token) -> str:
+    if tok.type == "$END":
+        return "the end of the file"
+    value = str(tok)
+    if tok.type != "NAME" and value in RESERVED_WORDS:
+        return f'the reserved word "{value}"'
+    if tok.type == "STRING":
+        return f"the string {value}"
+    return f'"{value}"'
+
+
+def _expected_phrase(expected: set[str]) -> str:
+    words = sorted({_describe_terminal(t) for t in expected})
+    if not words:
+        return "something else"
+    if len(words) == 1:
+        return words[0]
+    if len(words) > 8:
+        return "one of " + ", ".join(words[:8]) + ", …"
+    return "one of " + ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _syntax_diagnostic(src: SourceText, e: lark.exceptions.UnexpectedInput):
+    line, col = getattr(e, "line", 0) or 0, getattr(e, "column", 0) or 0
+    if isinstance(e, lark.exceptions.UnexpectedCharacters):
+        ch = src.text[e.pos_in_stream] if e.pos_in_stream < len(src.text) else ""
+        if ch == '"':
+            return src.diagnostic(line, col, 'unterminated string: a string must end with " on the same line')
+        if ch == "\\":
+            return src.diagnostic(line, col, "a backslash is only allowed inside a string")
+        allowed = _expected_phrase(set(e.allowed or ()))
+        return src.diagnostic(line, col, f"unexpected character {ch!r}, expected {allowed}")
+    if isinstance(e, lark.exceptions.UnexpectedEOF):
+        lines = src.text.splitlines() or [""]
+        return src.diagnostic(
+            len(lines), len(lines[-1]) + 1, f"unexpected end of file, expected {_expected_phrase(set(e.expected))}"
+        )
+    if isinstance(e, lark.exceptions.UnexpectedToken):
+        tok = e.token
+        expected = set(e.expected)
+        if tok.type == "$END":
+            lines = src.text.splitlines() or [""]
+            return src.diagnostic(
+                len(lines), len(lines[-1]) + 1, f"unexpected end of file, expected {_expected_phrase(expected)}"
+            )
+        message = f"expected {_expected_phrase(expected)}, found {_describe_token(tok)}"
+        notes = []
+        if "NAME" in expected and str(tok) in RESERVED_WORDS:
+            notes.append(f'"{tok}" is a reserved word and cannot be used as a name')
+        return src.diagnostic(tok.line, tok.column, message, notes)
+    return src.diagnostic(line, col, "syntax error")
+
+
+# --- tree → AST -----------------------------------------------------------------------
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
+_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
+
+
+def _pos(node) -> ast.Pos:
+    if isinstance(node, Token):
+        return ast.Pos(node.line or 0, node.column or 0)
+    meta = getattr(node, "meta", node)  # a tree node, or its Meta itself
+    if not getattr(meta, "empty", True):
+        return ast.Pos(meta.line, meta.column)
+    return ast.Pos()
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    def __init__(self, src: SourceText):
+        super().__init__()
+        self.src = src
+
+    def _error(self, pos: ast.Pos, message: str) -> HeatError:
+        return HeatError(self.src.diagnostic(pos.line, pos.column, message))
+
+    # terminals
+    def NAME(self, tok):  # noqa: N802 (lark calls terminals by their name)
+        # The contextual lexer lets a keyword through as a NAME where no keyword fits;
+        # refuse it, or a class called "number" could never be referred to.
+        if str(tok) in RESERVED_WORDS:
+            raise self._error(_pos(tok), f'"{tok}" is a reserved word and cannot be used as a name')
+        return ast.Name(str(tok), _pos(tok))
+
+    def STRING(self, tok):  # noqa: N802
+        body = str(tok)[1:-1]
+
+        def unescape(m: re.Match) -> str:
+            esc = m.group(1)
+            if esc[0] == "u" and len(esc) == 5:
+                return chr(int(esc[1:], 16))
+            if esc in _SIMPLE_ESCAPES:
+                return _SIMPLE_ESCAPES[esc]
+            offset = m.start() + 1
+            raise self._error(
+                ast.Pos(tok.line, tok.column + offset),
+                f'unknown escape "\\{esc}" (use \\", \\\\, \\n, \\t or \\uXXXX)',
+            )
+
+        return ast.Str(_ESCAPE.sub(unescape, body), _pos(tok))
+
+    def NUMBER(self, tok):  # noqa: N802
+        return ast.Num(float(str(tok)), _pos(tok))
+
+    def __default_token__(self, tok):
+        return tok
+
+    # declarations
+    def start(self, meta, children):
+        header = None
+        decls = []
+        for c in children:
+            if isinstance(c, ast.RulesetDecl):
+                header = c
+            else:
+                decls.append(c)
+        return _Parsed(header, tuple(decls))
+
+    def ruleset_decl(self, meta, children):
+        title = children[1] if len(children) > 1 else None
+        return ast.RulesetDecl(children[0], title, _pos(meta))
+
+    def options_decl(self, meta, children):
+        return ast.OptionsDecl(tuple(children), _pos(meta))
+
+    def string_list(self, meta, children):
+        return tuple(children)
+
+    def name_list(self, meta, children):
+        return tuple(children)
+
+    def class_decl(self, meta, children):
+        name, kind, *rest = children
+        exact = len(rest) == 2
+        return ast.ClassDecl(name, str(kind), exact, rest[-1], _pos(meta))
+
+    def anchor_decl(self, meta, children):
+        if len(children) == 3:
+            name, domain, terms = children
+        else:
+            (name, terms), domain = children, None
+        return ast.AnchorDecl(name, domain, terms, _pos(meta))
+
+    def triggers_decl(self, meta, children):
+        return ast.TriggersDecl(tuple(children), _pos(meta))
+
+    def trigger_at(self, meta, children):
+        return ast.TriggerAt(children[0], _pos(meta))
+
+    def trigger_every(self, meta, children):
+        return ast.TriggerEvery(children[0], _pos(meta))
+
+    def trigger_barrier(self, meta, children):
+        return ast.TriggerBarrier(children[0], _pos(meta))
+
+    def rule_decl(self, meta, children):
+        name = children[0]
+        description = None
+        heat = freq = None
+        stmts = []
+        for c in children[1:]:
+            if isinstance(c, ast.Str):
+                description = c
+            elif isinstance(c, tuple) and c[0] == "heat":
+                if heat is not None:
+                    raise self._error(c[1].pos, "heat is given twice")
+                heat = c[1]
+            elif isinstance(c, tuple) and c[0] == "freq":
+                if freq is not None:
+                    raise self._error(c[1].pos, "freq is given twice")
+                freq = c[1]
+            else:
+                stmts.append(c)
+        return ast.RuleDecl(name, description, heat, freq, tuple(stmts), _pos(meta))
+
+    def heat_attr(self, meta, children):
+        return ("heat", children[0])
+
+    def freq_attr(self, meta, children):
+        return ("freq", children[0])
+
+    def when_stmt(self, meta, children):
+        return ast.WhenStmt(children[0], _pos(meta))
+
+    def match_stmt(self, meta, children):
+        return ast.MatchStmt(tuple(children), _pos(meta))
+
+    def element(self, meta, children):
+        gap = capture = None
+        for c in children[:-1]:
+            if isinstance(c, tuple) and c[0] == "gap":
+                gap = c[1]
+            elif isinstance(c, tuple) and c[0] == "capture":
+                capture = c[1]
+        return ast.Element(children[-1], gap, capture, _pos(meta))
+
+    def gap(self, meta, children):
+        return ("gap", children[0])
+
+    def capture(self, meta, children):
+        return ("capture", children[0])
+
+    def atom_class(self, meta, children):
+        return ast.AtomClass(children[0], _pos(meta))
+
+    def atom_literal(self, meta, children):
+        return ast.AtomLiteral(children[0], _pos(meta))
+
+    def atom_number(self, meta, children):
+        return ast.AtomNumber(_pos(meta))
+
+    def atom_percent(self, meta, children):
+        return ast.AtomPercent(_pos(meta))
+
+    def atom_any(self, meta, children):
+        flat: list[ast.Atom] = []
+        for c in children:
+            flat.extend(c.options if isinstance(c, ast.AtomAny) else (c,))
+        return ast.AtomAny(tuple(flat), _pos(meta))
+
+    def operand(self, meta, children):
+        return children[0]
+
+    def require_cmp(self, meta, children):
+        left, op, right = children
+        return ast.RequireCmp(left, str(op), right, _pos(meta))
+
+    def require_in(self, meta, children):
+        operand, low_bracket, low, high, high_bracket = children
+        return ast.RequireIn(operand, low, high, str(low_bracket) == "[", str(high_bracket) == "]", _pos(meta))
+
+    def consistent_stmt(self, meta, children):
+        key = children[1] if len(children) > 1 else None
+        return ast.ConsistentStmt(children[0], key, _pos(meta))
+
+    def lock_stmt(self, meta, children):
+        return ast.LockStmt(children[0], children[1], _pos(meta))
+
+    def expect_decl(self, meta, children):
+        text, (outcome, rules) = children
+        return ast.ExpectDecl(text, outcome, rules, _pos(meta))
+
+    def expect_passes(self, meta, children):
+        return ("passes", children[0] if children else ())
+
+    def expect_rejects(self, meta, children):
+        return ("rejects", children[0])
+
+
+class _Parsed:
+    def __init__(self, header, decls):
+        self.header = header
+        self.decls = decls

@@ -1,0 +1,614 @@
+"""The reference interpreter: THE specification of what a compiled Program does.
+
+It runs a `Program` over a byte stream, for one sequence (`Machine`) or a batch
+(`Batch`), exactly as docs/semantics.md describes; every other backend must produce the
+same events and verdicts, bit for bit. Clarity beats speed here: each step below is the
+definition, written so it can be read next to the document.
+
+Public surface: `Machine`, `Batch`, `scan()`, `lex()`, `Lexeme`, and the anchor helpers
+`normalise_anchor_text()`, `join_anchor_run()`, `anchor_key()`, `is_anchor_text()` that the
+compiler shares so that build time and run time normalise identically.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import struct
+from dataclasses import dataclass
+
+from heatc_runtime import Conflict, Event, Snapshot, Verdict
+
+from . import ir
+from .numbers import number_value
+
+_ASCII_LETTER = bytes(1 if (65 <= b <= 90 or 97 <= b <= 122) else 0 for b in range(256))
+_NUMERIC = (ir.TOK_NUMBER, ir.TOK_PERCENT)
+
+
+@dataclass(frozen=True)
+class Lexeme:
+    code: int  # token code = symbol
+    start: int
+    end: int
+    raw: bytes
+    value: float = 0.0  # numbers and percents
+
+
+class _LexerState:
+    """Maximal munch over bytes with a bounded look-back buffer (semantics §1)."""
+
+    __slots__ = ("buf", "last_len", "last_tok", "pend_fallback", "pend_len", "pend_tok", "state", "tok_start")
+
+    def __init__(self) -> None:
+        self.state = 1
+        self.buf = bytearray()
+        self.tok_start = 0
+        self.last_tok = self.last_len = 0
+        self.pend_tok = self.pend_fallback = self.pend_len = 0
+
+
+def _run_lexer(lx: ir.Lexer, st: _LexerState, data: bytes, emit) -> None:
+    """Feed `data` through the lexer; `emit(code, start, raw)` gets each finished token."""
+    nxt, cls, ncls = lx.next, lx.byte_class, lx.n_classes
+    accept, boundary, fallback, cap = lx.accept, lx.boundary, lx.fallback, lx.max_lexeme
+    redo: list[int] = []  # bytes to lex again, last one first
+    i, n = 0, len(data)
+    while True:
+        if redo:
+            b = redo.pop()
+        elif i < n:
+            b = data[i]
+            i += 1
+        else:
+            return
+        if st.pend_tok:
+            # The byte after a literal that ends in a letter decides its word boundary.
+            if _ASCII_LETTER[b]:
+                if st.pend_fallback:
+                    st.last_tok, st.last_len = st.pend_fallback, st.pend_len
+            else:
+                st.last_tok, st.last_len = st.pend_tok, st.pend_len
+            st.pend_tok = st.pend_fallback = st.pend_len = 0
+        t = nxt[st.state * ncls + cls[b]] if len(st.buf) < cap else 0
+        if t:
+            st.buf.append(b)
+            st.state = t
+            a = accept[t]
+            if a:
+                if boundary[t]:
+                    st.pend_tok, st.pend_fallback, st.pend_len = a, fallback[t], len(st.buf)
+                else:
+                    st.last_tok, st.last_len = a, len(st.buf)
+            continue
+        # No longer token possible: emit the longest accepted one, lex the rest again.
+        redo.append(b)
+        redo.extend(reversed(_emit_last(st, emit)))
+
+
+def _emit_last(st: _LexerState, emit) -> bytes:
+    raw = bytes(st.buf[: st.last_len])
+    rest = bytes(st.buf[st.last_len :])
+    emit(st.last_tok, st.tok_start, raw)
+    st.tok_start += st.last_len
+    st.buf = bytearray()
+    st.state = 1
+    st.last_tok = st.last_len = 0
+    st.pend_tok = st.pend_fallback = st.pend_len = 0
+    return rest
+
+
+def _finish_lexer(lx: ir.Lexer, st: _LexerState, emit) -> None:
+    """End of stream: the boundary after a pending literal holds; flush everything."""
+    while st.buf:
+        if st.pend_tok:
+            st.last_tok, st.last_len = st.pend_tok, st.pend_len
+        _run_lexer(lx, st, _emit_last(st, emit), emit)
+
+
+def lex(program: ir.Program, data: bytes) -> list[Lexeme]:
+    """All lexemes of a complete stream (spaces dropped)."""
+    out: list[Lexeme] = []
+
+    def emit(code: int, start: int, raw: bytes) -> None:
+        if code != ir.TOK_SPACE:
+            value = number_value(raw) if code in _NUMERIC else 0.0
+            out.append(Lexeme(code, start, start + len(raw), raw, value))
+
+    st = _LexerState()
+    _run_lexer(program.lexer, st, data, emit)
+    _finish_lexer(program.lexer, st, emit)
+    return out
+
+
+# --- matching ---------------------------------------------------------------------------
+
+
+class _Thread:
+    __slots__ = ("caps", "gaps", "start")
+
+    def __init__(self, start: int, gaps: int, caps: list[float]):
+        self.start, self.gaps, self.caps = start, gaps, caps
+
+
+class _RuleState:
+    __slots__ = ("matches", "rejected", "slots")
+
+    def __init__(self, n_elements: int):
+        self.rejected = False
+        self.matches = 0
+        self.slots: list[_Thread | None] = [None] * n_elements  # slot 0 unused
+
+
+class _Channel:
+    __slots__ = ("end", "set", "start", "value")
+
+    def __init__(self) -> None:
+        self.set, self.value, self.start, self.end = False, 0.0, 0, 0
+
+
+class _AnchorEntry:
+    __slots__ = ("space_before", "start", "text")
+
+    def __init__(self, start: int, space_before: bool, text: bytes):
+        self.start, self.space_before, self.text = start, space_before, text
+
+
+def normalise_anchor_text(raw: bytes) -> bytes:
+    """Lower-case ASCII letters; each ASCII whitespace run becomes one space."""
+    out = bytearray()
+    in_space = False
+    for b in raw:
+        if b in b" \t\n\v\f\r":
+            if not in_space:
+                out.append(0x20)
+            in_space = True
+            continue
+        in_space = False
+        out.append(b | 0x20 if _ASCII_LETTER[b] else b)
+    return bytes(out)
+
+
+def join_anchor_run(parts: list[tuple[bool, bytes]]) -> bytes:
+    """Normalised text of a run: (whitespace before?, normalised lexeme) pairs, joined with
+    one space where the stream had whitespace between two lexemes."""
+    out = parts[0][1]
+    for space_before, text in parts[1:]:
+        out += (b" " if space_before else b"") + text
+    return out
+
+
+def anchor_key(domain: str, normalised: bytes) -> int:
+    """u64 key of an anchor term: sha256(domain ‖ 0x1F ‖ term), first 8 bytes, little-endian."""
+    digest = hashlib.sha256(domain.encode("utf-8") + b"\x1f" + normalised).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def is_anchor_text(code: int, raw: bytes) -> bool:
+    return code == ir.TOK_WORD or code >= ir.TOK_LITERAL0 or (code == ir.TOK_OTHER and raw[0] >= 0x80)
+
+
+def _compare(op: str, a: float, b: float) -> bool:
+    if op == "<":
+        return a < b
+    if op == "<=":
+        return a <= b
+    if op == ">":
+        return a > b
+    if op == ">=":
+        return a >= b
+    if op == "==":
+        return a == b
+    return a != b
+
+
+class Machine:
+    """One sequence: `feed(bytes)`, `snapshot()`, `finish()`, `fork()`, `reset()`."""
+
+    def __init__(self, program: ir.Program):
+        self.program = program
+        self._accepts = [[frozenset(e.accepts) for e in r.elements] for r in program.rules]
+        self._starts = [self._accepts[i][0] for i in range(len(program.rules))]
+        self._class_names = [c.name for c in program.classes]
+        self._literal_class = [lit.class_id for lit in program.literals]
+        self._domains = list(dict.fromkeys(g.domain for g in program.anchor_groups))
+        self.reset()
+
+    # -- life cycle --------------------------------------------------------------------
+
+    def reset(self) -> None:
+        p = self.program
+        self._lexer = _LexerState()
+        self.pos = 0
+        self.lexemes = 0
+        self.tokens = 0
+        self.matches = 0
+        self.rejections = 0
+        self.finished = False
+        self._last_end = 0  # end of the previous lexeme
+        self._anchors: list[_AnchorEntry] = []
+        self._active = [False] * len(p.anchor_groups)
+        self._channels = [_Channel() for _ in p.channels]
+        self._rules = [_RuleState(len(r.elements)) for r in p.rules]
+        self._events: list[Event] = []
+        self._published: list[Snapshot] = []
+
+    def fork(self) -> Machine:
+        twin = copy.copy(self)
+        twin._lexer = copy.deepcopy(self._lexer)
+        twin._anchors = list(self._anchors)
+        twin._active = list(self._active)
+        twin._channels = copy.deepcopy(self._channels)
+        twin._rules = copy.deepcopy(self._rules)
+        twin._events = list(self._events)
+        twin._published = []
+        return twin
+
+    # -- input -------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> list[Snapshot]:
+        """Feed one token's bytes; return the snapshots published meanwhile."""
+        if self.finished:
+            raise RuntimeError("the stream is finished; reset() before feeding more")
+        self._lexer.tok_start = self.pos - len(self._lexer.buf)
+        self.pos += len(data)
+        _run_lexer(self.program.lexer, self._lexer, data, self._on_token)
+        self.tokens += 1
+        if self.program.window and self.tokens % self.program.window == 0:
+            self._publish()
+        return self._take_published()
+
+    def snapshot(self) -> Snapshot:
+        """Publish a snapshot now (events since the previous one, current verdicts)."""
+        self._publish()
+        return self._take_published()[-1]
+
+    def finish(self) -> list[Snapshot]:
+        """End of stream: flush the lexer, end every partial match, publish the final snapshot."""
+        if self.finished:
+            raise RuntimeError("finish() was already called")
+        self._lexer.tok_start = self.pos - len(self._lexer.buf)
+        _finish_lexer(self.program.lexer, self._lexer, self._on_token)
+        for rs in self._rules:
+            rs.slots = [None] * len(rs.slots)
+        self.finished = True
+        self._publish(final=True)
+        return self._take_published()
+
+    # -- observation -------------------------------------------------------------------
+
+    def verdicts(self) -> dict[str, Verdict]:
+        out = {}
+        for rule, rs in zip(self.program.rules, self._rules, strict=True):
+            if rs.rejected:
+                out[rule.name] = Verdict.REJECTED
+            elif any(t is not None for t in rs.slots):
+                out[rule.name] = Verdict.PENDING
+            else:
+                out[rule.name] = Verdict.CONFIRMED
+        return out
+
+    def counters(self) -> dict[str, int]:
+        return {
+            "bytes": self.pos,
+            "lexemes": self.lexemes,
+            "tokens": self.tokens,
+            "matches": self.matches,
+            "rejections": self.rejections,
+        }
+
+    def rule_matches(self) -> dict[str, int]:
+        return {r.name: rs.matches for r, rs in zip(self.program.rules, self._rules, strict=True)}
+
+    def _publish(self, final: bool = False) -> None:
+        events, self._events = self._events, []
+        self._published.append(Snapshot(self.verdicts(), events, self.counters(), final))
+
+    def _take_published(self) -> list[Snapshot]:
+        out, self._published = self._published, []
+        return out
+
+    # -- one lexeme --------------------------------------------------------------------
+
+    def _on_token(self, code: int, start: int, raw: bytes) -> None:
+        if code == ir.TOK_SPACE:
+            return
+        end = start + len(raw)
+        x = Lexeme(code, start, end, raw, number_value(raw) if code in _NUMERIC else 0.0)
+        space_before = start > self._last_end
+        self._last_end = end
+        self.lexemes += 1
+        if self.program.anchors.max_lexemes:
+            self._step_anchors(x, space_before)
+        flags = self.program.token_flags[code]
+        for r in range(len(self.program.rules)):
+            self._step_rule(r, x, bool(flags & ir.FLAG_BARRIER))
+        if flags & ir.FLAG_TRIGGER:
+            self._publish()
+
+    def _step_anchors(self, x: Lexeme, space_before: bool) -> None:
+        if not is_anchor_text(x.code, x.raw):
+            self._anchors.clear()
+            return
+        p = self.program
+        self._anchors.append(_AnchorEntry(x.start, space_before, normalise_anchor_text(x.raw)))
+        del self._anchors[: -p.anchors.max_lexemes]
+        for n in range(1, len(self._anchors) + 1):
+            run = self._anchors[-n:]
+            text = join_anchor_run([(e.space_before, e.text) for e in run])
+            for domain in self._domains:
+                g = self._lookup(anchor_key(domain, text))
+                if g >= 0 and not self._active[g]:
+                    self._active[g] = True
+                    self._events.append(Event("anchor", p.anchor_groups[g].name, run[0].start, x.end))
+
+    def _lookup(self, key: int) -> int:
+        table = self.program.anchors
+        mask = table.size - 1
+        slot = key & mask
+        while table.keys[slot] != 0:
+            if table.keys[slot] == key:
+                return table.groups[slot]
+            slot = (slot + 1) & mask
+        return -1
+
+    def _capture(self, t: _Thread, element: ir.Element, x: Lexeme) -> None:
+        if element.capture >= 0:
+            if x.code in _NUMERIC:
+                t.caps[element.capture] = x.value
+            else:
+                t.caps[element.capture] = float(self._literal_class[x.code - ir.TOK_LITERAL0])
+
+    def _step_rule(self, r: int, x: Lexeme, barrier: bool) -> None:
+        rule = self.program.rules[r]
+        if rule.gate >= 0 and not self._active[rule.gate]:
+            return
+        rs = self._rules[r]
+        accepts = self._accepts[r]
+        k = len(rule.elements)
+        slots = rs.slots
+        for i in range(k - 1, 0, -1):
+            t = slots[i]
+            if t is None:
+                continue
+            element = rule.elements[i]
+            if x.code in accepts[i]:
+                if i == k - 1:
+                    slots[i] = None
+                    done = _Thread(t.start, 0, list(t.caps))
+                    self._capture(done, element, x)
+                    self._complete(r, done, x.end)
+                    continue
+                moved = _Thread(t.start, 0, list(t.caps))
+                self._capture(moved, element, x)
+                slots[i + 1] = moved  # the newer thread wins
+            if t.gaps < element.gap and not barrier:
+                t.gaps += 1
+            else:
+                slots[i] = None
+        if x.code in self._starts[r]:
+            t = _Thread(x.start, 0, [0.0] * len(rule.captures))
+            self._capture(t, rule.elements[0], x)
+            if k == 1:
+                self._complete(r, t, x.end)
+            else:
+                slots[1] = t
+
+    def _complete(self, r: int, t: _Thread, end: int) -> None:
+        rule = self.program.rules[r]
+        rs = self._rules[r]
+        failed: str | None = None
+        conflict: Conflict | None = None
+        for q in rule.requirements:
+            if not self._holds(q, t.caps):
+                failed = q.text
+                break
+        if failed is None:
+            for use in rule.channels:
+                c = self._channel_slot(use, t.caps)
+                ch = self._channels[c]
+                if ch.set and ch.value != t.caps[use.capture]:
+                    conflict = Conflict(
+                        self.program.channels[c].name,
+                        self._capture_value(rule, use.capture, ch.value),
+                        ch.start,
+                        ch.end,
+                    )
+                    break
+        verdict = Verdict.REJECTED if (failed is not None or conflict is not None) else Verdict.CONFIRMED
+        if verdict is Verdict.CONFIRMED:
+            for use in rule.channels:
+                ch = self._channels[self._channel_slot(use, t.caps)]
+                if not ch.set:
+                    ch.set, ch.value, ch.start, ch.end = True, t.caps[use.capture], t.start, end
+        else:
+            rs.rejected = True
+            self.rejections += 1
+        rs.matches += 1
+        self.matches += 1
+        captures = tuple((c.name, self._capture_value(rule, i, t.caps[i])) for i, c in enumerate(rule.captures))
+        self._events.append(Event("match", rule.name, t.start, end, verdict, captures, failed, conflict))
+
+    def _capture_value(self, rule: ir.Rule, i: int, value: float) -> float | str:
+        return self._class_names[int(value)] if rule.captures[i].kind == "class" else value
+
+    @staticmethod
+    def _channel_slot(use: ir.ChannelUse, caps: list[float]) -> int:
+        if use.key < 0:
+            return use.channel
+        return use.channel + use.key_classes.index(int(caps[use.key]))
+
+    @staticmethod
+    def _holds(q: ir.Requirement, caps: list[float]) -> bool:
+        def value(o: ir.Operand) -> float:
+            return caps[o.capture] if o.capture >= 0 else o.const
+
+        v = value(q.left)
+        if q.op == "in":
+            low_ok = q.low <= v if q.low_closed else q.low < v
+            high_ok = v <= q.high if q.high_closed else v < q.high
+            return low_ok and high_ok
+        return _compare(q.op, v, value(q.right))
+
+    # -- fixed-size state ----------------------------------------------------------------
+
+    def state_bytes(self) -> bytes:
+        """This sequence's state in the program's fixed layout (undelivered events excluded)."""
+        p = self.program
+        layout = ir.state_layout(p)
+        out = bytearray(layout.size)
+
+        def put(name: str, fmt: str, *values) -> None:
+            struct.pack_into("<" + fmt, out, layout.field(name).offset, *values)
+
+        lx = self._lexer
+        put("pos", "Q", self.pos)
+        put("lexemes", "Q", self.lexemes)
+        put("tokens", "Q", self.tokens)
+        put("matches", "Q", self.matches)
+        put("rejections", "Q", self.rejections)
+        put("dfa_state", "I", lx.state)
+        put("buf_len", "I", len(lx.buf))
+        put("last_tok", "I", lx.last_tok)
+        put("last_len", "I", lx.last_len)
+        put("pend_tok", "I", lx.pend_tok)
+        put("pend_fallback", "I", lx.pend_fallback)
+        put("pend_len", "I", lx.pend_len)
+        put("flags", "I", 1 if self.finished else 0)
+        f = layout.field("buf")
+        out[f.offset : f.offset + len(lx.buf)] = lx.buf
+        if p.anchors.max_lexemes:
+            put("anchor_count", "I", len(self._anchors))
+            put("anchor_head", "I", 0)
+            put("anchor_last_end", "Q", self._last_end)
+            for i, e in enumerate(self._anchors):
+                put(f"anchor[{i}].start", "Q", e.start)
+                put(f"anchor[{i}].space_before", "B", 1 if e.space_before else 0)
+                put(f"anchor[{i}].len", "B", len(e.text))
+                f = layout.field(f"anchor[{i}].text")
+                out[f.offset : f.offset + len(e.text)] = e.text
+        if p.anchor_groups:
+            f = layout.field("anchor_active")
+            for g, on in enumerate(self._active):
+                if on:
+                    out[f.offset + g // 8] |= 1 << (g % 8)
+        for c, ch in enumerate(self._channels):
+            put(f"channel[{c}].set", "Q", 1 if ch.set else 0)
+            put(f"channel[{c}].value", "d", ch.value)
+            put(f"channel[{c}].start", "Q", ch.start)
+            put(f"channel[{c}].end", "Q", ch.end)
+        for r, rs in enumerate(self._rules):
+            put(f"rule[{r}].rejected", "I", 1 if rs.rejected else 0)
+            put(f"rule[{r}].matches", "I", rs.matches)
+            for s in range(1, len(rs.slots)):
+                t = rs.slots[s]
+                if t is None:
+                    continue
+                put(f"rule[{r}].slot[{s}].active", "B", 1)
+                put(f"rule[{r}].slot[{s}].gaps", "B", t.gaps)
+                put(f"rule[{r}].slot[{s}].start", "Q", t.start)
+                if t.caps:
+                    put(f"rule[{r}].slot[{s}].captures", f"{len(t.caps)}d", *t.caps)
+        return bytes(out)
+
+    @classmethod
+    def from_state(cls, program: ir.Program, state: bytes) -> Machine:
+        """A machine continuing from `state_bytes()` (with no undelivered events)."""
+        layout = ir.state_layout(program)
+        if len(state) != layout.size:
+            raise ValueError(f"state is {len(state)} bytes, this program's state is {layout.size}")
+        m = cls(program)
+
+        def get(name: str, fmt: str):
+            values = struct.unpack_from("<" + fmt, state, layout.field(name).offset)
+            return values[0] if len(values) == 1 else list(values)
+
+        lx = m._lexer
+        m.pos = get("pos", "Q")
+        m.lexemes = get("lexemes", "Q")
+        m.tokens = get("tokens", "Q")
+        m.matches = get("matches", "Q")
+        m.rejections = get("rejections", "Q")
+        lx.state = get("dfa_state", "I")
+        n = get("buf_len", "I")
+        f = layout.field("buf")
+        lx.buf = bytearray(state[f.offset : f.offset + n])
+        lx.last_tok, lx.last_len = get("last_tok", "I"), get("last_len", "I")
+        lx.pend_tok, lx.pend_fallback, lx.pend_len = (
+            get("pend_tok", "I"),
+            get("pend_fallback", "I"),
+            get("pend_len", "I"),
+        )
+        m.finished = bool(get("flags", "I") & 1)
+        if program.anchors.max_lexemes:
+            m._last_end = get("anchor_last_end", "Q")
+            for i in range(get("anchor_count", "I")):
+                f = layout.field(f"anchor[{i}].text")
+                size = get(f"anchor[{i}].len", "B")
+                m._anchors.append(
+                    _AnchorEntry(
+                        get(f"anchor[{i}].start", "Q"),
+                        bool(get(f"anchor[{i}].space_before", "B")),
+                        bytes(state[f.offset : f.offset + size]),
+                    )
+                )
+        if program.anchor_groups:
+            f = layout.field("anchor_active")
+            m._active = [bool(state[f.offset + g // 8] >> (g % 8) & 1) for g in range(len(program.anchor_groups))]
+        for c, ch in enumerate(m._channels):
+            ch.set = bool(get(f"channel[{c}].set", "Q"))
+            ch.value = get(f"channel[{c}].value", "d")
+            ch.start, ch.end = get(f"channel[{c}].start", "Q"), get(f"channel[{c}].end", "Q")
+        for r, (rule, rs) in enumerate(zip(program.rules, m._rules, strict=True)):
+            rs.rejected = bool(get(f"rule[{r}].rejected", "I"))
+            rs.matches = get(f"rule[{r}].matches", "I")
+            for s in range(1, len(rs.slots)):
+                if get(f"rule[{r}].slot[{s}].active", "B"):
+                    caps = get(f"rule[{r}].slot[{s}].captures", f"{len(rule.captures)}d") if rule.captures else []
+                    rs.slots[s] = _Thread(
+                        get(f"rule[{r}].slot[{s}].start", "Q"),
+                        get(f"rule[{r}].slot[{s}].gaps", "B"),
+                        caps if isinstance(caps, list) else [caps],
+                    )
+        return m
+
+
+class Batch:
+    """`n` independent sequences stepped together, one token each per step."""
+
+    def __init__(self, program: ir.Program, n: int):
+        self.program = program
+        self.machines = [Machine(program) for _ in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.machines)
+
+    def step(self, pieces: list[bytes]) -> list[list[Snapshot]]:
+        if len(pieces) != len(self.machines):
+            raise ValueError(f"expected {len(self.machines)} pieces, got {len(pieces)}")
+        return [m.feed(b) for m, b in zip(self.machines, pieces, strict=True)]
+
+    def feed_text(self, i: int, text: str | bytes) -> list[Snapshot]:
+        return self.machines[i].feed(text.encode("utf-8") if isinstance(text, str) else text)
+
+    def snapshot(self) -> list[Snapshot]:
+        return [m.snapshot() for m in self.machines]
+
+    def finish(self) -> list[list[Snapshot]]:
+        return [m.finish() for m in self.machines]
+
+    def fork(self, dst: int, src: int) -> None:
+        self.machines[dst] = self.machines[src].fork()
+
+    def reset(self, i: int | None = None) -> None:
+        for j, m in enumerate(self.machines):
+            if i is None or i == j:
+                m.reset()
+
+
+def scan(program: ir.Program, data: bytes) -> tuple[list[Event], dict[str, Verdict], dict[str, int]]:
+    """Run one complete document: (all events, final verdicts, per-rule match counts)."""
+    m = Machine(program)
+    snaps = m.feed(data) + m.finish()
+    events = [e for s in snaps for e in s.events]
+    return events, snaps[-1].verdicts, m.rule_matches()

@@ -1,0 +1,75 @@
+"""What every backend reports: verdicts, events and snapshots (docs/semantics.md §6–7)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class Verdict(IntEnum):
+    """Ordered by severity: the verdict of a group is the worst of its members."""
+
+    CONFIRMED = 0
+    PENDING = 1
+    REJECTED = 2
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def worst(verdicts: Iterable[Verdict]) -> Verdict:
+    return max(verdicts, default=Verdict.CONFIRMED)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """The channel value a rejected match disagreed with, and the span that set it."""
+
+    channel: str
+    value: float | str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # "match" | "anchor"
+    name: str  # the rule (match) or anchor group (anchor)
+    start: int  # byte span [start, end) in the stream
+    end: int
+    verdict: Verdict | None = None  # match events only
+    captures: tuple[tuple[str, float | str], ...] = ()
+    failed: str | None = None  # the requirement that failed, canonical text
+    conflict: Conflict | None = None
+
+    def to_json(self, stream: bytes | None = None) -> dict:
+        d: dict = {"kind": self.kind}
+        d["rule" if self.kind == "match" else "anchor"] = self.name
+        if self.verdict is not None:
+            d["verdict"] = self.verdict.name
+        d["start"], d["end"] = self.start, self.end
+        if stream is not None:
+            d["text"] = stream[self.start : self.end].decode("utf-8", errors="replace")
+        if self.kind == "match":
+            d["captures"] = dict(self.captures)
+        if self.failed is not None:
+            d["failed"] = self.failed
+        if self.conflict is not None:
+            c = self.conflict
+            d["conflict"] = {"channel": c.channel, "value": c.value, "start": c.start, "end": c.end}
+            if stream is not None:
+                d["conflict"]["text"] = stream[c.start : c.end].decode("utf-8", errors="replace")
+        return d
+
+
+@dataclass
+class Snapshot:
+    verdicts: dict[str, Verdict]  # every rule, in program (heat) order
+    events: list[Event]  # since the previous snapshot
+    counters: dict[str, int] = field(default_factory=dict)
+    final: bool = False
+
+    @property
+    def verdict(self) -> Verdict:
+        return worst(self.verdicts.values())
