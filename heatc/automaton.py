@@ -141,14 +141,14 @@ def determinize(nfa: Nfa, start: int) -> Dfa:
     while i < len(order):
         current = order[i]
         row = [0] * n_classes
-        for c in range(n_classes):
-            targets: set[int] = set()
-            for s in current:
-                for d in moves[s].get(c, ()):
+        by_class: dict[int, set[int]] = {}
+        for s in current:
+            for c, dsts in moves[s].items():
+                targets = by_class.setdefault(c, set())
+                for d in dsts:
                     targets |= closure_of(d)
-            if not targets:
-                continue
-            key = frozenset(targets)
+        for c in sorted(by_class):
+            key = frozenset(by_class[c])
             if key not in index:
                 index[key] = len(order)
                 order.append(key)

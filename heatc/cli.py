@@ -13,6 +13,7 @@ from typing import Annotated
 try:
     import typer
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 except ModuleNotFoundError as missing:  # the runtime-only install has no CLI dependencies
     sys.stderr.write(f"heatc: the compiler needs {missing.name!r}; install it with: pip install 'heatc[compiler]'\n")
@@ -29,7 +30,7 @@ app = typer.Typer(
     help="Compile rule files and SDS heatmaps into state machines that check generated text.",
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
+out = Console(highlight=False, soft_wrap=True)
 
 _VERDICT_STYLE = {Verdict.CONFIRMED: "green", Verdict.PENDING: "yellow", Verdict.REJECTED: "bold red"}
 
@@ -161,7 +162,9 @@ def _print_document(i, doc, verdict, verdicts, events, counters, lines) -> None:
     matches = [e for e in events if e.kind == "match"]
     if matches:
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        for col in ("verdict", "rule", "text", "captures", "why"):
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("rule", no_wrap=True)
+        for col in ("text", "captures", "why"):
             table.add_column(col, overflow="fold")
         for e in matches:
             text = doc[e.start : e.end].decode("utf-8", errors="replace").replace("\n", " ")
@@ -170,11 +173,17 @@ def _print_document(i, doc, verdict, verdicts, events, counters, lines) -> None:
             if e.conflict is not None:
                 prior = doc[e.conflict.start : e.conflict.end].decode("utf-8", errors="replace")
                 why = f"{e.conflict.channel} was {_fmt(e.conflict.value)} at {prior!r}"
-            table.add_row(f"[{_VERDICT_STYLE[e.verdict]}]{e.verdict.name}[/]", e.name, text, caps, why)
+            table.add_row(
+                f"[{_VERDICT_STYLE[e.verdict]}]{e.verdict.name}[/]",
+                escape(e.name),
+                escape(text),
+                escape(caps),
+                escape(why),
+            )
         out.print(table)
     rejected = [k for k, v in verdicts.items() if v is Verdict.REJECTED]
     if rejected:
-        out.print("rejected rules: " + ", ".join(rejected))
+        out.print("rejected rules: " + escape(", ".join(rejected)))
 
 
 def _fmt(v) -> str:

@@ -395,20 +395,25 @@ class _Compiler:
 
     def _feasibility(self, d: ast.RuleDecl, captures: dict[str, _Capture]) -> None:
         """Constant bounds on one capture that can never all hold make a rule that always rejects."""
-        bounds: dict[str, list[tuple[float, bool, float, bool]]] = {}
+        bounds: dict[str, tuple[float, bool, float, bool]] = {}
         for s in d.stmts:
             interval = _interval(s)
-            if interval is not None:
-                bounds.setdefault(interval[0], []).append(interval[1:])
-        for name, items in bounds.items():
-            lo, lo_closed, hi, hi_closed = -math.inf, True, math.inf, True
-            for a, ac, b, bc in items:
-                if a > lo or (a == lo and not ac):
-                    lo, lo_closed = a, ac
-                if b < hi or (b == hi and not bc):
-                    hi, hi_closed = b, bc
+            if interval is None:
+                continue
+            name, a, ac, b, bc = interval
+            lo, lo_closed, hi, hi_closed = bounds.get(name, (-math.inf, True, math.inf, True))
+            if a > lo or (a == lo and not ac):
+                lo, lo_closed = a, ac
+            if b < hi or (b == hi and not bc):
+                hi, hi_closed = b, bc
+            bounds[name] = (lo, lo_closed, hi, hi_closed)
             if lo > hi or (lo == hi and not (lo_closed and hi_closed)):
-                self.error(d.name.pos, f'the requirements on "{name}" in rule "{d.name.text}" can never all hold')
+                self.error(
+                    s.pos,
+                    f'the requirements on "{name}" in rule "{d.name.text}" can never all hold',
+                    ["this one contradicts the ones before it"],
+                )
+                return
 
     def _expects(self, decls: list[ast.ExpectDecl], rules: list[ast.RuleDecl]) -> list[ir.Expect]:
         names = {r.name.text for r in rules}

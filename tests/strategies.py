@@ -1,0 +1,163 @@
+"""Hypothesis strategies shared by the property tests: random rule sets (as DSL source,
+valid by construction), inputs built from their vocabulary, and chunkings.
+
+Every backend's differential test draws from here, so a new construct added to the
+language should be added here too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+# Literal pool: each string at most once per rule set; no two differ only by case; none
+# reads as a number; CJK and ASCII, single- and multi-word, punctuation.
+ASCII_LITERALS = [
+    "glucose", "rate", "mg", "mg/dL", "days", "pay", "notice", "APR", "limit", "blood sugar",
+    "not exceed", "K+", "within", "at most", "HR", "bpm", "sats", "e.g.",
+]  # fmt: skip
+CJK_LITERALS = ["血糖", "利率", "天", "元", "不超过", "通知", "贷款", "年", "年化利率", "万元", "次/分", "毫摩尔/升"]
+PUNCT_LITERALS = [".", "。", ";", "；", "/", "(", ")", "%"]
+LITERAL_POOL = ASCII_LITERALS + CJK_LITERALS + PUNCT_LITERALS
+
+NUMBER_PIECES = [
+    "0", "5", "7", "12", "120", "2000", "1,234", "3.5", "0.25", "２０", "4.9", "36%", "8%", "８％", "24 %",
+    "三十", "十五", "一千零五", "二〇二四", "30万", "1.5亿", "百分之八", "百分之三十六", "三点五",
+]  # fmt: skip
+WORD_PIECES = ["the", "was", "and", "level", "Glucose", "RATE", "mgmt", "xmg", "pays", "Q3", "FY2024", "é", "µ"]
+SEPARATORS = [" ", " ", " ", "  ", "\n", "\t", ",", ":", "-", "，", "\u3000", "\u00a0", ""]
+CONSTANTS = [0, 0.25, 3.5, 5, 7, 8, 12, 15, 20, 24, 30, 36, 120, 1234, 2000, 2024, 300000, 150000000]
+ANCHOR_TERMS = ["blood sugar", "covered borrower", "民间借贷", "the level", "Military Lending Act"]
+
+
+@dataclass
+class GeneratedRules:
+    source: str
+    pieces: list[str]  # vocabulary to build inputs from
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@st.composite
+def rule_sets(draw, max_rules: int = 5) -> GeneratedRules:
+    chinese = draw(st.booleans())
+    literals = draw(st.lists(st.sampled_from(LITERAL_POOL), min_size=1, max_size=10, unique=True))
+    n_classes = draw(st.integers(1, min(4, len(literals))))
+    assignment = [draw(st.integers(0, n_classes - 1)) for _ in literals]
+    classes: list[list[str]] = [[] for _ in range(n_classes)]
+    for lit, c in zip(literals, assignment, strict=True):
+        classes[c].append(lit)
+    classes = [c for c in classes if c]
+    class_names = [f"c{i}" for i in range(len(classes))]
+    lines = ["ruleset gen"]
+    if chinese:
+        lines.append("options { chinese_numbers }")
+    for name, lits in zip(class_names, classes, strict=True):
+        kind = draw(st.sampled_from(["unit", "keyword", "constraint", "punct", "other"]))
+        exact = " exact" if draw(st.booleans()) and draw(st.booleans()) else ""
+        lines.append(f"class {name} {kind}{exact} = " + ", ".join(_q(x) for x in lits))
+
+    anchors: list[str] = []
+    if draw(st.booleans()):
+        terms = draw(st.lists(st.sampled_from(ANCHOR_TERMS), min_size=1, max_size=3, unique=True))
+        domain = draw(st.sampled_from(["", ' domain "d1"']))
+        lines.append(f"anchor a0{domain} = " + ", ".join(_q(t) for t in terms))
+        anchors = ["a0"]
+
+    stmts = []
+    if draw(st.booleans()):
+        stmts.append(
+            "at " + ", ".join(draw(st.lists(st.sampled_from(class_names), min_size=1, max_size=2, unique=True)))
+        )
+    if draw(st.booleans()):
+        stmts.append(
+            "barrier " + ", ".join(draw(st.lists(st.sampled_from(class_names), min_size=1, max_size=2, unique=True)))
+        )
+    if draw(st.booleans()):
+        stmts.append(f"every {draw(st.integers(1, 4))}")
+    if stmts:
+        lines.append("triggers {\n  " + "\n  ".join(stmts) + "\n}")
+
+    n_rules = draw(st.integers(1, max_rules))
+    for r in range(n_rules):
+        lines.append(draw(_rule(f"r{r}", class_names, literals, anchors)))
+    pieces = list(literals) + NUMBER_PIECES + WORD_PIECES + ANCHOR_TERMS
+    pieces += [x.upper() for x in literals if x.isascii()]
+    return GeneratedRules("\n".join(lines) + "\n", pieces)
+
+
+@st.composite
+def _rule(draw, name: str, class_names: list[str], literals: list[str], anchors: list[str]) -> str:
+    n = draw(st.integers(1, 4))
+    elements = []
+    numeric: list[str] = []
+    symbolic: list[str] = []  # class captures
+    for i in range(n):
+        kind = draw(st.sampled_from(["class", "number", "percent", "literal", "any", "numeric_any"]))
+        if kind == "class":
+            atom, cap_kind = draw(st.sampled_from(class_names)), "class"
+        elif kind == "literal":
+            atom, cap_kind = _q(draw(st.sampled_from(literals))), "class"
+        elif kind == "any":
+            opts = draw(st.lists(st.sampled_from(class_names), min_size=1, max_size=3, unique=True))
+            atom, cap_kind = "(" + " | ".join(opts) + ")", "class"
+        elif kind == "numeric_any":
+            atom, cap_kind = "(number | percent)", "number"
+        else:
+            atom, cap_kind = kind, "number"
+        capture = ""
+        if draw(st.integers(0, 2)) > 0:
+            cname = f"v{i}"
+            capture = f"{cname}:"
+            (numeric if cap_kind == "number" else symbolic).append(cname)
+        gap = f"..{draw(st.integers(0, 4))} " if i > 0 and draw(st.booleans()) else ""
+        elements.append(f"{gap}{capture}{atom}")
+    body = ["match " + " ".join(elements)]
+    if anchors and draw(st.integers(0, 3)) == 0:
+        body.append(f"when {anchors[0]}")
+    for v in numeric:
+        choice = draw(st.integers(0, 4))
+        if choice == 0:
+            lo = draw(st.sampled_from(CONSTANTS))
+            hi = draw(st.sampled_from([c for c in CONSTANTS if c >= lo]))
+            brackets = draw(st.sampled_from(["[]", "[)", "(]", "()"] if hi > lo else ["[]"]))
+            body.append(f"require {v} in {brackets[0]}{lo}, {hi}{brackets[1]}")
+        elif choice == 1:
+            op = draw(st.sampled_from(["<", "<=", ">", ">=", "!="]))
+            body.append(f"require {v} {op} {draw(st.sampled_from(CONSTANTS))}")
+        elif choice == 2:
+            body.append(f"consistent {v}" + (f" per {symbolic[0]}" if symbolic and draw(st.booleans()) else ""))
+        elif choice == 3:
+            body.append(f"lock ch_num = {v}")
+    if len(numeric) >= 2 and draw(st.booleans()):
+        body.append(f"require {numeric[0]} {draw(st.sampled_from(['<', '>', '==', '!=']))} {numeric[1]}")
+    if symbolic and draw(st.integers(0, 3)) == 0:
+        body.append(f"lock ch_class = {symbolic[0]}")
+    heat = draw(st.sampled_from(["", " heat 0.5", " heat 0.9", " heat 0.9 freq 2", " heat 0.1"]))
+    return f"rule {name}{heat} {{\n  " + "\n  ".join(body) + "\n}"
+
+
+def texts(pieces: list[str], max_pieces: int = 30) -> st.SearchStrategy[bytes]:
+    """Byte streams built from a vocabulary and separators, with the odd raw (often invalid
+    UTF-8) byte run between them."""
+    piece = st.one_of(st.sampled_from(pieces), st.sampled_from(SEPARATORS), st.sampled_from(NUMBER_PIECES))
+    text = st.lists(piece, max_size=max_pieces).map(lambda parts: "".join(parts).encode("utf-8"))
+    chunk = st.one_of(text, text, text, st.binary(min_size=1, max_size=3))
+    return st.lists(chunk, min_size=1, max_size=4).map(b"".join)
+
+
+def chunkings(data: bytes) -> st.SearchStrategy[list[bytes]]:
+    """Ways to cut `data` into consecutive pieces (possibly empty ones)."""
+    return st.lists(st.integers(0, len(data)), max_size=8).map(lambda cuts: _cut(data, sorted(cuts)))
+
+
+def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
+    out, prev = [], 0
+    for c in cuts:
+        out.append(data[prev:c])
+        prev = c
+    out.append(data[prev:])
+    return out
