@@ -1,0 +1,32 @@
+# Two entry points (see README): `make demo` and `make test`. Both create .venv with
+# Python 3.11 and install heatc into it on first use.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-long lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# Check the shipped medical rules (and their examples), then scan a draft discharge
+# summary with implausible values. `heatc scan` exits 3 when it rejects something.
+demo: $(STAMP)
+	$(BIN)/heatc check examples/medical.heat
+	$(BIN)/heatc scan examples/medical.heat examples/texts/discharge_summary_errors.txt || [ $$? -eq 3 ]
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+# The long property profile (docs/testing.md): 100,000 examples per property.
+test-long: $(STAMP)
+	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/test_reference.py tests/test_lexer.py tests/test_numbers.py tests/test_printer.py
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .hypothesis .ruff_cache
