@@ -157,3 +157,86 @@ def determinize(nfa: Nfa, start: int) -> Dfa:
         i += 1
     labels = [[nfa.accepts[s] for s in sorted(st) if s in nfa.accepts] for st in order]
     return Dfa(byte_class, n_classes, table, labels)
+
+
+def _renumber(
+    byte_class: list[int], n_classes: int, rows: list[list[int]], labels: list[list[object]], start: int, dead: int
+) -> Dfa:
+    """Breadth-first numbering: `dead` becomes 0, `start` 1; unreachable states are dropped."""
+    order = [dead, start]
+    index = {dead: 0, start: 1}
+    i = 1
+    while i < len(order):
+        for t in rows[order[i]]:
+            if t not in index:
+                index[t] = len(order)
+                order.append(t)
+        i += 1
+    return Dfa(byte_class, n_classes, [[index[t] for t in rows[s]] for s in order], [labels[s] for s in order])
+
+
+def minimize(d: Dfa) -> Dfa:
+    """Merge states with the same labels and the same future (Moore's partition refinement).
+
+    States from which no labelled state can be reached join the dead state."""
+    n = len(d.next)
+    reverse: list[list[int]] = [[] for _ in range(n)]
+    for s, row in enumerate(d.next):
+        for t in row:
+            reverse[t].append(s)
+    alive = {s for s in range(n) if d.labels[s]}
+    stack = list(alive)
+    while stack:
+        for s in reverse[stack.pop()]:
+            if s not in alive:
+                alive.add(s)
+                stack.append(s)
+    keys: dict[tuple, int] = {}
+    block = [
+        keys.setdefault(
+            ("live", tuple(sorted(map(repr, d.labels[s])))) if s in alive and s != 0 else ("dead",), len(keys)
+        )
+        for s in range(n)
+    ]
+    count = len(keys)
+    while True:
+        signatures: dict[tuple, int] = {}
+        block = [signatures.setdefault((block[s], *(block[t] for t in d.next[s])), len(signatures)) for s in range(n)]
+        if len(signatures) == count:
+            break
+        count = len(signatures)
+    rep: dict[int, int] = {}
+    for s in range(n):
+        rep.setdefault(block[s], s)
+    rows = [[block[t] for t in d.next[rep[b]]] for b in range(count)]
+    labels = [d.labels[rep[b]] if rep[b] in alive else [] for b in range(count)]
+    return _renumber(d.byte_class, d.n_classes, rows, labels, block[1], block[0])
+
+
+def product(a: Dfa, b: Dfa) -> Dfa:
+    """The automaton running `a` and `b` side by side; a state's labels are both sides' labels.
+
+    Only pairs reachable from (start, start) are built, so a small `a` (the literals of one
+    rule set) costs little next to a large, precomputed `b` (numbers, words, other)."""
+    pair_class: dict[tuple[int, int], int] = {}
+    byte_class = [0] * 256
+    for x in range(256):
+        byte_class[x] = pair_class.setdefault((a.byte_class[x], b.byte_class[x]), len(pair_class))
+    classes = sorted(pair_class.items(), key=lambda kv: kv[1])
+    index: dict[tuple[int, int], int] = {(0, 0): 0, (1, 1): 1}
+    order = [(0, 0), (1, 1)]
+    rows: list[list[int]] = []
+    i = 0
+    while i < len(order):
+        sa, sb = order[i]
+        row = []
+        for (ca, cb), _ in classes:
+            nxt = (a.next[sa][ca], b.next[sb][cb])
+            if nxt not in index:
+                index[nxt] = len(order)
+                order.append(nxt)
+            row.append(index[nxt])
+        rows.append(row)
+        i += 1
+    labels = [a.labels[sa] + b.labels[sb] for sa, sb in order]
+    return Dfa(byte_class, len(classes), rows, labels)

@@ -20,7 +20,7 @@ from .errors import Diagnostic, HeatError, SourceText
 from .lexicon import LiteralConflictError, LiteralSpec, build_lexer
 from .parse import parse, parse_file
 from .printer import format_requirement, format_string
-from .reference import anchor_key, is_anchor_text, join_anchor_run, lex, normalise_anchor_text
+from .reference import anchor_filter_hash, anchor_key, is_anchor_text, join_anchor_run, lex, normalise_anchor_text
 
 KNOWN_OPTIONS = ("chinese_numbers",)
 DEFAULT_HEAT = 0.5
@@ -461,6 +461,7 @@ class _Compiler:
     def _anchor_table(self, program: ir.Program, default_domain: str) -> None:
         groups: list[ir.AnchorGroup] = []
         entries: dict[int, tuple[int, ast.Str]] = {}
+        texts: list[bytes] = []
         longest = 0
         for g, (name, d) in enumerate(self.anchors.items()):
             domain = d.domain.text if d.domain is not None else default_domain
@@ -486,7 +487,8 @@ class _Compiler:
                     )
                     continue
                 longest = max(longest, len(lexemes))
-                key = anchor_key(domain, _normalised_run(lexemes))
+                text = _normalised_run(lexemes)
+                key = anchor_key(domain, text)
                 if key in entries:
                     _, other = entries[key]
                     self.error(
@@ -499,9 +501,18 @@ class _Compiler:
                     self.error(term.pos, "this anchor term hashes to 0, which the table reserves; reword it")
                     continue
                 entries[key] = (g, term)
+                texts.append(text)
         size = 1
         while size < 2 * len(entries):
             size *= 2
+        filter_bits = 64
+        while filter_bits < 16 * len(entries):
+            filter_bits *= 2
+        bloom = [0] * (filter_bits // 64) if entries else []
+        for text in texts:
+            h = anchor_filter_hash(text)
+            for bit in (h % filter_bits, (h >> 32) % filter_bits):
+                bloom[bit // 64] |= 1 << (bit % 64)
         keys = [0] * size if entries else []
         slots = [-1] * size if entries else []
         for key, (g, _) in entries.items():
@@ -510,7 +521,9 @@ class _Compiler:
                 slot = (slot + 1) & (size - 1)
             keys[slot], slots[slot] = key, g
         program.anchor_groups = groups
-        program.anchors = ir.AnchorTable(size if entries else 0, keys, slots, longest)
+        program.anchors = ir.AnchorTable(
+            size if entries else 0, keys, slots, longest, filter_bits if entries else 0, bloom
+        )
 
     def _token_flags(self, at: set[int], barrier: set[int]) -> list[int]:
         flags = [0] * (ir.TOK_LITERAL0 + len(self.literals))

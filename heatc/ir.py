@@ -140,12 +140,21 @@ class AnchorGroup:
 
 @dataclass
 class AnchorTable:
-    """Open addressing, linear probing; slot = key & (size - 1); key 0 marks an empty slot."""
+    """Open addressing, linear probing; slot = key & (size - 1); key 0 marks an empty slot.
+
+    `filter` is a prefilter, never semantics: a Bloom filter over every term's normalised
+    text, hashed with FNV-1a-64 over its bytes in *reverse* order (so a backend extends the
+    hash as it walks a run backwards); a term sets bits `h % filter_bits` and
+    `(h >> 32) % filter_bits`. A run whose bits are not both set cannot be a term, so a
+    backend may skip its sha256. No false negatives by construction.
+    """
 
     size: int
     keys: list[int]  # u64
     groups: list[int]
     max_lexemes: int  # longest term, in lexemes (0 = no anchors)
+    filter_bits: int = 0  # a power of two (0 = no anchors)
+    filter: list[int] = field(default_factory=list)  # u64 words
 
 
 @dataclass
@@ -230,6 +239,8 @@ def state_layout(p: Program) -> StateLayout:
     add("tokens", 8, 8)
     add("matches", 8, 8)
     add("rejections", 8, 8)
+    add("tok_start", 8, 8)  # offset of buf[0] in the stream
+    add("last_end", 8, 8)  # end of the previous lexeme
     add("dfa_state", 4, 4)
     add("buf_len", 4, 4)
     add("last_tok", 4, 4)
@@ -238,20 +249,22 @@ def state_layout(p: Program) -> StateLayout:
     add("pend_fallback", 4, 4)
     add("pend_len", 4, 4)
     add("flags", 4, 4)  # bit 0: finished
-    add("buf", p.lexer.max_lexeme, 1)
+    add("pending_events", 4, 4)  # events since the last snapshot (output bookkeeping)
+    add("buf", p.lexer.max_lexeme, 8)
+    # One bit per rule with a live thread: lets a kernel visit only the rules that can act.
+    add("active_rules", 8 * ((len(p.rules) + 63) // 64), 8)
     # Anchors: a ring of the last A anchor-text lexemes of the current run
     a = p.anchors.max_lexemes
     if a:
         add("anchor_count", 4, 4)
-        add("anchor_head", 4, 4)
-        add("anchor_last_end", 8, 8)
+        add("anchor_head", 4, 4)  # ring index of the oldest entry
         for i in range(a):
             add(f"anchor[{i}].start", 8, 8)
             add(f"anchor[{i}].space_before", 1, 1)
             add(f"anchor[{i}].len", 1, 1)
             add(f"anchor[{i}].text", p.lexer.max_lexeme, 1)
     if p.anchor_groups:
-        add("anchor_active", (len(p.anchor_groups) + 7) // 8, 1)
+        add("anchor_active", (len(p.anchor_groups) + 7) // 8, 8)
     # Channels: set flag, value, span of the match that set it
     for c in range(len(p.channels)):
         add(f"channel[{c}].set", 8, 8)
@@ -260,7 +273,7 @@ def state_layout(p: Program) -> StateLayout:
         add(f"channel[{c}].end", 8, 8)
     # Rules: verdict bits, match count, one thread slot per element after the first
     for r, rule in enumerate(p.rules):
-        add(f"rule[{r}].rejected", 4, 8)
+        add(f"rule[{r}].rejected", 4, 8)  # the slots follow at +8, each 16 + 8 x captures bytes
         add(f"rule[{r}].matches", 4, 4)
         for s in range(1, len(rule.elements)):
             add(f"rule[{r}].slot[{s}].active", 1, 8)

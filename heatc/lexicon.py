@@ -6,10 +6,11 @@ Public surface: `build_lexer(literals, chinese_numbers)`, `LiteralConflictError`
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from . import ir
-from .automaton import Fragment, Nfa, determinize
+from .automaton import Dfa, Fragment, Nfa, determinize, minimize, product
 
 ASCII_LETTERS = frozenset(range(ord("A"), ord("Z") + 1)) | frozenset(range(ord("a"), ord("z") + 1))
 ASCII_SPACE = frozenset(b" \t\n\v\f\r")
@@ -122,19 +123,15 @@ def _number_fragments(nfa: Nfa, chinese: bool) -> tuple[Fragment, Fragment]:
     return nfa.alt(*numbers), nfa.alt(*percents)
 
 
-def build_lexer(literals: list[LiteralSpec], chinese_numbers: bool) -> ir.Lexer:
+@functools.cache
+def _base_dfa(chinese_numbers: bool) -> Dfa:
+    """Numbers, words, spaces, other characters: the same for every rule set, built once."""
     nfa = Nfa()
     start = nfa.state()
 
     def token(frag: Fragment, label: _Label) -> None:
         nfa.epsilon(start, frag.start)
         nfa.accepts[frag.end] = label
-
-    for i, lit in enumerate(literals):
-        data = lit.text.encode("utf-8")
-        boundary = data[-1] in ASCII_LETTERS
-        prio = PRIO_EXACT if lit.exact else PRIO_LITERAL
-        token(_literal_fragment(nfa, lit), _Label(prio, ir.TOK_LITERAL0 + i, boundary))
 
     number, percent = _number_fragments(nfa, chinese_numbers)
     token(number, _Label(PRIO_NUMBER, ir.TOK_NUMBER, False))
@@ -150,8 +147,23 @@ def build_lexer(literals: list[LiteralSpec], chinese_numbers: bool) -> ir.Lexer:
         nfa.seq(nfa.byteset(frozenset(range(0xF0, 0xF5))), nfa.byteset(cont), nfa.byteset(cont), nfa.byteset(cont)),
     )
     token(other, _Label(PRIO_OTHER, ir.TOK_OTHER, False))
+    return minimize(determinize(nfa, start))
 
-    dfa = determinize(nfa, start)
+
+def _literal_dfa(literals: list[LiteralSpec]) -> Dfa:
+    nfa = Nfa()
+    start = nfa.state()
+    for i, lit in enumerate(literals):
+        frag = _literal_fragment(nfa, lit)
+        nfa.epsilon(start, frag.start)
+        boundary = lit.text.encode("utf-8")[-1] in ASCII_LETTERS
+        nfa.accepts[frag.end] = _Label(PRIO_EXACT if lit.exact else PRIO_LITERAL, ir.TOK_LITERAL0 + i, boundary)
+    return determinize(nfa, start)
+
+
+def build_lexer(literals: list[LiteralSpec], chinese_numbers: bool) -> ir.Lexer:
+    # The base is minimal; minimising the product would save ~3% of states for 4x the time.
+    dfa = product(_literal_dfa(literals), _base_dfa(chinese_numbers))
     accept, boundary, fallback = [], [], []
     for labels in dfa.labels:
         if not labels:

@@ -178,6 +178,18 @@ def join_anchor_run(parts: list[tuple[bool, bytes]]) -> bytes:
     return out
 
 
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+
+
+def anchor_filter_hash(normalised: bytes) -> int:
+    """FNV-1a-64 over the bytes in reverse order: the anchor prefilter's hash (ir.AnchorTable)."""
+    h = FNV_OFFSET
+    for b in reversed(normalised):
+        h = ((h ^ b) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 def anchor_key(domain: str, normalised: bytes) -> int:
     """u64 key of an anchor term: sha256(domain ‖ 0x1F ‖ term), first 8 bytes, little-endian."""
     digest = hashlib.sha256(domain.encode("utf-8") + b"\x1f" + normalised).digest()
@@ -467,6 +479,8 @@ class Machine:
         put("tokens", "Q", self.tokens)
         put("matches", "Q", self.matches)
         put("rejections", "Q", self.rejections)
+        put("tok_start", "Q", self.pos - len(lx.buf))
+        put("last_end", "Q", self._last_end)
         put("dfa_state", "I", lx.state)
         put("buf_len", "I", len(lx.buf))
         put("last_tok", "I", lx.last_tok)
@@ -475,12 +489,16 @@ class Machine:
         put("pend_fallback", "I", lx.pend_fallback)
         put("pend_len", "I", lx.pend_len)
         put("flags", "I", 1 if self.finished else 0)
+        put("pending_events", "I", len(self._events))
         f = layout.field("buf")
         out[f.offset : f.offset + len(lx.buf)] = lx.buf
+        f = layout.field("active_rules")
+        for r, rs in enumerate(self._rules):
+            if any(t is not None for t in rs.slots):
+                out[f.offset + r // 8] |= 1 << (r % 8)
         if p.anchors.max_lexemes:
             put("anchor_count", "I", len(self._anchors))
             put("anchor_head", "I", 0)
-            put("anchor_last_end", "Q", self._last_end)
             for i, e in enumerate(self._anchors):
                 put(f"anchor[{i}].start", "Q", e.start)
                 put(f"anchor[{i}].space_before", "B", 1 if e.space_before else 0)
@@ -540,9 +558,11 @@ class Machine:
             get("pend_len", "I"),
         )
         m.finished = bool(get("flags", "I") & 1)
+        m._last_end = get("last_end", "Q")
         if program.anchors.max_lexemes:
-            m._last_end = get("anchor_last_end", "Q")
-            for i in range(get("anchor_count", "I")):
+            head, count = get("anchor_head", "I"), get("anchor_count", "I")
+            for j in range(count):
+                i = (head + j) % program.anchors.max_lexemes
                 f = layout.field(f"anchor[{i}].text")
                 size = get(f"anchor[{i}].len", "B")
                 m._anchors.append(

@@ -5,6 +5,18 @@ The report types here are shared by every backend, including heatc's reference
 interpreter.
 """
 
-from .report import Conflict, Event, Snapshot, Verdict, worst
+from .report import Conflict, Event, Report, Snapshot, Verdict, worst
 
-__all__ = ["Conflict", "Event", "Snapshot", "Verdict", "worst"]
+__all__ = [
+    "ABI_MAJOR", "ABI_MINOR", "Batch", "Checker", "Conflict", "Event", "Limits", "ModuleError", "ModuleTrap",
+    "Report", "Snapshot", "Verdict", "load", "worst",
+]  # fmt: skip
+
+
+def __getattr__(name: str):
+    # The WASM loader needs numpy and wasmtime; report types alone need neither.
+    if name in ("ABI_MAJOR", "ABI_MINOR", "Batch", "Checker", "Limits", "ModuleError", "ModuleTrap", "load"):
+        from . import module
+
+        return getattr(module, name)
+    raise AttributeError(name)

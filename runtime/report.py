@@ -73,3 +73,28 @@ class Snapshot:
     @property
     def verdict(self) -> Verdict:
         return worst(self.verdicts.values())
+
+
+@dataclass
+class Report:
+    """The outcome of checking one whole document."""
+
+    verdicts: dict[str, Verdict]  # every rule's final verdict, in program (heat) order
+    events: list[Event]
+    counters: dict[str, int]
+
+    @property
+    def verdict(self) -> Verdict:
+        return worst(self.verdicts.values())
+
+    @property
+    def rejected(self) -> list[str]:
+        return [name for name, v in self.verdicts.items() if v is Verdict.REJECTED]
+
+    def to_json(self, stream: bytes | None = None) -> dict:
+        return {
+            "verdict": self.verdict.name,
+            "rules": {k: v.name for k, v in self.verdicts.items()},
+            "events": [e.to_json(stream) for e in self.events],
+            "counters": self.counters,
+        }

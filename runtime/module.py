@@ -1,0 +1,548 @@
+"""Load a compiled heatc module and run it: `load(path) -> Checker`.
+
+Needs numpy and wasmtime only. A module is refused at load — with the reason — when its
+manifest is missing or malformed, its sha256 does not match, its ABI version is not one
+this runtime speaks, or wasmtime cannot compile it. Untrusted modules run under a wall-
+clock deadline (epoch interruption) or a fuel budget, and a memory limit.
+
+One wasm call per scanned text and per batch step: Python→wasm calls cost microseconds,
+so the runtime calls through wasmtime's unchecked entry point with pre-built argument
+buffers, and reads results straight out of linear memory with numpy.
+
+Threads: a Checker (and its batches) may be used from any thread — calls are serialised
+by a lock — but one instance runs one call at a time. For parallel work give each thread
+its own `checker.clone()`: clones share the compiled module, not state.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import wasmtime
+from wasmtime import _bindings as ffi
+
+from .report import Conflict, Event, Report, Snapshot, Verdict
+
+#: The ABI this runtime speaks: same major, minor up to this one (docs/abi.md).
+ABI_MAJOR = 1
+ABI_MINOR = 0
+
+_CONTROL_FIELDS = ("ev_ptr", "ev_cap", "ev_count", "snap_ptr", "snap_cap", "snap_count",
+                   "tok_offsets", "n_tokens", "tok_bytes", "status", "bad_index")  # fmt: skip
+_STATUS = {1: "a token id is out of range for the token table", 2: "the stream is finished; reset it first"}
+_EPOCH_TICK_S = 0.01
+
+
+class ModuleError(Exception):
+    """A module refused at load time: the message says why."""
+
+
+class ModuleTrap(Exception):  # noqa: N818 (a trap, as wasm calls it)
+    """A module stopped while running: deadline, fuel, memory limit or a trap."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for running a module.
+
+    `timeout_s` bounds the wall-clock time of one call (epoch interruption; checked every
+    10 ms). `fuel`, if set, bounds the instructions of one call instead (deterministic, but
+    the module runs slower). `memory_bytes` caps the module's linear memory.
+    """
+
+    timeout_s: float | None = 30.0
+    fuel: int | None = None
+    memory_bytes: int = 1 << 30
+
+
+class _Ticker:
+    """Advances an engine's epoch every 10 ms while any instance may need a deadline."""
+
+    def __init__(self, engine: wasmtime.Engine):
+        self.engine = engine
+        self.thread = threading.Thread(target=self._run, name="heatc-epoch", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(_EPOCH_TICK_S)
+            self.engine.increment_epoch()
+
+
+_ENGINES: dict[bool, tuple[wasmtime.Engine, _Ticker | None]] = {}
+_ENGINE_LOCK = threading.Lock()
+
+
+def _engine(fuel: bool) -> wasmtime.Engine:
+    with _ENGINE_LOCK:
+        if fuel not in _ENGINES:
+            config = wasmtime.Config()
+            config.wasm_simd = True
+            config.wasm_bulk_memory = True
+            if fuel:
+                config.consume_fuel = True
+                _ENGINES[fuel] = (wasmtime.Engine(config), None)
+            else:
+                config.epoch_interruption = True
+                engine = wasmtime.Engine(config)
+                _ENGINES[fuel] = (engine, _Ticker(engine))
+        return _ENGINES[fuel][0]
+
+
+class _RawCall:
+    """A wasm export called through wasmtime_func_call_unchecked with a reusable buffer."""
+
+    def __init__(self, store: wasmtime.Store, func: wasmtime.Func, n_params: int, n_results: int):
+        self.context = store._context()
+        self.func = ctypes.byref(func._func)
+        self.n = max(n_params, n_results)
+        self.args = (ffi.wasmtime_val_raw_t * max(self.n, 1))()
+        self.trap = ctypes.POINTER(ffi.wasm_trap_t)()
+        self.trap_ref = ctypes.byref(self.trap)
+        self.call = ffi._wasmtime_func_call_unchecked
+
+    def __call__(self, *params: int) -> int:
+        args = self.args
+        for i, p in enumerate(params):
+            args[i].i32 = p
+        error = self.call(self.context, self.func, args, self.n, self.trap_ref)
+        if error:
+            raise ModuleTrap(str(wasmtime.WasmtimeError._from_ptr(error)))
+        if self.trap:
+            trap = wasmtime.Trap._from_ptr(self.trap)
+            self.trap = ctypes.POINTER(ffi.wasm_trap_t)()
+            self.trap_ref = ctypes.byref(self.trap)
+            raise ModuleTrap(_trap_message(str(trap)))
+        return args[0].i32
+
+
+def _trap_message(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else "trap"
+    if "interrupt" in text or "epoch" in text:
+        return "the module ran past its time limit and was stopped (epoch deadline)"
+    if "fuel" in text:
+        return "the module ran out of fuel and was stopped"
+    return f"the module trapped: {first}"
+
+
+def _read_manifest(path: Path) -> tuple[dict, Path]:
+    manifest_path = path / "manifest.json" if path.is_dir() else path
+    if not manifest_path.exists():
+        raise ModuleError(f"{path}: no manifest.json (is this a heatc build directory?)")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModuleError(f"{manifest_path}: the manifest is not valid JSON: {e}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != "heatc-module":
+        raise ModuleError(f"{manifest_path}: not a heatc module manifest")
+    for key in ("abi", "wasm", "layout", "rules", "classes", "channels", "anchor_groups"):
+        if key not in manifest:
+            raise ModuleError(f"{manifest_path}: the manifest has no {key!r}")
+    return manifest, manifest_path.parent
+
+
+def _check_abi(where: str, major: int, minor: int) -> None:
+    if major != ABI_MAJOR or minor > ABI_MINOR:
+        raise ModuleError(
+            f"{where}: module ABI {major}.{minor} is not supported by this runtime "
+            f"(it runs ABI {ABI_MAJOR}.0 to {ABI_MAJOR}.{ABI_MINOR}); rebuild the module with a matching heatc"
+        )
+
+
+def load(path: str | Path, limits: Limits | None = None) -> Checker:
+    """Load a module directory (manifest.json + module.wasm), verifying it first."""
+    path = Path(path)
+    manifest, directory = _read_manifest(path)
+    abi = manifest["abi"]
+    _check_abi(str(path), int(abi.get("major", -1)), int(abi.get("minor", -1)))
+    wasm_path = directory / manifest["wasm"]["file"]
+    try:
+        wasm = wasm_path.read_bytes()
+    except OSError as e:
+        raise ModuleError(f"{wasm_path}: cannot read the module: {e.strerror}") from None
+    digest = hashlib.sha256(wasm).hexdigest()
+    if digest != manifest["wasm"]["sha256"]:
+        raise ModuleError(
+            f"{wasm_path}: checksum mismatch (sha256 {digest[:16]}…, manifest says "
+            f"{str(manifest['wasm']['sha256'])[:16]}…): the module is corrupt or was changed after the build"
+        )
+    return Checker(manifest, wasm, limits or Limits())
+
+
+class Checker:
+    """A loaded module: `scan(text)` for documents, `batch(n)` for decoding."""
+
+    def __init__(self, manifest: dict, wasm: bytes, limits: Limits, _module: wasmtime.Module | None = None):
+        self.manifest = manifest
+        self.limits = limits
+        self.engine = _engine(limits.fuel is not None)
+        try:
+            self._module = _module or wasmtime.Module(self.engine, wasm)
+        except wasmtime.WasmtimeError as e:
+            raise ModuleError(f"the module does not compile: {str(e).strip().splitlines()[0]}") from None
+        self._wasm = wasm
+        self._lock = threading.RLock()
+        self.store = wasmtime.Store(self.engine)
+        self.store.set_limits(memory_size=limits.memory_bytes)
+        self._arm()
+        try:
+            self.instance = wasmtime.Instance(self.store, self._module, [])
+        except (wasmtime.WasmtimeError, wasmtime.Trap) as e:
+            raise ModuleError(f"the module cannot be instantiated: {str(e).strip().splitlines()[0]}") from None
+        exports = self.instance.exports(self.store)
+        try:
+            self._memory: wasmtime.Memory = exports["memory"]
+            major = exports["abi_major"].value(self.store)
+            minor = exports["abi_minor"].value(self.store)
+            consts = {k: exports[k].value(self.store) for k in ("state_size", "event_size", "snapshot_size", "n_rules", "control", "heap_base", "lexeme_events")}  # fmt: skip
+        except KeyError as e:
+            raise ModuleError(f"the module does not export {e.args[0]!r}: not a heatc module") from None
+        _check_abi("the module", major, minor)
+        if (major, minor) != (manifest["abi"]["major"], manifest["abi"]["minor"]):
+            raise ModuleError(f"the module says ABI {major}.{minor} but its manifest says {manifest['abi']}")
+        layout = manifest["layout"]
+        for key in ("state_size", "event_size", "snapshot_size"):
+            if consts[key] != layout[key]:
+                raise ModuleError(f"the module's {key} is {consts[key]}, its manifest says {layout[key]}")
+        if consts["n_rules"] != len(manifest["rules"]):
+            raise ModuleError("the module and its manifest disagree on the number of rules")
+        self.state_size = consts["state_size"]
+        self.event_size = consts["event_size"]
+        self.snapshot_size = consts["snapshot_size"]
+        self.control = consts["control"]
+        self._top = consts["heap_base"]
+        signatures = {
+            "reset": (1, 0), "fork": (2, 0), "feed": (5, 1), "finish": (2, 1), "scan": (4, 1),
+            "snapshot": (2, 1), "step_batch": (4, 1), "reset_batch": (2, 0), "snapshot_batch": (3, 1),
+            "finish_batch": (3, 1), "verdicts": (2, 0),
+        }  # fmt: skip
+        self._calls: dict[str, _RawCall] = {}
+        for name, (n_params, n_results) in signatures.items():
+            func = exports.get(name)
+            if not isinstance(func, wasmtime.Func):
+                raise ModuleError(f"the module does not export the function {name!r}")
+            ty = func.type(self.store)
+            if len(ty.params) != n_params or len(ty.results) != n_results:
+                raise ModuleError(f"the module's {name!r} has the wrong signature for ABI {ABI_MAJOR}")
+            self._calls[name] = _RawCall(self.store, func, n_params, n_results)
+        self._decode_tables()
+        # Buffers: room for what one input byte can produce (a 64-byte token flushed at once).
+        plm = consts["lexeme_events"]
+        self.ev_cap = max(4096, 4 * 65 * plm)
+        self.snap_cap = 1024
+        self._ev_ptr = self._alloc(self.ev_cap * self.event_size)
+        self._snap_ptr = self._alloc(self.snap_cap * self.snapshot_size)
+        self._ctl(ev_ptr=self._ev_ptr, ev_cap=self.ev_cap, snap_ptr=self._snap_ptr, snap_cap=self.snap_cap)
+        self._scan_state = self._alloc(self.state_size)
+        self._input_ptr, self._input_cap = 0, 0
+        self._token_table: list[bytes] | None = None
+
+    # -- memory -----------------------------------------------------------------------
+
+    def _view(self) -> np.ndarray:
+        size = self._memory.data_len(self.store)
+        ptr = self._memory.data_ptr(self.store)
+        return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_uint8)), shape=(size,))
+
+    def _alloc(self, size: int, align: int = 16) -> int:
+        start = -(-self._top // align) * align
+        end = start + size
+        have = self._memory.data_len(self.store)
+        if end > have:
+            pages = -(-(end - have) // 65536)
+            try:
+                self._memory.grow(self.store, pages)
+            except wasmtime.WasmtimeError:
+                raise ModuleTrap(
+                    f"the module's memory would exceed its limit ({self.limits.memory_bytes} bytes)"
+                ) from None
+        self._top = end
+        return start
+
+    def _ctl(self, **values: int) -> None:
+        mem = self._view()
+        for name, value in values.items():
+            at = self.control + 4 * _CONTROL_FIELDS.index(name)
+            mem[at : at + 4] = np.frombuffer(np.uint32(value).tobytes(), np.uint8)
+
+    def _ctl_get(self, name: str) -> int:
+        at = self.control + 4 * _CONTROL_FIELDS.index(name)
+        return int(self._view()[at : at + 4].view(np.uint32)[0])
+
+    def _input(self, data: bytes) -> int:
+        if len(data) > self._input_cap:
+            self._input_cap = max(len(data), 2 * self._input_cap, 4096)
+            self._input_ptr = self._alloc(self._input_cap)
+        if data:
+            self._view()[self._input_ptr : self._input_ptr + len(data)] = np.frombuffer(data, np.uint8)
+        return self._input_ptr
+
+    # -- calls ------------------------------------------------------------------------
+
+    def _arm(self) -> None:
+        """Give the next call its budget."""
+        if self.limits.fuel is not None:
+            self.store.set_fuel(self.limits.fuel)
+        elif self.limits.timeout_s is not None:
+            self.store.set_epoch_deadline(max(1, int(self.limits.timeout_s / _EPOCH_TICK_S)))
+        else:
+            self.store.set_epoch_deadline(2**62)
+        self._armed_at = time.monotonic()
+
+    def _call(self, name: str, *params: int) -> int:
+        # Re-arming costs a C call; do it only when the last budget is half spent, so a
+        # call never runs longer than the timeout.
+        if self.limits.fuel is not None or time.monotonic() - self._armed_at > (self.limits.timeout_s or 1e9) / 2:
+            self._arm()
+        return self._calls[name](*params)
+
+    # -- decoding -----------------------------------------------------------------------
+
+    def _decode_tables(self) -> None:
+        m = self.manifest
+        self.rule_names = [r["name"] for r in m["rules"]]
+        self._captures = [[(c["name"], c["kind"]) for c in r["captures"]] for r in m["rules"]]
+        self._requirements = [r["requirements"] for r in m["rules"]]
+        self._classes = m["classes"]
+        self._channels = [(c["name"], c["kind"]) for c in m["channels"]]
+        self._groups = m["anchor_groups"]
+        n_caps = (self.event_size - 64) // 8
+        self._event_dtype = np.dtype([
+            ("seq", "<u4"), ("kind", "u1"), ("verdict", "u1"), ("pad", "<u2"), ("id", "<u4"), ("failed", "<i4"),
+            ("start", "<u8"), ("end", "<u8"), ("conflict", "<i4"), ("pad2", "<u4"), ("cvalue", "<f8"),
+            ("cstart", "<u8"), ("cend", "<u8"), ("caps", "<f8", (n_caps,)),
+        ])  # fmt: skip
+        assert self._event_dtype.itemsize == self.event_size
+        n_rules = len(self.rule_names)
+        self._snap_dtype = np.dtype([
+            ("seq", "<u4"), ("n_events", "<u4"), ("final", "<u4"), ("pad", "<u4"), ("counters", "<u8", (5,)),
+            ("verdicts", "u1", (self.snapshot_size - 56,)),
+        ])  # fmt: skip
+        self._n_rules = n_rules
+
+    def _value(self, kind: str, x: float) -> float | str:
+        return self._classes[int(x)] if kind == "class" else float(x)
+
+    def _drain(self) -> tuple[list[tuple[int, Event]], list[tuple[int, int, Snapshot]]]:
+        """Decode and clear the event and snapshot buffers: ([(seq, event)], [(seq, n_events, snapshot)])."""
+        mem = self._view()
+        n_ev, n_snap = self._ctl_get("ev_count"), self._ctl_get("snap_count")
+        events: list[tuple[int, Event]] = []
+        if n_ev:
+            raw = mem[self._ev_ptr : self._ev_ptr + n_ev * self.event_size].view(self._event_dtype)
+            for rec in raw:
+                events.append((int(rec["seq"]), self._event(rec)))
+        snaps: list[tuple[int, int, Snapshot]] = []
+        if n_snap:
+            raw = mem[self._snap_ptr : self._snap_ptr + n_snap * self.snapshot_size].view(self._snap_dtype)
+            for rec in raw:
+                c = rec["counters"]
+                verdicts = {
+                    name: Verdict(int(v))
+                    for name, v in zip(self.rule_names, rec["verdicts"][: self._n_rules], strict=True)
+                }
+                counters = {"bytes": int(c[0]), "lexemes": int(c[1]), "tokens": int(c[2]), "matches": int(c[3]), "rejections": int(c[4])}  # fmt: skip
+                snaps.append(
+                    (int(rec["seq"]), int(rec["n_events"]), Snapshot(verdicts, [], counters, bool(rec["final"])))
+                )
+        if n_ev or n_snap:
+            self._ctl(ev_count=0, snap_count=0)
+        return events, snaps
+
+    def _event(self, rec) -> Event:
+        start, end = int(rec["start"]), int(rec["end"])
+        if rec["kind"] == 1:
+            return Event("anchor", self._groups[int(rec["id"])], start, end)
+        r = int(rec["id"])
+        caps = tuple((name, self._value(kind, rec["caps"][i])) for i, (name, kind) in enumerate(self._captures[r]))
+        failed = self._requirements[r][int(rec["failed"])] if rec["failed"] >= 0 else None
+        conflict = None
+        if rec["conflict"] >= 0:
+            name, kind = self._channels[int(rec["conflict"])]
+            conflict = Conflict(name, self._value(kind, rec["cvalue"]), int(rec["cstart"]), int(rec["cend"]))
+        return Event("match", self.rule_names[r], start, end, Verdict(int(rec["verdict"])), caps, failed, conflict)
+
+    # -- documents ----------------------------------------------------------------------
+
+    def scan(self, text: str | bytes) -> Report:
+        """Check one whole document: one wasm call (more only if the buffers fill)."""
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        with self._lock:
+            ptr = self._input(data)
+            st = self._scan_state
+            done = self._call("scan", st, 0, ptr, len(data))
+            events, snaps = self._drain()
+            while done < len(data):  # the buffers filled: drain, go on
+                done += self._call("feed", st, 0, ptr + done, len(data) - done, 1)
+                more = self._drain()
+                events += more[0]
+                snaps += more[1]
+            while not self._finished(st):
+                self._call("finish", st, 0)
+                more = self._drain()
+                events += more[0]
+                snaps += more[1]
+        final = snaps[-1][2]
+        return Report(final.verdicts, [e for _, e in events], final.counters)
+
+    def _finished(self, st: int) -> bool:
+        return bool(self._view()[st + self._flags_offset()] & 1)
+
+    def _flags_offset(self) -> int:
+        return int(self.manifest["layout"]["flags_offset"])
+
+    # -- decoding sequences ----------------------------------------------------------------
+
+    def set_token_table(self, tokens: list[bytes]) -> None:
+        """The bytes of each token id, for `Batch.feed_ids` (a tokenizer's token table)."""
+        offsets = np.zeros(len(tokens) + 1, np.uint32)
+        np.cumsum([len(t) for t in tokens], out=offsets[1:])
+        blob = b"".join(tokens)
+        with self._lock:
+            off_ptr = self._alloc(4 * len(offsets))
+            bytes_ptr = self._alloc(max(len(blob), 1))
+            mem = self._view()
+            mem[off_ptr : off_ptr + 4 * len(offsets)] = offsets.view(np.uint8)
+            mem[bytes_ptr : bytes_ptr + len(blob)] = np.frombuffer(blob, np.uint8)
+            self._ctl(tok_offsets=off_ptr, n_tokens=len(tokens), tok_bytes=bytes_ptr)
+            self._token_table = list(tokens)
+
+    def batch(self, n: int) -> Batch:
+        return Batch(self, n)
+
+    def clone(self) -> Checker:
+        """An independent instance of the same module (for another thread)."""
+        twin = Checker(self.manifest, self._wasm, self.limits, self._module)
+        if self._token_table is not None:
+            twin.set_token_table(self._token_table)
+        return twin
+
+
+class Batch:
+    """`n` sequences in one state array; every method is one wasm call for the whole batch.
+
+    Methods return the snapshots published, by sequence index — an empty dict when no
+    trigger fired, which is the common case at each decoding step.
+    """
+
+    def __init__(self, checker: Checker, n: int):
+        if n < 1:
+            raise ValueError("a batch needs at least one sequence")
+        self.checker = checker
+        self.n = n
+        with checker._lock:
+            self.states = checker._alloc(n * checker.state_size)
+            self._ids = checker._alloc(4 * n)
+            checker._call("reset_batch", self.states, n)
+        self._pending: dict[int, list[Event]] = {}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _collect(self, out: dict[int, list[Snapshot]]) -> dict[int, list[Snapshot]]:
+        events, snaps = self.checker._drain()
+        for seq, e in events:
+            self._pending.setdefault(seq, []).append(e)
+        for seq, n_events, snap in snaps:
+            pending = self._pending.get(seq, [])
+            snap.events = pending[:n_events]
+            self._pending[seq] = pending[n_events:]
+            out.setdefault(seq, []).append(snap)
+        return out
+
+    def feed_ids(self, ids) -> dict[int, list[Snapshot]]:
+        """Advance every sequence by one token id (through the token table): one wasm call."""
+        c = self.checker
+        ids = np.ascontiguousarray(ids, dtype=np.uint32)
+        if ids.shape != (self.n,):
+            raise ValueError(f"expected {self.n} token ids, got shape {ids.shape}")
+        if c._token_table is None:
+            raise ValueError("no token table: call checker.set_token_table() first")
+        with c._lock:
+            c._view()[self._ids : self._ids + 4 * self.n] = ids.view(np.uint8)
+            out: dict[int, list[Snapshot]] = {}
+            states, ptr, n, seq0 = self.states, self._ids, self.n, 0
+            while n:
+                done = c._call("step_batch", states, ptr, n, seq0)
+                if c._ctl_get("ev_count") or c._ctl_get("snap_count"):
+                    self._collect(out)
+                if done < n:
+                    status = c._ctl_get("status")
+                    if status:
+                        c._ctl(status=0)
+                        raise ValueError(f"sequence {seq0 + done}: {_STATUS.get(status, status)}")
+                states += done * c.state_size
+                ptr += 4 * done
+                seq0 += done
+                n -= done
+            return out
+
+    def feed_text(self, i: int, text: str | bytes) -> list[Snapshot]:
+        """Feed one sequence some bytes (one token)."""
+        c = self.checker
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        st = self.states + i * c.state_size
+        out: dict[int, list[Snapshot]] = {}
+        with c._lock:
+            ptr = c._input(data)
+            done = 0
+            while True:
+                done += c._call("feed", st, i, ptr + done, len(data) - done, 1)
+                self._collect(out)
+                if done == len(data):
+                    break
+                if c._ctl_get("status"):
+                    c._ctl(status=0)
+                    raise ValueError(f"sequence {i}: {_STATUS[2]}")
+        return out.get(i, [])
+
+    def _each(self, name: str) -> dict[int, list[Snapshot]]:
+        c = self.checker
+        out: dict[int, list[Snapshot]] = {}
+        with c._lock:
+            states, n, seq0 = self.states, self.n, 0
+            while n:
+                done = c._call(name, states, n, seq0)
+                self._collect(out)
+                states += done * c.state_size
+                seq0 += done
+                n -= done
+        return out
+
+    def snapshot(self) -> dict[int, list[Snapshot]]:
+        """Publish a snapshot of every sequence now."""
+        return self._each("snapshot_batch")
+
+    def finish(self) -> dict[int, list[Snapshot]]:
+        """End every sequence's stream; the last snapshot of each is final."""
+        return self._each("finish_batch")
+
+    def reset(self, i: int | None = None) -> None:
+        c = self.checker
+        with c._lock:
+            if i is None:
+                c._call("reset_batch", self.states, self.n)
+                self._pending.clear()
+            else:
+                c._call("reset", self.states + i * c.state_size)
+                self._pending.pop(i, None)
+
+    def fork(self, dst: int, src: int) -> None:
+        """Make sequence `dst` a copy of `src` (state and undelivered events)."""
+        c = self.checker
+        with c._lock:
+            c._call("fork", self.states + dst * c.state_size, self.states + src * c.state_size)
+            self._pending[dst] = list(self._pending.get(src, []))
+
+    def state(self, i: int) -> bytes:
+        """The raw fixed-size state record of sequence `i`."""
+        c = self.checker
+        at = self.states + i * c.state_size
+        return bytes(c._view()[at : at + c.state_size])
