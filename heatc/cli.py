@@ -112,7 +112,9 @@ def scan(
     file: Annotated[str, typer.Argument(help="Text to scan; '-' reads standard input.")] = "-",
     lines: Annotated[bool, typer.Option("--lines", help="Each input line is a separate document.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per document.")] = False,
-    backend: Annotated[str, typer.Option("--backend", help="reference")] = "reference",
+    backend: Annotated[
+        str, typer.Option("--backend", help="reference (the spec) or wasm (compiled on the fly).")
+    ] = "reference",
 ) -> None:
     """Run a rule set over text and report verdicts and events.
 

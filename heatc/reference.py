@@ -38,9 +38,10 @@ class Lexeme:
 class _LexerState:
     """Maximal munch over bytes with a bounded look-back buffer (semantics §1)."""
 
-    __slots__ = ("buf", "last_len", "last_tok", "pend_fallback", "pend_len", "pend_tok", "state", "tok_start")
+    __slots__ = ("buf", "last_len", "last_tok", "pend_fallback", "pend_len", "pend_tok", "pos", "state", "tok_start")
 
     def __init__(self) -> None:
+        self.pos = 0  # bytes read so far
         self.state = 1
         self.buf = bytearray()
         self.tok_start = 0
@@ -48,8 +49,9 @@ class _LexerState:
         self.pend_tok = self.pend_fallback = self.pend_len = 0
 
 
-def _run_lexer(lx: ir.Lexer, st: _LexerState, data: bytes, emit) -> None:
-    """Feed `data` through the lexer; `emit(code, start, raw)` gets each finished token."""
+def _run_lexer(lx: ir.Lexer, st: _LexerState, data: bytes, emit, fresh: bool = True) -> None:
+    """Feed `data` through the lexer; `emit(code, start, raw)` gets each finished token.
+    `fresh`: the bytes are new input (counted in `pos`), not bytes being lexed again."""
     nxt, cls, ncls = lx.next, lx.byte_class, lx.n_classes
     accept, boundary, fallback, cap = lx.accept, lx.boundary, lx.fallback, lx.max_lexeme
     redo: list[int] = []  # bytes to lex again, last one first
@@ -60,6 +62,7 @@ def _run_lexer(lx: ir.Lexer, st: _LexerState, data: bytes, emit) -> None:
         elif i < n:
             b = data[i]
             i += 1
+            st.pos += fresh
         else:
             return
         if st.pend_tok:
@@ -103,7 +106,7 @@ def _finish_lexer(lx: ir.Lexer, st: _LexerState, emit) -> None:
     while st.buf:
         if st.pend_tok:
             st.last_tok, st.last_len = st.pend_tok, st.pend_len
-        _run_lexer(lx, st, _emit_last(st, emit), emit)
+        _run_lexer(lx, st, _emit_last(st, emit), emit, fresh=False)
 
 
 def lex(program: ir.Program, data: bytes) -> list[Lexeme]:
@@ -231,7 +234,6 @@ class Machine:
     def reset(self) -> None:
         p = self.program
         self._lexer = _LexerState()
-        self.pos = 0
         self.lexemes = 0
         self.tokens = 0
         self.matches = 0
@@ -262,8 +264,6 @@ class Machine:
         """Feed one token's bytes; return the snapshots published meanwhile."""
         if self.finished:
             raise RuntimeError("the stream is finished; reset() before feeding more")
-        self._lexer.tok_start = self.pos - len(self._lexer.buf)
-        self.pos += len(data)
         _run_lexer(self.program.lexer, self._lexer, data, self._on_token)
         self.tokens += 1
         if self.program.window and self.tokens % self.program.window == 0:
@@ -279,7 +279,6 @@ class Machine:
         """End of stream: flush the lexer, end every partial match, publish the final snapshot."""
         if self.finished:
             raise RuntimeError("finish() was already called")
-        self._lexer.tok_start = self.pos - len(self._lexer.buf)
         _finish_lexer(self.program.lexer, self._lexer, self._on_token)
         for rs in self._rules:
             rs.slots = [None] * len(rs.slots)
@@ -302,7 +301,7 @@ class Machine:
 
     def counters(self) -> dict[str, int]:
         return {
-            "bytes": self.pos,
+            "bytes": self._lexer.pos,
             "lexemes": self.lexemes,
             "tokens": self.tokens,
             "matches": self.matches,
@@ -474,12 +473,12 @@ class Machine:
             struct.pack_into("<" + fmt, out, layout.field(name).offset, *values)
 
         lx = self._lexer
-        put("pos", "Q", self.pos)
+        put("pos", "Q", lx.pos)
         put("lexemes", "Q", self.lexemes)
         put("tokens", "Q", self.tokens)
         put("matches", "Q", self.matches)
         put("rejections", "Q", self.rejections)
-        put("tok_start", "Q", self.pos - len(lx.buf))
+        put("tok_start", "Q", lx.tok_start)
         put("last_end", "Q", self._last_end)
         put("dfa_state", "I", lx.state)
         put("buf_len", "I", len(lx.buf))
@@ -542,7 +541,8 @@ class Machine:
             return values[0] if len(values) == 1 else list(values)
 
         lx = m._lexer
-        m.pos = get("pos", "Q")
+        lx.pos = get("pos", "Q")
+        lx.tok_start = get("tok_start", "Q")
         m.lexemes = get("lexemes", "Q")
         m.tokens = get("tokens", "Q")
         m.matches = get("matches", "Q")

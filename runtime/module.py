@@ -16,11 +16,13 @@ its own `checker.clone()`: clones share the compiled module, not state.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import json
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,26 +162,48 @@ def load(path: str | Path, limits: Limits | None = None) -> Checker:
     """Load a module directory (manifest.json + module.wasm), verifying it first."""
     path = Path(path)
     manifest, directory = _read_manifest(path)
-    abi = manifest["abi"]
-    _check_abi(str(path), int(abi.get("major", -1)), int(abi.get("minor", -1)))
-    wasm_path = directory / manifest["wasm"]["file"]
+    wasm_path = directory / str(manifest["wasm"].get("file", "module.wasm"))
     try:
         wasm = wasm_path.read_bytes()
     except OSError as e:
         raise ModuleError(f"{wasm_path}: cannot read the module: {e.strerror}") from None
+    return from_bytes(manifest, wasm, limits, where=str(wasm_path))
+
+
+def from_bytes(manifest: dict, wasm: bytes, limits: Limits | None = None, where: str = "module") -> Checker:
+    """A Checker from a manifest and module bytes already in memory, verified like `load`."""
+    abi = manifest["abi"]
+    _check_abi(where, int(abi.get("major", -1)), int(abi.get("minor", -1)))
     digest = hashlib.sha256(wasm).hexdigest()
     if digest != manifest["wasm"]["sha256"]:
         raise ModuleError(
-            f"{wasm_path}: checksum mismatch (sha256 {digest[:16]}…, manifest says "
+            f"{where}: checksum mismatch (sha256 {digest[:16]}…, manifest says "
             f"{str(manifest['wasm']['sha256'])[:16]}…): the module is corrupt or was changed after the build"
         )
     return Checker(manifest, wasm, limits or Limits())
+
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    # wasmtime-py's finalizers fail if they run during interpreter teardown; close first.
+    modules = {}
+    for checker in list(_LIVE):
+        checker.close()
+        module = checker.__dict__.pop("_module", None)
+        if module is not None:
+            modules[id(module)] = module
+    for module in modules.values():
+        module.close()
 
 
 class Checker:
     """A loaded module: `scan(text)` for documents, `batch(n)` for decoding."""
 
     def __init__(self, manifest: dict, wasm: bytes, limits: Limits, _module: wasmtime.Module | None = None):
+        _LIVE.add(self)
         self.manifest = manifest
         self.limits = limits
         self.engine = _engine(limits.fuel is not None)
@@ -416,6 +440,16 @@ class Checker:
 
     def batch(self, n: int) -> Batch:
         return Batch(self, n)
+
+    def close(self) -> None:
+        """Release the instance and its memory now (also done at exit)."""
+        with self._lock:
+            self._calls = {}
+            for name in ("_memory", "instance"):
+                self.__dict__.pop(name, None)
+            store = self.__dict__.pop("store", None)
+            if store is not None:
+                store.close()
 
     def clone(self) -> Checker:
         """An independent instance of the same module (for another thread)."""

@@ -4,10 +4,9 @@ import pytest
 from conformance_harness import check_case, load_cases
 from conftest import compile_cached
 
-from heatc.reference import Machine
+from heatc.backends import BACKENDS, open_session
 
 CASES = load_cases()
-BACKENDS = {"reference": Machine}
 
 
 def test_corpus_is_big_enough():
@@ -19,5 +18,5 @@ def test_corpus_is_big_enough():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_conformance(case, backend):
     program = compile_cached(case.rules)
-    errors = check_case(case, program, BACKENDS[backend])
+    errors = check_case(case, program, lambda p: open_session(backend, p))
     assert not errors, "\n".join(errors)
