@@ -22,3 +22,40 @@ def compile_cached(source: str):
     from heatc.compile import compile_source
 
     return compile_source(source, "generated.heat")
+
+
+# Every WASM module the tests build goes through wasm-validate (Debian's wabt), when it
+# is installed; the run's summary says how many were validated, or that none could be.
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+
+import heatc.wasm as _wasm  # noqa: E402
+
+_WASM_VALIDATE = shutil.which("wasm-validate")
+_VALIDATED = [0]
+_compile_wasm = _wasm.compile_wasm
+
+
+def _compile_and_validate(program):
+    module = _compile_wasm(program)
+    if _WASM_VALIDATE:
+        with tempfile.NamedTemporaryFile(suffix=".wasm") as f:
+            f.write(module.wasm)
+            f.flush()
+            r = subprocess.run([_WASM_VALIDATE, f.name], capture_output=True, text=True)
+        assert r.returncode == 0, f"wasm-validate rejected a module built for {program.name}: {r.stderr}"
+        _VALIDATED[0] += 1
+    return module
+
+
+_wasm.compile_wasm = _compile_and_validate
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _WASM_VALIDATE:
+        terminalreporter.write_line(f"wasm-validate: {_VALIDATED[0]} modules built by the tests, all valid")
+    else:
+        terminalreporter.write_line(
+            "wasm-validate: NOT RUN — install Debian's wabt (.ci/run does) to validate every module"
+        )

@@ -1,0 +1,99 @@
+// A minimal host for heatc modules in Node.js (or any JS engine with WebAssembly):
+// proves a module runs the same outside wasmtime. ABI: docs/abi.md.
+//
+//   node runtime/js/heatc_host.mjs BUILD_DIR < inputs.json > reports.jsonl
+//
+// inputs.json is a JSON array of strings (UTF-8 documents) or {"hex": "..."} objects;
+// each document gets one JSON line shaped like heatc_runtime.Report.to_json():
+// {"verdict", "rules", "events", "counters"} (events without "text").
+import fs from "node:fs";
+import path from "node:path";
+import crypto from "node:crypto";
+
+const CONTROL = ["ev_ptr", "ev_cap", "ev_count", "snap_ptr", "snap_cap", "snap_count",
+  "tok_offsets", "n_tokens", "tok_bytes", "status", "bad_index"];
+const VERDICTS = ["CONFIRMED", "PENDING", "REJECTED"];
+
+export async function load(dir) {
+  const manifest = JSON.parse(fs.readFileSync(path.join(dir, "manifest.json"), "utf8"));
+  const wasm = fs.readFileSync(path.join(dir, manifest.wasm.file));
+  const digest = crypto.createHash("sha256").update(wasm).digest("hex");
+  if (digest !== manifest.wasm.sha256) throw new Error(`${dir}: checksum mismatch`);
+  const { instance } = await WebAssembly.instantiate(wasm, {});
+  const x = instance.exports;
+  if (x.abi_major.value !== 1) throw new Error(`${dir}: ABI ${x.abi_major.value} not supported`);
+  const control = x.control.value;
+  const eventSize = x.event_size.value, snapSize = x.snapshot_size.value, stateSize = x.state_size.value;
+  let top = x.heap_base.value;
+  const alloc = (n) => {
+    const start = Math.ceil(top / 16) * 16;
+    top = start + n;
+    const need = top - x.memory.buffer.byteLength;
+    if (need > 0) x.memory.grow(Math.ceil(need / 65536));
+    return start;
+  };
+  const evCap = Math.max(4096, 4 * 65 * x.lexeme_events.value), snapCap = 1024;
+  const evPtr = alloc(evCap * eventSize), snapPtr = alloc(snapCap * snapSize), state = alloc(stateSize);
+  const ctl = () => new DataView(x.memory.buffer, control, 4 * CONTROL.length);
+  const setCtl = (name, v) => ctl().setUint32(4 * CONTROL.indexOf(name), v, true);
+  const getCtl = (name) => ctl().getUint32(4 * CONTROL.indexOf(name), true);
+  setCtl("ev_ptr", evPtr); setCtl("ev_cap", evCap); setCtl("snap_ptr", snapPtr); setCtl("snap_cap", snapCap);
+  const flagsOffset = manifest.layout.flags_offset;
+  const value = (kind, v) => (kind === "class" ? manifest.classes[v] : v);
+
+  function drain(events, snaps) {
+    const view = new DataView(x.memory.buffer);
+    const nEv = getCtl("ev_count"), nSnap = getCtl("snap_count");
+    for (let i = 0; i < nEv; i++) {
+      const e = evPtr + i * eventSize;
+      const kind = view.getUint8(e + 4), id = view.getUint32(e + 8, true);
+      const start = Number(view.getBigUint64(e + 16, true)), end = Number(view.getBigUint64(e + 24, true));
+      if (kind === 1) { events.push({ kind: "anchor", anchor: manifest.anchor_groups[id], start, end }); continue; }
+      const rule = manifest.rules[id];
+      const captures = {};
+      rule.captures.forEach((c, j) => { captures[c.name] = value(c.kind, view.getFloat64(e + 64 + 8 * j, true)); });
+      const ev = { kind: "match", rule: rule.name, verdict: VERDICTS[view.getUint8(e + 5)], start, end, captures };
+      const failed = view.getInt32(e + 12, true);
+      if (failed >= 0) ev.failed = rule.requirements[failed];
+      const conflict = view.getInt32(e + 32, true);
+      if (conflict >= 0) {
+        const ch = manifest.channels[conflict];
+        ev.conflict = { channel: ch.name, value: value(ch.kind, view.getFloat64(e + 40, true)),
+          start: Number(view.getBigUint64(e + 48, true)), end: Number(view.getBigUint64(e + 56, true)) };
+      }
+      events.push(ev);
+    }
+    for (let i = 0; i < nSnap; i++) {
+      const s = snapPtr + i * snapSize;
+      const verdicts = {};
+      manifest.rules.forEach((r, j) => { verdicts[r.name] = VERDICTS[view.getUint8(s + 56 + j)]; });
+      const c = (k) => Number(view.getBigUint64(s + 16 + 8 * k, true));
+      snaps.push({ verdicts, counters: { bytes: c(0), lexemes: c(1), tokens: c(2), matches: c(3), rejections: c(4) } });
+    }
+    setCtl("ev_count", 0); setCtl("snap_count", 0);
+  }
+
+  let inputPtr = 0, inputCap = 0;
+  function scan(bytes) {
+    if (bytes.length > inputCap) { inputCap = Math.max(bytes.length, 2 * inputCap, 4096); inputPtr = alloc(inputCap); }
+    new Uint8Array(x.memory.buffer, inputPtr, bytes.length).set(bytes);
+    const events = [], snaps = [];
+    let done = x.scan(state, 0, inputPtr, bytes.length);
+    drain(events, snaps);
+    while (done < bytes.length) { done += x.feed(state, 0, inputPtr + done, bytes.length - done, 1); drain(events, snaps); }
+    while (!(new Uint8Array(x.memory.buffer)[state + flagsOffset] & 1)) { x.finish(state, 0); drain(events, snaps); }
+    const last = snaps[snaps.length - 1];
+    const worst = Object.values(last.verdicts).reduce((w, v) => (VERDICTS.indexOf(v) > VERDICTS.indexOf(w) ? v : w), "CONFIRMED");
+    return { verdict: worst, rules: last.verdicts, events, counters: last.counters };
+  }
+  return { manifest, scan };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const host = await load(process.argv[2]);
+  const inputs = JSON.parse(fs.readFileSync(0, "utf8"));
+  for (const input of inputs) {
+    const bytes = typeof input === "string" ? Buffer.from(input, "utf8") : Buffer.from(input.hex, "hex");
+    process.stdout.write(JSON.stringify(host.scan(bytes)) + "\n");
+  }
+}

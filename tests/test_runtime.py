@@ -1,0 +1,254 @@
+"""The standalone runtime: loading and refusing modules, limits on untrusted modules,
+portability (Node.js runs the same module), reproducible builds, isolation, threads."""
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+import wasmtime
+from conformance_harness import CORPUS
+from conftest import REPO, compile_cached
+
+import heatc_runtime as rt
+from heatc.backends import run_document
+from heatc.compile import compile_file
+from heatc.wasm import compile_wasm, write_module
+
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(scope="module")
+def medical_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("medical")
+    write_module(compile_wasm(compile_file(EXAMPLES / "medical.heat")), d)
+    return d
+
+
+def test_load_and_scan(medical_dir):
+    checker = rt.load(medical_dir)
+    report = checker.scan("Glucose 5000 mg/dL. Pulse 88.")
+    assert report.verdict is rt.Verdict.REJECTED
+    assert report.rejected == ["glucose_mg_dl", "glucose_value"]
+    assert report.to_json()["events"][0]["failed"] == "v in [0.5, 2000]"
+
+
+# -- refusing bad modules ---------------------------------------------------------------
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_truncated_module_is_refused(medical_dir, tmp_path):
+    d = _copy(medical_dir, tmp_path / "m")
+    wasm = (d / "module.wasm").read_bytes()
+    (d / "module.wasm").write_bytes(wasm[: len(wasm) // 2])
+    with pytest.raises(rt.ModuleError, match="checksum mismatch"):
+        rt.load(d)
+
+
+def test_bit_flipped_module_is_refused(medical_dir, tmp_path):
+    d = _copy(medical_dir, tmp_path / "m")
+    wasm = bytearray((d / "module.wasm").read_bytes())
+    wasm[1000] ^= 0x10
+    (d / "module.wasm").write_bytes(bytes(wasm))
+    with pytest.raises(rt.ModuleError, match="corrupt or was changed after the build"):
+        rt.load(d)
+
+
+def test_garbage_with_a_matching_checksum_is_refused(medical_dir, tmp_path):
+    d = _copy(medical_dir, tmp_path / "m")
+    junk = b"\0asm\x01\0\0\0" + bytes(range(256)) * 4
+    (d / "module.wasm").write_bytes(junk)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["wasm"]["sha256"] = hashlib.sha256(junk).hexdigest()
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(rt.ModuleError, match="does not compile"):
+        rt.load(d)
+
+
+@pytest.mark.parametrize(
+    "abi,message",
+    [({"major": 2, "minor": 0}, "ABI 2.0 is not supported"), ({"major": 1, "minor": 7}, "ABI 1.7 is not supported")],
+)
+def test_wrong_abi_version_is_refused(medical_dir, tmp_path, abi, message):
+    d = _copy(medical_dir, tmp_path / "m")
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["abi"] = abi
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(rt.ModuleError, match=re.escape(message)):
+        rt.load(d)
+
+
+def test_missing_or_broken_manifest(tmp_path):
+    with pytest.raises(rt.ModuleError, match=r"no manifest\.json"):
+        rt.load(tmp_path)
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(rt.ModuleError, match="not valid JSON"):
+        rt.load(tmp_path)
+
+
+# -- untrusted modules: time and memory limits -----------------------------------------
+
+HOSTILE_WAT = """
+(module
+  (memory (export "memory") {pages})
+  (global (export "abi_major") i32 (i32.const 1)) (global (export "abi_minor") i32 (i32.const 0))
+  (global (export "state_size") i32 (i32.const 64)) (global (export "event_size") i32 (i32.const 72))
+  (global (export "snapshot_size") i32 (i32.const 56)) (global (export "n_rules") i32 (i32.const 0))
+  (global (export "control") i32 (i32.const 256)) (global (export "heap_base") i32 (i32.const 4096))
+  (global (export "lexeme_events") i32 (i32.const 1))
+  (func (export "scan") (param i32 i32 i32 i32) (result i32) (loop $forever (br $forever)) (i32.const 0))
+  (func (export "reset") (param i32)) (func (export "fork") (param i32 i32))
+  (func (export "feed") (param i32 i32 i32 i32 i32) (result i32) (i32.const 0))
+  (func (export "finish") (param i32 i32) (result i32) (i32.const 0))
+  (func (export "snapshot") (param i32 i32) (result i32) (i32.const 0))
+  (func (export "step_batch") (param i32 i32 i32 i32) (result i32) (i32.const 0))
+  (func (export "reset_batch") (param i32 i32))
+  (func (export "snapshot_batch") (param i32 i32 i32) (result i32) (i32.const 0))
+  (func (export "finish_batch") (param i32 i32 i32) (result i32) (i32.const 0))
+  (func (export "verdicts") (param i32 i32)))
+"""
+
+
+def _hostile(tmp_path: Path, pages: int = 1) -> Path:
+    wasm = wasmtime.wat2wasm(HOSTILE_WAT.format(pages=pages))
+    (tmp_path / "module.wasm").write_bytes(wasm)
+    manifest = {
+        "format": "heatc-module", "abi": {"major": 1, "minor": 0},
+        "wasm": {"file": "module.wasm", "sha256": hashlib.sha256(wasm).hexdigest()},
+        "layout": {"state_size": 64, "event_size": 72, "snapshot_size": 56, "flags_offset": 0},
+        "rules": [], "classes": [], "channels": [], "anchor_groups": [],
+    }  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    return tmp_path
+
+
+def test_a_module_that_loops_forever_is_stopped_by_the_deadline(tmp_path):
+    checker = rt.load(_hostile(tmp_path), rt.Limits(timeout_s=0.2))
+    with pytest.raises(rt.ModuleTrap, match="ran past its time limit"):
+        checker.scan("hello")
+
+
+def test_a_module_that_loops_forever_runs_out_of_fuel(tmp_path):
+    checker = rt.load(_hostile(tmp_path), rt.Limits(fuel=100_000))
+    with pytest.raises(rt.ModuleTrap, match="ran out of fuel"):
+        checker.scan("hello")
+
+
+def test_memory_limit_at_instantiation(tmp_path):
+    with pytest.raises(rt.ModuleError, match="cannot be instantiated"):
+        rt.load(_hostile(tmp_path, pages=2000), rt.Limits(memory_bytes=64 << 20))
+
+
+def test_memory_limit_while_running(medical_dir):
+    checker = rt.load(medical_dir, rt.Limits(memory_bytes=8 << 20))
+    assert checker.scan("pulse 88").verdict is rt.Verdict.CONFIRMED
+    with pytest.raises(rt.ModuleTrap, match="memory would exceed its limit"):
+        checker.scan(b"pulse 88 " * 2_000_000)
+
+
+def test_real_modules_run_under_fuel_too(medical_dir):
+    report = rt.load(medical_dir, rt.Limits(fuel=10**9)).scan("SpO2 107%")
+    assert report.rejected == ["oxygen_saturation_value"]
+
+
+# -- portability and reproducibility --------------------------------------------------
+
+
+def test_every_test_module_passes_wasm_validate(medical_dir):
+    if shutil.which("wasm-validate") is None:
+        pytest.skip("wasm-validate (Debian package wabt; .ci/run installs it) is not on PATH")
+    r = subprocess.run(["wasm-validate", str(medical_dir / "module.wasm")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def _build_in_subprocess(seed: str, out: Path) -> str:
+    code = "import sys; from heatc.compile import compile_file; from heatc.wasm import compile_wasm; "
+    code += f"sys.stdout.write(compile_wasm(compile_file({str(EXAMPLES / 'legal.heat')!r})).wasm.hex())"
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONHASHSEED": seed}, check=True
+    )
+    return r.stdout
+
+
+def test_rebuilding_gives_byte_identical_modules(tmp_path):
+    a = _build_in_subprocess("1", tmp_path)
+    b = _build_in_subprocess("2", tmp_path)
+    assert a == b and len(a) > 1000
+
+
+def test_node_runs_the_conformance_corpus_like_wasmtime(tmp_path):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node (Node.js) is not on PATH")
+    import yaml
+
+    for path in sorted(CORPUS.glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        program = compile_cached(doc["rules"])
+        module_dir = tmp_path / path.stem
+        write_module(compile_wasm(program), module_dir)
+        inputs = [c["input"].encode() if "input" in c else bytes.fromhex(c["input_hex"]) for c in doc["cases"]]
+        r = subprocess.run(
+            [node, str(REPO / "runtime" / "js" / "heatc_host.mjs"), str(module_dir)],
+            input=json.dumps([{"hex": x.hex()} for x in inputs]), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        checker = rt.load(module_dir)
+        for line, data in zip(r.stdout.splitlines(), inputs, strict=True):
+            from_node = json.loads(line)
+            report = checker.scan(data)
+            assert from_node == json.loads(json.dumps(report.to_json())), f"{path.name}: {data!r}"
+
+
+# -- isolation and threads -------------------------------------------------------------
+
+
+def test_runtime_imports_without_the_compiler(medical_dir):
+    code = textwrap.dedent(
+        f"""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {{"heatc", "lark", "jinja2", "yaml", "typer", "rich", "hypothesis"}}:
+                    raise ImportError("blocked: " + name)
+        sys.meta_path.insert(0, Block())
+        import heatc_runtime
+        report = heatc_runtime.load({str(medical_dir)!r}).scan("BP 410/95 mmHg")
+        print(report.verdict.name, sorted(m.split(".")[0] for m in sys.modules if m.split(".")[0] in ("heatc", "lark", "jinja2")))
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "REJECTED []"
+
+
+def test_threads_share_a_checker_safely(medical_dir):
+    checker = rt.load(medical_dir)
+    program = compile_file(EXAMPLES / "medical.heat")
+    texts = [f"pulse {n}. glucose {n * 7} mg/dL." for n in range(10, 400, 13)]
+    expected = {t: run_document("reference", program, t.encode())[0] for t in texts}
+    errors = []
+
+    def work(c):
+        try:
+            for t in texts:
+                assert c.scan(t).events == expected[t]
+        except AssertionError as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(c,)) for c in (checker, checker, checker.clone(), checker.clone())]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
