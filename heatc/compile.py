@@ -20,7 +20,15 @@ from .errors import Diagnostic, HeatError, SourceText
 from .lexicon import LiteralConflictError, LiteralSpec, build_lexer
 from .parse import parse, parse_file
 from .printer import format_requirement, format_string
-from .reference import anchor_filter_hash, anchor_key, is_anchor_text, join_anchor_run, lex, normalise_anchor_text
+from .reference import (
+    anchor_filter_hash,
+    anchor_key,
+    fnv1a64,
+    is_anchor_text,
+    join_anchor_run,
+    lex,
+    normalise_anchor_text,
+)
 
 KNOWN_OPTIONS = ("chinese_numbers",)
 DEFAULT_HEAT = 0.5
@@ -90,6 +98,7 @@ class _Compiler:
         self.literal_by_key: dict[str, int] = {}
         self.anchors: dict[str, ast.AnchorDecl] = {}
         self.chinese_numbers = False
+        self._anchor_literals: dict[int, int] = {}
 
     def error(self, pos: ast.Pos, message: str, notes: list[str] | None = None) -> None:
         self.diags.append(self.src.diagnostic(pos.line, pos.column, message, notes))
@@ -150,8 +159,8 @@ class _Compiler:
         self._check_literals(program)
         self._anchor_table(program, name)
         self.checkpoint()
-        program.token_flags = self._token_flags(at, barrier)
         program.rules, program.channels = self._lower_rules(rules, program)
+        program.token_flags = self._token_flags(at, barrier, program.rules)
         self.checkpoint()
         return program
 
@@ -461,7 +470,9 @@ class _Compiler:
     def _anchor_table(self, program: ir.Program, default_domain: str) -> None:
         groups: list[ir.AnchorGroup] = []
         entries: dict[int, tuple[int, ast.Str]] = {}
-        texts: list[bytes] = []
+        texts: list[bytes] = []  # normalised terms
+        last_lexemes: list[bytes] = []  # their last pieces
+        members: list[bytes] = []  # their letter runs and non-ASCII characters
         longest = 0
         for g, (name, d) in enumerate(self.anchors.items()):
             domain = d.domain.text if d.domain is not None else default_domain
@@ -502,6 +513,9 @@ class _Compiler:
                     continue
                 entries[key] = (g, term)
                 texts.append(text)
+                pieces = _anchor_pieces(text)
+                members += pieces
+                last_lexemes += pieces[-1:]  # none when the term is all punctuation literals
         size = 1
         while size < 2 * len(entries):
             size *= 2
@@ -509,10 +523,13 @@ class _Compiler:
         while filter_bits < 16 * len(entries):
             filter_bits *= 2
         bloom = [0] * (filter_bits // 64) if entries else []
-        for text in texts:
-            h = anchor_filter_hash(text)
+        end_bloom = [0] * (filter_bits // 64) if entries else []
+        member_bloom = [0] * (filter_bits // 64) if entries else []
+        hashes = [(bloom, anchor_filter_hash(text)) for text in texts] + [(end_bloom, fnv1a64(x)) for x in last_lexemes]
+        hashes += [(member_bloom, fnv1a64(x)) for x in members]
+        for words, h in hashes:
             for bit in (h % filter_bits, (h >> 32) % filter_bits):
-                bloom[bit // 64] |= 1 << (bit % 64)
+                words[bit // 64] |= 1 << (bit % 64)
         keys = [0] * size if entries else []
         slots = [-1] * size if entries else []
         for key, (g, _) in entries.items():
@@ -522,16 +539,27 @@ class _Compiler:
             keys[slot], slots[slot] = key, g
         program.anchor_groups = groups
         program.anchors = ir.AnchorTable(
-            size if entries else 0, keys, slots, longest, filter_bits if entries else 0, bloom
+            size if entries else 0, keys, slots, longest, filter_bits if entries else 0, bloom, end_bloom, member_bloom
         )
+        for i, lit in enumerate(self.literals):
+            norm = normalise_anchor_text(lit.text.encode("utf-8"))
+            if any(norm in t for t in texts):
+                self._anchor_literals[ir.TOK_LITERAL0 + i] = ir.FLAG_ANCHOR_MEMBER
+            if any(t.endswith(norm) for t in texts):
+                self._anchor_literals[ir.TOK_LITERAL0 + i] |= ir.FLAG_ANCHOR_END
 
-    def _token_flags(self, at: set[int], barrier: set[int]) -> list[int]:
+    def _token_flags(self, at: set[int], barrier: set[int], rules: list[ir.Rule]) -> list[int]:
         flags = [0] * (ir.TOK_LITERAL0 + len(self.literals))
         for i, lit in enumerate(self.literals):
             if lit.class_index in at:
                 flags[ir.TOK_LITERAL0 + i] |= ir.FLAG_TRIGGER
             if lit.class_index in barrier:
                 flags[ir.TOK_LITERAL0 + i] |= ir.FLAG_BARRIER
+        for rule in rules:
+            for code in rule.elements[0].accepts:
+                flags[code] |= ir.FLAG_STARTS
+        for code, flag in self._anchor_literals.items():
+            flags[code] |= flag
         return flags
 
     # -- IR rules ----------------------------------------------------------------------
@@ -652,6 +680,19 @@ def _interval(s) -> tuple[str, float, bool, float, bool] | None:
         ">=": (name, c, True, inf, True),
         "==": (name, c, True, c, True),
     }.get(op)
+
+
+def _anchor_pieces(text: bytes) -> list[bytes]:
+    """The maximal ASCII-letter runs and the non-ASCII characters of a normalised term, in
+    order: whatever literals a stream's lexer used, a word or other-token in a run that
+    spells the term is one of these."""
+    pieces = []
+    for m in re.finditer(rb"[a-z]+|[^\x00-\x7f]+", text):
+        if m.group()[0] < 0x80:
+            pieces.append(m.group())
+        else:
+            pieces += [ch.encode("utf-8") for ch in m.group().decode("utf-8")]
+    return pieces
 
 
 def _normalised_run(lexemes) -> bytes:

@@ -35,6 +35,9 @@ TOKEN_NAMES = {TOK_SPACE: "space", TOK_OTHER: "other", TOK_WORD: "word", TOK_NUM
 # Per-token-code flags (Program.token_flags)
 FLAG_TRIGGER = 1  # publish a snapshot after this lexeme
 FLAG_BARRIER = 2  # gaps never skip this lexeme
+FLAG_STARTS = 4  # some rule's first element accepts this token (lets kernels skip the rest)
+FLAG_ANCHOR_MEMBER = 8  # a literal whose normalised text occurs in some anchor term
+FLAG_ANCHOR_END = 16  # ... and ends one
 
 # Requirement operators, in the order the kernels number them.
 OPS = ("<", "<=", ">", ">=", "==", "!=", "in")
@@ -155,6 +158,14 @@ class AnchorTable:
     max_lexemes: int  # longest term, in lexemes (0 = no anchors)
     filter_bits: int = 0  # a power of two (0 = no anchors)
     filter: list[int] = field(default_factory=list)  # u64 words
+    # Filters over the pieces a run matching a term can be made of, whatever literals the
+    # stream's lexing produced: every maximal ASCII-letter run and every non-ASCII character
+    # of every normalised term (words and other-tokens; literals carry FLAG_ANCHOR_MEMBER /
+    # FLAG_ANCHOR_END instead), hashed FNV-1a-64 forward. A word or character that fails
+    # `member_filter` is in no term — no run through it can be one, so a kernel may treat
+    # it as a break; one that fails `end_filter` ends no term.
+    end_filter: list[int] = field(default_factory=list)
+    member_filter: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -250,6 +261,7 @@ def state_layout(p: Program) -> StateLayout:
     add("pend_len", 4, 4)
     add("flags", 4, 4)  # bit 0: finished
     add("pending_events", 4, 4)  # events since the last snapshot (output bookkeeping)
+    add("n_active", 4, 4)  # rules with a live thread (the number of bits set in active_rules)
     add("buf", p.lexer.max_lexeme, 8)
     # One bit per rule with a live thread: lets a kernel visit only the rules that can act.
     add("active_rules", 8 * ((len(p.rules) + 63) // 64), 8)

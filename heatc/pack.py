@@ -112,17 +112,29 @@ def _rule_record(rule: ir.Rule, state_off: int) -> bytes:
     return body + b"\0" * (-len(body) % 16)
 
 
+def _dfa_rows(lx: ir.Lexer) -> bytes:
+    """The lexer automaton for kernels: one row of n_classes + 1 u32 per state. Entries are
+    target rows premultiplied by the row width (0 = dead), so a step is `row + class`, with no
+    multiply on the critical path; the extra column is the state's accept info:
+    token code (bits 0–14) | boundary (bit 15) | fallback token code (bits 16–31)."""
+    width = lx.n_classes + 1
+    if lx.n_states * width >= 1 << 31 or max(lx.accept + lx.fallback, default=0) >= 1 << 15:
+        raise ValueError("the lexer automaton is too large for the packed format")
+    out = []
+    for state in range(lx.n_states):
+        row = lx.next[state * lx.n_classes : (state + 1) * lx.n_classes]
+        out += [t * width for t in row]
+        out.append(lx.accept[state] | lx.boundary[state] << 15 | lx.fallback[state] << 16)
+    return struct.pack(f"<{len(out)}I", *out)
+
+
 def pack(program: ir.Program) -> Packed:
     p = program
     layout = ir.state_layout(p)
     lx = p.lexer
     b = _Blob()
     b.section("byte_class", bytes(lx.byte_class))
-    wide = lx.n_states > 0xFFFF
-    b.section("next", struct.pack(f"<{len(lx.next)}{'I' if wide else 'H'}", *lx.next))
-    b.section("accept", struct.pack(f"<{lx.n_states}H", *lx.accept))
-    b.section("fallback", struct.pack(f"<{lx.n_states}H", *lx.fallback))
-    b.section("boundary", bytes(lx.boundary))
+    b.section("dfa", _dfa_rows(lx))
     b.section("token_flags", bytes(p.token_flags))
     b.section("literal_class", _u32s([lit.class_id for lit in p.literals]))
 
@@ -152,6 +164,8 @@ def pack(program: ir.Program) -> Packed:
     b.section("anchor_keys", struct.pack(f"<{a.size}Q", *a.keys))
     b.section("anchor_groups", struct.pack(f"<{a.size}i", *a.groups))
     b.section("anchor_filter", struct.pack(f"<{len(a.filter)}Q", *a.filter))
+    b.section("anchor_end_filter", struct.pack(f"<{len(a.end_filter)}Q", *a.end_filter))
+    b.section("anchor_member_filter", struct.pack(f"<{len(a.member_filter)}Q", *a.member_filter))
     domains = list(dict.fromkeys(g.domain.encode("utf-8") for g in p.anchor_groups))
     domain_index, domain_bytes = [], b""
     for d in domains:
@@ -165,7 +179,7 @@ def pack(program: ir.Program) -> Packed:
     b.section("sha256_k", _u32s(SHA256_K))
 
     consts = {
-        "next_wide": int(wide),
+        "dfa_width": lx.n_classes + 1,
         "n_codes": n_codes,
         "n_rules": len(p.rules),
         "n_domains": len(domains),

@@ -185,12 +185,16 @@ FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 
 
-def anchor_filter_hash(normalised: bytes) -> int:
-    """FNV-1a-64 over the bytes in reverse order: the anchor prefilter's hash (ir.AnchorTable)."""
+def fnv1a64(data) -> int:
     h = FNV_OFFSET
-    for b in reversed(normalised):
+    for b in data:
         h = ((h ^ b) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
     return h
+
+
+def anchor_filter_hash(normalised: bytes) -> int:
+    """FNV-1a-64 over the bytes in reverse order: the anchor prefilter's hash (ir.AnchorTable)."""
+    return fnv1a64(reversed(normalised))
 
 
 def anchor_key(domain: str, normalised: bytes) -> int:
@@ -492,9 +496,12 @@ class Machine:
         f = layout.field("buf")
         out[f.offset : f.offset + len(lx.buf)] = lx.buf
         f = layout.field("active_rules")
+        n_active = 0
         for r, rs in enumerate(self._rules):
             if any(t is not None for t in rs.slots):
                 out[f.offset + r // 8] |= 1 << (r % 8)
+                n_active += 1
+        put("n_active", "I", n_active)
         if p.anchors.max_lexemes:
             put("anchor_count", "I", len(self._anchors))
             put("anchor_head", "I", 0)

@@ -23,6 +23,7 @@ ABI_MINOR = 0
 CONTROL = 0x100
 SHA_W = 0x200  # 256 bytes: the sha256 message schedule
 TMP_THREAD = 0x300  # a thread record for one-element rules
+SCAN_OUT = 0x700  # results of the byte-scanning leaf function
 SCRATCH = 0x800  # run text and sha256 message
 TABLES_ALIGN = 64
 PAGE = 65536
@@ -56,8 +57,8 @@ def _layout_consts(program: ir.Program) -> tuple[dict[str, int], int]:
     layout = ir.state_layout(program)
     names = [
         "pos", "lexemes", "tokens", "matches", "rejections", "tok_start", "last_end", "dfa_state", "buf_len",
-        "last_tok", "last_len", "pend_tok", "pend_fallback", "pend_len", "flags", "pending_events", "buf",
-        "active_rules",
+        "last_tok", "last_len", "pend_tok", "pend_fallback", "pend_len", "flags", "pending_events", "n_active",
+        "buf", "active_rules",
     ]  # fmt: skip
     f = {n: layout.field(n).offset for n in names}
     # The kernel relies on these pairs being adjacent (it clears them with one i64 store).
@@ -117,6 +118,7 @@ def compile_wasm(program: ir.Program) -> WasmModule:
         "CONTROL": CONTROL,
         "SHA_W": SHA_W,
         "TMP_THREAD": TMP_THREAD,
+        "SCAN_OUT": SCAN_OUT,
         "MSG": SCRATCH,
         "SHA_MSG": sha_msg,
         "MAX_DOMAIN": max_domain,
@@ -125,7 +127,7 @@ def compile_wasm(program: ir.Program) -> WasmModule:
         "INITIAL_PAGES": max(1, -(-heap_base // PAGE)),
         "DATA": _wat_bytes(packed.blob),
         "N_CLASSES": program.lexer.n_classes,
-        "NEXT_WIDE": k["next_wide"],
+        "DFA_WIDTH": k["dfa_width"],
         "MAX_LEXEME": program.lexer.max_lexeme,
         "N_CN": k["n_cn"],
         "CN_DIGIT": CN_DIGIT,

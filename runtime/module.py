@@ -37,9 +37,12 @@ ABI_MAJOR = 1
 ABI_MINOR = 0
 
 _CONTROL_FIELDS = ("ev_ptr", "ev_cap", "ev_count", "snap_ptr", "snap_cap", "snap_count",
-                   "tok_offsets", "n_tokens", "tok_bytes", "status", "bad_index")  # fmt: skip
-_STATUS = {1: "a token id is out of range for the token table", 2: "the stream is finished; reset it first"}
+                   "tok_offsets", "n_tokens", "tok_bytes", "status", "bad_index", "scratch", "quiet")  # fmt: skip
+_EV_COUNT, _SNAP_COUNT, _STATUS, _QUIET = 2, 5, 9, 12
+_STATUS_TEXT = {1: "a token id is out of range for the token table", 2: "the stream is finished; reset it first"}
 _EPOCH_TICK_S = 0.01
+_VERDICTS = (Verdict.CONFIRMED, Verdict.PENDING, Verdict.REJECTED)
+_COUNTER_NAMES = ("bytes", "lexemes", "tokens", "matches", "rejections")
 
 
 class ModuleError(Exception):
@@ -114,7 +117,28 @@ class _RawCall:
         args = self.args
         for i, p in enumerate(params):
             args[i].i32 = p
-        error = self.call(self.context, self.func, args, self.n, self.trap_ref)
+        return self._invoke(args)
+
+    def bound(self, *params: int):
+        """A zero-argument call with these parameters fixed (the fast path for a hot loop)."""
+        args = (ffi.wasmtime_val_raw_t * max(self.n, 1))()
+        for i, p in enumerate(params):
+            args[i].i32 = p
+        first = params[0] if params else 0
+        call, context, func, n, trap_ref = self.call, self.context, self.func, self.n, self.trap_ref
+
+        def run() -> int:
+            args[0].i32 = first  # the previous result overwrote it
+            error = call(context, func, args, n, trap_ref)
+            if error or self.trap:
+                return self._invoke(args, error)
+            return args[0].i32
+
+        return run
+
+    def _invoke(self, args, error=None) -> int:
+        if error is None:
+            error = self.call(self.context, self.func, args, self.n, self.trap_ref)
         if error:
             raise ModuleTrap(str(wasmtime.WasmtimeError._from_ptr(error)))
         if self.trap:
@@ -256,6 +280,7 @@ class Checker:
             if len(ty.params) != n_params or len(ty.results) != n_results:
                 raise ModuleError(f"the module's {name!r} has the wrong signature for ABI {ABI_MAJOR}")
             self._calls[name] = _RawCall(self.store, func, n_params, n_results)
+        self._refresh_view()
         self._decode_tables()
         # Buffers: room for what one input byte can produce (a 64-byte token flushed at once).
         plm = consts["lexeme_events"]
@@ -270,10 +295,16 @@ class Checker:
 
     # -- memory -----------------------------------------------------------------------
 
-    def _view(self) -> np.ndarray:
+    def _refresh_view(self) -> None:
+        # Only the host grows memory (the kernel never does): views stay valid until _alloc grows it.
         size = self._memory.data_len(self.store)
         ptr = self._memory.data_ptr(self.store)
-        return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_uint8)), shape=(size,))
+        self._mem = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_uint8)), shape=(size,))
+        self._ctlv = self._mem[self.control : self.control + 4 * len(_CONTROL_FIELDS)].view(np.uint32)
+        self._generation = getattr(self, "_generation", 0) + 1  # views made before this are stale
+
+    def _view(self) -> np.ndarray:
+        return self._mem
 
     def _alloc(self, size: int, align: int = 16) -> int:
         start = -(-self._top // align) * align
@@ -287,18 +318,16 @@ class Checker:
                 raise ModuleTrap(
                     f"the module's memory would exceed its limit ({self.limits.memory_bytes} bytes)"
                 ) from None
+            self._refresh_view()
         self._top = end
         return start
 
     def _ctl(self, **values: int) -> None:
-        mem = self._view()
         for name, value in values.items():
-            at = self.control + 4 * _CONTROL_FIELDS.index(name)
-            mem[at : at + 4] = np.frombuffer(np.uint32(value).tobytes(), np.uint8)
+            self._ctlv[_CONTROL_FIELDS.index(name)] = value
 
     def _ctl_get(self, name: str) -> int:
-        at = self.control + 4 * _CONTROL_FIELDS.index(name)
-        return int(self._view()[at : at + 4].view(np.uint32)[0])
+        return int(self._ctlv[_CONTROL_FIELDS.index(name)])
 
     def _input(self, data: bytes) -> int:
         if len(data) > self._input_cap:
@@ -356,8 +385,8 @@ class Checker:
 
     def _drain(self) -> tuple[list[tuple[int, Event]], list[tuple[int, int, Snapshot]]]:
         """Decode and clear the event and snapshot buffers: ([(seq, event)], [(seq, n_events, snapshot)])."""
-        mem = self._view()
-        n_ev, n_snap = self._ctl_get("ev_count"), self._ctl_get("snap_count")
+        mem = self._mem
+        n_ev, n_snap = int(self._ctlv[_EV_COUNT]), int(self._ctlv[_SNAP_COUNT])
         events: list[tuple[int, Event]] = []
         if n_ev:
             raw = mem[self._ev_ptr : self._ev_ptr + n_ev * self.event_size].view(self._event_dtype)
@@ -366,18 +395,21 @@ class Checker:
         snaps: list[tuple[int, int, Snapshot]] = []
         if n_snap:
             raw = mem[self._snap_ptr : self._snap_ptr + n_snap * self.snapshot_size].view(self._snap_dtype)
-            for rec in raw:
-                c = rec["counters"]
-                verdicts = {
-                    name: Verdict(int(v))
-                    for name, v in zip(self.rule_names, rec["verdicts"][: self._n_rules], strict=True)
-                }
-                counters = {"bytes": int(c[0]), "lexemes": int(c[1]), "tokens": int(c[2]), "matches": int(c[3]), "rejections": int(c[4])}  # fmt: skip
-                snaps.append(
-                    (int(rec["seq"]), int(rec["n_events"]), Snapshot(verdicts, [], counters, bool(rec["final"])))
+            names, verdict_of = self.rule_names, _VERDICTS
+            for seq, n_events, final, counters, verdicts in zip(
+                raw["seq"].tolist(), raw["n_events"].tolist(), raw["final"].tolist(),
+                raw["counters"].tolist(), raw["verdicts"][:, : self._n_rules].tolist(), strict=True,
+            ):  # fmt: skip
+                snap = Snapshot(
+                    dict(zip(names, map(verdict_of.__getitem__, verdicts), strict=True)),
+                    [],
+                    dict(zip(_COUNTER_NAMES, counters, strict=True)),
+                    bool(final),
                 )
+                snaps.append((seq, n_events, snap))
         if n_ev or n_snap:
-            self._ctl(ev_count=0, snap_count=0)
+            self._ctlv[_EV_COUNT] = 0
+            self._ctlv[_SNAP_COUNT] = 0
         return events, snaps
 
     def _event(self, rec) -> Event:
@@ -401,23 +433,27 @@ class Checker:
         with self._lock:
             ptr = self._input(data)
             st = self._scan_state
-            done = self._call("scan", st, 0, ptr, len(data))
-            events, snaps = self._drain()
-            while done < len(data):  # the buffers filled: drain, go on
-                done += self._call("feed", st, 0, ptr + done, len(data) - done, 1)
-                more = self._drain()
-                events += more[0]
-                snaps += more[1]
-            while not self._finished(st):
-                self._call("finish", st, 0)
-                more = self._drain()
-                events += more[0]
-                snaps += more[1]
+            self._ctlv[_QUIET] = 1  # a whole-document scan needs only the final snapshot
+            try:
+                done = self._call("scan", st, 0, ptr, len(data))
+                events, snaps = self._drain()
+                while done < len(data):  # the buffers filled: drain, go on
+                    done += self._call("feed", st, 0, ptr + done, len(data) - done, 1)
+                    more = self._drain()
+                    events += more[0]
+                    snaps += more[1]
+                while not self._finished(st):
+                    self._call("finish", st, 0)
+                    more = self._drain()
+                    events += more[0]
+                    snaps += more[1]
+            finally:
+                self._ctlv[_QUIET] = 0
         final = snaps[-1][2]
         return Report(final.verdicts, [e for _, e in events], final.counters)
 
     def _finished(self, st: int) -> bool:
-        return bool(self._view()[st + self._flags_offset()] & 1)
+        return bool(self._mem[st + self._flags_offset()] & 1)
 
     def _flags_offset(self) -> int:
         return int(self.manifest["layout"]["flags_offset"])
@@ -475,6 +511,8 @@ class Batch:
             self.states = checker._alloc(n * checker.state_size)
             self._ids = checker._alloc(4 * n)
             checker._call("reset_batch", self.states, n)
+            self._view_ids()
+        self._step = checker._calls["step_batch"].bound(self.states, self._ids, n, 0)
         self._pending: dict[int, list[Event]] = {}
 
     def __len__(self) -> int:
@@ -491,31 +529,39 @@ class Batch:
             out.setdefault(seq, []).append(snap)
         return out
 
+    def _view_ids(self) -> None:
+        c = self.checker
+        self._ids_view = c._mem[self._ids : self._ids + 4 * self.n].view(np.uint32)
+        self._ids_generation = c._generation
+
     def feed_ids(self, ids) -> dict[int, list[Snapshot]]:
         """Advance every sequence by one token id (through the token table): one wasm call."""
         c = self.checker
-        ids = np.ascontiguousarray(ids, dtype=np.uint32)
-        if ids.shape != (self.n,):
-            raise ValueError(f"expected {self.n} token ids, got shape {ids.shape}")
         if c._token_table is None:
             raise ValueError("no token table: call checker.set_token_table() first")
         with c._lock:
-            c._view()[self._ids : self._ids + 4 * self.n] = ids.view(np.uint8)
+            if self._ids_generation != c._generation:
+                self._view_ids()
+            try:
+                self._ids_view[:] = ids
+            except ValueError:
+                raise ValueError(f"expected {self.n} token ids, got shape {np.shape(ids)}") from None
+            if c.limits.fuel is not None or time.monotonic() - c._armed_at > (c.limits.timeout_s or 1e9) / 2:
+                c._arm()
+            done = self._step()
+            ctl = c._ctlv
+            if done == self.n and not ctl[_EV_COUNT] and not ctl[_SNAP_COUNT]:
+                return {}  # the common decoding step: nothing worth a Python object happened
             out: dict[int, list[Snapshot]] = {}
-            states, ptr, n, seq0 = self.states, self._ids, self.n, 0
-            while n:
-                done = c._call("step_batch", states, ptr, n, seq0)
-                if c._ctl_get("ev_count") or c._ctl_get("snap_count"):
-                    self._collect(out)
-                if done < n:
-                    status = c._ctl_get("status")
-                    if status:
-                        c._ctl(status=0)
-                        raise ValueError(f"sequence {seq0 + done}: {_STATUS.get(status, status)}")
-                states += done * c.state_size
-                ptr += 4 * done
-                seq0 += done
-                n -= done
+            self._collect(out)
+            while done < self.n:  # the buffers filled, or a bad token id
+                if ctl[_STATUS]:
+                    status, ctl[_STATUS] = int(ctl[_STATUS]), 0
+                    raise ValueError(f"sequence {done}: {_STATUS_TEXT.get(status, status)}")
+                done += c._call(
+                    "step_batch", self.states + done * c.state_size, self._ids + 4 * done, self.n - done, done
+                )
+                self._collect(out)
             return out
 
     def feed_text(self, i: int, text: str | bytes) -> list[Snapshot]:
@@ -534,7 +580,7 @@ class Batch:
                     break
                 if c._ctl_get("status"):
                     c._ctl(status=0)
-                    raise ValueError(f"sequence {i}: {_STATUS[2]}")
+                    raise ValueError(f"sequence {i}: {_STATUS_TEXT[2]}")
         return out.get(i, [])
 
     def _each(self, name: str) -> dict[int, list[Snapshot]]:

@@ -28,7 +28,16 @@ NUMBER_PIECES = [
 WORD_PIECES = ["the", "was", "and", "level", "Glucose", "RATE", "mgmt", "xmg", "pays", "Q3", "FY2024", "é", "µ"]
 SEPARATORS = [" ", " ", " ", "  ", "\n", "\t", ",", ":", "-", "，", "\u3000", "\u00a0", ""]
 CONSTANTS = [0, 0.25, 3.5, 5, 7, 8, 12, 15, 20, 24, 30, 36, 120, 1234, 2000, 2024, 300000, 150000000]
-ANCHOR_TERMS = ["blood sugar", "covered borrower", "民间借贷", "the level", "Military Lending Act"]
+ANCHOR_TERMS = [
+    "blood sugar",
+    "covered borrower",
+    "民间借贷",
+    "the level",
+    "Military Lending Act",
+    "not exceed",
+    "贷款利率",
+    "glucose level",
+]
 
 
 @dataclass

@@ -25,7 +25,7 @@ def cases(draw):
     return program, streams
 
 
-@settings(max_examples=1000)
+@settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")))
 @given(cases(), st.data())
 def test_scan_matches_reference(case, data):
     program, streams = case
@@ -39,7 +39,7 @@ def test_scan_matches_reference(case, data):
         assert report.counters == snaps[-1].counters
 
 
-@settings(max_examples=1000)
+@settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")))
 @given(cases(), st.data())
 def test_batches_forks_and_chunkings_match_reference(case, data):
     program, streams = case
