@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long lint clean
+.PHONY: demo test test-long bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: $(STAMP)
 # The long property profile (docs/testing.md): 100,000 examples per property.
 test-long: $(STAMP)
 	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/test_reference.py tests/test_lexer.py tests/test_numbers.py tests/test_printer.py
+
+# Benchmarks against hyperscan, pyahocorasick, re and xgrammar (installs the bench extra).
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .ruff_cache

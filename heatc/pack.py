@@ -128,6 +128,20 @@ def _dfa_rows(lx: ir.Lexer) -> bytes:
     return struct.pack(f"<{len(out)}I", *out)
 
 
+def _word_state(lx: ir.Lexer) -> int:
+    """The state inside a plain word: it accepts a word and every ASCII letter loops back to
+    it (so a kernel may skip a run of letters at once). 0 if the automaton has none."""
+    letters = {lx.byte_class[b] for b in range(256) if chr(b).isascii() and chr(b).isalpha()}
+    for s in range(1, lx.n_states):
+        if (
+            lx.accept[s] == ir.TOK_WORD
+            and not lx.boundary[s]
+            and all(lx.next[s * lx.n_classes + c] == s for c in letters)
+        ):
+            return s
+    return 0
+
+
 def pack(program: ir.Program) -> Packed:
     p = program
     layout = ir.state_layout(p)
@@ -180,6 +194,7 @@ def pack(program: ir.Program) -> Packed:
 
     consts = {
         "dfa_width": lx.n_classes + 1,
+        "word_row": _word_state(lx) * (lx.n_classes + 1),
         "n_codes": n_codes,
         "n_rules": len(p.rules),
         "n_domains": len(domains),

@@ -128,6 +128,7 @@ def compile_wasm(program: ir.Program) -> WasmModule:
         "DATA": _wat_bytes(packed.blob),
         "N_CLASSES": program.lexer.n_classes,
         "DFA_WIDTH": k["dfa_width"],
+        "WORD_ROW": k["word_row"],
         "MAX_LEXEME": program.lexer.max_lexeme,
         "N_CN": k["n_cn"],
         "CN_DIGIT": CN_DIGIT,

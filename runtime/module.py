@@ -30,7 +30,7 @@ import numpy as np
 import wasmtime
 from wasmtime import _bindings as ffi
 
-from .report import Conflict, Event, Report, Snapshot, Verdict
+from .report import Conflict, Event, Report, Snapshot, Verdict, VerdictMap
 
 #: The ABI this runtime speaks: same major, minor up to this one (docs/abi.md).
 ABI_MAJOR = 1
@@ -41,7 +41,6 @@ _CONTROL_FIELDS = ("ev_ptr", "ev_cap", "ev_count", "snap_ptr", "snap_cap", "snap
 _EV_COUNT, _SNAP_COUNT, _STATUS, _QUIET = 2, 5, 9, 12
 _STATUS_TEXT = {1: "a token id is out of range for the token table", 2: "the stream is finished; reset it first"}
 _EPOCH_TICK_S = 0.01
-_VERDICTS = (Verdict.CONFIRMED, Verdict.PENDING, Verdict.REJECTED)
 _COUNTER_NAMES = ("bytes", "lexemes", "tokens", "matches", "rejections")
 
 
@@ -60,11 +59,21 @@ class Limits:
     `timeout_s` bounds the wall-clock time of one call (epoch interruption; checked every
     10 ms). `fuel`, if set, bounds the instructions of one call instead (deterministic, but
     the module runs slower). `memory_bytes` caps the module's linear memory.
+    `Limits.trusted()` — no deadline and no fuel — is for modules you built yourself: the
+    engine then inserts no interruption checks, which makes scanning faster.
     """
 
     timeout_s: float | None = 30.0
     fuel: int | None = None
     memory_bytes: int = 1 << 30
+
+    @classmethod
+    def trusted(cls, memory_bytes: int = 1 << 30) -> Limits:
+        return cls(timeout_s=None, fuel=None, memory_bytes=memory_bytes)
+
+    @property
+    def mode(self) -> str:
+        return "fuel" if self.fuel is not None else "epoch" if self.timeout_s is not None else "none"
 
 
 class _Ticker:
@@ -81,72 +90,101 @@ class _Ticker:
             self.engine.increment_epoch()
 
 
-_ENGINES: dict[bool, tuple[wasmtime.Engine, _Ticker | None]] = {}
+_ENGINES: dict[str, tuple[wasmtime.Engine, _Ticker | None]] = {}
 _ENGINE_LOCK = threading.Lock()
 
 
-def _engine(fuel: bool) -> wasmtime.Engine:
+def _engine(mode: str) -> wasmtime.Engine:
+    """One engine per interruption mode: "epoch", "fuel" or "none" (trusted modules)."""
     with _ENGINE_LOCK:
-        if fuel not in _ENGINES:
+        if mode not in _ENGINES:
             config = wasmtime.Config()
             config.wasm_simd = True
             config.wasm_bulk_memory = True
-            if fuel:
-                config.consume_fuel = True
-                _ENGINES[fuel] = (wasmtime.Engine(config), None)
-            else:
-                config.epoch_interruption = True
-                engine = wasmtime.Engine(config)
-                _ENGINES[fuel] = (engine, _Ticker(engine))
-        return _ENGINES[fuel][0]
+            config.consume_fuel = mode == "fuel"
+            config.epoch_interruption = mode == "epoch"
+            engine = wasmtime.Engine(config)
+            _ENGINES[mode] = (engine, _Ticker(engine) if mode == "epoch" else None)
+        return _ENGINES[mode][0]
 
 
 class _RawCall:
-    """A wasm export called through wasmtime_func_call_unchecked with a reusable buffer."""
+    """A wasm export called through wasmtime_func_call_unchecked, with every ctypes argument
+    converted once up front (argument conversion, not the call, dominates a ctypes call)."""
+
+    _entry = None
 
     def __init__(self, store: wasmtime.Store, func: wasmtime.Func, n_params: int, n_results: int):
-        self.context = store._context()
-        self.func = ctypes.byref(func._func)
-        self.n = max(n_params, n_results)
-        self.args = (ffi.wasmtime_val_raw_t * max(self.n, 1))()
-        self.trap = ctypes.POINTER(ffi.wasm_trap_t)()
-        self.trap_ref = ctypes.byref(self.trap)
-        self.call = ffi._wasmtime_func_call_unchecked
+        if _RawCall._entry is None:
+            entry = type(ffi._wasmtime_func_call_unchecked)(
+                ctypes.cast(ffi._wasmtime_func_call_unchecked, ctypes.c_void_p).value
+            )
+            entry.restype = ctypes.c_void_p
+            entry.argtypes = None
+            _RawCall._entry = entry
+        self.n = max(n_params, n_results, 1)
+        self._func = func  # keeps the wasmtime_func_t alive
+        self._context = ctypes.c_void_p(ctypes.cast(store._context(), ctypes.c_void_p).value)
+        self._func_ptr = ctypes.c_void_p(ctypes.addressof(func._func))
+        self._n = ctypes.c_size_t(self.n)
+        self._trap = ctypes.c_void_p(0)
+        self._trap_ptr = ctypes.c_void_p(ctypes.addressof(self._trap))
+        self._args, self._args_ptr, self._slots = self._buffer()
+
+    def _buffer(self):
+        args = (ffi.wasmtime_val_raw_t * self.n)()
+        base = ctypes.addressof(args)
+        slots = [ctypes.c_int32.from_address(base + i * ctypes.sizeof(ffi.wasmtime_val_raw_t)) for i in range(self.n)]
+        return args, ctypes.c_void_p(base), slots
 
     def __call__(self, *params: int) -> int:
-        args = self.args
+        slots = self._slots
         for i, p in enumerate(params):
-            args[i].i32 = p
-        return self._invoke(args)
+            slots[i].value = p
+        return self._finish(
+            _RawCall._entry(self._context, self._func_ptr, self._args_ptr, self._n, self._trap_ptr), slots
+        )
 
     def bound(self, *params: int):
         """A zero-argument call with these parameters fixed (the fast path for a hot loop)."""
-        args = (ffi.wasmtime_val_raw_t * max(self.n, 1))()
+        args, args_ptr, slots = self._buffer()
         for i, p in enumerate(params):
-            args[i].i32 = p
-        first = params[0] if params else 0
-        call, context, func, n, trap_ref = self.call, self.context, self.func, self.n, self.trap_ref
+            slots[i].value = p
+        first, result = (params[0] if params else 0), slots[0]
+        entry, context, func_ptr, n, trap_ptr, trap = (
+            _RawCall._entry,
+            self._context,
+            self._func_ptr,
+            self._n,
+            self._trap_ptr,
+            self._trap,
+        )
+        finish = self._finish
 
         def run() -> int:
-            args[0].i32 = first  # the previous result overwrote it
-            error = call(context, func, args, n, trap_ref)
-            if error or self.trap:
-                return self._invoke(args, error)
-            return args[0].i32
+            result.value = first  # the previous result overwrote it
+            error = entry(context, func_ptr, args_ptr, n, trap_ptr)
+            if error or trap.value:
+                return finish(error, slots)
+            return result.value
 
+        run.keepalive = args  # the buffer lives as long as the closure
         return run
 
-    def _invoke(self, args, error=None) -> int:
-        if error is None:
-            error = self.call(self.context, self.func, args, self.n, self.trap_ref)
+    def _finish(self, error, slots) -> int:
         if error:
-            raise ModuleTrap(str(wasmtime.WasmtimeError._from_ptr(error)))
-        if self.trap:
-            trap = wasmtime.Trap._from_ptr(self.trap)
-            self.trap = ctypes.POINTER(ffi.wasm_trap_t)()
-            self.trap_ref = ctypes.byref(self.trap)
+            raise ModuleTrap(
+                str(wasmtime.WasmtimeError._from_ptr(ctypes.cast(error, ctypes.POINTER(ffi.wasmtime_error_t))))
+            )
+        if self._trap.value:
+            trap = wasmtime.Trap._from_ptr(ctypes.cast(self._trap.value, ctypes.POINTER(ffi.wasm_trap_t)))
+            self._trap.value = 0
             raise ModuleTrap(_trap_message(str(trap)))
-        return args[0].i32
+        return slots[0].value
+
+
+def ptr_value(ptr) -> int:
+    return ctypes.cast(ptr, ctypes.c_void_p).value or 0
 
 
 def _trap_message(text: str) -> str:
@@ -230,13 +268,13 @@ class Checker:
         _LIVE.add(self)
         self.manifest = manifest
         self.limits = limits
-        self.engine = _engine(limits.fuel is not None)
+        self.engine = _engine(limits.mode)
         try:
             self._module = _module or wasmtime.Module(self.engine, wasm)
         except wasmtime.WasmtimeError as e:
             raise ModuleError(f"the module does not compile: {str(e).strip().splitlines()[0]}") from None
         self._wasm = wasm
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self.store = wasmtime.Store(self.engine)
         self.store.set_limits(memory_size=limits.memory_bytes)
         self._arm()
@@ -301,6 +339,8 @@ class Checker:
         ptr = self._memory.data_ptr(self.store)
         self._mem = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_uint8)), shape=(size,))
         self._ctlv = self._mem[self.control : self.control + 4 * len(_CONTROL_FIELDS)].view(np.uint32)
+        # the same words as ctypes, cheaper to read one at a time in the per-step path
+        self._ctlc = (ctypes.c_uint32 * len(_CONTROL_FIELDS)).from_address(ptr_value(ptr) + self.control)
         self._generation = getattr(self, "_generation", 0) + 1  # views made before this are stale
 
     def _view(self) -> np.ndarray:
@@ -345,8 +385,6 @@ class Checker:
             self.store.set_fuel(self.limits.fuel)
         elif self.limits.timeout_s is not None:
             self.store.set_epoch_deadline(max(1, int(self.limits.timeout_s / _EPOCH_TICK_S)))
-        else:
-            self.store.set_epoch_deadline(2**62)
         self._armed_at = time.monotonic()
 
     def _call(self, name: str, *params: int) -> int:
@@ -361,6 +399,7 @@ class Checker:
     def _decode_tables(self) -> None:
         m = self.manifest
         self.rule_names = [r["name"] for r in m["rules"]]
+        self._rule_index = {name: i for i, name in enumerate(self.rule_names)}
         self._captures = [[(c["name"], c["kind"]) for c in r["captures"]] for r in m["rules"]]
         self._requirements = [r["requirements"] for r in m["rules"]]
         self._classes = m["classes"]
@@ -395,13 +434,13 @@ class Checker:
         snaps: list[tuple[int, int, Snapshot]] = []
         if n_snap:
             raw = mem[self._snap_ptr : self._snap_ptr + n_snap * self.snapshot_size].view(self._snap_dtype)
-            names, verdict_of = self.rule_names, _VERDICTS
-            for seq, n_events, final, counters, verdicts in zip(
-                raw["seq"].tolist(), raw["n_events"].tolist(), raw["final"].tolist(),
-                raw["counters"].tolist(), raw["verdicts"][:, : self._n_rules].tolist(), strict=True,
-            ):  # fmt: skip
+            index, r = self._rule_index, self._n_rules
+            codes = raw["verdicts"][:, :r].tobytes()
+            for k, (seq, n_events, final, counters) in enumerate(zip(
+                raw["seq"].tolist(), raw["n_events"].tolist(), raw["final"].tolist(), raw["counters"].tolist(), strict=True,
+            )):  # fmt: skip
                 snap = Snapshot(
-                    dict(zip(names, map(verdict_of.__getitem__, verdicts), strict=True)),
+                    VerdictMap(index, codes[k * r : (k + 1) * r]),
                     [],
                     dict(zip(_COUNTER_NAMES, counters, strict=True)),
                     bool(final),
@@ -513,6 +552,8 @@ class Batch:
             checker._call("reset_batch", self.states, n)
             self._view_ids()
         self._step = checker._calls["step_batch"].bound(self.states, self._ids, n, 0)
+        self._rearm_each_call = checker.limits.fuel is not None
+        self._rearm_after = (checker.limits.timeout_s or 1e9) / 2
         self._pending: dict[int, list[Event]] = {}
 
     def __len__(self) -> int:
@@ -532,6 +573,7 @@ class Batch:
     def _view_ids(self) -> None:
         c = self.checker
         self._ids_view = c._mem[self._ids : self._ids + 4 * self.n].view(np.uint32)
+        self._id0 = ctypes.c_uint32.from_address(self._ids_view.ctypes.data)
         self._ids_generation = c._generation
 
     def feed_ids(self, ids) -> dict[int, list[Snapshot]]:
@@ -542,16 +584,20 @@ class Batch:
         with c._lock:
             if self._ids_generation != c._generation:
                 self._view_ids()
-            try:
-                self._ids_view[:] = ids
-            except ValueError:
-                raise ValueError(f"expected {self.n} token ids, got shape {np.shape(ids)}") from None
-            if c.limits.fuel is not None or time.monotonic() - c._armed_at > (c.limits.timeout_s or 1e9) / 2:
+            if self.n == 1 and len(ids) == 1:
+                self._id0.value = int(ids[0])
+            else:
+                try:
+                    self._ids_view[:] = ids
+                except ValueError:
+                    raise ValueError(f"expected {self.n} token ids, got shape {np.shape(ids)}") from None
+            if self._rearm_each_call or time.monotonic() - c._armed_at > self._rearm_after:
                 c._arm()
             done = self._step()
-            ctl = c._ctlv
-            if done == self.n and not ctl[_EV_COUNT] and not ctl[_SNAP_COUNT]:
+            ctlc = c._ctlc
+            if done == self.n and not ctlc[_EV_COUNT] and not ctlc[_SNAP_COUNT]:
                 return {}  # the common decoding step: nothing worth a Python object happened
+            ctl = c._ctlv
             out: dict[int, list[Snapshot]] = {}
             self._collect(out)
             while done < self.n:  # the buffers filled, or a bad token id

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -63,9 +63,35 @@ class Event:
         return d
 
 
+_BY_CODE = (Verdict.CONFIRMED, Verdict.PENDING, Verdict.REJECTED)
+
+
+class VerdictMap(Mapping):
+    """Rule name → verdict, decoded on access from a module's raw verdict bytes (building a
+    dict for every snapshot of every sequence would dominate a decoding step)."""
+
+    __slots__ = ("_codes", "_index")
+
+    def __init__(self, index: dict[str, int], codes: bytes):
+        self._index = index  # rule name → position, shared by every snapshot of a module
+        self._codes = codes
+
+    def __getitem__(self, name: str) -> Verdict:
+        return _BY_CODE[self._codes[self._index[name]]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
 @dataclass
 class Snapshot:
-    verdicts: dict[str, Verdict]  # every rule, in program (heat) order
+    verdicts: Mapping[str, Verdict]  # every rule, in program (heat) order
     events: list[Event]  # since the previous snapshot
     counters: dict[str, int] = field(default_factory=dict)
     final: bool = False

@@ -69,3 +69,24 @@ def test_batches_forks_and_chunkings_match_reference(case, data):
     got = batch.finish()
     for i, m in enumerate(machines):
         assert [_snap(s) for s in got[i]] == [_snap(s) for s in m.finish()]
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.sampled_from(["a" * 15, "B" * 16, "c" * 17, "glucose", "x" * 40, "y" * 70, " ", ".", "1", "é", "mg"]),
+        max_size=20,
+    ),
+    st.sampled_from(
+        ['class a unit = "mg"\nrule r { match a }\n', 'class g keyword = "glucose"\nrule r { match g ..2 v:number }\n']
+    ),
+)
+def test_long_letter_runs(words, source):
+    """Letter runs of every length around the 16-byte skip and the 64-byte cap."""
+    program = compile_cached(source)
+    stream = "".join(words).encode()
+    m = Machine(program)
+    snaps = m.feed(stream) + m.finish()
+    report = wasm_checker(program).scan(stream)
+    assert report.events == [e for s in snaps for e in s.events]
+    assert report.counters == snaps[-1].counters
