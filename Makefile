@@ -26,7 +26,8 @@ test: $(STAMP)
 
 # The long property profile (docs/testing.md): 100,000 examples per property.
 test-long: $(STAMP)
-	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/test_reference.py tests/test_lexer.py tests/test_numbers.py tests/test_printer.py
+	HYPOTHESIS_PROFILE=long HEATC_DIFF_EXAMPLES=100000 $(BIN)/python -m pytest tests/test_reference.py tests/test_lexer.py \
+		tests/test_numbers.py tests/test_printer.py tests/test_wasm_differential.py
 
 # Benchmarks against hyperscan, pyahocorasick, re and xgrammar (installs the bench extra).
 bench: $(STAMP)
