@@ -114,3 +114,23 @@ def test_installed_entry_point():
     )  # fmt: skip
     assert r.returncode == 3, r.stderr.decode()
     assert json.loads(r.stdout)["rules"]["oxygen_saturation_value"] == "REJECTED"
+
+
+@pytest.mark.parametrize(
+    "name,text",
+    [
+        ("medical", "discharge_summary_errors.txt"),
+        ("finance", "mla_disclosure_en.txt"),
+        ("legal", "service_agreement_en.txt"),
+    ],
+)
+def test_scan_backends_print_the_same_json(name, text):
+    outputs = []
+    for backend in ("reference", "wasm"):
+        r = heatc("scan", EXAMPLES / f"{name}.heat", EXAMPLES / "texts" / text, "--json", "--backend", backend)
+        assert r.exit_code == 3, r.output
+        doc = json.loads(r.output)
+        assert doc.pop("backend") == backend
+        doc.pop("elapsed_ms")
+        outputs.append(doc)
+    assert outputs[0] == outputs[1]
