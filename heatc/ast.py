@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 class Pos:
     line: int = 0
     column: int = 0
+    path: str = ""  # the file, when a tree mixes files (a heatmap and the rule files it merges)
 
 
 def _pos() -> Pos:

@@ -43,7 +43,12 @@ class _WasmSession:
     """One sequence on a WASM checker, with the reference Machine's feed/finish interface."""
 
     def __init__(self, checker):
-        self._batch = checker.batch(1)
+        # one reusable sequence per checker: a Batch's memory is never given back
+        batch = getattr(checker, "_session_batch", None)
+        if batch is None:
+            batch = checker._session_batch = checker.batch(1)
+        batch.reset()
+        self._batch = batch
 
     def feed(self, data: bytes) -> list[Snapshot]:
         return self._batch.feed_text(0, data)

@@ -42,9 +42,27 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _compile(path: Path):
+    """A rule file (.heat), a heatmap (.yaml), or a build directory (its program.json)."""
     from .compile import compile_file
 
+    if path.is_dir():
+        from . import ir
+
+        try:
+            return ir.from_json((path / "program.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError) as e:
+            raise HeatError(_diag(str(path), f"not a heatc build directory (program.json: {e})")) from None
+    if path.suffix in (".yaml", ".yml"):
+        from .build import compile_heatmap
+
+        return compile_heatmap(path)[0]
     return compile_file(path)
+
+
+def _diag(path: str, message: str):
+    from .errors import Diagnostic
+
+    return Diagnostic(path, 0, 0, message)
 
 
 @app.callback(invoke_without_command=True)
@@ -56,7 +74,7 @@ def _main(version: Annotated[bool, typer.Option("--version", help="Print the ver
 
 @app.command()
 def check(
-    file: Annotated[Path, typer.Argument(help="A .heat rule file.")],
+    file: Annotated[Path, typer.Argument(help="A .heat rule file or a heatmap (.yaml).")],
     expect: Annotated[bool, typer.Option("--expect/--no-expect", help="Also run the file's expect examples.")] = True,
 ) -> None:
     """Parse and check a rule file; run its expect examples. Prints errors only."""
@@ -70,7 +88,10 @@ def check(
     if expect:
         failures = check_expects(program, lambda p, d: run_document("reference", p, d)[:2])
         if failures:
-            lines = [f"{file}:{f.expect.line}:1: error: expect {f.expect.outcome}: {f.message}" for f in failures]
+            lines = [
+                f"{f.expect.path or file}:{f.expect.line}:1: error: expect {f.expect.outcome}: {f.message}"
+                for f in failures
+            ]
             raise _fail("\n".join(lines))
     n_expect = len(program.expects) if expect else 0
     out.print(
@@ -80,7 +101,7 @@ def check(
 
 @app.command("ir")
 def ir_cmd(
-    file: Annotated[Path, typer.Argument(help="A .heat rule file.")],
+    file: Annotated[Path, typer.Argument(help="A .heat rule file, a heatmap (.yaml) or a build directory.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole IR as JSON.")] = False,
 ) -> None:
     """Print the IR a rule file compiles to."""
@@ -97,6 +118,139 @@ def ir_cmd(
         sys.stdout.write(describe(program))
 
 
+@app.command()
+def build(
+    heatmap: Annotated[Path, typer.Argument(help="A heatmap (.yaml).")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Where build/<name> goes.")] = Path("build"),
+) -> None:
+    """Build a heatmap: WASM module, CUDA bridge tables, token table and manifest in OUT/<name>."""
+    from .build import build as run_build
+
+    try:
+        result = run_build(heatmap, out)
+    except HeatError as e:
+        raise _fail(e.render()) from None
+    b = result.manifest["build"]
+    tiers = b["tiers"]["counts"]
+    state = "unchanged" if result.unchanged else "written"
+    out_line = (
+        f"{result.directory} ({state}): {len(b['rules'])} rules "
+        f"(tiers: {tiers['l2']} L2, {tiers['device']} device, {tiers['host']} host), "
+        f"{b['tokenizer']['tokens']} tokens ({b['tokenizer']['kind']}), "
+        f"module {b['artifacts']['module.wasm']['size']:,} bytes"
+    )
+    sys.stdout.write(out_line + "\n")
+
+
+@app.command()
+def lower(heatmap: Annotated[Path, typer.Argument(help="A heatmap (.yaml).")]) -> None:
+    """Print the rules a heatmap lowers to, as .heat source you can read, edit and commit."""
+    from .build import compile_heatmap
+    from .printer import format_file
+
+    try:
+        _, lowered, hm = compile_heatmap(heatmap)
+    except HeatError as e:
+        raise _fail(e.render()) from None
+    sys.stdout.write(f"# Lowered from {heatmap} by heatc {__version__}: sensitivity {hm.sensitivity:g}")
+    sys.stdout.write(f", top_k {hm.top_k}\n" if hm.top_k else "\n")
+    for cell, why in lowered.skipped:
+        sys.stdout.write(f"# skipped cell {cell.id} (line {cell.where.line}): {why}\n")
+    sys.stdout.write("\n" + format_file(lowered.tree))
+
+
+@app.command()
+def inspect(directory: Annotated[Path, typer.Argument(help="A build directory (build/<name>).")]) -> None:
+    """Summarise a build: versions, checksums, rules with their source cells, heat and tiers."""
+    from heatc_runtime import ModuleError, load
+
+    try:
+        load(directory)  # verifies every checksum
+    except ModuleError as e:
+        raise _fail(f"{directory}: error: {e}") from None
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    b = manifest["build"]
+    lines = [
+        f"{directory} -> {directory.resolve().name}",
+        f"  ruleset {manifest['name']}: {manifest['title']}",
+        f"  ABI {manifest['abi']['major']}.{manifest['abi']['minor']}, IR {manifest['ir_version']}, "
+        f"built by heatc {b['heatc_version']}, targets {', '.join(b['targets'])}",
+        f"  state {manifest['layout']['state_size']} bytes per sequence; tokenizer {b['tokenizer']['kind']} "
+        f"({b['tokenizer']['tokens']} tokens)",
+        "  inputs:",
+        *[f"    {i['role']:9} {i['path']}  sha256 {i['sha256'][:16]}…" for i in b["inputs"]],
+        "  artifacts (all checksums verified):",
+        *[
+            f"    {name:12} {a['size']:>10,} bytes  sha256 {a['sha256'][:16]}…"
+            for name, a in sorted(b["artifacts"].items())
+        ],
+        f"  tiers: L2 {b['tiers']['l2_bytes']:,} bytes, device {b['tiers']['device_bytes']:,} bytes -> "
+        + ", ".join(f"{b['tiers']['counts'][t]} {t}" for t in ("l2", "device", "host")),
+        "  rules (heat x freq order):",
+        *[
+            f"    [{r['id']:>3}] {r['name']:32} heat {r['heat']:<5g} {r['tier']:6} {r['bytes']:>5} B  from {r['source']}"
+            for r in b["rules"]
+        ],
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+@app.command()
+def show(
+    heatmap: Annotated[Path, typer.Argument(help="A heatmap (.yaml).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The picture to write (.png, .svg, .pdf).")] = Path(
+        "heatmap.png"
+    ),
+) -> None:
+    """Draw a heatmap: categories on both axes, hot cells outlined, the threshold marked."""
+    from .heatmap import load_heatmap
+    from .show import render
+
+    try:
+        hm = load_heatmap(heatmap)
+    except HeatError as e:
+        raise _fail(e.render()) from None
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError:
+        raise _fail("heatc show needs matplotlib: pip install 'heatc[compiler]'") from None
+    sys.stdout.write(f"{render(hm, output)}\n")
+
+
+@app.command("test")
+def test_cmd(
+    file: Annotated[Path, typer.Argument(help="A heatmap (.yaml) or a .heat rule file.")],
+    examples: Annotated[int, typer.Option("--examples", "-n", help="Generated inputs per rule.")] = 200,
+) -> None:
+    """Check the expect examples and property-test every rule on every backend."""
+    from .backends import BACKENDS
+    from .ruletest import run_tests
+
+    try:
+        program = _compile(file)
+    except HeatError as e:
+        raise _fail(e.render()) from None
+    report = run_tests(program, examples, list(BACKENDS))
+    for backend, failures in report.expect_failures.items():
+        for f in failures:
+            out.print(
+                f"[bold red]FAIL[/] expect ({backend}) {escape(f.expect.path)}:{f.expect.line}: {escape(f.message)}"
+            )
+    n_expect = len(program.expects)
+    out.print(f"expect examples: {n_expect} on {', '.join(report.backends)}")
+    for r in report.rules:
+        if r.problem is None:
+            how = "pattern and requirements" if r.oracle else "backends agree"
+            out.print(f"[green]ok[/]   {r.rule}: {r.cases} generated inputs ({how})")
+        else:
+            out.print(f"[bold red]FAIL[/] {r.rule}: {escape(r.problem)}")
+            out.print(f"     minimal input: {escape(repr(r.example.text.decode('utf-8', 'replace')))}")
+            out.print(f"     as tokens: {escape(repr([p.decode('utf-8', 'replace') for p in r.example.pieces]))}")
+    failed = sum(1 for r in report.rules if r.problem) + sum(len(f) for f in report.expect_failures.values())
+    out.print(("[bold red]" if failed else "[green]") + f"{failed} failures[/]")
+    raise typer.Exit(1 if failed else 0)
+
+
 def _documents(data: bytes, lines: bool) -> list[bytes]:
     if not lines:
         return [data]
@@ -108,13 +262,13 @@ def _documents(data: bytes, lines: bool) -> list[bytes]:
 
 @app.command()
 def scan(
-    rules: Annotated[Path, typer.Argument(help="A .heat rule file.")],
+    rules: Annotated[Path, typer.Argument(help="A .heat rule file, a heatmap (.yaml), or a build directory.")],
     file: Annotated[str, typer.Argument(help="Text to scan; '-' reads standard input.")] = "-",
     lines: Annotated[bool, typer.Option("--lines", help="Each input line is a separate document.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per document.")] = False,
     backend: Annotated[
-        str, typer.Option("--backend", help="reference (the spec) or wasm (compiled on the fly).")
-    ] = "reference",
+        str, typer.Option("--backend", help="reference (the spec) or wasm (a build's module, or compiled on the fly).")
+    ] = "",
 ) -> None:
     """Run a rule set over text and report verdicts and events.
 
@@ -122,6 +276,7 @@ def scan(
     """
     from .backends import BACKENDS, run_document
 
+    backend = backend or ("wasm" if rules.is_dir() else "reference")
     if backend not in BACKENDS:
         raise _fail(f"heatc scan: unknown backend {backend!r} (available: {', '.join(BACKENDS)})")
     try:
@@ -132,10 +287,26 @@ def scan(
         data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
     except OSError as e:
         raise _fail(f"{file}: error: cannot read: {e.strerror}") from None
+
+    def run(doc: bytes):
+        return run_document(backend, program, doc)
+
+    if rules.is_dir() and backend == "wasm":
+        from heatc_runtime import ModuleError, load
+
+        try:
+            checker = load(rules)
+        except ModuleError as e:
+            raise _fail(f"{rules}: error: {e}") from None
+
+        def run(doc: bytes):
+            report = checker.scan(doc)
+            return report.events, report.verdicts, report.counters
+
     overall = Verdict.CONFIRMED
     for i, doc in enumerate(_documents(data, lines)):
         t0 = time.perf_counter()
-        events, verdicts, counters = run_document(backend, program, doc)
+        events, verdicts, counters = run(doc)
         elapsed = time.perf_counter() - t0
         verdict = worst(verdicts.values())
         overall = max(overall, verdict)

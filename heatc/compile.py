@@ -99,9 +99,22 @@ class _Compiler:
         self.anchors: dict[str, ast.AnchorDecl] = {}
         self.chinese_numbers = False
         self._anchor_literals: dict[int, int] = {}
+        self._sources: dict[str, SourceText] = {}
 
     def error(self, pos: ast.Pos, message: str, notes: list[str] | None = None) -> None:
-        self.diags.append(self.src.diagnostic(pos.line, pos.column, message, notes))
+        self.diags.append(self._source(pos.path).diagnostic(pos.line, pos.column, message, notes))
+
+    def _source(self, path: str) -> SourceText:
+        """The text a position refers to: the tree's own file, or another one it merged."""
+        if not path or path == self.src.path:
+            return self.src
+        if path not in self._sources:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                text = ""
+            self._sources[path] = SourceText(path, text)
+        return self._sources[path]
 
     def checkpoint(self) -> None:
         if self.diags:
@@ -431,7 +444,9 @@ class _Compiler:
             for r in d.rules:
                 if r.text not in names:
                     self.error(r.pos, f'unknown rule "{r.text}"', _suggest(r.text, names))
-            out.append(ir.Expect(d.text.text, d.outcome, [r.text for r in d.rules], d.pos.line))
+            out.append(
+                ir.Expect(d.text.text, d.outcome, [r.text for r in d.rules], d.pos.line, d.pos.path or self.tree.path)
+            )
         return out
 
     # -- lexer-level checks ------------------------------------------------------------

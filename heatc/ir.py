@@ -174,6 +174,7 @@ class Expect:
     outcome: str  # passes | rejects
     rules: list[str]
     line: int
+    path: str = ""  # the file the example is written in
 
 
 @dataclass

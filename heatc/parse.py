@@ -175,6 +175,10 @@ class _ToAst(Transformer):
         super().__init__()
         self.src = src
 
+    def _p(self, node) -> ast.Pos:
+        pos = _pos(node)
+        return ast.Pos(pos.line, pos.column, self.src.path)
+
     def _error(self, pos: ast.Pos, message: str) -> HeatError:
         return HeatError(self.src.diagnostic(pos.line, pos.column, message))
 
@@ -183,8 +187,8 @@ class _ToAst(Transformer):
         # The contextual lexer lets a keyword through as a NAME where no keyword fits;
         # refuse it, or a class called "number" could never be referred to.
         if str(tok) in RESERVED_WORDS:
-            raise self._error(_pos(tok), f'"{tok}" is a reserved word and cannot be used as a name')
-        return ast.Name(str(tok), _pos(tok))
+            raise self._error(self._p(tok), f'"{tok}" is a reserved word and cannot be used as a name')
+        return ast.Name(str(tok), self._p(tok))
 
     def STRING(self, tok):  # noqa: N802
         body = str(tok)[1:-1]
@@ -201,10 +205,10 @@ class _ToAst(Transformer):
                 f'unknown escape "\\{esc}" (use \\", \\\\, \\n, \\t or \\uXXXX)',
             )
 
-        return ast.Str(_ESCAPE.sub(unescape, body), _pos(tok))
+        return ast.Str(_ESCAPE.sub(unescape, body), self._p(tok))
 
     def NUMBER(self, tok):  # noqa: N802
-        return ast.Num(float(str(tok)), _pos(tok))
+        return ast.Num(float(str(tok)), self._p(tok))
 
     def __default_token__(self, tok):
         return tok
@@ -222,10 +226,10 @@ class _ToAst(Transformer):
 
     def ruleset_decl(self, meta, children):
         title = children[1] if len(children) > 1 else None
-        return ast.RulesetDecl(children[0], title, _pos(meta))
+        return ast.RulesetDecl(children[0], title, self._p(meta))
 
     def options_decl(self, meta, children):
-        return ast.OptionsDecl(tuple(children), _pos(meta))
+        return ast.OptionsDecl(tuple(children), self._p(meta))
 
     def string_list(self, meta, children):
         return tuple(children)
@@ -236,26 +240,26 @@ class _ToAst(Transformer):
     def class_decl(self, meta, children):
         name, kind, *rest = children
         exact = len(rest) == 2
-        return ast.ClassDecl(name, str(kind), exact, rest[-1], _pos(meta))
+        return ast.ClassDecl(name, str(kind), exact, rest[-1], self._p(meta))
 
     def anchor_decl(self, meta, children):
         if len(children) == 3:
             name, domain, terms = children
         else:
             (name, terms), domain = children, None
-        return ast.AnchorDecl(name, domain, terms, _pos(meta))
+        return ast.AnchorDecl(name, domain, terms, self._p(meta))
 
     def triggers_decl(self, meta, children):
-        return ast.TriggersDecl(tuple(children), _pos(meta))
+        return ast.TriggersDecl(tuple(children), self._p(meta))
 
     def trigger_at(self, meta, children):
-        return ast.TriggerAt(children[0], _pos(meta))
+        return ast.TriggerAt(children[0], self._p(meta))
 
     def trigger_every(self, meta, children):
-        return ast.TriggerEvery(children[0], _pos(meta))
+        return ast.TriggerEvery(children[0], self._p(meta))
 
     def trigger_barrier(self, meta, children):
-        return ast.TriggerBarrier(children[0], _pos(meta))
+        return ast.TriggerBarrier(children[0], self._p(meta))
 
     def rule_decl(self, meta, children):
         name = children[0]
@@ -275,7 +279,7 @@ class _ToAst(Transformer):
                 freq = c[1]
             else:
                 stmts.append(c)
-        return ast.RuleDecl(name, description, heat, freq, tuple(stmts), _pos(meta))
+        return ast.RuleDecl(name, description, heat, freq, tuple(stmts), self._p(meta))
 
     def heat_attr(self, meta, children):
         return ("heat", children[0])
@@ -284,10 +288,10 @@ class _ToAst(Transformer):
         return ("freq", children[0])
 
     def when_stmt(self, meta, children):
-        return ast.WhenStmt(children[0], _pos(meta))
+        return ast.WhenStmt(children[0], self._p(meta))
 
     def match_stmt(self, meta, children):
-        return ast.MatchStmt(tuple(children), _pos(meta))
+        return ast.MatchStmt(tuple(children), self._p(meta))
 
     def element(self, meta, children):
         gap = capture = None
@@ -296,7 +300,7 @@ class _ToAst(Transformer):
                 gap = c[1]
             elif isinstance(c, tuple) and c[0] == "capture":
                 capture = c[1]
-        return ast.Element(children[-1], gap, capture, _pos(meta))
+        return ast.Element(children[-1], gap, capture, self._p(meta))
 
     def gap(self, meta, children):
         return ("gap", children[0])
@@ -305,44 +309,44 @@ class _ToAst(Transformer):
         return ("capture", children[0])
 
     def atom_class(self, meta, children):
-        return ast.AtomClass(children[0], _pos(meta))
+        return ast.AtomClass(children[0], self._p(meta))
 
     def atom_literal(self, meta, children):
-        return ast.AtomLiteral(children[0], _pos(meta))
+        return ast.AtomLiteral(children[0], self._p(meta))
 
     def atom_number(self, meta, children):
-        return ast.AtomNumber(_pos(meta))
+        return ast.AtomNumber(self._p(meta))
 
     def atom_percent(self, meta, children):
-        return ast.AtomPercent(_pos(meta))
+        return ast.AtomPercent(self._p(meta))
 
     def atom_any(self, meta, children):
         flat: list[ast.Atom] = []
         for c in children:
             flat.extend(c.options if isinstance(c, ast.AtomAny) else (c,))
-        return ast.AtomAny(tuple(flat), _pos(meta))
+        return ast.AtomAny(tuple(flat), self._p(meta))
 
     def operand(self, meta, children):
         return children[0]
 
     def require_cmp(self, meta, children):
         left, op, right = children
-        return ast.RequireCmp(left, str(op), right, _pos(meta))
+        return ast.RequireCmp(left, str(op), right, self._p(meta))
 
     def require_in(self, meta, children):
         operand, low_bracket, low, high, high_bracket = children
-        return ast.RequireIn(operand, low, high, str(low_bracket) == "[", str(high_bracket) == "]", _pos(meta))
+        return ast.RequireIn(operand, low, high, str(low_bracket) == "[", str(high_bracket) == "]", self._p(meta))
 
     def consistent_stmt(self, meta, children):
         key = children[1] if len(children) > 1 else None
-        return ast.ConsistentStmt(children[0], key, _pos(meta))
+        return ast.ConsistentStmt(children[0], key, self._p(meta))
 
     def lock_stmt(self, meta, children):
-        return ast.LockStmt(children[0], children[1], _pos(meta))
+        return ast.LockStmt(children[0], children[1], self._p(meta))
 
     def expect_decl(self, meta, children):
         text, (outcome, rules) = children
-        return ast.ExpectDecl(text, outcome, rules, _pos(meta))
+        return ast.ExpectDecl(text, outcome, rules, self._p(meta))
 
     def expect_passes(self, meta, children):
         return ("passes", children[0] if children else ())

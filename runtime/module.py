@@ -31,6 +31,7 @@ import wasmtime
 from wasmtime import _bindings as ffi
 
 from .report import Conflict, Event, Report, Snapshot, Verdict, VerdictMap
+from .tables import read_token_table
 
 #: The ABI this runtime speaks: same major, minor up to this one (docs/abi.md).
 ABI_MAJOR = 1
@@ -221,15 +222,31 @@ def _check_abi(where: str, major: int, minor: int) -> None:
 
 
 def load(path: str | Path, limits: Limits | None = None) -> Checker:
-    """Load a module directory (manifest.json + module.wasm), verifying it first."""
+    """Load a module or build directory (manifest.json, module.wasm, and for a build
+    tokens.bin and the other artifacts), verifying every file's sha256 first."""
     path = Path(path)
     manifest, directory = _read_manifest(path)
     wasm_path = directory / str(manifest["wasm"].get("file", "module.wasm"))
+    artifacts = manifest.get("build", {}).get("artifacts", {})
+    for name, info in artifacts.items():
+        file = directory / name
+        try:
+            data = file.read_bytes()
+        except OSError as e:
+            raise ModuleError(f"{file}: cannot read a build artifact: {e.strerror}") from None
+        if hashlib.sha256(data).hexdigest() != info.get("sha256"):
+            raise ModuleError(f"{file}: checksum mismatch: the build is corrupt or was changed after it was made")
     try:
         wasm = wasm_path.read_bytes()
     except OSError as e:
         raise ModuleError(f"{wasm_path}: cannot read the module: {e.strerror}") from None
-    return from_bytes(manifest, wasm, limits, where=str(wasm_path))
+    checker = from_bytes(manifest, wasm, limits, where=str(wasm_path))
+    if "tokens.bin" in artifacts:
+        try:
+            checker.set_token_table(read_token_table((directory / "tokens.bin").read_bytes()))
+        except ValueError as e:
+            raise ModuleError(f"{directory / 'tokens.bin'}: {e}") from None
+    return checker
 
 
 def from_bytes(manifest: dict, wasm: bytes, limits: Limits | None = None, where: str = "module") -> Checker:

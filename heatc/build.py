@@ -1,0 +1,208 @@
+"""`heatc build heatmap.yaml -o build/`: everything an inference engine loads, in one
+directory, written atomically and byte-identical on rebuild.
+
+build/<name> is a symbolic link to build/.<name>.<digest>, a directory named after the hash
+of its contents. A build writes a fresh directory, then swaps the link in one rename, so a
+killed build leaves the previous build/<name> exactly as it was.
+
+Public surface: `build(path, out_root) -> BuildResult`, `compile_heatmap(path) -> (Program,
+Lowered, Heatmap)`, `HCT_MAGIC`, `HCT_VERSION`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__, ir
+from .compile import compile_tree
+from .errors import Diagnostic, HeatError
+from .heatmap import Heatmap, load_heatmap
+from .lower import Lowered, lower
+from .pack import pack
+from .tokens import TokenTable, table_bytes, token_table
+from .wasm import ABI_MAJOR, ABI_MINOR, compile_wasm
+
+HCT_MAGIC = b"HEATCRUL"
+HCT_VERSION = 1
+ARTIFACTS = ("module.wasm", "tokens.bin", "rules.hct", "program.json")
+
+
+@dataclass
+class BuildResult:
+    directory: Path  # build/<name> (the link)
+    target: Path  # the content-addressed directory it points to
+    manifest: dict
+    program: ir.Program
+    unchanged: bool  # the previous build had exactly these contents
+
+
+def compile_heatmap(path: str | Path) -> tuple[ir.Program, Lowered, Heatmap]:
+    hm = load_heatmap(path)
+    lowered = lower(hm)
+    program = compile_tree(lowered.tree, Path(path).read_text(encoding="utf-8"))
+    return program, lowered, hm
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _tier_plan(program: ir.Program, packed_rules: list[int], tiers: dict[str, int]) -> list[str]:
+    """Rules in heat order fill the L2-persisting window first, then fixed device memory;
+    the rest stays in host memory (docs/heatmap.md, "Tiers")."""
+    l2, device = tiers.get("l2_bytes", 0), tiers.get("device_bytes", 0)
+    out, used = [], 0
+    for size in packed_rules:
+        used += size
+        out.append("l2" if used <= l2 else "device" if used <= l2 + device else "host")
+    return out
+
+
+def _rule_sizes(blob_offsets: dict[str, int], blob: bytes, n_rules: int) -> list[int]:
+    if not n_rules:
+        return []
+    starts = list(struct.unpack_from(f"<{n_rules}I", blob, blob_offsets["rule_off"]))
+    ends = [*starts[1:], blob_offsets["rules"] + _rules_section_size(blob_offsets)]
+    return [e - s for s, e in zip(starts, ends, strict=True)]
+
+
+def _rules_section_size(offsets: dict[str, int]) -> int:
+    later = sorted(o for o in offsets.values() if o > offsets["rules"])
+    return later[0] - offsets["rules"]
+
+
+def hct_bytes(program: ir.Program, blob: bytes, offsets: dict[str, int], tier_ends: tuple[int, int]) -> bytes:
+    """rules.hct, the CUDA bridge tables: a header, then the packed tables (heatc.pack) whose
+    rule records are contiguous in heat order. Layout: docs/heatmap.md, "rules.hct"."""
+    layout = ir.state_layout(program)
+    sections = sorted(offsets.items(), key=lambda kv: kv[1])
+    table = b""
+    for name, off in sections:
+        table += struct.pack("<16sI", name.encode()[:16], off)
+    header = HCT_MAGIC + struct.pack(
+        "<IIIIIIQQ32sI",
+        HCT_VERSION, ABI_MAJOR, ABI_MINOR, len(program.rules), layout.size, len(blob),
+        tier_ends[0], tier_ends[1], hashlib.sha256(blob).digest(), len(sections),
+    )  # fmt: skip
+    return header + table + blob
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:
+        return str(path)
+
+
+def build(path: str | Path, out_root: str | Path = "build", tokenizer: TokenTable | None = None) -> BuildResult:
+    path = Path(path)
+    program, lowered, hm = compile_heatmap(path)
+    _check_expects(program)
+    table = tokenizer or token_table(hm.tokenizer, str(path))
+    module = compile_wasm(program)
+    packed = pack(program)
+    sizes = _rule_sizes(packed.offsets, packed.blob, len(program.rules))
+    tiers = _tier_plan(program, sizes, hm.tiers)
+    rules_at = packed.offsets["rules"] if program.rules else 0
+    l2_end = rules_at + sum(s for s, t in zip(sizes, tiers, strict=True) if t == "l2")
+    device_end = l2_end + sum(s for s, t in zip(sizes, tiers, strict=True) if t == "device")
+    # Paths in the artifacts are relative to the heatmap, so a build does not depend on
+    # where the checkout lives.
+    base = path.parent
+    portable = ir.from_json(ir.to_json(program))
+    portable.source = _relative(path, base)
+    for x in portable.expects:
+        x.path = _relative(Path(x.path), base) if x.path else portable.source
+    artifacts = {
+        "module.wasm": module.wasm,
+        "tokens.bin": table_bytes(table),
+        "rules.hct": hct_bytes(program, packed.blob, packed.offsets, (l2_end, device_end)),
+        "program.json": (ir.to_json(portable, indent=1) + "\n").encode(),
+    }
+    inputs = [{"role": "heatmap", "path": _relative(path, base), "sha256": _sha(path.read_bytes())}]
+    inputs += [{"role": "rules", "path": _relative(p, base), "sha256": _sha(p.read_bytes())} for p in hm.rule_files]
+    if table.source_sha256:
+        inputs.append({"role": "tokenizer", "path": Path(table.source).name, "sha256": table.source_sha256})
+    manifest = dict(module.manifest)
+    manifest["build"] = {
+        "heatc_version": __version__,
+        "heatmap": hm.name,
+        "targets": hm.targets,
+        "inputs": inputs,
+        "artifacts": {name: {"sha256": _sha(data), "size": len(data)} for name, data in artifacts.items()},
+        "tokenizer": {"kind": table.kind, "tokens": len(table.tokens)},
+        "tiers": {
+            **hm.tiers,
+            "counts": {t: tiers.count(t) for t in ("l2", "device", "host")},
+        },
+        "rules": [
+            {
+                "id": i,
+                "name": r.name,
+                "source": lowered.source_cell.get(r.name, "rules"),
+                "heat": r.heat,
+                "freq": r.freq,
+                "tier": tiers[i],
+                "bytes": sizes[i],
+            }
+            for i, r in enumerate(program.rules)
+        ],
+    }
+    artifacts["manifest.json"] = (json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    return _install(Path(out_root), hm.name, artifacts, manifest, program)
+
+
+def _check_expects(program: ir.Program) -> None:
+    from .backends import run_document
+    from .expect import check_expects
+
+    failures = check_expects(program, lambda p, d: run_document("reference", p, d)[:2])
+    if failures:
+        raise HeatError(
+            [
+                Diagnostic(f.expect.path or program.source, f.expect.line, 1, f"expect {f.expect.outcome}: {f.message}")
+                for f in failures
+            ]
+        )
+
+
+def _install(
+    out_root: Path, name: str, artifacts: dict[str, bytes], manifest: dict, program: ir.Program
+) -> BuildResult:
+    out_root.mkdir(parents=True, exist_ok=True)
+    digest = _sha(b"".join(hashlib.sha256(artifacts[k]).digest() for k in sorted(artifacts)))[:16]
+    target = out_root / f".{name}.{digest}"
+    link = out_root / name
+    unchanged = link.is_symlink() and os.readlink(link) == target.name and target.is_dir()
+    if not target.is_dir():
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=out_root))
+        try:
+            for filename, data in artifacts.items():
+                with open(staging / filename, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.rename(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    if link.exists() and not link.is_symlink():
+        raise HeatError(
+            Diagnostic(str(link), 0, 0, "exists and is not a heatc build link; move it away and build again")
+        )
+    swap = out_root / f".{name}.link-{os.getpid()}"
+    if swap.is_symlink():
+        swap.unlink()
+    os.symlink(target.name, swap)
+    os.replace(swap, link)  # the atomic step
+    for old in out_root.glob(f".{name}.*"):
+        if old != target and old.is_dir() and not old.name.startswith(f".{name}.tmp-"):
+            shutil.rmtree(old, ignore_errors=True)
+    return BuildResult(link, target, manifest, program, unchanged)

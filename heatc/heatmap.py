@@ -1,0 +1,530 @@
+"""SDS heatmaps: the YAML format `heatc learn` writes and `heatc build` reads (docs/heatmap.md).
+
+Loading validates every field and reports problems as `file:line:col: error: field …: what
+was expected`, never as a traceback from the YAML library.
+
+Public surface: `HEATMAP_VERSION`, `load_heatmap(path) -> Heatmap`, the dataclasses.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import Diagnostic, HeatError, SourceText
+
+HEATMAP_VERSION = 1
+BUILTIN_CATEGORIES = ("number", "percent")
+CATEGORY_KINDS = ("unit", "keyword", "constraint", "punct", "other")
+CHECKS = ("range", "consistent", "lock")
+TARGETS = ("wasm", "cuda")
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Where:
+    line: int
+    column: int
+
+
+@dataclass
+class Category:
+    name: str
+    kind: str
+    literals: list[str]
+    exact: bool = False
+    where: Where = Where(0, 0)
+
+
+@dataclass
+class Stats:
+    """Values seen with a cell's pair; quantiles may be missing (min/max stand in)."""
+
+    n: int = 0
+    min: float | None = None
+    max: float | None = None
+    q01: float | None = None
+    q05: float | None = None
+    q50: float | None = None
+    q95: float | None = None
+    q99: float | None = None
+
+
+@dataclass
+class Cell:
+    pair: tuple[str, str]
+    score: float
+    support: int = 0
+    unit: str | None = None
+    gap: int = 3
+    check: str = "range"
+    stats: Stats | None = None
+    range: tuple[float, float] | None = None
+    channel: str | None = None
+    when: str | None = None
+    name: str | None = None
+    description: str = ""
+    freq: float = 1.0
+    where: Where = Where(0, 0)
+
+    @property
+    def id(self) -> str:
+        return "×".join([*self.pair, *([self.unit] if self.unit else [])])
+
+
+@dataclass
+class Tokenizer:
+    kind: str  # embedded | file | dir | bytes
+    value: str = ""
+    where: Where = Where(0, 0)
+
+
+@dataclass
+class Heatmap:
+    path: Path
+    name: str
+    title: str
+    provenance: dict
+    categories: dict[str, Category]
+    cells: list[Cell]
+    sensitivity: float = 0.75
+    top_k: int | None = None
+    margin_spread: float = 0.5
+    margin_factor: float = 2.0
+    chinese_numbers: bool = False
+    triggers: dict = field(default_factory=dict)  # at / barrier: list of names; every: int
+    anchors: dict[str, tuple[str | None, list[str]]] = field(default_factory=dict)
+    tokenizer: Tokenizer = field(default_factory=lambda: Tokenizer("bytes"))
+    rule_files: list[Path] = field(default_factory=list)
+    expects: list[tuple[str, str, list[str], int]] = field(default_factory=list)  # text, outcome, rules, line
+    targets: list[str] = field(default_factory=lambda: ["wasm"])
+    tiers: dict[str, int] = field(default_factory=lambda: {"l2_bytes": 1 << 20, "device_bytes": 64 << 20})
+
+
+# --- a small validator over PyYAML's node tree, so every error has a position ------------
+
+
+class _Reader:
+    def __init__(self, path: Path, text: str):
+        self.path = path
+        self.src = SourceText(str(path), text)
+        self.diags: list[Diagnostic] = []
+
+    def error(self, node, field_path: str, message: str) -> None:
+        mark = node.start_mark if node is not None else None
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        self.diags.append(self.src.diagnostic(line, col, f"{field_path}: {message}"))
+
+    def where(self, node) -> Where:
+        return Where(node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def mapping(self, node, field_path: str, known: tuple[str, ...]) -> dict[str, tuple[object, object]] | None:
+        """{key: (key_node, value_node)}; reports unknown keys (with a suggestion)."""
+        if not isinstance(node, yaml.MappingNode):
+            self.error(node, field_path, f"expected a mapping (key: value lines), got {_describe(node)}")
+            return None
+        out = {}
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else None
+            if key not in known:
+                import difflib
+
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+                self.error(k, f"{field_path}.{key}", f"unknown field{hint}")
+                continue
+            if key in out:
+                self.error(k, f"{field_path}.{key}", "given twice")
+                continue
+            out[key] = (k, v)
+        return out
+
+    def sequence(self, node, field_path: str) -> list | None:
+        if not isinstance(node, yaml.SequenceNode):
+            self.error(node, field_path, f"expected a list, got {_describe(node)}")
+            return None
+        return list(node.value)
+
+    def scalar(self, node, field_path: str):
+        if not isinstance(node, yaml.ScalarNode):
+            self.error(node, field_path, f"expected a single value, got {_describe(node)}")
+            return None
+        return yaml.constructor.SafeConstructor().construct_object(node)
+
+    def string(self, node, field_path: str, allow_empty: bool = False) -> str | None:
+        v = self.scalar(node, field_path)
+        if v is None:
+            if isinstance(node, yaml.ScalarNode):
+                self.error(node, field_path, "expected a string, got nothing")
+            return None
+        if not isinstance(v, str):
+            v = str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+        if not isinstance(v, str) or (not v and not allow_empty):
+            self.error(node, field_path, f"expected a non-empty string, got {_describe(node)}")
+            return None
+        return v
+
+    def name(self, node, field_path: str) -> str | None:
+        v = self.string(node, field_path)
+        if v is not None and not NAME.match(v):
+            self.error(
+                node, field_path, f"{v!r} is not a valid name (letters, digits, underscores; not starting with a digit)"
+            )
+            return None
+        return v
+
+    def number(self, node, field_path: str, lo: float = -math.inf, hi: float = math.inf, integer: bool = False):
+        v = self.scalar(node, field_path)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if ok and integer and v != int(v):
+            ok = False
+        if not ok or not (lo <= v <= hi):
+            what = "a whole number" if integer else "a number"
+            bounds = "" if (lo, hi) == (-math.inf, math.inf) else f" between {lo:g} and {hi:g}"
+            self.error(node, field_path, f"expected {what}{bounds}, got {_describe(node)}")
+            return None
+        return int(v) if integer else float(v)
+
+    def boolean(self, node, field_path: str) -> bool | None:
+        v = self.scalar(node, field_path)
+        if not isinstance(v, bool):
+            self.error(node, field_path, f"expected true or false, got {_describe(node)}")
+            return None
+        return v
+
+    def names(self, node, field_path: str) -> list[str]:
+        items = self.sequence(node, field_path) or []
+        return [n for i, x in enumerate(items) if (n := self.name(x, f"{field_path}[{i}]")) is not None]
+
+    def strings(self, node, field_path: str) -> list[str]:
+        items = self.sequence(node, field_path) or []
+        return [s for i, x in enumerate(items) if (s := self.string(x, f"{field_path}[{i}]")) is not None]
+
+
+def _describe(node) -> str:
+    if node is None:
+        return "nothing"
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    if node.value == "" or node.tag == "tag:yaml.org,2002:null":
+        return "nothing"
+    return repr(node.value)
+
+
+# --- the format --------------------------------------------------------------------------
+
+TOP = (
+    "heatmap", "name", "title", "provenance", "options", "tokenizer", "categories", "cells", "thresholds",
+    "triggers", "anchors", "rules", "expects", "targets", "tiers",
+)  # fmt: skip
+
+
+def load_heatmap(path: str | Path) -> Heatmap:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read the heatmap: {e.strerror}")) from None
+    except UnicodeDecodeError as e:
+        raise HeatError(Diagnostic(str(path), 0, 0, f"the heatmap is not valid UTF-8 (byte {e.start})")) from None
+    r = _Reader(path, text)
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        problem = getattr(e, "problem", None) or str(e)
+        raise HeatError(r.src.diagnostic(line, col, f"not valid YAML: {problem}")) from None
+    if root is None:
+        raise HeatError(Diagnostic(str(path), 0, 0, "the heatmap is empty"))
+    top = r.mapping(root, "heatmap", TOP)
+    if top is None:
+        raise HeatError(r.diags)
+    hm = _read(r, path, root, top)
+    if r.diags:
+        raise HeatError(r.diags)
+    return hm
+
+
+def _read(r: _Reader, path: Path, root, top: dict) -> Heatmap:
+    if "heatmap" not in top:
+        r.error(root, "heatmap", f"missing: the format version (this heatc reads version {HEATMAP_VERSION})")
+    else:
+        v = r.number(top["heatmap"][1], "heatmap", integer=True)
+        if v is not None and v != HEATMAP_VERSION:
+            r.error(
+                top["heatmap"][1],
+                "heatmap",
+                f"format version {v} is not supported (this heatc reads version {HEATMAP_VERSION})",
+            )
+    name = r.name(top["name"][1], "name") if "name" in top else None
+    if "name" not in top:
+        r.error(root, "name", "missing: the build's name (e.g. name: medical)")
+    title = (r.string(top["title"][1], "title", allow_empty=True) or "") if "title" in top else ""
+    provenance = {}
+    if "provenance" in top:
+        node = top["provenance"][1]
+        if isinstance(node, yaml.MappingNode):
+            provenance = yaml.constructor.SafeConstructor().construct_object(node, deep=True) or {}
+        else:
+            r.error(node, "provenance", f"expected a mapping (teacher, corpus, delta, metrics…), got {_describe(node)}")
+
+    hm = Heatmap(path, name or "heatmap", title, provenance, {}, [])
+
+    if "options" in top:
+        opts = r.mapping(top["options"][1], "options", ("chinese_numbers",)) or {}
+        if "chinese_numbers" in opts:
+            hm.chinese_numbers = bool(r.boolean(opts["chinese_numbers"][1], "options.chinese_numbers"))
+
+    if "tokenizer" not in top:
+        r.error(root, "tokenizer", "missing: the tokenizer the token table is built for "
+                "({embedded: minilm}, {file: tokenizer.json}, {dir: a Hugging Face directory} or {bytes: true})")  # fmt: skip
+    else:
+        node = top["tokenizer"][1]
+        t = r.mapping(node, "tokenizer", ("embedded", "file", "dir", "bytes")) or {}
+        if len(t) != 1:
+            if t or isinstance(node, yaml.MappingNode):
+                r.error(node, "tokenizer", "give exactly one of embedded, file, dir or bytes")
+        else:
+            (kind, (_, vnode)), = t.items()  # fmt: skip
+            if kind == "bytes":
+                if r.boolean(vnode, "tokenizer.bytes") is not True:
+                    r.error(vnode, "tokenizer.bytes", "expected true (one token per byte)")
+                hm.tokenizer = Tokenizer("bytes", "", r.where(vnode))
+            elif kind == "embedded":
+                v = r.string(vnode, "tokenizer.embedded")
+                if v is not None and v != "minilm":
+                    r.error(vnode, "tokenizer.embedded", f"unknown embedded tokenizer {v!r} (known: minilm)")
+                hm.tokenizer = Tokenizer("embedded", v or "minilm", r.where(vnode))
+            else:
+                v = r.string(vnode, f"tokenizer.{kind}")
+                if v is not None:
+                    target = (path.parent / v).resolve()
+                    if not target.exists():
+                        r.error(vnode, f"tokenizer.{kind}", f"{v!r} does not exist (resolved to {target})")
+                    hm.tokenizer = Tokenizer(kind, str(target), r.where(vnode))
+
+    _read_categories(r, top, hm, root)
+    _read_anchors(r, top, hm)
+    _read_thresholds(r, top, hm)
+    _read_cells(r, top, hm, root)
+
+    if "triggers" in top:
+        tr = r.mapping(top["triggers"][1], "triggers", ("at", "barrier", "every")) or {}
+        for key in ("at", "barrier"):
+            if key in tr:
+                names = r.names(tr[key][1], f"triggers.{key}")
+                for i, n in enumerate(names):
+                    if n not in hm.categories:
+                        r.error(tr[key][1].value[i], f"triggers.{key}[{i}]", f"unknown category {n!r}")
+                hm.triggers[key] = names
+        if "every" in tr:
+            hm.triggers["every"] = r.number(tr["every"][1], "triggers.every", 1, 1_000_000, integer=True)
+
+    if "rules" in top:
+        for i, node in enumerate(r.sequence(top["rules"][1], "rules") or []):
+            v = r.string(node, f"rules[{i}]")
+            if v is None:
+                continue
+            target = (path.parent / v).resolve()
+            if not target.is_file():
+                r.error(node, f"rules[{i}]", f"rule file {v!r} does not exist (resolved to {target})")
+            hm.rule_files.append(target)
+
+    if "expects" in top:
+        for i, node in enumerate(r.sequence(top["expects"][1], "expects") or []):
+            e = r.mapping(node, f"expects[{i}]", ("text", "passes", "rejects"))
+            if e is None:
+                continue
+            text = r.string(e["text"][1], f"expects[{i}].text") if "text" in e else None
+            outcomes = [k for k in ("passes", "rejects") if k in e]
+            if text is None or len(outcomes) != 1:
+                r.error(node, f"expects[{i}]", "needs text and exactly one of passes or rejects")
+                continue
+            rules = r.names(e[outcomes[0]][1], f"expects[{i}].{outcomes[0]}")
+            hm.expects.append((text, outcomes[0], rules, node.start_mark.line + 1))
+
+    if "targets" in top:
+        targets = r.names(top["targets"][1], "targets")
+        for i, t in enumerate(targets):
+            if t not in TARGETS:
+                r.error(
+                    top["targets"][1].value[i], f"targets[{i}]", f"unknown target {t!r} (known: {', '.join(TARGETS)})"
+                )
+        hm.targets = targets
+    if "tiers" in top:
+        tiers = r.mapping(top["tiers"][1], "tiers", ("l2_bytes", "device_bytes")) or {}
+        for key, (_, vnode) in tiers.items():
+            v = r.number(vnode, f"tiers.{key}", 0, 1 << 40, integer=True)
+            if v is not None:
+                hm.tiers[key] = v
+    return hm
+
+
+def _read_categories(r: _Reader, top: dict, hm: Heatmap, root) -> None:
+    if "categories" not in top:
+        r.error(root, "categories", "missing: the lexical categories cells refer to")
+        return
+    cats = top["categories"][1]
+    if not isinstance(cats, yaml.MappingNode):
+        r.error(cats, "categories", f"expected a mapping of category name to definition, got {_describe(cats)}")
+        return
+    for knode, vnode in cats.value:
+        name = r.name(knode, f"categories.{knode.value}")
+        if name is None:
+            continue
+        fp = f"categories.{name}"
+        if name in BUILTIN_CATEGORIES:
+            r.error(knode, fp, f"{name!r} is built in (numbers are recognised without a category)")
+            continue
+        if name in hm.categories:
+            r.error(knode, fp, "declared twice")
+            continue
+        c = r.mapping(vnode, fp, ("kind", "literals", "exact"))
+        if c is None:
+            continue
+        kind = r.string(c["kind"][1], f"{fp}.kind") if "kind" in c else None
+        if "kind" not in c:
+            r.error(vnode, f"{fp}.kind", f"missing (one of {', '.join(CATEGORY_KINDS)})")
+        elif kind is not None and kind not in CATEGORY_KINDS:
+            r.error(c["kind"][1], f"{fp}.kind", f"unknown kind {kind!r} (one of {', '.join(CATEGORY_KINDS)})")
+        literals = r.strings(c["literals"][1], f"{fp}.literals") if "literals" in c else []
+        if not literals:
+            r.error(c.get("literals", (None, vnode))[1], f"{fp}.literals", "a category needs at least one literal")
+        exact = bool(r.boolean(c["exact"][1], f"{fp}.exact")) if "exact" in c else False
+        hm.categories[name] = Category(name, kind or "other", literals, exact, r.where(knode))
+
+
+def _read_anchors(r: _Reader, top: dict, hm: Heatmap) -> None:
+    if "anchors" not in top:
+        return
+    node = top["anchors"][1]
+    if not isinstance(node, yaml.MappingNode):
+        r.error(node, "anchors", f"expected a mapping of anchor name to definition, got {_describe(node)}")
+        return
+    for knode, vnode in node.value:
+        name = r.name(knode, f"anchors.{knode.value}")
+        if name is None:
+            continue
+        a = r.mapping(vnode, f"anchors.{name}", ("domain", "terms")) or {}
+        domain = r.string(a["domain"][1], f"anchors.{name}.domain") if "domain" in a else None
+        terms = r.strings(a["terms"][1], f"anchors.{name}.terms") if "terms" in a else []
+        if not terms:
+            r.error(vnode, f"anchors.{name}.terms", "an anchor needs at least one term")
+        hm.anchors[name] = (domain, terms)
+
+
+def _read_thresholds(r: _Reader, top: dict, hm: Heatmap) -> None:
+    if "thresholds" not in top:
+        return
+    t = r.mapping(top["thresholds"][1], "thresholds", ("sensitivity", "top_k", "margin")) or {}
+    if "sensitivity" in t:
+        v = r.number(t["sensitivity"][1], "thresholds.sensitivity", 0, 1)
+        if v is not None:
+            hm.sensitivity = v
+    if "top_k" in t:
+        hm.top_k = r.number(t["top_k"][1], "thresholds.top_k", 1, 1_000_000, integer=True)
+    if "margin" in t:
+        m = r.mapping(t["margin"][1], "thresholds.margin", ("spread", "factor")) or {}
+        if "spread" in m:
+            v = r.number(m["spread"][1], "thresholds.margin.spread", 0, 100)
+            hm.margin_spread = v if v is not None else hm.margin_spread
+        if "factor" in m:
+            v = r.number(m["factor"][1], "thresholds.margin.factor", 1, 100)
+            hm.margin_factor = v if v is not None else hm.margin_factor
+
+
+CELL_FIELDS = (
+    "pair", "unit", "score", "support", "gap", "check", "stats", "range", "channel", "when", "name", "description", "freq",
+)  # fmt: skip
+STATS_FIELDS = ("n", "min", "max", "q01", "q05", "q50", "q95", "q99")
+
+
+def _read_cells(r: _Reader, top: dict, hm: Heatmap, root) -> None:
+    if "cells" not in top:
+        r.error(root, "cells", "missing: the heatmap's cells (an empty list is allowed)")
+        return
+    known = set(hm.categories) | set(BUILTIN_CATEGORIES)
+    for i, node in enumerate(r.sequence(top["cells"][1], "cells") or []):
+        fp = f"cells[{i}]"
+        c = r.mapping(node, fp, CELL_FIELDS)
+        if c is None:
+            continue
+        pair: list[str] = []
+        if "pair" not in c:
+            r.error(node, f"{fp}.pair", "missing: the category pair, e.g. [glucose, number]")
+        else:
+            pair = r.names(c["pair"][1], f"{fp}.pair")
+            if len(pair) != 2:
+                r.error(c["pair"][1], f"{fp}.pair", f"expected two categories, got {len(pair)}")
+                continue
+            for j, p in enumerate(pair):
+                if p not in known:
+                    r.error(c["pair"][1].value[j], f"{fp}.pair[{j}]", _unknown_category(p, known))
+        score = r.number(c["score"][1], f"{fp}.score", 0, 1) if "score" in c else None
+        if "score" not in c:
+            r.error(node, f"{fp}.score", "missing: the cell's sensitivity score, between 0 and 1")
+        cell = Cell((pair[0], pair[1]) if len(pair) == 2 else ("", ""), score or 0.0, where=r.where(node))
+        if "support" in c:
+            cell.support = r.number(c["support"][1], f"{fp}.support", 0, integer=True) or 0
+        if "unit" in c:
+            cell.unit = r.name(c["unit"][1], f"{fp}.unit")
+            if cell.unit is not None and cell.unit not in hm.categories:
+                r.error(c["unit"][1], f"{fp}.unit", _unknown_category(cell.unit, set(hm.categories)))
+        if "gap" in c:
+            g = r.number(c["gap"][1], f"{fp}.gap", 0, 64, integer=True)
+            cell.gap = g if g is not None else cell.gap
+        if "check" in c:
+            chk = r.string(c["check"][1], f"{fp}.check")
+            if chk is not None and chk not in CHECKS:
+                r.error(c["check"][1], f"{fp}.check", f"unknown check {chk!r} (one of {', '.join(CHECKS)})")
+            cell.check = chk if chk in CHECKS else cell.check
+        if "stats" in c:
+            s = r.mapping(c["stats"][1], f"{fp}.stats", STATS_FIELDS) or {}
+            stats = Stats()
+            for key, (_, vnode) in s.items():
+                v = r.number(vnode, f"{fp}.stats.{key}", integer=key == "n")
+                setattr(stats, key, v)
+            cell.stats = stats
+        if "range" in c:
+            items = r.sequence(c["range"][1], f"{fp}.range") or []
+            bounds = [r.number(x, f"{fp}.range[{j}]") for j, x in enumerate(items)]
+            if len(bounds) != 2 or None in bounds:
+                if len(items) != 2:
+                    r.error(c["range"][1], f"{fp}.range", "expected [low, high]")
+            elif bounds[0] > bounds[1]:
+                r.error(c["range"][1], f"{fp}.range", f"empty: low {bounds[0]:g} is above high {bounds[1]:g}")
+            else:
+                cell.range = (bounds[0], bounds[1])
+        if "channel" in c:
+            cell.channel = r.name(c["channel"][1], f"{fp}.channel")
+        if "when" in c:
+            cell.when = r.name(c["when"][1], f"{fp}.when")
+        if "name" in c:
+            cell.name = r.name(c["name"][1], f"{fp}.name")
+        if "description" in c:
+            cell.description = r.string(c["description"][1], f"{fp}.description", allow_empty=True) or ""
+        if "freq" in c:
+            f = r.number(c["freq"][1], f"{fp}.freq", 1e-9, 1e9)
+            cell.freq = f if f is not None else cell.freq
+        # what each check needs
+        if cell.check == "range" and cell.range is None and cell.stats is None and pair:
+            r.error(node, fp, "a range cell needs stats (the values seen) or an explicit range")
+        if cell.check == "lock" and not cell.channel:
+            r.error(node, fp, "a lock cell needs a channel name")
+        if cell.when and cell.when not in hm.anchors:
+            r.error(c["when"][1], f"{fp}.when", f"unknown anchor {cell.when!r}")
+        hm.cells.append(cell)
+
+
+def _unknown_category(name: str, known: set[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f"unknown category {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")

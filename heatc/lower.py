@@ -1,0 +1,174 @@
+"""Lower a heatmap to rules: every cell at or above the sensitivity threshold becomes a rule
+of the DSL, next to the categories, anchors, triggers and hand-written rule files the
+heatmap names. The result is a syntax tree, so `heatc lower` can print it as `.heat` source
+that a person reads, edits and commits. docs/heatmap.md describes the policy.
+
+Public surface: `lower(heatmap) -> Lowered`, `margin_range(stats, spread, factor)`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from . import ast
+from .heatmap import Cell, Heatmap, Stats
+from .parse import parse_file
+
+NOWHERE = ast.Pos()
+
+
+@dataclass
+class Lowered:
+    tree: ast.RuleFile
+    source_cell: dict[str, str] = field(default_factory=dict)  # rule name → cell id (or the rule file)
+    skipped: list[tuple[Cell, str]] = field(default_factory=list)  # cells not lowered, and why
+
+
+def _round_out(x: float, up: bool) -> float:
+    """Round outwards to 3 significant figures, so the range reads well and never shrinks."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    scale = 10 ** (math.floor(math.log10(abs(x))) - 2)
+    return (math.ceil(x / scale) if up else math.floor(x / scale)) * scale
+
+
+def margin_range(stats: Stats, spread: float, factor: float) -> tuple[float, float]:
+    """The plausible range for values like the ones seen, from the 1st–99th percentile (min–max
+    when the percentiles are missing). Positive quantities widen in log space — divided and
+    multiplied by `factor` — which keeps a dropped decimal point or a wrong unit out while
+    merely abnormal values pass; quantities that reach zero widen by `spread` × the width
+    on each side, never below 0 when no negative value was seen."""
+    lo = stats.q01 if stats.q01 is not None else stats.min
+    hi = stats.q99 if stats.q99 is not None else stats.max
+    if lo is None or hi is None:
+        raise ValueError("stats need q01 and q99, or min and max")
+    if lo > 0:
+        low, high = lo / factor, hi * factor
+    else:
+        width = hi - lo
+        low, high = lo - spread * width, hi + spread * width
+        if (stats.min if stats.min is not None else lo) >= 0:
+            low = max(low, 0.0)
+    return _round_out(low, up=False), _round_out(high, up=True)
+
+
+def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
+    # Every node points at the cell in the heatmap, so a compile error names its line.
+    here = ast.Pos(cell.where.line, cell.where.column, str(hm.path))
+
+    def _n(x: float) -> ast.Num:
+        return ast.Num(float(x), here)
+
+    def _name(text: str) -> ast.Name:
+        return ast.Name(text, here)
+
+    def _atom(category: str) -> ast.Atom:
+        if category == "number":
+            return ast.AtomNumber(here)
+        if category == "percent":
+            return ast.AtomPercent(here)
+        return ast.AtomClass(_name(category), here)
+
+    first, second = cell.pair
+    value_first = first in ("number", "percent")
+    stmts: list[ast.RuleStmt] = []
+    if cell.when:
+        stmts.append(ast.WhenStmt(_name(cell.when), here))
+    gap = _n(cell.gap) if cell.gap else None
+    if value_first:  # a number and the unit after it: [number, mg_dl]
+        elements = [ast.Element(_atom(first), capture=_name("v"), pos=here), ast.Element(_atom(second), pos=here)]
+    elif cell.check == "lock" and second not in ("number", "percent"):  # a class-valued channel
+        elements = [ast.Element(_atom(first), pos=here), ast.Element(_atom(second), gap, _name("v"), here)]
+    else:
+        key = _name("k") if cell.check == "consistent" else None
+        elements = [ast.Element(_atom(first), capture=key, pos=here), ast.Element(_atom(second), gap, _name("v"), here)]
+        if cell.unit:
+            unit_gap = _n(1) if cell.check == "consistent" else None
+            elements.append(ast.Element(_atom(cell.unit), unit_gap, pos=here))
+    stmts.append(ast.MatchStmt(tuple(elements), here))
+    if cell.check == "range":
+        lo, hi = cell.range if cell.range is not None else margin_range(cell.stats, hm.margin_spread, hm.margin_factor)
+        stmts.append(ast.RequireIn(_name("v"), _n(lo), _n(hi), True, True, here))
+    elif cell.check == "consistent":
+        stmts.append(ast.ConsistentStmt(_name("v"), _name("k"), here))
+    else:
+        stmts.append(ast.LockStmt(_name(cell.channel), _name("v"), here))
+    description = cell.description or f"cell {cell.id}: score {cell.score:g}, support {cell.support}"
+    return ast.RuleDecl(
+        _name(name),
+        ast.Str(description, here),
+        _n(cell.score),
+        _n(cell.freq) if cell.freq != 1.0 else None,
+        tuple(stmts),
+        here,
+    )
+
+
+def _rule_name(cell: Cell, taken: set[str]) -> str:
+    base = cell.name or "_".join(p for p in (*cell.pair, cell.unit) if p and p not in ("number",)) or "cell"
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    return name
+
+
+def lower(hm: Heatmap) -> Lowered:
+    path = str(hm.path)
+
+    def at(where) -> ast.Pos:
+        return ast.Pos(where.line, where.column, path)
+
+    def _name(text: str, pos: ast.Pos = NOWHERE) -> ast.Name:
+        return ast.Name(text, pos)
+
+    def _n(x: float) -> ast.Num:
+        return ast.Num(float(x))
+
+    decls: list[ast.Decl] = []
+    if hm.chinese_numbers:
+        decls.append(ast.OptionsDecl((_name("chinese_numbers"),)))
+    for c in hm.categories.values():
+        p = at(c.where)
+        decls.append(ast.ClassDecl(_name(c.name, p), c.kind, c.exact, tuple(ast.Str(x, p) for x in c.literals), p))
+    for a, (domain, terms) in hm.anchors.items():
+        decls.append(ast.AnchorDecl(_name(a), ast.Str(domain) if domain else None, tuple(ast.Str(t) for t in terms)))
+    trig: list[ast.TriggerStmt] = []
+    if hm.triggers.get("at"):
+        trig.append(ast.TriggerAt(tuple(_name(x) for x in hm.triggers["at"])))
+    if hm.triggers.get("every"):
+        trig.append(ast.TriggerEvery(_n(hm.triggers["every"])))
+    if hm.triggers.get("barrier"):
+        trig.append(ast.TriggerBarrier(tuple(_name(x) for x in hm.triggers["barrier"])))
+    if trig:
+        decls.append(ast.TriggersDecl(tuple(trig)))
+
+    out = Lowered(ast.RuleFile(None, ()))
+    hot = [c for c in hm.cells if c.score >= hm.sensitivity]
+    for c in hm.cells:
+        if c.score < hm.sensitivity:
+            out.skipped.append((c, f"score {c.score:g} below the sensitivity threshold {hm.sensitivity:g}"))
+    hot.sort(key=lambda c: -c.score)
+    if hm.top_k is not None:
+        for c in hot[hm.top_k :]:
+            out.skipped.append((c, f"outside the top {hm.top_k}"))
+        hot = hot[: hm.top_k]
+    taken: set[str] = set()
+    for c in sorted(hot, key=lambda c: (c.where.line, c.where.column)):  # file order, for stable output
+        name = _rule_name(c, taken)
+        taken.add(name)
+        decls.append(_rule_for(c, hm, name))
+        out.source_cell[name] = c.id
+
+    for rule_file in hm.rule_files:
+        extra = parse_file(rule_file)
+        for d in extra.decls:
+            if isinstance(d, ast.RuleDecl):
+                out.source_cell[d.name.text] = f"rules:{rule_file.name}"
+        decls.extend(extra.decls)
+    for text, outcome, rules, line in hm.expects:
+        p = ast.Pos(line, 1, path)
+        decls.append(ast.ExpectDecl(ast.Str(text, p), outcome, tuple(_name(r, p) for r in rules), p))
+    title = ast.Str(hm.title) if hm.title else None
+    out.tree = ast.RuleFile(ast.RulesetDecl(_name(hm.name), title), tuple(decls), str(hm.path))
+    return out

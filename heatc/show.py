@@ -1,0 +1,68 @@
+"""`heatc show heatmap.yaml -o heatmap.png`: a picture of a heatmap a person reads at a
+glance — categories on both axes, each cell's score as colour, hot cells (at or above the
+sensitivity threshold) outlined and annotated, the threshold marked on the colour bar.
+
+Public surface: `render(heatmap, path)`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .heatmap import Heatmap
+
+
+def render(hm: Heatmap, out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    def column(c) -> str:
+        return f"{c.pair[1]} + {c.unit}" if c.unit else c.pair[1]
+
+    rows = sorted({c.pair[0] for c in hm.cells})
+    cols = sorted({column(c) for c in hm.cells}, key=lambda x: (x.split(" + ")[0], x))
+    grid = np.full((len(rows), len(cols)), np.nan)
+    for c in hm.cells:
+        i, j = rows.index(c.pair[0]), cols.index(column(c))
+        grid[i, j] = c.score if np.isnan(grid[i, j]) else max(grid[i, j], c.score)
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(cols) + 3), max(4, 0.45 * len(rows) + 2)), dpi=110)
+    cmap = plt.get_cmap("inferno").copy()
+    cmap.set_bad("#eeeeee")
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=35, ha="right")
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_xlabel("second category (+ the unit after the value)")
+    ax.set_ylabel("first category")
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            if np.isnan(grid[i, j]):
+                continue
+            ax.text(
+                j,
+                i,
+                f"{grid[i, j]:.2f}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="black" if grid[i, j] > 0.6 else "white",
+            )
+            if grid[i, j] >= hm.sensitivity:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="#00c0ff", linewidth=2))
+    bar = fig.colorbar(im, ax=ax, label="SDS score")
+    bar.ax.axhline(hm.sensitivity, color="#00c0ff", linewidth=2)
+    bar.ax.set_yticks(sorted({0.0, 0.25, 0.5, 1.0, hm.sensitivity}))
+    bar.ax.set_yticklabels([f"threshold {t:g}" if t == hm.sensitivity else f"{t:g}" for t in bar.ax.get_yticks()])
+    n_hot = sum(1 for c in hm.cells if c.score >= hm.sensitivity)
+    ax.set_title(
+        f"{hm.name}: {len(hm.cells)} cells, {n_hot} at or above the threshold (outlined) become rules", fontsize=10
+    )
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
