@@ -13,11 +13,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# Check the shipped medical rules (and their examples), then scan a draft discharge
-# summary with implausible values. `heatc scan` exits 3 when it rejects something.
+# Build the shipped medical heatmap (WASM module, CUDA tables, token table, manifest in
+# build/medical), then scan a draft discharge summary with implausible values with it.
+# `heatc scan` exits 3 when it rejects something.
 demo: $(STAMP)
-	$(BIN)/heatc check examples/medical.heat
-	$(BIN)/heatc scan examples/medical.heat examples/texts/discharge_summary_errors.txt || [ $$? -eq 3 ]
+	$(BIN)/heatc build heatmaps/medical.yaml -o build
+	$(BIN)/heatc scan build/medical examples/texts/discharge_summary_errors.txt || [ $$? -eq 3 ]
 
 test: $(STAMP)
 	$(BIN)/ruff check .
@@ -33,6 +34,7 @@ test-long: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/run.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/build_time.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .ruff_cache

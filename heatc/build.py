@@ -116,15 +116,15 @@ def build(path: str | Path, out_root: str | Path = "build", tokenizer: TokenTabl
     # Paths in the artifacts are relative to the heatmap, so a build does not depend on
     # where the checkout lives.
     base = path.parent
-    portable = ir.from_json(ir.to_json(program))
-    portable.source = _relative(path, base)
-    for x in portable.expects:
-        x.path = _relative(Path(x.path), base) if x.path else portable.source
+    portable = ir.to_plain(program)
+    portable["source"] = _relative(path, base)
+    for x in portable["expects"]:
+        x["path"] = _relative(Path(x["path"]), base) if x["path"] else portable["source"]
     artifacts = {
         "module.wasm": module.wasm,
         "tokens.bin": table_bytes(table),
         "rules.hct": hct_bytes(program, packed.blob, packed.offsets, (l2_end, device_end)),
-        "program.json": (ir.to_json(portable, indent=1) + "\n").encode(),
+        "program.json": (json.dumps(portable, ensure_ascii=False, separators=(",", ":")) + "\n").encode(),
     }
     inputs = [{"role": "heatmap", "path": _relative(path, base), "sha256": _sha(path.read_bytes())}]
     inputs += [{"role": "rules", "path": _relative(p, base), "sha256": _sha(p.read_bytes())} for p in hm.rule_files]

@@ -235,7 +235,7 @@ def load_heatmap(path: str | Path) -> Heatmap:
         raise HeatError(Diagnostic(str(path), 0, 0, f"the heatmap is not valid UTF-8 (byte {e.start})")) from None
     r = _Reader(path, text)
     try:
-        root = yaml.compose(text)
+        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)

@@ -13,7 +13,7 @@ Public surface: the dataclasses, `IR_VERSION`, token-code constants, `state_layo
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 
 IR_VERSION = 1
 MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
@@ -223,11 +223,11 @@ class StateLayout:
     fields: list[StateField]
     size: int
 
+    def __post_init__(self) -> None:
+        self._by_name = {f.name: f for f in self.fields}
+
     def field(self, name: str) -> StateField:
-        for f in self.fields:
-            if f.name == name:
-                return f
-        raise KeyError(name)
+        return self._by_name[name]
 
 
 def state_layout(p: Program) -> StateLayout:
@@ -235,7 +235,15 @@ def state_layout(p: Program) -> StateLayout:
 
     Every backend stores a sequence in exactly this many bytes; the reference interpreter
     serialises to it (`Machine.state_bytes`) and the tests restore from it mid-stream.
+    Computed once per Program (a compiled Program is not changed afterwards).
     """
+    cached = p.__dict__.get("_state_layout")
+    if cached is None:
+        cached = p.__dict__["_state_layout"] = _compute_layout(p)
+    return cached
+
+
+def _compute_layout(p: Program) -> StateLayout:
     fields: list[StateField] = []
     offset = 0
 
@@ -300,8 +308,20 @@ def state_layout(p: Program) -> StateLayout:
 # --- serialisation ---------------------------------------------------------------------
 
 
+def to_plain(obj):
+    """A Program (or any IR part) as plain dicts and lists. Unlike dataclasses.asdict it does
+    not deep-copy every leaf, which matters for programs with thousands of rules."""
+    if is_dataclass(obj):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, list):
+        if obj and isinstance(obj[0], (int, float, str)):
+            return list(obj)
+        return [to_plain(x) for x in obj]
+    return obj
+
+
 def to_json(p: Program, indent: int | None = None) -> str:
-    return json.dumps(asdict(p), ensure_ascii=False, indent=indent, sort_keys=False)
+    return json.dumps(to_plain(p), ensure_ascii=False, indent=indent, sort_keys=False)
 
 
 class IRVersionError(ValueError):

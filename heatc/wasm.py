@@ -50,7 +50,7 @@ def _template() -> jinja2.Template:
 
 
 def _wat_bytes(data: bytes) -> str:
-    return "".join(f"\\{b:02x}" for b in data)
+    return "\\" + data.hex("\\") if data else ""
 
 
 def _layout_consts(program: ir.Program) -> tuple[dict[str, int], int]:
