@@ -251,6 +251,144 @@ def test_cmd(
     raise typer.Exit(1 if failed else 0)
 
 
+@app.command()
+def learn(
+    corpus: Annotated[
+        list[Path],
+        typer.Option(
+            "--corpus", "-c", help="Corpus files or folders (.txt .md .json .jsonl, .gz, .tar.gz); repeat for more."
+        ),
+    ],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="The heatmap to write (.yaml); the student goes beside it.")
+    ],
+    teacher: Annotated[
+        Path | None,
+        typer.Option(
+            "--teacher", help="A local Hugging Face encoder or causal-LM folder (default: the embedded MiniLM)."
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="The heatmap's name (default: the output file's stem).")
+    ] = None,
+    title: Annotated[str | None, typer.Option("--title", help="The heatmap's title.")] = None,
+    rules: Annotated[
+        list[Path] | None, typer.Option("--rules", help="Hand-written rule files to merge in; repeat for more.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for sampling and the teacher's random probes.")] = 0,
+    device: Annotated[str, typer.Option("--device", help="torch device for the teacher (cpu, cuda, cuda:1).")] = "cpu",
+    epsilon: Annotated[
+        float, typer.Option("--epsilon", help="Perturbation radius, relative to each token's input-embedding norm.")
+    ] = 0.05,
+    label_sentences: Annotated[
+        int, typer.Option("--label-sentences", help="Random sentences the teacher labels for the student.")
+    ] = 1500,
+    probe_sentences: Annotated[
+        int, typer.Option("--probe-sentences", help="At most this many sentences probed for pair coupling.")
+    ] = 3000,
+    discovery_sentences: Annotated[
+        int, typer.Option("--discovery-sentences", help="Sentences read to learn keywords and candidate cells.")
+    ] = 60000,
+    min_support: Annotated[int, typer.Option("--min-support", help="Corpus occurrences a cell needs.")] = 20,
+    sensitivity: Annotated[
+        float, typer.Option("--sensitivity", help="The heatmap's threshold: cells scoring at least this become rules.")
+    ] = 0.75,
+    epochs: Annotated[int, typer.Option("--epochs", help="Student training epochs.")] = 8,
+    student: Annotated[
+        bool, typer.Option("--student/--no-student", help="Train and export the student detector.")
+    ] = True,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Discard the previous run's work (OUTPUT.learn/) instead of resuming it.")
+    ] = False,
+) -> None:
+    """Learn a heatmap from a corpus with a frozen teacher model (runs under torchrun too)."""
+    import os
+
+    try:
+        from .learn.pipeline import LearnConfig
+        from .learn.pipeline import learn as run_learn
+    except ModuleNotFoundError as missing:
+        raise _fail(f"heatc learn needs {missing.name!r}: pip install 'heatc[learn]'") from None
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+    rank = int(os.environ.get("RANK", "0"))
+    config = LearnConfig(
+        corpus=corpus, output=output, name=name, title=title, teacher=teacher, device=device, seed=seed,
+        epsilon=epsilon, label_sentences=label_sentences, max_probe_sentences=probe_sentences,
+        min_support=min_support, sensitivity=sensitivity, discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,
+    )  # fmt: skip
+    try:
+        with _LearnProgress(rank == 0 and sys.stderr.isatty(), rank == 0) as progress:
+            summary = run_learn(
+                config,
+                fresh=fresh,
+                progress=progress,
+                log=(lambda m: out.print(escape(m))) if rank == 0 else (lambda m: None),
+            )
+    except HeatError as e:
+        raise _fail(e.render()) from None
+    finally:
+        if distributed:
+            dist.destroy_process_group()
+    if rank == 0:
+        m = summary["metrics"]
+        out.print(
+            f"{output}: {summary['cells']} cells, {summary['hot_cells']} at or above {sensitivity}; "
+            f"student AUC {m.get('student_auc', 'n/a')} (IDF {m.get('idf_auc', 'n/a')}, random {m.get('random_auc', 'n/a')}); "
+            f"teacher {summary['label_seconds']} s, total {summary['seconds']} s"
+        )
+
+
+class _LearnProgress:
+    """Rich progress bars, one per stage, on an interactive terminal; plain lines otherwise."""
+
+    def __init__(self, live: bool, report: bool = True):
+        self.live = live
+        self.report = report  # only rank 0 of a distributed run reports
+        self.tasks: dict[str, int] = {}
+        self.bar = None
+
+    def __enter__(self):
+        if self.live:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(
+                TextColumn("{task.description:>16}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+            )
+            self.bar.start()
+        return self.update
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        if not self.report:
+            return
+        if self.bar is None:
+            if done == total:
+                sys.stderr.write(f"heatc learn: {stage}: {done}/{total}\n")
+            return
+        if stage not in self.tasks:
+            self.tasks[stage] = self.bar.add_task(stage, total=total)
+        self.bar.update(self.tasks[stage], completed=done, total=total)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
 def _documents(data: bytes, lines: bool) -> list[bytes]:
     if not lines:
         return [data]

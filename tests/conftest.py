@@ -3,6 +3,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -59,3 +60,26 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             "wasm-validate: NOT RUN — install Debian's wabt (.ci/run does) to validate every module"
         )
+
+
+@pytest.fixture(scope="session")
+def tiny_causal_lm(tmp_path_factory):
+    """A tiny randomly initialised GPT-2 with the MiniLM tokenizer, built here and offline, to
+    exercise `heatc learn --teacher PATH` with a causal LM."""
+    import json
+
+    torch = pytest.importorskip("torch", reason="needs torch (pip install 'heatc[learn]')")
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from heatc.learn.teacher import minilm_dir
+
+    directory = tmp_path_factory.mktemp("tiny-gpt2")
+    torch.manual_seed(0)
+    src = minilm_dir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (src / name).exists():
+            shutil.copy(src / name, directory / name)
+    vocab = json.loads((src / "config.json").read_text())["vocab_size"]
+    config = GPT2Config(vocab_size=vocab, n_positions=128, n_embd=32, n_layer=2, n_head=2)
+    GPT2LMHeadModel(config).save_pretrained(directory)
+    return directory

@@ -1,0 +1,456 @@
+"""Aggregation: lexeme pairs and pair couplings → heatmap cells → `heatmap.yaml`.
+
+A *cell* is a keyword category, a value (number or percent) and optionally the unit right
+after it — `glucose … 162 mg/dL` — or a value and its unit alone (`500 mg`). Per cell:
+
+- **support and value statistics** come from the whole corpus, by compiling every
+  candidate cell into a rule without requirements and scanning every document with the WASM
+  backend: the values are exactly those the lowered rule will capture;
+- **score** comes from the teacher: for each probed occurrence, the pair coupling of the
+  value with the cell's keyword (and unit), divided by the value's mean coupling with all
+  lexemes of the sentence; the cell's strength is the median over its probed occurrences
+  (geometric mean of keyword and unit coupling when it has both), and its score is the
+  percentile of that strength among all (value, lexeme) couplings seen — 0.5 is an ordinary
+  neighbour, 0.9 is coupled more strongly than 90 % of them;
+- **consistency**: when the cell recurs within documents and its value nearly always
+  repeats there, a `consistent` cell joins the `range` cell.
+
+Public surface: `CellKey`, `occurrences`, `candidate_cells`, `stats_rules`,
+`collect_values`, `ProbeRecord`, `Couplings`, `cell_table`, `heatmap_document`,
+`write_heatmap`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..backends import wasm_checker
+from ..heatmap import HEATMAP_VERSION
+from ..printer import format_number
+from .lexemes import Lexicon, SentenceLexemes
+
+KEY_GROUPS = frozenset({"keyword", "constraint", "date", "article", "currency"})
+DEFAULT_GAP = 3
+
+
+@dataclass(frozen=True, order=True)
+class CellKey:
+    keyword: str  # a category; "" for a value-and-unit cell
+    value: str  # number | percent
+    unit: str  # a unit category; "" when none
+    check: str = "range"  # range | consistent
+
+    @property
+    def name(self) -> str:
+        """`glucose_value`, `glucose_mg_dl`, `hba1c_percent`, `mg_amount`, `payment_days_consistent`."""
+        if not self.keyword:
+            return f"{self.unit}_amount" if self.value == "number" else f"percent_{self.unit}"
+        tail = self.unit or ("percent" if self.value == "percent" else "value")
+        return f"{self.keyword}_{tail}" + ("_consistent" if self.check == "consistent" else "")
+
+    @property
+    def gap(self) -> int:
+        return WIDE_GAP if self.check == "consistent" else DEFAULT_GAP
+
+    def pattern(self) -> str:
+        """The rule pattern `heatc lower` writes for this cell (docs/heatmap.md)."""
+        if not self.keyword:
+            return f"v:{self.value} {self.unit}"
+        if self.check == "consistent":
+            return f"k:{self.keyword} ..{self.gap} v:{self.value} ..1 {self.unit}"
+        return f"{self.keyword} ..{self.gap} v:{self.value}" + (f" {self.unit}" if self.unit else "")
+
+
+WIDE_GAP = 8  # how far a term's keyword may stand from its value: "payment is due within thirty (30) days"
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    value: int  # lexeme index of the number or percent
+    keyword: int | None  # lexeme index of the keyword before it, within the gap
+    unit: int | None  # lexeme index of the unit right after it
+    term_keyword: int | None  # the keyword of a term (value + unit, maybe in parentheses) within WIDE_GAP
+    term_unit: int | None
+    keys: tuple[CellKey, ...]
+
+
+def _unit(s: SentenceLexemes, groups: dict[str, str], j: int) -> bool:
+    return 0 <= j < len(s.lexemes) and groups.get(s.categories[j] or "") == "unit"
+
+
+def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
+    """Every value lexeme of the sentence with what the rules would pair it with: the
+    nearest keyword-like category at most 3 lexemes before it (the search stops at other
+    values and at units, sentence ends and other structure) and the unit right after it;
+    and, for terms — a value with a unit at most one lexeme later, as in "thirty (30) days" —
+    the nearest keyword at most 8 lexemes before it, looking past constraint words."""
+    out = []
+    for i in range(len(s.lexemes)):
+        if not s.is_value(i):
+            continue
+        value = s.value_category(i)
+        keyword = term_keyword = None
+        for j in range(i - 1, max(-1, i - DEFAULT_GAP - 2), -1):
+            if s.is_value(j):
+                break
+            cat = s.categories[j]
+            if cat is not None:
+                if groups.get(cat) in KEY_GROUPS:
+                    keyword = j
+                break
+        unit = i + 1 if _unit(s, groups, i + 1) else None
+        term_unit = unit if unit is not None else (i + 2 if _unit(s, groups, i + 2) and not s.is_value(i + 1) else None)
+        if term_unit is not None:
+            for j in range(i - 1, max(-1, i - WIDE_GAP - 2), -1):
+                if s.is_value(j):
+                    break
+                cat = s.categories[j]
+                group = groups.get(cat, "") if cat else ""
+                if group in ("", "constraint"):
+                    continue
+                if group == "keyword":
+                    term_keyword = j
+                break
+        keys = []
+        kw = s.categories[keyword] if keyword is not None else ""
+        un = s.categories[unit] if unit is not None else ""
+        if kw:
+            keys.append(CellKey(kw, value, ""))
+            if un:
+                keys.append(CellKey(kw, value, un))
+        if un:
+            keys.append(CellKey("", value, un))
+        if term_keyword is not None:
+            keys.append(CellKey(s.categories[term_keyword], value, s.categories[term_unit], "consistent"))
+        out.append(Occurrence(i, keyword, unit, term_keyword, term_unit, tuple(keys)))
+    return out
+
+
+def candidate_cells(lexed: Iterable[SentenceLexemes], groups: dict[str, str], min_count: int) -> list[CellKey]:
+    counts: Counter[CellKey] = Counter()
+    for s in lexed:
+        for occ in occurrences(s, groups):
+            counts.update(occ.keys)
+    return sorted(k for k, n in counts.items() if n >= min_count)
+
+
+def stats_rules(cells: list[CellKey]) -> str:
+    """One requirement-free rule per cell, `c0`, `c1`, …: its matches are the cell's values."""
+    return "".join(f'rule c{i} "" heat 0.5 {{\n  match {k.pattern()}\n}}\n' for i, k in enumerate(cells))
+
+
+@dataclass
+class CellValues:
+    values: list[float] = field(default_factory=list)
+    per_document: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+
+def collect_values(lexicon: Lexicon, cells: list[CellKey], documents: Iterable[str]) -> dict[CellKey, CellValues]:
+    """Scan every document with the cells compiled into rules (WASM backend)."""
+    program = lexicon.program(stats_rules(cells))
+    checker = wasm_checker(program)
+    out = {k: CellValues() for k in cells}
+    for d, text in enumerate(documents):
+        for e in checker.scan(text).events:
+            if e.kind == "match":
+                v = dict(e.captures)["v"]
+                cell = out[cells[int(e.name[1:])]]
+                cell.values.append(float(v))
+                cell.per_document[d].append(float(v))
+    return out
+
+
+@dataclass
+class ProbeRecord:
+    """The teacher's pair couplings of one value lexeme with every lexeme of its sentence."""
+
+    sentence: str
+    value: int  # lexeme index
+    coupling: list[float | None]  # per lexeme; None: no teacher token (truncated) or itself
+
+
+class Couplings:
+    """Normalised couplings per cell and the pooled distribution their scores are read from."""
+
+    def __init__(self) -> None:
+        self.pooled: list[float] = []
+        self.by_cell: dict[CellKey, list[float]] = defaultdict(list)
+
+    def add(self, s: SentenceLexemes, occ: Occurrence, coupling: list[float | None]) -> None:
+        others = [c for k, c in enumerate(coupling) if k != occ.value and c is not None]
+        mean = sum(others) / len(others) if len(others) >= 2 else 0.0
+        if mean <= 0:
+            return
+        self.pooled.extend(c / mean for c in others)
+
+        def rel(k: int | None) -> float | None:
+            return None if k is None or coupling[k] is None else coupling[k] / mean
+
+        ck, cu = rel(occ.keyword), rel(occ.unit)
+        for key in occ.keys:
+            if key.check == "consistent":
+                tk, tu = rel(occ.term_keyword), rel(occ.term_unit)
+                if tk is not None and tu is not None:
+                    self.by_cell[key].append(math.sqrt(tk * tu))
+            elif key.keyword and key.unit:
+                if ck is not None and cu is not None:
+                    self.by_cell[key].append(math.sqrt(ck * cu))
+            elif key.keyword:
+                if ck is not None:
+                    self.by_cell[key].append(ck)
+            elif cu is not None:
+                self.by_cell[key].append(cu)
+
+    def strength(self, key: CellKey) -> tuple[float, int]:
+        xs = self.by_cell.get(key, [])
+        return (float(np.median(xs)) if xs else 0.0), len(xs)
+
+    def percentile(self, strength: float) -> float:
+        pooled = np.sort(np.asarray(self.pooled))
+        if not len(pooled):
+            return 0.0
+        return float(np.searchsorted(pooled, strength, side="right")) / len(pooled)
+
+
+OUTLIER_FENCE = 3.0  # interquartile ranges, in log10 space
+
+
+def inliers(values: list[float]) -> np.ndarray:
+    """The values without far outliers: outside Tukey fences of 3 IQR, in log space when
+    nearly all values are positive (a stray 0 is then an outlier too). A rule pattern also
+    captures what it was not meant for — a platelet count after "hematocrit", a typo — and a
+    range read from such quantiles would describe nothing."""
+    a = np.asarray(values, dtype=np.float64)
+    if (a > 0).mean() >= 0.95:
+        a = a[a > 0]
+        x = np.log10(a)
+        floor = 0.05
+    else:
+        x, floor = a, 1e-9
+    q1, q3 = np.quantile(x, [0.25, 0.75])
+    spread = max(q3 - q1, floor)
+    return a[(x >= q1 - OUTLIER_FENCE * spread) & (x <= q3 + OUTLIER_FENCE * spread)]
+
+
+def _stats(values: list[float]) -> dict:
+    """n, min and max of every value; the quantiles of the inliers."""
+    a = np.asarray(values, dtype=np.float64)
+    q = np.quantile(inliers(values), [0.01, 0.05, 0.5, 0.95, 0.99])
+    return {
+        "n": len(a), "min": _round(a.min()), "q01": _round(q[0]), "q05": _round(q[1]), "q50": _round(q[2]),
+        "q95": _round(q[3]), "q99": _round(q[4]), "max": _round(a.max()),
+    }  # fmt: skip
+
+
+def _decimal(x: float) -> str:
+    """Plain decimal text, as heatc's lexer reads numbers (no exponent)."""
+    text = f"{x:.6f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def _yaml_float(x: float) -> str:
+    """A float YAML 1.1 reads back as a float (it needs a dot before an exponent)."""
+    text = format_number(x)
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}.0e{exponent}"
+    return text
+
+
+def _round(x: float) -> float:
+    """Six significant figures: the statistics are descriptive, the range is derived later."""
+    return float(f"{float(x):.6g}")
+
+
+def conflicts(cv: CellValues) -> tuple[int, int]:
+    """(values that differ from their document's first value — the matches a `consistent`
+    rule would reject in these clean documents —, documents with two values or more)."""
+    rejected = sum(sum(v != vs[0] for v in vs[1:]) for vs in cv.per_document.values())
+    return rejected, sum(len(vs) >= 2 for vs in cv.per_document.values())
+
+
+@dataclass
+class LearnedCell:
+    key: CellKey
+    score: float
+    strength: float
+    probes: int
+    support: int
+    stats: dict
+    false_alarms: float = 0.0  # consistent cells: rejections per sentence of the clean corpus
+
+
+def cell_table(
+    values: dict[CellKey, CellValues],
+    couplings: Couplings,
+    *,
+    min_support: int,
+    min_probes: int,
+    sentences: int,
+    alarm_budget: float = 0.005,
+    min_documents: int = 5,
+) -> list[LearnedCell]:
+    """Every cell with enough corpus support and teacher evidence, highest score first.
+
+    A `consistent` cell rejects a document's value that differs from its first one; in a
+    clean corpus every such rejection is a false alarm. Consistency cells are taken in score
+    order while their false alarms together stay within `alarm_budget` per sentence of the
+    corpus, and each needs `min_documents` documents that state its term twice."""
+    out, alarms = [], 0.0
+    ranked = []
+    for key, cv in values.items():
+        if len(cv.values) < min_support:
+            continue
+        strength, n = couplings.strength(key)
+        if n < min_probes:
+            continue
+        ranked.append((round(couplings.percentile(strength), 4), key, strength, n, cv))
+    ranked.sort(key=lambda r: (-r[0], r[1]))
+    for score, key, strength, n, cv in ranked:
+        rate = 0.0
+        if key.check == "consistent":
+            rejected, documents = conflicts(cv)
+            rate = rejected / max(sentences, 1)
+            if documents < min_documents or alarms + rate > alarm_budget:
+                continue
+            alarms += rate
+        out.append(LearnedCell(key, score, round(strength, 4), n, len(cv.values), _stats(cv.values), rate))
+    return out
+
+
+def heatmap_document(
+    *,
+    name: str,
+    title: str,
+    lexicon: Lexicon,
+    cells: list[LearnedCell],
+    provenance: dict,
+    sensitivity: float,
+    rule_files: list[str],
+    tokenizer: dict,
+) -> dict:
+    """The heatmap (format 1) as a plain document, categories limited to those it uses."""
+    used = {"sentence_end", "abbreviation"}
+    for c in cells:
+        used.update(x for x in (c.key.keyword, c.key.unit) if x)
+    categories = {}
+    for cat in lexicon.categories:
+        if cat.name in used:
+            entry: dict = {"kind": cat.kind, "literals": list(cat.literals)}
+            if cat.exact:
+                entry["exact"] = True
+            categories[cat.name] = entry
+    taken: set[str] = set()
+    cell_docs = []
+    literal = {c.name: c.literals[0] for c in lexicon.categories}
+    expects = []
+    for c in cells:
+        base = c.key.name
+        rule, k = base, 2
+        while rule in taken:
+            rule, k = f"{base}_{k}", k + 1
+        taken.add(rule)
+        if c.key.keyword:
+            doc: dict = {"name": rule, "pair": [c.key.keyword, c.key.value]}
+            if c.key.unit:
+                doc["unit"] = c.key.unit
+            doc["gap"] = c.key.gap
+        else:
+            doc = {"name": rule, "pair": [c.key.value, c.key.unit]}
+        doc.update(score=c.score, support=c.support, stats=c.stats)
+        if c.key.check != "range":
+            doc["check"] = c.key.check
+        doc["description"] = (
+            f"learned: coupling {c.strength:g}× the mean over {c.probes} probed occurrences; "
+            f"values {_decimal(c.stats['q01'])}–{_decimal(c.stats['q99'])} (1st–99th percentile)"
+        )
+        if c.key.check == "consistent":
+            doc["description"] += (
+                f"; {c.false_alarms * 100:.2g} % of the corpus's sentences disagree with an earlier value"
+            )
+        cell_docs.append(doc)
+        if c.key.check == "range" and c.score >= sensitivity and len(expects) < 12:
+            expects.extend(_expects_for(c, rule, literal))
+    return {
+        "heatmap": HEATMAP_VERSION,
+        "name": name,
+        "title": title,
+        "provenance": provenance,
+        "options": {"chinese_numbers": lexicon.chinese_numbers},
+        "tokenizer": tokenizer,
+        "thresholds": {"sensitivity": sensitivity},
+        "targets": ["wasm", "cuda"],
+        "categories": categories,
+        "triggers": {"at": ["sentence_end"], "barrier": ["sentence_end"]},
+        "cells": cell_docs,
+        "rules": rule_files,
+        "expects": expects,
+    }
+
+
+def _expects_for(c: LearnedCell, rule: str, literal: dict[str, str]) -> list[dict]:
+    """A typical value passes and one a thousand times the largest seen is rejected."""
+    typical = c.stats["q50"]
+    wild = float(f"{max(abs(c.stats['max']), 1.0) * 1000:.3g}")
+
+    def text(v: float) -> str:
+        kw = f"{literal[c.key.keyword]} " if c.key.keyword else ""
+        number = _decimal(v) + ("%" if c.key.value == "percent" else "")
+        unit = f" {literal[c.key.unit]}" if c.key.unit else ""
+        return f"{kw}{number}{unit}."
+
+    return [{"text": text(typical), "passes": [rule]}, {"text": text(wild), "rejects": [rule]}]
+
+
+# --- YAML ------------------------------------------------------------------------------
+
+
+def _flow(value) -> str:
+    """A YAML flow value; JSON scalars are valid YAML and keep Chinese text readable."""
+    import json
+
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, float):
+        return _yaml_float(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def dump_heatmap(doc: dict, header: str = "") -> str:
+    lines = [f"# {x}" if x else "#" for x in header.splitlines()]
+    for key, value in doc.items():
+        if isinstance(value, dict) and value and key in ("provenance", "categories"):
+            lines.append(f"{key}:")
+            lines.extend(f"  {k}: {_flow(v)}" for k, v in value.items())
+        elif isinstance(value, list) and value and key in ("cells", "expects"):
+            lines.append(f"{key}:")
+            lines.extend(f"  - {_flow(v)}" for v in value)
+        else:
+            lines.append(f"{key}: {_flow(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def write_heatmap(path: str | Path, doc: dict, header: str = "") -> None:
+    """Write atomically: a killed run never leaves half a heatmap."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(dump_heatmap(doc, header))
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -1,0 +1,307 @@
+"""Lexical categories for learning, and the lexemes of a sentence aligned to teacher tokens.
+
+Learning sees text the way compiled rules will: through heatc's own lexer (numbers,
+percents, words, literals), not the teacher's subword tokens. A built-in seed lexicon names
+the categories every domain shares — units, constraint words, dates and quarters, article
+references, currencies, sentence ends — and `discover_keywords` learns the domain's own
+keywords: the words and two-word phrases that most often stand just before a number.
+
+Public surface: `SEED_CATEGORIES`, `Category`, `Lexicon`, `discover_keywords`,
+`SentenceLexemes`, `align`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .. import ir
+from ..compile import compile_source
+from ..parse import RESERVED_WORDS
+from ..printer import format_string
+from ..reference import Lexeme, lex
+
+
+@dataclass(frozen=True)
+class Category:
+    name: str
+    kind: str  # unit | keyword | constraint | punct | other (the rule language's class kinds)
+    group: str  # unit | constraint | date | article | currency | keyword | structure
+    literals: tuple[str, ...]
+    exact: bool = False
+
+
+def _c(name: str, kind: str, group: str, *literals: str, exact: bool = False) -> Category:
+    return Category(name, kind, group, tuple(literals), exact)
+
+
+# Shared by every domain. Units are grouped by quantity so that a swapped unit is a different
+# category. English and Chinese; Chinese units matter to the rules even though the default
+# teacher cannot read them.
+# fmt: off
+SEED_CATEGORIES: tuple[Category, ...] = (
+    _c("sentence_end", "punct", "structure", ".", "。", ";", "；", "!", "！", "?", "？"),
+    _c("abbreviation", "other", "structure", "e.g.", "i.e.", "Dr.", "vs.", "approx.", "No.", "Inc.", "Ltd.", "Co.", "Corp."),
+    # medical units
+    _c("mg_dl", "unit", "unit", "mg/dL", "mg per dL", "milligrams per deciliter", "毫克/分升"),
+    _c("mmol_l", "unit", "unit", "mmol/L", "mmol per liter", "millimoles per liter", "毫摩尔/升"),
+    _c("meq_l", "unit", "unit", "mEq/L", "meq per liter"),
+    _c("g_dl", "unit", "unit", "g/dL", "gm/dL", "grams per deciliter"),
+    _c("g_l", "unit", "unit", "g/L", "克/升"),
+    _c("u_l", "unit", "unit", "U/L", "IU/L", "units/L"),
+    _c("mg_kg", "unit", "unit", "mg/kg", "mg per kg"),
+    _c("mcg_kg", "unit", "unit", "mcg/kg", "mcg/kg/min", "mcg per kg"),
+    _c("mg", "unit", "unit", "mg", "mgs", "milligram", "milligrams", "毫克"),
+    _c("mcg", "unit", "unit", "mcg", "µg", "μg", "microgram", "micrograms", "微克"),
+    _c("grams", "unit", "unit", "g", "gm", "gram", "grams", "克"),
+    _c("kg", "unit", "unit", "kg", "kilogram", "kilograms", "公斤", "千克"),
+    _c("pounds", "unit", "unit", "lb", "lbs", "pound", "pounds"),
+    _c("ml", "unit", "unit", "mL", "cc", "milliliter", "milliliters", "毫升"),
+    _c("liters", "unit", "unit", "liter", "liters", "litre", "litres", "升"),
+    _c("mm_hg", "unit", "unit", "mmHg", "mm Hg", "毫米汞柱"),
+    _c("bpm", "unit", "unit", "bpm", "beats per minute", "beats/min"),
+    _c("per_minute", "unit", "unit", "per minute", "/min", "breaths per minute", "次/分", "次/分钟"),
+    _c("celsius", "unit", "unit", "°C", "℃", "degrees C", "degrees Celsius", "degree Celsius", "摄氏度"),
+    _c("fahrenheit", "unit", "unit", "°F", "degrees F", "degrees Fahrenheit"),
+    _c("degrees", "unit", "unit", "degrees", "degree"),
+    _c("cm", "unit", "unit", "cm", "centimeter", "centimeters", "厘米"),
+    _c("mm", "unit", "unit", "mm", "millimeter", "millimeters", "毫米"),
+    _c("units", "unit", "unit", "units", "IU"),
+    # time
+    _c("seconds", "unit", "unit", "seconds", "second", "secs", "sec", "秒"),
+    _c("minutes", "unit", "unit", "minutes", "minute", "mins", "min", "分钟"),
+    _c("hours", "unit", "unit", "hours", "hour", "hrs", "hr", "小时"),
+    _c("days", "unit", "unit", "days", "day", "calendar days", "天", "日"),
+    _c("business_days", "unit", "unit", "business days", "working days", "个工作日", "工作日"),
+    _c("weeks", "unit", "unit", "weeks", "week", "周", "星期"),
+    _c("months", "unit", "unit", "months", "month", "个月"),
+    _c("years", "unit", "unit", "years", "year", "yrs", "周岁", "年"),
+    # money and scale
+    _c("scale_thousand", "unit", "unit", "thousand", "thousands", "千元"),
+    _c("scale_million", "unit", "unit", "million", "millions", "mn"),
+    _c("scale_billion", "unit", "unit", "billion", "billions", "bn"),
+    _c("dollars", "unit", "unit", "dollars", "dollar", "USD"),
+    _c("yuan", "unit", "unit", "元", "万元", "亿元", "RMB"),
+    _c("basis_points", "unit", "unit", "basis points", "bps"),
+    _c("times", "unit", "unit", "times", "倍"),
+    _c("currency", "keyword", "currency", "$", "US$", "€", "£", "¥", "人民币"),
+    # constraint words
+    _c("at_most", "constraint", "constraint", "not exceed", "shall not exceed", "not to exceed", "no more than",
+       "not more than", "at most", "up to", "maximum", "maximum of", "less than", "below", "under", "不超过",
+       "不得超过", "最长", "最高", "以下"),
+    _c("at_least", "constraint", "constraint", "no less than", "not less than", "at least", "minimum", "minimum of",
+       "more than", "greater than", "above", "exceeds", "over", "不低于", "不得低于", "不少于", "至少", "最低", "以上"),
+    _c("within", "constraint", "constraint", "within", "no later than", "prior to", "以内", "之内", "内"),
+    # dates and reporting periods
+    _c("month_name", "keyword", "date", "January", "February", "March", "April", "June", "July", "August",
+       "September", "October", "November", "December", "Jan.", "Feb.", "Mar.", "Apr.", "Aug.", "Sept.", "Sep.", "Oct.",
+       "Nov.", "Dec."),
+    _c("quarter", "keyword", "date", "Q1", "Q2", "Q3", "Q4", "first quarter", "second quarter", "third quarter",
+       "fourth quarter", "quarter", "季度", exact=False),
+    _c("fiscal_year", "keyword", "date", "fiscal year", "fiscal", "FY", "财年", "年度"),
+    # references to articles, sections and exhibits
+    _c("article_ref", "keyword", "article", "Section", "Article", "Clause", "Exhibit", "Schedule", "Appendix",
+       "Paragraph", "§", "第"),
+)
+# fmt: on
+
+# Words that stand before numbers without naming what the number measures.
+STOPWORDS = frozenset(
+    """a an the of to in on at by for with from and or but nor as is are was were be been being am has have had
+    do does did this that these those it its it's he she they we you i his her their our your my me him them us
+    which who whom whose what when where while if then than so such not no nor only also very about approximately
+    around roughly nearly almost just into onto upon per each every any all some both either neither other another
+    same further there here after before since until during between among through over under again once more most
+    less least few many much can could would should will shall may might must up down out off new one two three
+    four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen
+    twenty thirty forty fifty sixty seventy eighty ninety hundred thousand total see page pages table note notes
+    item items number numbers x mr mrs ms dr""".split()
+)
+
+_IDENT = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass
+class Lexicon:
+    """The categories learning sees: the seed lexicon plus learned keywords."""
+
+    categories: list[Category] = field(default_factory=lambda: list(SEED_CATEGORIES))
+    chinese_numbers: bool = True
+
+    def by_name(self) -> dict[str, Category]:
+        return {c.name: c for c in self.categories}
+
+    def source(self) -> str:
+        """The rule-language text that declares every category (no rules)."""
+        lines = ["options { chinese_numbers }"] if self.chinese_numbers else []
+        for c in self.categories:
+            literals = ", ".join(format_string(x) for x in c.literals)
+            lines.append(f"class {c.name} {c.kind} {'exact ' if c.exact else ''}= {literals}")
+        return "\n".join(lines) + "\n"
+
+    def program(self, rules: str = "") -> ir.Program:
+        return compile_source(self.source() + rules, "<learned lexicon>")
+
+    def without_literals(self, literals: Iterable[str]) -> Lexicon:
+        """Drop literals that hand-written rule files declare (a literal belongs to one class)."""
+        drop = {x.lower() for x in literals}
+        kept = []
+        for c in self.categories:
+            lits = tuple(x for x in c.literals if x.lower() not in drop)
+            if lits:
+                kept.append(Category(c.name, c.kind, c.group, lits, c.exact))
+        return Lexicon(kept, self.chinese_numbers)
+
+    def with_keywords(self, phrases: Iterable[str]) -> Lexicon:
+        taken = {c.name for c in self.categories} | set(RESERVED_WORDS) | {"number", "percent"}
+        seen = {lit.lower() for c in self.categories for lit in c.literals}
+        added = []
+        for phrase in phrases:
+            if phrase.lower() in seen:
+                continue
+            seen.add(phrase.lower())
+            base = _IDENT.sub("_", phrase.lower()).strip("_") or "keyword"
+            if base[0].isdigit():
+                base = "kw_" + base
+            name, k = base, 2
+            while name in taken:
+                name, k = f"{base}_{k}", k + 1
+            taken.add(name)
+            added.append(Category(name, "keyword", "keyword", (phrase,)))
+        return Lexicon(self.categories + added, self.chinese_numbers)
+
+
+@dataclass
+class SentenceLexemes:
+    """A sentence's lexemes with their categories (None: a plain word or other-token)."""
+
+    text: str
+    lexemes: list[Lexeme]
+    categories: list[str | None]
+
+    def is_value(self, i: int) -> bool:
+        return self.lexemes[i].code in (ir.TOK_NUMBER, ir.TOK_PERCENT)
+
+    def value_category(self, i: int) -> str:
+        return "percent" if self.lexemes[i].code == ir.TOK_PERCENT else "number"
+
+
+def lex_sentence(program: ir.Program, text: str) -> SentenceLexemes:
+    lexemes = lex(program, text.encode())
+    return SentenceLexemes(text, lexemes, [category_of(program, x.code) for x in lexemes])
+
+
+def category_of(program: ir.Program, code: int) -> str | None:
+    """The category (class) name of a literal token code; None for words, numbers, others."""
+    if code < ir.TOK_LITERAL0:
+        return None
+    return program.classes[program.literals[code - ir.TOK_LITERAL0].class_id].name
+
+
+def _word(x: Lexeme) -> str | None:
+    if x.code != ir.TOK_WORD:
+        return None
+    w = x.raw.decode("utf-8", errors="replace")
+    return w if w.isascii() and w.isalpha() and len(w) > 1 and w.lower() not in STOPWORDS else None
+
+
+def _phrases_ending_at(s: SentenceLexemes, j: int, w: str) -> list[str]:
+    out = [w.lower()]
+    if j > 0 and s.categories[j - 1] is None and s.lexemes[j - 1].end + 1 == s.lexemes[j].start:
+        prev = _word(s.lexemes[j - 1])
+        if prev is not None:
+            out.append(f"{prev.lower()} {w.lower()}")
+    return out
+
+
+def keyword_contexts(
+    s: SentenceLexemes, i: int, groups: dict[str, str], gap: int = 3, term_gap: int = 8
+) -> tuple[list[str], list[str]]:
+    """The plain word (and the two-word phrase ending in it) nearest before value lexeme i,
+    within `gap` lexemes, stopping at sentence ends, other values and categorised lexemes;
+    and, when the value is a term — a unit follows it, maybe after a parenthesis, as in
+    "thirty (30) days" — the nearest one within `term_gap` lexemes, looking past constraint
+    words ("payment is due within thirty (30) days"). Returns (near, term)."""
+    out: list[str] = []
+    terms: list[str] = []
+
+    def group(j: int) -> str | None:
+        cat = s.categories[j] if 0 <= j < len(s.lexemes) else None
+        return groups.get(cat) if cat else None
+
+    for j in range(i - 1, max(-1, i - gap - 2), -1):
+        if s.categories[j] is not None or s.is_value(j):
+            break
+        w = _word(s.lexemes[j])
+        if w is not None:
+            out.extend(_phrases_ending_at(s, j, w))
+            break
+    term = group(i + 1) == "unit" or (group(i + 2) == "unit" and not s.is_value(i + 1))
+    if term:
+        for j in range(i - 1, max(-1, i - term_gap - 2), -1):
+            if s.is_value(j) or (s.categories[j] is not None and group(j) != "constraint"):
+                break
+            w = _word(s.lexemes[j])
+            if w is not None:
+                terms.extend(_phrases_ending_at(s, j, w))
+                break
+    return out, terms
+
+
+def discover_keywords(
+    lexicon: Lexicon, texts: Iterable[str], *, min_support: int = 10, max_keywords: int = 200
+) -> list[tuple[str, int]]:
+    """The phrases that stand before numbers most often: (phrase, count), most frequent first
+    — `max_keywords` of them, and up to a quarter as many more that name terms. A two-word
+    phrase is kept when it accounts for at least half of its last word's count."""
+    program = lexicon.program()
+    groups = {c.name: c.group for c in lexicon.categories}
+    near: Counter[str] = Counter()
+    term: Counter[str] = Counter()
+    for text in texts:
+        s = lex_sentence(program, text)
+        for i in range(len(s.lexemes)):
+            if s.is_value(i):
+                a, b = keyword_contexts(s, i, groups)
+                near.update(a)
+                term.update(b)
+
+    def ranked(counts: Counter[str], limit: int, skip: set[str]) -> list[tuple[str, int]]:
+        out = []
+        for phrase, n in counts.most_common():
+            if n < min_support or len(out) >= limit:
+                break
+            if phrase in skip or (" " in phrase and n * 2 < counts[phrase.split()[-1]]):
+                continue
+            out.append((phrase, n))
+        return out
+
+    first = ranked(near, max_keywords, set())
+    return first + ranked(term, max_keywords // 4, {p for p, _ in first})
+
+
+def align(s: SentenceLexemes, offsets: list[tuple[int, int]]) -> list[list[int]]:
+    """For each lexeme, the teacher token positions whose character spans overlap it."""
+    data = s.text.encode()
+    char_at = _char_offsets(data)
+    spans = [(char_at[x.start], char_at[x.end]) for x in s.lexemes]
+    out: list[list[int]] = [[] for _ in spans]
+    for t, (a, z) in enumerate(offsets):
+        if z <= a:
+            continue
+        for k, (ls, le) in enumerate(spans):
+            if a < le and ls < z:
+                out[k].append(t)
+    return out
+
+
+def _char_offsets(data: bytes) -> list[int]:
+    out, c = [], 0
+    for b in range(len(data)):
+        out.append(c)
+        if b + 1 == len(data) or (data[b + 1] & 0xC0) != 0x80:
+            c += 1
+    out.append(c)
+    return out

