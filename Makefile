@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long bench clean
+.PHONY: demo test test-long bench bench-learn clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/run.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/build_time.py
+
+# The learning benchmarks: student fidelity out of domain, labelling cost against Captum,
+# learned rules against injected corruptions (bench/README.md).
+bench-learn: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/learn_fidelity.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/learn_usefulness.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .ruff_cache

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
 import time
 from pathlib import Path
 
@@ -23,15 +22,9 @@ CORPORA = {
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    from run import machine as describe  # bench/run.py: CPU model, cores, versions
+
+    return describe()
 
 
 def _key(seed: int, text: str) -> bytes:

@@ -53,6 +53,7 @@ def main() -> None:
         tokens[d] = sum(sum(e.mask) for e in labelled[d])
         print(f"  labelled {d}: {len(texts)} sentences, {tokens[d]} tokens in {label_time[d]:.1f} s")
 
+    _number_percentiles(teacher, labelled)
     print("\nFidelity out of domain: mean per-sentence AUC, top 20 % of teacher labels = positives")
     print("(students read a frozen table of teacher-derived token features; 'own emb.' is the")
     print(" transformer with its own trained embedding table instead: unseen words stay random)")
@@ -126,6 +127,29 @@ def main() -> None:
     )
     print(
         f"  teacher labelling is {per_k['Captum IntegratedGradients, n_steps=50'] / teacher_k:.1f}x cheaper than Captum IG (target >= 10x)"
+    )
+
+
+def _number_percentiles(teacher, labelled) -> None:
+    """Where single-token sensitivity puts numbers: the mean within-sentence percentile of
+    tokens that are digits against those that are words (0.5 = average). Pair coupling, not
+    this, is what makes a value hot (docs/learning.md)."""
+    import numpy as np
+
+    digits, words = [], []
+    for examples in labelled.values():
+        for e in examples:
+            idx = [i for i, m in enumerate(e.mask) if m]
+            if len(idx) < 5:
+                continue
+            labels = np.array([e.labels[i] for i in idx])
+            pct = (np.argsort(np.argsort(labels)) + 0.5) / len(idx)
+            for k, i in enumerate(idx):
+                tok = teacher.tokenizer.convert_ids_to_tokens(e.ids[i]).removeprefix("##")
+                (digits if tok.isdigit() else words if tok.isalpha() else []).append(pct[k])
+    print(
+        f"\nsingle-token sensitivity, mean within-sentence percentile: digit tokens {np.mean(digits):.2f}, "
+        f"word tokens {np.mean(words):.2f} ({len(digits)} and {len(words)} tokens)"
     )
 
 

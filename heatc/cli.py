@@ -201,6 +201,7 @@ def show(
     output: Annotated[Path, typer.Option("-o", "--output", help="The picture to write (.png, .svg, .pdf).")] = Path(
         "heatmap.png"
     ),
+    top: Annotated[int, typer.Option("--top", help="Draw at most this many rows and columns, the hottest.")] = 40,
 ) -> None:
     """Draw a heatmap: categories on both axes, hot cells outlined, the threshold marked."""
     from .heatmap import load_heatmap
@@ -214,7 +215,7 @@ def show(
         import matplotlib  # noqa: F401
     except ModuleNotFoundError:
         raise _fail("heatc show needs matplotlib: pip install 'heatc[compiler]'") from None
-    sys.stdout.write(f"{render(hm, output)}\n")
+    sys.stdout.write(f"{render(hm, output, top)}\n")
 
 
 @app.command("test")

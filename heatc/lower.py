@@ -29,8 +29,12 @@ def _round_out(x: float, up: bool) -> float:
     """Round outwards to 3 significant figures, so the range reads well and never shrinks."""
     if x == 0 or not math.isfinite(x):
         return x
-    scale = 10 ** (math.floor(math.log10(abs(x))) - 2)
-    return (math.ceil(x / scale) if up else math.floor(x / scale)) * scale
+    exponent = math.floor(math.log10(abs(x))) - 2
+    q = x / 10**exponent
+    if abs(q - round(q)) < 1e-9 * abs(q):  # 40.9 / 0.1 is 408.99999999999994 in binary
+        q = round(q)
+    digits = math.ceil(q) if up else math.floor(q)
+    return float(f"{digits}e{exponent}")  # the decimal itself, not digits × a rounded power of ten
 
 
 def margin_range(stats: Stats, spread: float, factor: float) -> tuple[float, float]:

@@ -12,7 +12,9 @@ from pathlib import Path
 from .heatmap import Heatmap
 
 
-def render(hm: Heatmap, out: Path) -> Path:
+def render(hm: Heatmap, out: Path, top: int = 40) -> Path:
+    """Draw the `top` rows and columns with the highest scores (a learned heatmap has hundreds
+    of keywords; the title says how many are left out)."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed
@@ -23,10 +25,18 @@ def render(hm: Heatmap, out: Path) -> Path:
     def column(c) -> str:
         return f"{c.pair[1]} + {c.unit}" if c.unit else c.pair[1]
 
-    rows = sorted({c.pair[0] for c in hm.cells})
-    cols = sorted({column(c) for c in hm.cells}, key=lambda x: (x.split(" + ")[0], x))
-    grid = np.full((len(rows), len(cols)), np.nan)
+    best: dict[str, float] = {}
     for c in hm.cells:
+        best[c.pair[0]] = max(best.get(c.pair[0], 0.0), c.score)
+    rows = sorted(sorted(best, key=lambda r: (-best[r], r))[:top])
+    best_col: dict[str, float] = {}
+    for c in hm.cells:
+        if c.pair[0] in rows:
+            best_col[column(c)] = max(best_col.get(column(c), 0.0), c.score)
+    cols = sorted(sorted(best_col, key=lambda x: (-best_col[x], x))[:top], key=lambda x: (x.split(" + ")[0], x))
+    shown = [c for c in hm.cells if c.pair[0] in rows and column(c) in cols]
+    grid = np.full((len(rows), len(cols)), np.nan)
+    for c in shown:
         i, j = rows.index(c.pair[0]), cols.index(column(c))
         grid[i, j] = c.score if np.isnan(grid[i, j]) else max(grid[i, j], c.score)
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(cols) + 3), max(4, 0.45 * len(rows) + 2)), dpi=110)
@@ -56,9 +66,10 @@ def render(hm: Heatmap, out: Path) -> Path:
     bar.ax.set_yticks(sorted({0.0, 0.25, 0.5, 1.0, hm.sensitivity}))
     bar.ax.set_yticklabels([f"threshold {t:g}" if t == hm.sensitivity else f"{t:g}" for t in bar.ax.get_yticks()])
     n_hot = sum(1 for c in hm.cells if c.score >= hm.sensitivity)
-    ax.set_title(
-        f"{hm.name}: {len(hm.cells)} cells, {n_hot} at or above the threshold (outlined) become rules", fontsize=10
-    )
+    title = f"{hm.name}: {len(hm.cells)} cells, {n_hot} at or above the threshold (outlined) become rules"
+    if len(shown) < len(hm.cells):
+        title += f"\nshowing {len(shown)} cells: the {len(rows)} rows and {len(cols)} columns with the highest scores"
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

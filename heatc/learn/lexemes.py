@@ -165,6 +165,8 @@ class Lexicon:
             base = _IDENT.sub("_", phrase.lower()).strip("_") or "keyword"
             if base[0].isdigit():
                 base = "kw_" + base
+            if base in RESERVED_WORDS or base in ("number", "percent"):
+                base += "_kw"  # "consistent", "lock", "number": words the rule language reserves
             name, k = base, 2
             while name in taken:
                 name, k = f"{base}_{k}", k + 1

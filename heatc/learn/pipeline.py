@@ -73,6 +73,7 @@ class LearnConfig:
                 "chunk_size", "heldout", "rules")  # fmt: skip
         d = {k: str(getattr(self, k)) for k in keys}
         d["corpus"] = [str(Path(x).resolve()) for x in self.corpus]
+        d["rules"] = [hashlib.sha256(Path(r).read_bytes()).hexdigest() for r in self.rules if Path(r).is_file()]
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -346,8 +347,13 @@ def aggregate(
     kept = []
     for c in cells:
         cv = recount[c.key]
-        if len(cv.values) >= config.min_support:
-            kept.append(dataclasses.replace(c, support=len(cv.values), stats=agg._stats(cv.values)))
+        if len(cv.values) < config.min_support:
+            continue
+        stats = agg._stats(cv.values)
+        rate = agg.rejected_share(stats, cv.values) if c.key.check == "range" else c.false_alarms
+        if c.key.check == "range" and rate > agg.MAX_REJECTED:
+            continue
+        kept.append(dataclasses.replace(c, support=len(cv.values), stats=stats, false_alarms=rate))
     pooled = np.asarray(couplings.pooled)
     summary = {
         "probed_values": sum(len(r["probes"]) for r in records),
@@ -461,6 +467,7 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = _qui
     started = time.perf_counter()
     documents = read_corpus(config.corpus)  # bad input fails before anything is written
     rule_file_literals(config.rules)
+    teacher = load_teacher(config.teacher, config.device)
     work = _work_dir(config, fresh)
     plan_file = work / "plan.json.gz"
     if rank == 0 and not plan_file.exists():
@@ -471,11 +478,15 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = _qui
     _barrier()
     with gzip.open(plan_file, "rt", encoding="utf-8") as f:
         p = Plan.from_json(json.load(f))
+    names = {c.name for c in _lexicon(p).categories}
+    if any(x and x not in names for k in p.candidates for x in (k.keyword, k.unit)):
+        raise HeatError(
+            Diagnostic(str(work), 0, 0, "was written by another version of heatc learn; rerun with --fresh")
+        )
     log(
         f"corpus: {p.documents} documents, {p.sentences} sentences; {len(p.keywords)} keywords, "
         f"{len(p.candidates)} candidate cells; the teacher reads {len(p.teacher_sentences)} sentences"
     )
-    teacher = load_teacher(config.teacher, config.device)
     t0 = time.perf_counter()
     label(config, p, teacher, work, progress)
     label_seconds = time.perf_counter() - t0

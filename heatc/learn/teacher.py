@@ -135,6 +135,14 @@ def load_teacher(path: str | Path | None = None, device: str = "cpu") -> Teacher
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise HeatError(
+            Diagnostic("--device", 0, 0, f"not a torch device: {device!r} (cpu, cuda, cuda:1, mps)")
+        ) from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise HeatError(Diagnostic("--device", 0, 0, f"{device}: no CUDA device here (torch {torch.__version__})"))
     directory = minilm_dir() if path is None else Path(path)
     if not (directory / "config.json").is_file():
         raise HeatError(Diagnostic(str(directory), 0, 0, "not a Hugging Face model directory (no config.json)"))
