@@ -339,21 +339,24 @@ def aggregate(
     cells = cells[: config.max_cells]
     # The heatmap declares only the categories its cells use, and that changes how some
     # text lexes ("blood pressure" may no longer be one lexeme): recount with that lexicon,
-    # so the statistics are what the lowered rules will see.
-    used = {x for c in cells for x in (c.key.keyword, c.key.unit) if x} | {"sentence_end", "abbreviation"}
-    final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
-    keys = sorted({c.key for c in cells})
-    recount = agg.collect_values(final, keys, texts)
-    kept = []
-    for c in cells:
-        cv = recount[c.key]
-        if len(cv.values) < config.min_support:
-            continue
-        stats = agg._stats(cv.values)
-        rate = agg.rejected_share(stats, cv.values) if c.key.check == "range" else c.false_alarms
-        if c.key.check == "range" and rate > agg.MAX_REJECTED:
-            continue
-        kept.append(dataclasses.replace(c, support=len(cv.values), stats=stats, false_alarms=rate))
+    # so the statistics are what the lowered rules will see — again if a cell drops out.
+    while True:
+        used = {x for c in cells for x in (c.key.keyword, c.key.unit) if x} | {"sentence_end", "abbreviation"}
+        final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
+        recount = agg.collect_values(final, sorted({c.key for c in cells}), texts)
+        kept = []
+        for c in cells:
+            cv = recount[c.key]
+            if len(cv.values) < config.min_support:
+                continue
+            stats = agg._stats(cv.values)
+            rate = agg.rejected_share(stats, cv.values) if c.key.check == "range" else c.false_alarms
+            if c.key.check == "range" and rate > agg.MAX_REJECTED:
+                continue
+            kept.append(dataclasses.replace(c, support=len(cv.values), stats=stats, false_alarms=rate))
+        if len(kept) == len(cells):
+            break
+        cells = kept
     pooled = np.asarray(couplings.pooled)
     summary = {
         "probed_values": sum(len(r["probes"]) for r in records),
