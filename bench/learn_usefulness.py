@@ -15,7 +15,9 @@ half, sentence by sentence within each document:
   - *term changed*: a payment term ("… payment … within thirty (30) days") that the
     document states again elsewhere changed in one place (legal).
 
-Target: recall >= 0.8 with at most 2 % of clean sentences flagged. The learned heatmaps are
+Target: recall >= 0.8 with at most 2 % of clean sentences flagged. Each domain is learned
+with several `--alarm-budget` values (the clean-corpus rejections the learner may spend per
+sentence), which trades recall against flagged clean sentences. The learned heatmaps are
 kept in bench/.work/ (a rerun resumes heatc learn's work there; delete it to start over).
 """
 
@@ -55,7 +57,7 @@ TERM = re.compile(
 )
 
 
-def learn_heatmap(domain: str, docs, args) -> Path:
+def learn_heatmap(domain: str, docs, args, alarm_budget: float) -> Path:
     from heatc.learn.pipeline import LearnConfig, learn
 
     folder = WORK / domain
@@ -65,12 +67,18 @@ def learn_heatmap(domain: str, docs, args) -> Path:
     out = folder / f"{domain}.yaml"
     config = LearnConfig(
         corpus=[corpus], output=out, name=domain, seed=args.seed, label_sentences=args.label_sentences,
-        max_probe_sentences=args.probe_sentences, student=False,
+        max_probe_sentences=args.probe_sentences, student=False, alarm_budget=alarm_budget,
     )  # fmt: skip
     t0 = time.perf_counter()
-    summary = learn(config, log=lambda m: print(f"  {m}"))
+    from heatc.errors import HeatError
+
+    try:
+        summary = learn(config, log=lambda m: print(f"  {m}"))
+    except HeatError:  # the work folder is from other settings or another heatc: start over
+        summary = learn(config, fresh=True, log=lambda m: print(f"  {m}"))
     print(
-        f"  learned {out.relative_to(REPO)}: {summary['cells']} cells, {summary['hot_cells']} hot, {time.perf_counter() - t0:.0f} s"
+        f"  learned {out.relative_to(REPO)} (alarm budget {alarm_budget:g}): {summary['cells']} cells, "
+        f"{summary['hot_cells']} hot, {time.perf_counter() - t0:.0f} s"
     )
     return out
 
@@ -165,19 +173,35 @@ def main() -> None:
     ap.add_argument("--probe-sentences", type=int, default=2000)
     ap.add_argument("--max-per-kind", type=int, default=400, help="corruptions tried per kind and domain")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--alarm-budgets", nargs="+", type=float, default=[0.005, 0.01, 0.02],
+        help="heatc learn --alarm-budget values to learn with (the teacher's work is shared)",
+    )  # fmt: skip
     args = ap.parse_args()
     print(f"machine: {machine()}")
     results = {}
     for domain in args.domains:
         learn_docs, held = split_documents(domain, args.seed)
         print(f"{domain}: {len(learn_docs)} documents to learn from, {len(held)} held out")
-        heatmap = learn_heatmap(domain, learn_docs, args)
-        results[domain] = evaluate(domain, heatmap, held, args.max_per_kind)
+        for budget in args.alarm_budgets:
+            heatmap = learn_heatmap(domain, learn_docs, args, budget)
+            t0 = time.perf_counter()
+            results[domain, budget] = r = evaluate(domain, heatmap, held, args.max_per_kind)
+            print(
+                f"  scanned {r['sentences']} held-out sentences and the corruptions in {time.perf_counter() - t0:.0f} s"
+            )
     print("\nRules lowered from learned heatmaps alone, on held-out documents (target: recall >= 0.8 at <= 2 % FPR)")
-    print(f"{'domain':<9} {'rules':>5} {'clean sentences':>15} {'flagged':>8}   recall (corruptions tried)")
-    for domain, r in results.items():
+    print(
+        f"{'domain':<9} {'budget':>6} {'rules':>5} {'clean sentences':>15} {'flagged':>8} {'recall':>7}"
+        "   per corruption (tried)"
+    )
+    for (domain, budget), r in results.items():
+        tried = sum(n for _, n in r["recall"].values())
+        pooled = sum(v * n for v, n in r["recall"].values()) / max(tried, 1)
         recall = ", ".join(f"{k} {v:.2f} ({n})" for k, (v, n) in r["recall"].items())
-        print(f"{domain:<9} {r['rules']:>5} {r['sentences']:>15} {r['fpr'] * 100:>7.2f}%   {recall}")
+        print(
+            f"{domain:<9} {budget:>6g} {r['rules']:>5} {r['sentences']:>15} {r['fpr'] * 100:>7.2f}% {pooled:>7.2f}   {recall}"
+        )
 
 
 if __name__ == "__main__":

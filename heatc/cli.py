@@ -279,7 +279,10 @@ def learn(
     seed: Annotated[int, typer.Option("--seed", help="Seed for sampling and the teacher's random probes.")] = 0,
     device: Annotated[str, typer.Option("--device", help="torch device for the teacher (cpu, cuda, cuda:1).")] = "cpu",
     epsilon: Annotated[
-        float, typer.Option("--epsilon", help="Perturbation radius, relative to each token's input-embedding norm.")
+        float,
+        typer.Option(
+            "--epsilon", min=1e-6, max=1.0, help="Perturbation radius, relative to each token's input-embedding norm."
+        ),
     ] = 0.05,
     label_sentences: Annotated[
         int, typer.Option("--label-sentences", help="Random sentences the teacher labels for the student.")
@@ -292,8 +295,20 @@ def learn(
     ] = 60000,
     min_support: Annotated[int, typer.Option("--min-support", help="Corpus occurrences a cell needs.")] = 20,
     sensitivity: Annotated[
-        float, typer.Option("--sensitivity", help="The heatmap's threshold: cells scoring at least this become rules.")
+        float,
+        typer.Option(
+            "--sensitivity", min=0.0, max=1.0, help="The heatmap's threshold: cells scoring at least this become rules."
+        ),
     ] = 0.75,
+    alarm_budget: Annotated[
+        float,
+        typer.Option(
+            "--alarm-budget",
+            min=0.0,
+            max=1.0,
+            help="Rejections the learned rules may make per clean corpus sentence, all cells together.",
+        ),
+    ] = 0.01,
     epochs: Annotated[int, typer.Option("--epochs", help="Student training epochs.")] = 8,
     student: Annotated[
         bool, typer.Option("--student/--no-student", help="Train and export the student detector.")
@@ -319,7 +334,8 @@ def learn(
     config = LearnConfig(
         corpus=corpus, output=output, name=name, title=title, teacher=teacher, device=device, seed=seed,
         epsilon=epsilon, label_sentences=label_sentences, max_probe_sentences=probe_sentences,
-        min_support=min_support, sensitivity=sensitivity, discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,
+        min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget,
+        discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,
     )  # fmt: skip
     try:
         with _LearnProgress(rank == 0 and sys.stderr.isatty(), rank == 0) as progress:

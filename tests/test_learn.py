@@ -398,3 +398,29 @@ def test_a_device_that_is_not_there_is_a_clear_error():
     if not torch.cuda.is_available():
         with pytest.raises(HeatError, match="no CUDA device here"):
             load_teacher(None, "cuda")
+
+
+def test_plan_keeps_the_check_of_its_candidates():
+    from heatc.learn.pipeline import Plan
+
+    keys = [agg.CellKey("payment", "number", "days", "consistent"), agg.CellKey("payment", "number", "days")]
+    plan = Plan(
+        documents=1, sentences=1, corpus_sha256="0", keywords=[("payment", 3)], candidates=keys,
+        teacher_sentences=[], heldout=[], probe_cells={}, excluded=[],
+    )  # fmt: skip
+    back = Plan.from_json(json.loads(json.dumps(plan.to_json())))
+    assert back.candidates == keys
+
+
+def test_range_cells_share_the_false_alarm_budget():
+    """Each cell rejects 3 % of its clean values (within the per-cell cap); with 1,000
+    sentences and a budget of 0.01 per sentence, only the first three cells fit."""
+    values, c = {}, agg.Couplings()
+    c.pooled = [1.0, 2.0, 3.0]
+    keys = [agg.CellKey(f"lab{i}", "number", "") for i in range(5)]
+    for i, key in enumerate(keys):
+        values[key] = agg.CellValues(values=[4.0 + 0.01 * j for j in range(97)] + [400.0, 0.001, 900.0])
+        c.by_cell[key] = [2.9 - 0.1 * i] * 3
+    cells = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000, alarm_budget=0.01)
+    assert [x.key for x in cells] == keys[:3]
+    assert all(x.rejected == 3 for x in cells)

@@ -22,6 +22,7 @@ Public surface: `CellKey`, `occurrences`, `candidate_cells`, `stats_rules`,
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tempfile
@@ -39,7 +40,8 @@ from ..printer import format_number
 from .lexemes import Lexicon, SentenceLexemes
 
 DEFAULT_SPREAD, DEFAULT_FACTOR = 0.5, 2.0  # the heatmap's margin policy (docs/heatmap.md)
-MAX_REJECTED = 0.02  # a range cell may reject at most this share of the clean values it was learned from
+MAX_REJECTED = 0.10  # a range cell may reject at most this share of the clean values it was learned from
+ALARM_BUDGET = 0.01  # all cells together may reject at most this many values per corpus sentence
 KEY_GROUPS = frozenset({"keyword", "constraint", "date", "article", "currency"})
 DEFAULT_GAP = 3
 
@@ -288,13 +290,18 @@ class LearnedCell:
     probes: int
     support: int
     stats: dict
-    false_alarms: float = 0.0  # consistent: rejections per corpus sentence; range: share of values rejected
+    rejected: int = 0  # clean corpus values (range) or matches (consistent) the cell's rule rejects
+
+
+def rejected_values(stats: dict, values: list[float]) -> int:
+    """How many of `values` fall outside the range `heatc lower` derives from `stats`."""
+    lo, hi = margin_range(Stats(**stats), DEFAULT_SPREAD, DEFAULT_FACTOR)
+    return sum(not lo <= v <= hi for v in values)
 
 
 def rejected_share(stats: dict, values: list[float]) -> float:
     """The share of `values` outside the range `heatc lower` derives from `stats`."""
-    lo, hi = margin_range(Stats(**stats), DEFAULT_SPREAD, DEFAULT_FACTOR)
-    return sum(not lo <= v <= hi for v in values) / max(len(values), 1)
+    return rejected_values(stats, values) / max(len(values), 1)
 
 
 def cell_table(
@@ -304,21 +311,12 @@ def cell_table(
     min_support: int,
     min_probes: int,
     sentences: int,
-    alarm_budget: float = 0.005,
+    alarm_budget: float = ALARM_BUDGET,
     min_documents: int = 5,
     max_rejected: float = MAX_REJECTED,
 ) -> list[LearnedCell]:
-    """Every cell with enough corpus support and teacher evidence, highest score first.
-
-    A `consistent` cell rejects a document's value that differs from its first one; in a
-    clean corpus every such rejection is a false alarm. Consistency cells are taken in score
-    order while their false alarms together stay within `alarm_budget` per sentence of the
-    corpus, and each needs `min_documents` documents that state its term twice.
-
-    A `range` cell is kept when the range `heatc lower` derives from its statistics accepts
-    all but `max_rejected` of the values seen: a keyword followed now by a year, now by an
-    amount ("revenues in 2019 … revenues of 4.2 million") has no range worth checking."""
-    out, alarms = [], 0.0
+    """Every cell with enough corpus support and teacher evidence, highest score first,
+    within the false-alarm budget (`select_cells`)."""
     ranked = []
     for key, cv in values.items():
         if len(cv.values) < min_support:
@@ -326,22 +324,52 @@ def cell_table(
         strength, n = couplings.strength(key)
         if n < min_probes:
             continue
-        ranked.append((round(couplings.percentile(strength), 4), key, strength, n, cv))
-    ranked.sort(key=lambda r: (-r[0], r[1]))
-    for score, key, strength, n, cv in ranked:
-        rate = 0.0
+        ranked.append(LearnedCell(key, round(couplings.percentile(strength), 4), round(strength, 4), n, 0, {}))
+    ranked.sort(key=lambda c: (-c.score, c.key))
+    return select_cells(
+        ranked, values, min_support=min_support, sentences=sentences, alarm_budget=alarm_budget,
+        min_documents=min_documents, max_rejected=max_rejected,
+    )  # fmt: skip
+
+
+def select_cells(
+    ranked: list[LearnedCell],
+    values: dict[CellKey, CellValues],
+    *,
+    min_support: int,
+    sentences: int,
+    alarm_budget: float = ALARM_BUDGET,
+    min_documents: int = 5,
+    max_rejected: float = MAX_REJECTED,
+) -> list[LearnedCell]:
+    """The cells, in the given (score) order, whose rules the clean corpus says are worth
+    running; statistics and false alarms are recomputed from `values`.
+
+    Every rejection a rule makes in a clean corpus is a false alarm. Cells are taken in
+    score order while their false alarms together stay within `alarm_budget` per corpus
+    sentence. Besides, a `range` cell must accept all but `max_rejected` of its own values —
+    a keyword followed now by a year, now by an amount ("revenues in 2019 … revenues of 4.2
+    million") has no range worth checking — and a `consistent` cell (which rejects a value
+    that differs from its document's first one) needs `min_documents` documents that state
+    its term twice."""
+    out, alarms = [], 0
+    for c in ranked:
+        cv = values[c.key]
+        if len(cv.values) < min_support:
+            continue
         stats = _stats(cv.values)
-        if key.check == "range":
-            rate = rejected_share(stats, cv.values)
-            if rate > max_rejected:
+        if c.key.check == "range":
+            rejected = rejected_values(stats, cv.values)
+            if rejected > max_rejected * len(cv.values):
                 continue
-        if key.check == "consistent":
+        else:
             rejected, documents = conflicts(cv)
-            rate = rejected / max(sentences, 1)
-            if documents < min_documents or alarms + rate > alarm_budget:
+            if documents < min_documents:
                 continue
-            alarms += rate
-        out.append(LearnedCell(key, score, round(strength, 4), n, len(cv.values), stats, rate))
+        if alarms + rejected > alarm_budget * max(sentences, 1):
+            continue
+        alarms += rejected
+        out.append(dataclasses.replace(c, support=len(cv.values), stats=stats, rejected=rejected))
     return out
 
 
@@ -391,11 +419,11 @@ def heatmap_document(
             f"learned: coupling {c.strength:g}× the mean over {c.probes} probed occurrences; "
             f"values {_decimal(c.stats['q01'])}–{_decimal(c.stats['q99'])} (1st–99th percentile)"
         )
-        if c.key.check == "range" and c.false_alarms:
-            doc["description"] += f"; {c.false_alarms * 100:.2g} % of the values seen fall outside its range"
+        if c.key.check == "range" and c.rejected:
+            doc["description"] += f"; {c.rejected / c.support * 100:.2g} % of the values seen fall outside its range"
         if c.key.check == "consistent":
             doc["description"] += (
-                f"; {c.false_alarms * 100:.2g} % of the corpus's sentences disagree with an earlier value"
+                f"; {c.rejected} of the corpus's values disagree with an earlier one in their document"
             )
         cell_docs.append(doc)
         if c.key.check == "range" and c.score >= sensitivity and len(expects) < 12:

@@ -60,6 +60,7 @@ SEED_CATEGORIES: tuple[Category, ...] = (
     _c("pounds", "unit", "unit", "lb", "lbs", "pound", "pounds"),
     _c("ml", "unit", "unit", "mL", "cc", "milliliter", "milliliters", "毫升"),
     _c("liters", "unit", "unit", "liter", "liters", "litre", "litres", "升"),
+    _c("liter_symbol", "unit", "unit", "L", exact=True),  # "2 L"; exact, so "l" stays a word
     _c("mm_hg", "unit", "unit", "mmHg", "mm Hg", "毫米汞柱"),
     _c("bpm", "unit", "unit", "bpm", "beats per minute", "beats/min"),
     _c("per_minute", "unit", "unit", "per minute", "/min", "breaths per minute", "次/分", "次/分钟"),
@@ -257,7 +258,8 @@ def discover_keywords(
 ) -> list[tuple[str, int]]:
     """The phrases that stand before numbers most often: (phrase, count), most frequent first
     — `max_keywords` of them, and up to a quarter as many more that name terms. A two-word
-    phrase is kept when it accounts for at least half of its last word's count."""
+    phrase is kept when it accounts for at least a quarter of its last word's count: "heart
+    rate" and "respiratory rate" both, besides "rate" (the lexer prefers the longer literal)."""
     program = lexicon.program()
     groups = {c.name: c.group for c in lexicon.categories}
     near: Counter[str] = Counter()
@@ -275,7 +277,7 @@ def discover_keywords(
         for phrase, n in counts.most_common():
             if n < min_support or len(out) >= limit:
                 break
-            if phrase in skip or (" " in phrase and n * 2 < counts[phrase.split()[-1]]):
+            if phrase in skip or (" " in phrase and n * 4 < counts[phrase.split()[-1]]):
                 continue
             out.append((phrase, n))
         return out

@@ -31,9 +31,9 @@ import numpy as np
 from ..errors import Diagnostic, HeatError
 from . import aggregate as agg
 from .corpus import read_corpus, sentences
-from .lexemes import Lexicon, align, discover_keywords, lex_sentence
+from .lexemes import SEED_CATEGORIES, STOPWORDS, Lexicon, align, discover_keywords, lex_sentence
 
-WORK_VERSION = 1
+WORK_VERSION = 2  # 2: candidates keep their check (consistent cells were read back as ranges)
 
 
 @dataclass
@@ -59,6 +59,7 @@ class LearnConfig:
     max_keywords: int = 200
     max_cells: int = 400
     sensitivity: float = 0.75
+    alarm_budget: float = agg.ALARM_BUDGET  # clean-corpus rejections allowed per sentence, all cells together
     batch_size: int = 16
     chunk_size: int = 64
     epochs: int = 8
@@ -74,6 +75,8 @@ class LearnConfig:
         d = {k: str(getattr(self, k)) for k in keys}
         d["corpus"] = [str(Path(x).resolve()) for x in self.corpus]
         d["rules"] = [hashlib.sha256(Path(r).read_bytes()).hexdigest() for r in self.rules if Path(r).is_file()]
+        # the seed lexicon decides the keywords and candidate cells of the plan
+        d["lexicon"] = hashlib.sha256(repr((SEED_CATEGORIES, sorted(STOPWORDS))).encode()).hexdigest()
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -120,7 +123,7 @@ class Plan:
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
-        d["candidates"] = [[k.keyword, k.value, k.unit] for k in self.candidates]
+        d["candidates"] = [[k.keyword, k.value, k.unit, k.check] for k in self.candidates]
         return d
 
     @classmethod
@@ -334,9 +337,9 @@ def aggregate(
     texts = [d.text for d in documents]
     values = agg.collect_values(lexicon, plan_.candidates, texts)
     cells = agg.cell_table(
-        values, couplings, min_support=config.min_support, min_probes=config.min_probes, sentences=plan_.sentences
-    )
-    cells = cells[: config.max_cells]
+        values, couplings, min_support=config.min_support, min_probes=config.min_probes, sentences=plan_.sentences,
+        alarm_budget=config.alarm_budget,
+    )[: config.max_cells]  # fmt: skip
     # The heatmap declares only the categories its cells use, and that changes how some
     # text lexes ("blood pressure" may no longer be one lexeme): recount with that lexicon,
     # so the statistics are what the lowered rules will see — again if a cell drops out.
@@ -344,16 +347,9 @@ def aggregate(
         used = {x for c in cells for x in (c.key.keyword, c.key.unit) if x} | {"sentence_end", "abbreviation"}
         final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
         recount = agg.collect_values(final, sorted({c.key for c in cells}), texts)
-        kept = []
-        for c in cells:
-            cv = recount[c.key]
-            if len(cv.values) < config.min_support:
-                continue
-            stats = agg._stats(cv.values)
-            rate = agg.rejected_share(stats, cv.values) if c.key.check == "range" else c.false_alarms
-            if c.key.check == "range" and rate > agg.MAX_REJECTED:
-                continue
-            kept.append(dataclasses.replace(c, support=len(cv.values), stats=stats, false_alarms=rate))
+        kept = agg.select_cells(
+            cells, recount, min_support=config.min_support, sentences=plan_.sentences, alarm_budget=config.alarm_budget
+        )
         if len(kept) == len(cells):
             break
         cells = kept
