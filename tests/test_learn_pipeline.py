@@ -3,6 +3,8 @@ the same heatmap from two processes under torchrun as from one; a causal-LM teac
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -17,7 +19,7 @@ from conftest import SHARED_DATA
 
 from heatc.errors import HeatError
 from heatc.heatmap import load_heatmap
-from heatc.learn.pipeline import LearnConfig, learn
+from heatc.learn.pipeline import LearnConfig, Plan, learn
 
 CORPUS = SHARED_DATA / "medical/text/mtsamples_lab_values_subset_dedup.jsonl"
 needs_data = pytest.mark.skipif(not CORPUS.exists(), reason=f"shared data not found at {CORPUS}")
@@ -60,6 +62,12 @@ def test_learned_heatmap_is_complete_and_builds(learned, tmp_path):
     build = subprocess.run([str(HEATC), "build", str(out), "-o", str(tmp_path)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr  # the build also runs the generated expects
     assert "cells," in run.stdout and "student AUC" in run.stdout
+    # the plan on disk keeps term (consistency) candidates apart from range ones
+    with gzip.open(out.with_name("lab.learn") / "plan.json.gz", "rt", encoding="utf-8") as f:
+        plan = Plan.from_json(json.load(f))
+    checks = {k.check for k in plan.candidates}
+    assert checks == {"range", "consistent"}
+    assert len(set(plan.candidates)) == len(plan.candidates)
 
 
 @needs_data
