@@ -83,6 +83,9 @@ class Tokenizer:
     where: Where = Where(0, 0)
 
 
+DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR = 0.5, 2.0  # the margin policy when a heatmap sets none
+
+
 @dataclass
 class Heatmap:
     path: Path
@@ -93,8 +96,8 @@ class Heatmap:
     cells: list[Cell]
     sensitivity: float = 0.75
     top_k: int | None = None
-    margin_spread: float = 0.5
-    margin_factor: float = 2.0
+    margin_spread: float = DEFAULT_MARGIN_SPREAD
+    margin_factor: float = DEFAULT_MARGIN_FACTOR
     chinese_numbers: bool = False
     triggers: dict = field(default_factory=dict)  # at / barrier: list of names; every: int
     anchors: dict[str, tuple[str | None, list[str]]] = field(default_factory=dict)
@@ -121,6 +124,16 @@ class _Reader:
 
     def where(self, node) -> Where:
         return Where(node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def named_entries(self, node, field_path: str, what: str):
+        """(name, key node, value node) for each entry of a mapping of names to definitions."""
+        if not isinstance(node, yaml.MappingNode):
+            self.error(node, field_path, f"expected a mapping of {what} name to definition, got {_describe(node)}")
+            return
+        for knode, vnode in node.value:
+            name = self.name(knode, f"{field_path}.{knode.value}")
+            if name is not None:
+                yield name, knode, vnode
 
     def mapping(self, node, field_path: str, known: tuple[str, ...]) -> dict[str, tuple[object, object]] | None:
         """{key: (key_node, value_node)}; reports unknown keys (with a suggestion)."""
@@ -371,14 +384,7 @@ def _read_categories(r: _Reader, top: dict, hm: Heatmap, root) -> None:
     if "categories" not in top:
         r.error(root, "categories", "missing: the lexical categories cells refer to")
         return
-    cats = top["categories"][1]
-    if not isinstance(cats, yaml.MappingNode):
-        r.error(cats, "categories", f"expected a mapping of category name to definition, got {_describe(cats)}")
-        return
-    for knode, vnode in cats.value:
-        name = r.name(knode, f"categories.{knode.value}")
-        if name is None:
-            continue
+    for name, knode, vnode in r.named_entries(top["categories"][1], "categories", "category"):
         fp = f"categories.{name}"
         if name in BUILTIN_CATEGORIES:
             r.error(knode, fp, f"{name!r} is built in (numbers are recognised without a category)")
@@ -404,14 +410,7 @@ def _read_categories(r: _Reader, top: dict, hm: Heatmap, root) -> None:
 def _read_anchors(r: _Reader, top: dict, hm: Heatmap) -> None:
     if "anchors" not in top:
         return
-    node = top["anchors"][1]
-    if not isinstance(node, yaml.MappingNode):
-        r.error(node, "anchors", f"expected a mapping of anchor name to definition, got {_describe(node)}")
-        return
-    for knode, vnode in node.value:
-        name = r.name(knode, f"anchors.{knode.value}")
-        if name is None:
-            continue
+    for name, _knode, vnode in r.named_entries(top["anchors"][1], "anchors", "anchor"):
         a = r.mapping(vnode, f"anchors.{name}", ("domain", "terms")) or {}
         domain = r.string(a["domain"][1], f"anchors.{name}.domain") if "domain" in a else None
         terms = r.strings(a["terms"][1], f"anchors.{name}.terms") if "terms" in a else []

@@ -16,8 +16,8 @@ after it — `glucose … 162 mg/dL` — or a value and its unit alone (`500 mg`
   repeats there, a `consistent` cell joins the `range` cell.
 
 Public surface: `CellKey`, `occurrences`, `candidate_cells`, `stats_rules`,
-`collect_values`, `ProbeRecord`, `Couplings`, `cell_table`, `heatmap_document`,
-`write_heatmap`.
+`collect_values`, `ProbeRecord`, `Couplings`, `cell_table`, `select_cells`,
+`rejected_share`, `heatmap_document`, `write_heatmap`.
 """
 
 from __future__ import annotations
@@ -34,12 +34,11 @@ from pathlib import Path
 import numpy as np
 
 from ..backends import wasm_checker
-from ..heatmap import HEATMAP_VERSION, Stats
+from ..heatmap import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, HEATMAP_VERSION, Stats
 from ..lower import margin_range
 from ..printer import format_number
 from .lexemes import Lexicon, SentenceLexemes
 
-DEFAULT_SPREAD, DEFAULT_FACTOR = 0.5, 2.0  # the heatmap's margin policy (docs/heatmap.md)
 MAX_REJECTED = 0.10  # a range cell may reject at most this share of the clean values it was learned from
 ALARM_BUDGET = 0.01  # all cells together may reject at most this many values per corpus sentence
 KEY_GROUPS = frozenset({"keyword", "constraint", "date", "article", "currency"})
@@ -295,7 +294,7 @@ class LearnedCell:
 
 def rejected_values(stats: dict, values: list[float]) -> int:
     """How many of `values` fall outside the range `heatc lower` derives from `stats`."""
-    lo, hi = margin_range(Stats(**stats), DEFAULT_SPREAD, DEFAULT_FACTOR)
+    lo, hi = margin_range(Stats(**stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
     return sum(not lo <= v <= hi for v in values)
 
 
