@@ -554,7 +554,15 @@ class _Compiler:
             keys[slot], slots[slot] = key, g
         program.anchor_groups = groups
         program.anchors = ir.AnchorTable(
-            size if entries else 0, keys, slots, longest, filter_bits if entries else 0, bloom, end_bloom, member_bloom
+            size if entries else 0,
+            keys,
+            slots,
+            longest,
+            filter_bits if entries else 0,
+            bloom,
+            end_bloom,
+            member_bloom,
+            sorted({x.decode("utf-8") for x in members}),
         )
         for i, lit in enumerate(self.literals):
             norm = normalise_anchor_text(lit.text.encode("utf-8"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, is_dataclass
 
-IR_VERSION = 1
+IR_VERSION = 2
 MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
 MAX_ANCHOR_LEXEMES = 8
 MAX_ELEMENTS = 16
@@ -166,6 +166,9 @@ class AnchorTable:
     # it as a break; one that fails `end_filter` ends no term.
     end_filter: list[int] = field(default_factory=list)
     member_filter: list[int] = field(default_factory=list)
+    # The same pieces as text, sorted (IR version 2): a kernel that skips plain words
+    # without hashing each one byte by byte builds its own prefilter from them.
+    members: list[str] = field(default_factory=list)
 
 
 @dataclass

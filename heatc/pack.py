@@ -8,6 +8,7 @@ Public surface: `pack(program) -> Packed`, `RULE_HEADER`, `ELEMENT`, `REQUIREMEN
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
 
@@ -142,6 +143,139 @@ def _word_state(lx: ir.Lexer) -> int:
     return 0
 
 
+ASCII_WHITESPACE = b" \t\n\v\f\r"
+SKIP_KEY_MUL = 0x9E3779B97F4A7C15
+_BORING = ir.FLAG_TRIGGER | ir.FLAG_STARTS  # what makes a lexeme matter to an idle stream
+
+
+def skip_word_key(word: bytes, next_byte: int = 0) -> int:
+    """A word's key in a kernel's word-skipper table: its first 8 bytes lower-cased
+    (little-endian u64, zero-padded), xor (length | next_byte << 8) << 40. `next_byte` is the
+    byte after the word (any ASCII whitespace written as a space), or 0 for "whatever follows"."""
+    key = int.from_bytes(word[:8].lower().ljust(8, b"\0"), "little")
+    return key ^ ((len(word) | next_byte << 8) << 40)
+
+
+def skip_slot(key: int, log2: int) -> int:
+    return ((key * SKIP_KEY_MUL) & 0xFFFFFFFFFFFFFFFF) >> (64 - log2)
+
+
+def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int] | None:
+    """Tables for a kernel's idle-stretch skipper (docs/abi.md, "The skipper"): while no rule
+    has a live thread, a kernel may count plain words and plain one-byte ASCII tokens 16 bytes
+    at a time instead of running the lexer automaton over them. Returns (plain_bytes,
+    word_table, table_log2), or None when the rule set leaves the skipper nothing safe to do.
+
+    A token *matters* to an idle stream when its code starts a rule, triggers a snapshot or is
+    an anchor member; a trigger does not matter to a quiet stream (no snapshots but the last).
+
+    - `plain_bytes` (48 bytes): two tables of 16 bytes indexed by a byte's low nibble, each a
+      bit set of the high nibbles 0–7 for which that ASCII byte is *plain* — the automaton
+      reads it as a one-byte token that nothing extends (no literal starts with it unless it
+      is the whole literal) and that does not matter — first for any stream, then for a quiet
+      one; then 16 bytes 1, 2, 4 … 128, 0 … 0 (a high nibble's bit); then 96 bytes of word
+      fingerprints (`_teddy`).
+    - `word_table`: a bit filter of 2^(table_log2 + 5) bits (bit `skip_slot(key, table_log2 +
+      5)` set for every key), then 2^table_log2 u64 slots (open addressing from `skip_slot`, linear probing, 0 =
+      empty) holding `skip_word_key`s: for every letter-initial literal that is more than its
+      leading ASCII-letter run (`mg/dL`, `blood sugar`: one lexeme where the skipper would
+      count several), that run with the byte after it; for every one-word literal that
+      matters, and every ASCII word of an anchor term, the word with next byte 0. A word of up
+      to 15 letters whose two keys (with the byte after it, and with 0) are both absent is one
+      lexeme that does not matter: a plain word, or a literal that only spells one.
+    """
+    lx = p.lexer
+    flags = p.token_flags
+    matters = ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER
+    if flags[ir.TOK_WORD] & matters or lx.max_lexeme < 16:
+        return None
+
+    def step(state: int, byte: int) -> int:
+        return lx.next[state * lx.n_classes + lx.byte_class[byte]]
+
+    # whitespace runs must be space tokens that nothing else continues
+    seen, todo = set(), [step(1, b) for b in ASCII_WHITESPACE]
+    while todo:
+        s = todo.pop()
+        if s in seen:
+            continue
+        if s == 0 or lx.accept[s] != ir.TOK_SPACE:
+            return None
+        seen.add(s)
+        for b in range(256):
+            t = step(s, b)
+            if b in ASCII_WHITESPACE:
+                todo.append(t)
+            elif t:
+                return None
+    plain = [bytearray(16), bytearray(16)]
+    for b in range(128):
+        if chr(b).isalnum() or b in ASCII_WHITESPACE:
+            continue
+        s = step(1, b)
+        if not s or lx.boundary[s] or any(step(s, c) for c in range(256)):
+            continue
+        for table, mask in zip(plain, (matters, matters & ~ir.FLAG_TRIGGER), strict=True):
+            if not flags[lx.accept[s]] & mask:
+                table[b & 15] |= 1 << (b >> 4)
+    keys = set()
+    heads: set[tuple[bytes, int]] = set()  # (word, next byte or 0)
+    for i, lit in enumerate(p.literals):
+        text = lit.text.encode("utf-8")
+        run = re.match(rb"[A-Za-z]+", text)
+        if run and run.end() < len(text):
+            nxt = text[run.end()]
+            heads.add((run.group().lower(), 0x20 if nxt in ASCII_WHITESPACE else nxt))
+        elif run and flags[ir.TOK_LITERAL0 + i] & matters:
+            heads.add((run.group().lower(), 0))
+    heads |= {(m.encode(), 0) for m in p.anchors.members if re.fullmatch(r"[a-z]+", m)}
+    keys = {skip_word_key(word, nxt) for word, nxt in heads}
+    log2 = 4
+    while (1 << log2) < 8 * len(keys):
+        log2 += 1
+    table = [0] * (1 << log2)
+    for key in sorted(keys):
+        slot = skip_slot(key, log2)
+        while table[slot]:
+            slot = (slot + 1) & ((1 << log2) - 1)
+        table[slot] = key
+    # a one-bit-per-key filter in front of the table (bit = the slot hash's top bits), so
+    # that nearly every plain word is cleared by one byte load, without probing
+    bits = bytearray(1 << (log2 + 5 - 3))
+    for key in keys:
+        bit = skip_slot(key, log2 + 5)
+        bits[bit >> 3] |= 1 << (bit & 7)
+    plain_bytes = bytes(plain[0] + plain[1]) + bytes([1 << i for i in range(8)] + [0] * 8)
+    return plain_bytes + _teddy(heads), bytes(bits) + struct.pack(f"<{len(table)}Q", *table), log2
+
+
+def _teddy(heads: set[tuple[bytes, int]]) -> bytes:
+    """Fingerprints of the skip table's words, Teddy-style: for byte offsets 0, 1, 2 of a word,
+    a table by low nibble and one by high nibble, each byte a set of 8 buckets. Bytes are
+    compared with bit 5 set (`b | 0x20`, which lower-cases letters). A word start at i whose
+    bytes i, i+1, i+2 pass every table for some bucket may be in the table; one that fails
+    is not (no false negatives: a word's fingerprint is in its bucket's sets at every offset,
+    and an unknown next byte — or the space that stands for any whitespace — allows all the
+    bytes it could be)."""
+    lo = [bytearray(16) for _ in range(3)]
+    hi = [bytearray(16) for _ in range(3)]
+    whitespace = {b | 0x20 for b in ASCII_WHITESPACE}
+    for word, nxt in sorted(heads):
+        bucket = 1 << (word[0] % 8)  # words sharing a bucket share nibbles of their first letter
+        pattern = [*word[:3], nxt]
+        for j in range(3):
+            if j >= len(pattern) or (j == len(word) and nxt == 0):
+                allowed = range(256)
+            elif j == len(word) and nxt == 0x20:
+                allowed = whitespace
+            else:
+                allowed = {pattern[j] | 0x20}
+            for b in {b | 0x20 for b in allowed}:
+                lo[j][b & 15] |= bucket
+                hi[j][b >> 4] |= bucket
+    return b"".join(bytes(lo[j]) + bytes(hi[j]) for j in range(3))
+
+
 def pack(program: ir.Program) -> Packed:
     p = program
     layout = ir.state_layout(p)
@@ -192,7 +326,13 @@ def pack(program: ir.Program) -> Packed:
     b.section("cn_table", b"".join(struct.pack("<II", cp, code) for cp, code in cn))
     b.section("sha256_k", _u32s(SHA256_K))
 
+    skip = _skip_tables(p)
+    if skip:
+        b.section("skip_plain", skip[0])
+        b.section("skip_words", skip[1])
+
     consts = {
+        "skip_log2": skip[2] if skip else 0,
         "dfa_width": lx.n_classes + 1,
         "word_row": _word_state(lx) * (lx.n_classes + 1),
         "n_codes": n_codes,

@@ -26,6 +26,14 @@ NUMBER_PIECES = [
     "三十", "十五", "一千零五", "二〇二四", "30万", "1.5亿", "百分之八", "百分之三十六", "三点五",
 ]  # fmt: skip
 WORD_PIECES = ["the", "was", "and", "level", "Glucose", "RATE", "mgmt", "xmg", "pays", "Q3", "FY2024", "é", "µ"]
+# Words a kernel's idle-stretch skipper must tell from literals: literal heads followed by
+# other bytes, near-misses, and words of 15, 16 and 17 letters (its block is 16 bytes).
+PLAIN_WORDS = [
+    "blood", "bloodsugar", "glucoses", "mgs", "mg-", "notices", "e", "eg", "Within", "hr", "HRs", "bpms",
+    "payment", "at", "most", "not", "exceeds", "a", "I", "of", "patient", "Xylophonists", "qwertyuiopasdfg",
+    "qwertyuiopasdfgh", "qwertyuiopasdfghj", "Aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+]  # fmt: skip
+PLAIN_SEPARATORS = [" ", " ", " ", "\r\n", "\x0b", "\x0c", "\t\t", "!", "?", "'", '"', "*", "#", "&", "_", "=", "\x01", "\x7f"]
 SEPARATORS = [" ", " ", " ", "  ", "\n", "\t", ",", ":", "-", "，", "\u3000", "\u00a0", ""]
 CONSTANTS = [0, 0.25, 3.5, 5, 7, 8, 12, 15, 20, 24, 30, 36, 120, 1234, 2000, 2024, 300000, 150000000]
 ANCHOR_TERMS = [
@@ -95,6 +103,8 @@ def rule_sets(draw, max_rules: int = 5) -> GeneratedRules:
         lines.append(draw(_rule(f"r{r}", class_names, literals, anchors)))
     pieces = list(literals) + NUMBER_PIECES + WORD_PIECES + ANCHOR_TERMS
     pieces += [x.upper() for x in literals if x.isascii()]
+    # a space in a literal matches any run of ASCII whitespace
+    pieces += [x.replace(" ", ws) for x in literals if " " in x for ws in ("\t", "\r\n", " \x0b\x0c")]
     return GeneratedRules("\n".join(lines) + "\n", pieces)
 
 
@@ -156,6 +166,17 @@ def texts(pieces: list[str], max_pieces: int = 30) -> st.SearchStrategy[bytes]:
     text = st.lists(piece, max_size=max_pieces).map(lambda parts: "".join(parts).encode("utf-8"))
     chunk = st.one_of(text, text, text, st.binary(min_size=1, max_size=3))
     return st.lists(chunk, min_size=1, max_size=4).map(b"".join)
+
+
+def long_texts(pieces: list[str]) -> st.SearchStrategy[bytes]:
+    """Long streams, mostly plain words between separators (what a kernel may skip without
+    its lexer), with the rule set's pieces, numbers and raw bytes mixed in."""
+    word = st.one_of(st.sampled_from(PLAIN_WORDS), st.sampled_from(PLAIN_WORDS), st.sampled_from(pieces))
+    sep = st.one_of(st.sampled_from(PLAIN_SEPARATORS), st.sampled_from(SEPARATORS), st.sampled_from(NUMBER_PIECES))
+    part = st.tuples(word, sep).map(lambda ws: (ws[0] + ws[1]).encode("utf-8"))
+    return st.lists(st.one_of(part, part, part, st.binary(min_size=1, max_size=2)), min_size=10, max_size=120).map(
+        b"".join
+    )
 
 
 def chunkings(data: bytes) -> st.SearchStrategy[list[bytes]]:

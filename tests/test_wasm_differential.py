@@ -7,7 +7,7 @@ import random
 from conftest import compile_cached
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import chunkings, rule_sets, texts
+from strategies import chunkings, long_texts, rule_sets, texts
 
 from heatc.backends import wasm_checker
 from heatc.reference import Machine
@@ -37,6 +37,28 @@ def test_scan_matches_reference(case, data):
         assert report.events == [e for s in snaps for e in s.events]
         assert report.verdicts == snaps[-1].verdicts
         assert report.counters == snaps[-1].counters
+
+
+@settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")) // 2)
+@given(rule_sets(), st.data())
+def test_long_plain_stretches_match_reference(g, data):
+    """Long mostly-plain text, where the kernel skips idle stretches 16 bytes at a time: a
+    quiet whole-document scan, and the same text fed in random pieces (every trigger
+    published, so trigger literals are not plain there)."""
+    program = compile_cached(g.source)
+    stream = data.draw(long_texts(g.pieces))
+    checker = wasm_checker(program)
+    m = Machine(program)
+    snaps = m.feed(stream) + m.finish()
+    report = checker.scan(stream)
+    assert report.events == [e for s in snaps for e in s.events]
+    assert (report.verdicts, report.counters) == (snaps[-1].verdicts, snaps[-1].counters)
+    batch = checker.batch(1)
+    m = Machine(program)
+    for piece in data.draw(chunkings(stream)):
+        got = batch.feed_text(0, piece)
+        assert [_snap(s) for s in got] == [_snap(s) for s in m.feed(piece)]
+    assert [_snap(s) for s in batch.finish().get(0, [])] == [_snap(s) for s in m.finish()]
 
 
 @settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")))
