@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import math
 import tarfile
 
 import numpy as np
@@ -424,3 +425,107 @@ def test_range_cells_share_the_false_alarm_budget():
     cells = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000, alarm_budget=0.01)
     assert [x.key for x in cells] == keys[:3]
     assert all(x.rejected == 3 for x in cells)
+
+
+# --- ranges chosen under the false-alarm budget --------------------------------------------
+
+
+def _spread_values(values: list[float], documents: int = 40) -> agg.CellValues:
+    cv = agg.CellValues()
+    for i, v in enumerate(values):
+        cv.values.append(v)
+        cv.per_document[i % documents].append(v)
+    return cv
+
+
+def _creatinine_like() -> list[float]:
+    """Mostly 0.6–2.5, a tail of one value in eleven up to 12 (renal failure): the margin
+    policy's range [q01 / 2, q99 × 2] accepts ten times most of the values."""
+    body = np.geomspace(0.6, 2.5, 200)
+    tail = np.geomspace(3.0, 12.0, 20)
+    return [float(x) for x in np.round(np.concatenate([body, tail]), 2)]
+
+
+def test_slip_power_counts_values_a_range_would_catch_ten_times_off():
+    assert agg.slip_power((1.0, 10.0), [2.0, 5.0]) == 1.0  # 20 and 50 out, 0.2 and 0.5 out
+    assert agg.slip_power((1.0, 100.0), [2.0, 5.0]) == pytest.approx(0.5)  # only 0.2 and 0.5 out
+    assert agg.slip_power((0.1, 1000.0), [2.0, 5.0]) == 0.0
+    assert agg.slip_power((1.0, 10.0), [50.0]) == 0.0  # a value the range rejects already counts for nothing
+
+
+def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out_of_sample():
+    key = agg.CellKey("creatinine", "number", "")
+    values = {key: _spread_values(_creatinine_like())}
+    c = agg.Couplings()
+    c.pooled = [1.0, 2.0, 3.0]
+    c.by_cell[key] = [3.5] * 3  # score 1: hot
+    default = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=10_000)
+    assert default[0].range is None  # without a sensitivity: the margin policy, as before
+    [cell] = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=10_000, sensitivity=0.75)
+    lo, hi = cell.range
+    wide = agg.margin_range(agg.Stats(**cell.stats), agg.DEFAULT_MARGIN_SPREAD, agg.DEFAULT_MARGIN_FACTOR)
+    assert hi < wide[1] and agg.slip_power((lo, hi), values[key].values) > agg.slip_power(wide, values[key].values)
+    assert cell.rejected == sum(not lo <= v <= hi for v in values[key].values) <= 0.1 * len(values[key].values)
+    # no budget to spend: only a range that rejects nothing, in the corpus and out of sample
+    [free] = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=10, alarm_budget=0.0, sensitivity=0.75)
+    assert free.rejected == 0 and free.range[1] > hi
+    assert any(o.bounds == free.range and o.expected == 0 for o in agg.range_options(values[key]))
+    # each option's cost is at least its two-fold estimate: a range fitted on half the
+    # documents rejects some of the other half's values even where it rejects none of its own
+    options = agg.range_options(values[key])
+    assert all(o.expected >= 0 and o.rejected <= len(values[key].values) for o in options)
+    assert any(o.expected > o.rejected for o in options)
+
+
+def test_the_budget_is_shared_where_it_buys_most_and_never_exceeded():
+    keys = [agg.CellKey(f"lab{i}", "number", "") for i in range(4)]
+    values = {k: _spread_values(_creatinine_like()) for k in keys}
+    c = agg.Couplings()
+    c.pooled = [1.0, 2.0, 3.0]
+    for k in keys:
+        c.by_cell[k] = [3.5] * 3
+    powers = []
+    for n_sentences in (100, 1000, 10_000):
+        cells = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=n_sentences, sensitivity=0.75)
+        assert len(cells) == 4  # cells whose margin-policy range rejects nothing always run
+        chosen, spent = agg.allocate(cells, values, budget=0.01 * n_sentences)
+        assert len(chosen) == 4 and spent <= 0.01 * n_sentences
+        powers.append(sum(agg.slip_power(x.range or (0, math.inf), values[x.key].values) for x in chosen))
+    assert powers[0] <= powers[1] <= powers[2] and powers[0] < powers[2]  # more budget, more caught
+
+
+def test_a_cell_whose_margin_range_rejects_too_much_runs_with_a_range_that_accepts_its_values():
+    """ "hemoglobin A1c 7.2" gives "hemoglobin … 1": the margin policy's range (from the
+    inlier quantiles) rejects those 1s, over 10 % of the values; a range from the minimum
+    accepts them and still rejects ten times a typical hemoglobin."""
+    key = agg.CellKey("hemoglobin", "number", "")
+    rng = np.random.default_rng(1)
+    vals = [1.0] * 15 + [float(x) for x in np.round(rng.uniform(8, 16, 85), 1)]
+    values = {key: _spread_values(vals)}
+    c = agg.Couplings()
+    c.pooled = [1.0, 2.0, 3.0]
+    c.by_cell[key] = [3.5] * 3  # score 1: hot
+    assert agg.rejected_share(agg._stats(vals), vals) > 0.1
+    assert agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000) == []
+    [cell] = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75)
+    lo, hi = cell.range
+    assert lo <= 1.0 and 16 <= hi < 120 and cell.rejected == 0
+
+
+def test_a_chosen_range_is_written_and_lowered(tmp_path):
+    from heatc.heatmap import load_heatmap
+    from heatc.lower import lower
+    from heatc.printer import format_file
+
+    lexicon = _lexicon_with("glucose")
+    stats = agg._stats([80.0 + i for i in range(100)])
+    cell = agg.LearnedCell(agg.CellKey("glucose", "number", ""), 0.93, 2.1, 12, 100, stats, range=(60.0, 250.0))
+    doc = agg.heatmap_document(
+        name="learned", title="t", lexicon=lexicon, cells=[cell], provenance={}, sensitivity=0.75,
+        rule_files=[], tokenizer={"bytes": True},
+    )  # fmt: skip
+    path = tmp_path / "learned.yaml"
+    agg.write_heatmap(path, doc, "")
+    hm = load_heatmap(path)
+    assert hm.cells[0].range == (60.0, 250.0)
+    assert "require v in [60, 250]" in format_file(lower(hm).tree)

@@ -290,12 +290,19 @@ class LearnedCell:
     support: int
     stats: dict
     rejected: int = 0  # clean corpus values (range) or matches (consistent) the cell's rule rejects
+    range: tuple[float, float] | None = None  # a range chosen by `allocate`; None: the margin policy's
 
 
 def rejected_values(stats: dict, values: list[float]) -> int:
     """How many of `values` fall outside the range `heatc lower` derives from `stats`."""
     lo, hi = margin_range(Stats(**stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
     return sum(not lo <= v <= hi for v in values)
+
+
+def _outside(bounds: tuple[float, float], values) -> int:
+    lo, hi = bounds
+    a = np.asarray(values, dtype=np.float64)
+    return int(((a < lo) | (a > hi)).sum())
 
 
 def rejected_share(stats: dict, values: list[float]) -> float:
@@ -313,6 +320,7 @@ def cell_table(
     alarm_budget: float = ALARM_BUDGET,
     min_documents: int = 5,
     max_rejected: float = MAX_REJECTED,
+    sensitivity: float | None = None,
 ) -> list[LearnedCell]:
     """Every cell with enough corpus support and teacher evidence, highest score first,
     within the false-alarm budget (`select_cells`)."""
@@ -327,7 +335,7 @@ def cell_table(
     ranked.sort(key=lambda c: (-c.score, c.key))
     return select_cells(
         ranked, values, min_support=min_support, sentences=sentences, alarm_budget=alarm_budget,
-        min_documents=min_documents, max_rejected=max_rejected,
+        min_documents=min_documents, max_rejected=max_rejected, sensitivity=sensitivity,
     )  # fmt: skip
 
 
@@ -340,6 +348,7 @@ def select_cells(
     alarm_budget: float = ALARM_BUDGET,
     min_documents: int = 5,
     max_rejected: float = MAX_REJECTED,
+    sensitivity: float | None = None,
 ) -> list[LearnedCell]:
     """The cells, in the given (score) order, whose rules the clean corpus says are worth
     running; statistics and false alarms are recomputed from `values`.
@@ -350,26 +359,174 @@ def select_cells(
     a keyword followed now by a year, now by an amount ("revenues in 2019 … revenues of 4.2
     million") has no range worth checking — and a `consistent` cell (which rejects a value
     that differs from its document's first one) needs `min_documents` documents that state
-    its term twice."""
-    out, alarms = [], 0
-    for c in ranked:
-        cv = values[c.key]
-        if len(cv.values) < min_support:
-            continue
-        stats = _stats(cv.values)
-        if c.key.check == "range":
-            rejected = rejected_values(stats, cv.values)
-            if rejected > max_rejected * len(cv.values):
+    its term twice.
+
+    With `sensitivity` given, the cells at or above it — those `heatc lower` turns into
+    rules — share the budget first (`allocate`: which of them run, with which range; a range
+    cell whose margin-policy range rejects too many of its values may still run with a
+    candidate range that does not), and what they leave goes to the cells below it, in score
+    order."""
+    budget = alarm_budget * max(sentences, 1)
+    out: list[LearnedCell] = []
+    alarms = 0.0
+    narrow: set[CellKey] = set()
+
+    def take(cells: list[LearnedCell], hot: bool = False) -> None:
+        nonlocal alarms
+        for c in cells:
+            cv = values[c.key]
+            if len(cv.values) < min_support:
                 continue
-        else:
-            rejected, documents = conflicts(cv)
-            if documents < min_documents:
+            stats = _stats(cv.values)
+            if c.key.check == "range":
+                rejected = rejected_values(stats, cv.values)
+                if rejected > max_rejected * len(cv.values):
+                    if not hot or not any(o.rejected <= max_rejected * len(cv.values) for o in range_options(cv)):
+                        continue
+                    narrow.add(c.key)  # only a candidate range accepts enough of its values
+            else:
+                rejected, documents = conflicts(cv)
+                if documents < min_documents:
+                    continue
+            if alarms + rejected > budget:
                 continue
-        if alarms + rejected > alarm_budget * max(sentences, 1):
-            continue
-        alarms += rejected
-        out.append(dataclasses.replace(c, support=len(cv.values), stats=stats, rejected=rejected))
+            alarms += rejected
+            out.append(dataclasses.replace(c, support=len(cv.values), stats=stats, rejected=rejected, range=None))
+
+    if sensitivity is None:
+        take(ranked)
+        return out
+    total, budget = budget, math.inf  # every hot cell that could run, then the budget is shared among them
+    take([c for c in ranked if c.score >= sensitivity], hot=True)
+    out, alarms = allocate(out, values, budget=total, max_rejected=max_rejected, narrow=narrow)
+    budget = total
+    take([c for c in ranked if c.score < sensitivity])
     return out
+
+
+RANGE_LEVELS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1)  # quantile levels cut from each end of a tightened range
+RANGE_FACTORS = (1.25, 1.5, 2.0, 3.0)  # the margin a tightened range keeps, in log space
+SLIP = 10.0  # the error a range exists to catch: a value written ten times too large or too small
+
+
+@dataclass(frozen=True)
+class RangeOption:
+    bounds: tuple[float, float]
+    rejected: int  # clean values outside, in the corpus
+    expected: float  # clean values outside, estimated for unseen documents (two-fold)
+    power: float  # share of the values that the range accepts but rejects ten times larger or smaller
+
+
+def _fit(x: np.ndarray, low: float, high: float, factor: float) -> tuple[float, float] | None:
+    """[quantile(low) / factor, quantile(1 − high) × factor], rounded outwards as `heatc lower`
+    rounds; None unless the quantity is positive there."""
+    lo, hi = np.quantile(x, [low, 1.0 - high])
+    if lo <= 0:
+        return None
+    return margin_range(Stats(q01=float(lo), q99=float(hi)), DEFAULT_MARGIN_SPREAD, factor)
+
+
+def slip_power(bounds: tuple[float, float], values) -> float:
+    """The share of `values` a rule with these bounds accepts and would reject if it were
+    written ten times larger or ten times smaller (a slipped decimal point, a wrong unit),
+    the two directions weighted alike."""
+    lo, hi = bounds
+    a = np.asarray(values, dtype=np.float64)
+    inside = (a >= lo) & (a <= hi)
+    up = inside & ((a * SLIP < lo) | (a * SLIP > hi))
+    down = inside & ((a / SLIP < lo) | (a / SLIP > hi))
+    return float((up.mean() + down.mean()) / 2) if len(a) else 0.0
+
+
+def range_options(cv: CellValues) -> list[RangeOption]:
+    """Candidate ranges for a positive quantity: quantiles cut from either end, widened by
+    a factor. Each is costed by its rejections in the corpus and by a two-fold estimate for
+    unseen documents: fitted on the odd documents' values and counted on the even ones',
+    and the other way round — the narrower a range, the more its in-corpus count flatters."""
+    x = np.asarray(cv.values, dtype=np.float64)
+    folds = [[], []]
+    for d, vs in cv.per_document.items():
+        folds[d % 2].extend(vs)
+    fa, fb = (np.asarray(f, dtype=np.float64) for f in folds)
+    if len(x) == 0 or min(len(fa), len(fb)) < 5 or (x <= 0).any():
+        return []
+    out = []
+    for low in RANGE_LEVELS:
+        for high in RANGE_LEVELS:
+            for factor in RANGE_FACTORS:
+                bounds = _fit(x, low, high, factor)
+                ba, bb = _fit(fa, low, high, factor), _fit(fb, low, high, factor)
+                if bounds is None or ba is None or bb is None:
+                    continue
+                expected = _outside(ba, fb) + _outside(bb, fa)
+                out.append(RangeOption(bounds, _outside(bounds, x), float(expected), slip_power(bounds, x)))
+    return out
+
+
+def allocate(
+    cells: list[LearnedCell],
+    values: dict[CellKey, CellValues],
+    *,
+    budget: float,
+    max_rejected: float = MAX_REJECTED,
+    narrow: set[CellKey] | frozenset[CellKey] = frozenset(),
+) -> tuple[list[LearnedCell], float]:
+    """Share the false-alarm budget among cells: which run, and with which range.
+
+    A cell is worth the clean values at which it would notice a value written ten times
+    larger or smaller: a range cell's values that its range accepts but would reject so
+    changed (`slip_power` × support), a consistency cell's values in documents that state its
+    term at least twice. It costs its false alarms, for a range the larger of its rejections
+    in the corpus and the two-fold estimate for unseen documents (`range_options`). Each
+    cell is left out, or runs with the margin policy's range or a candidate range (which
+    must still accept all but `max_rejected` of its values; for the cells in `narrow` the
+    margin policy's range does not, and only candidate ranges are offered); the choice maximises the total
+    worth within the budget (a Lagrangian relaxation: every cell takes the choice with the
+    largest worth − λ × cost, for the smallest λ ≥ 0 that fits). Returns the cells that run
+    and the false alarms charged for them."""
+    choices: list[list[tuple[float, float, tuple[float, float] | None, int]]] = []
+    for c in cells:
+        cv = values[c.key]
+        ch = [(0.0, 0.0, None, 0)]  # left out
+        if c.key.check == "consistent":
+            worth = sum(len(vs) for vs in cv.per_document.values() if len(vs) >= 2) - c.rejected
+            ch.append((float(worth), float(c.rejected), None, c.rejected))
+        else:
+            n = len(cv.values)
+            default = margin_range(Stats(**c.stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
+            if c.key not in narrow:
+                ch.append((slip_power(default, cv.values) * n, float(c.rejected), None, c.rejected))
+            ch.extend(
+                (o.power * n, float(max(o.rejected, o.expected)), o.bounds, o.rejected)
+                for o in range_options(cv)
+                if o.rejected <= max_rejected * n
+            )
+        choices.append(ch)
+
+    def pick(lam: float) -> list[int]:
+        return [max(range(len(ch)), key=lambda k, ch=ch: (ch[k][0] - lam * ch[k][1], -ch[k][1])) for ch in choices]
+
+    def cost(picked: list[int]) -> float:
+        return sum(ch[k][1] for ch, k in zip(choices, picked, strict=True))
+
+    lo, hi = 0.0, 1.0
+    if cost(pick(0.0)) > budget:
+        while cost(pick(hi)) > budget and hi < 1e12:
+            hi *= 4
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if cost(pick(mid)) > budget else (lo, mid)
+        lam = hi
+    else:
+        lam = 0.0
+    out, spent = [], 0.0
+    for c, ch, k in zip(cells, choices, pick(lam), strict=True):
+        if k == 0:
+            continue
+        _, charged, bounds, rejected = ch[k]
+        spent += charged
+        out.append(dataclasses.replace(c, range=bounds, rejected=rejected))
+    return out, spent
 
 
 def heatmap_document(
@@ -412,6 +569,8 @@ def heatmap_document(
         else:
             doc = {"name": rule, "pair": [c.key.value, c.key.unit]}
         doc.update(score=c.score, support=c.support, stats=c.stats)
+        if c.range is not None:
+            doc["range"] = [c.range[0], c.range[1]]
         if c.key.check != "range":
             doc["check"] = c.key.check
         doc["description"] = (

@@ -338,7 +338,7 @@ def aggregate(
     values = agg.collect_values(lexicon, plan_.candidates, texts)
     cells = agg.cell_table(
         values, couplings, min_support=config.min_support, min_probes=config.min_probes, sentences=plan_.sentences,
-        alarm_budget=config.alarm_budget,
+        alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
     )[: config.max_cells]  # fmt: skip
     # The heatmap declares only the categories its cells use, and that changes how some
     # text lexes ("blood pressure" may no longer be one lexeme): recount with that lexicon,
@@ -348,8 +348,9 @@ def aggregate(
         final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
         recount = agg.collect_values(final, sorted({c.key for c in cells}), texts)
         kept = agg.select_cells(
-            cells, recount, min_support=config.min_support, sentences=plan_.sentences, alarm_budget=config.alarm_budget
-        )
+            cells, recount, min_support=config.min_support, sentences=plan_.sentences,
+            alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
+        )  # fmt: skip
         if len(kept) == len(cells):
             break
         cells = kept
