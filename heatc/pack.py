@@ -173,7 +173,7 @@ def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int] | None:
       bit set of the high nibbles 0–7 for which that ASCII byte is *plain* — the automaton
       reads it as a one-byte token that nothing extends (no literal starts with it unless it
       is the whole literal) and that does not matter — first for any stream, then for a quiet
-      one; then 16 bytes 1, 2, 4 … 128, 0 … 0 (a high nibble's bit); then 96 bytes of word
+      one; then 16 bytes 1, 2, 4 … 128, 0 … 0 (a high nibble's bit); then 192 bytes of word
       fingerprints (`_teddy`).
     - `word_table`: a bit filter of 2^(table_log2 + 5) bits (bit `skip_slot(key, table_log2 +
       5)` set for every key), then 2^table_log2 u64 slots (open addressing from `skip_slot`, linear probing, 0 =
@@ -219,17 +219,21 @@ def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int] | None:
             if not flags[lx.accept[s]] & mask:
                 table[b & 15] |= 1 << (b >> 4)
     keys = set()
-    heads: set[tuple[bytes, int]] = set()  # (word, next byte or 0)
+    patterns: set[bytes] = set()  # what may begin where a key is: for the fingerprints
     for i, lit in enumerate(p.literals):
         text = lit.text.encode("utf-8")
         run = re.match(rb"[A-Za-z]+", text)
         if run and run.end() < len(text):
             nxt = text[run.end()]
-            heads.add((run.group().lower(), 0x20 if nxt in ASCII_WHITESPACE else nxt))
+            keys.add(skip_word_key(run.group(), 0x20 if nxt in ASCII_WHITESPACE else nxt))
+            patterns.add(text)
         elif run and flags[ir.TOK_LITERAL0 + i] & matters:
-            heads.add((run.group().lower(), 0))
-    heads |= {(m.encode(), 0) for m in p.anchors.members if re.fullmatch(r"[a-z]+", m)}
-    keys = {skip_word_key(word, nxt) for word, nxt in heads}
+            keys.add(skip_word_key(run.group()))
+            patterns.add(text)
+    for m in p.anchors.members:
+        if re.fullmatch(r"[a-z]+", m):
+            keys.add(skip_word_key(m.encode()))
+            patterns.add(m.encode())
     log2 = 4
     while (1 << log2) < 8 * len(keys):
         log2 += 1
@@ -246,34 +250,36 @@ def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int] | None:
         bit = skip_slot(key, log2 + 5)
         bits[bit >> 3] |= 1 << (bit & 7)
     plain_bytes = bytes(plain[0] + plain[1]) + bytes([1 << i for i in range(8)] + [0] * 8)
-    return plain_bytes + _teddy(heads), bytes(bits) + struct.pack(f"<{len(table)}Q", *table), log2
+    return plain_bytes + _teddy(patterns), bytes(bits) + struct.pack(f"<{len(table)}Q", *table), log2
 
 
-def _teddy(heads: set[tuple[bytes, int]]) -> bytes:
-    """Fingerprints of the skip table's words, Teddy-style: for byte offsets 0, 1, 2 of a word,
-    a table by low nibble and one by high nibble, each byte a set of 8 buckets. Bytes are
-    compared with bit 5 set (`b | 0x20`, which lower-cases letters). A word start at i whose
-    bytes i, i+1, i+2 pass every table for some bucket may be in the table; one that fails
-    is not (no false negatives: a word's fingerprint is in its bucket's sets at every offset,
-    and an unknown next byte — or the space that stands for any whitespace — allows all the
-    bytes it could be)."""
-    lo = [bytearray(16) for _ in range(3)]
-    hi = [bytearray(16) for _ in range(3)]
+def _teddy(patterns: set[bytes]) -> bytes:
+    """Fingerprints of the texts that can begin where the skip table has an entry, Teddy-style:
+    for byte offsets 0, 1, 2, tables by low and by high nibble whose bytes are sets of 16
+    buckets (two halves of 8: lo A, hi A, lo B, hi B per offset). Bytes are compared with bit
+    5 set (`b | 0x20`, which lower-cases letters). Each pattern goes to its first letter's
+    bucket, so a bucket's offset-0 set is exact. A word start whose bytes i, i+1, i+2 fail
+    every bucket begins no pattern: no false negatives, because a literal that matches at i
+    has its own first three bytes there (a space in it stands for any whitespace run, so
+    offsets after one allow everything), and so does a word that is a whole pattern."""
+    tables = [[bytearray(16) for _ in range(4)] for _ in range(3)]
     whitespace = {b | 0x20 for b in ASCII_WHITESPACE}
-    for word, nxt in sorted(heads):
-        bucket = 1 << (word[0] % 8)  # words sharing a bucket share nibbles of their first letter
-        pattern = [*word[:3], nxt]
+    firsts = sorted({t[0] | 0x20 for t in patterns})
+    for text in sorted(patterns):
+        bucket = firsts.index(text[0] | 0x20) % 16
+        half, bit = 2 * (bucket // 8), 1 << (bucket % 8)
+        free = False
         for j in range(3):
-            if j >= len(pattern) or (j == len(word) and nxt == 0):
-                allowed = range(256)
-            elif j == len(word) and nxt == 0x20:
-                allowed = whitespace
+            if free or j >= len(text):
+                allowed = set(range(256))
+            elif text[j] in ASCII_WHITESPACE:
+                allowed, free = whitespace, True
             else:
-                allowed = {pattern[j] | 0x20}
+                allowed = {text[j]}
             for b in {b | 0x20 for b in allowed}:
-                lo[j][b & 15] |= bucket
-                hi[j][b >> 4] |= bucket
-    return b"".join(bytes(lo[j]) + bytes(hi[j]) for j in range(3))
+                tables[j][half][b & 15] |= bit
+                tables[j][half + 1][b >> 4] |= bit
+    return b"".join(bytes(t) for offset in tables for t in offset)
 
 
 def pack(program: ir.Program) -> Packed:
