@@ -160,11 +160,11 @@ def skip_slot(key: int, log2: int) -> int:
     return ((key * SKIP_KEY_MUL) & 0xFFFFFFFFFFFFFFFF) >> (64 - log2)
 
 
-def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int] | None:
+def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int, int] | None:
     """Tables for a kernel's idle-stretch skipper (docs/abi.md, "The skipper"): while no rule
     has a live thread, a kernel may count plain words and plain one-byte ASCII tokens 16 bytes
     at a time instead of running the lexer automaton over them. Returns (plain_bytes,
-    word_table, table_log2), or None when the rule set leaves the skipper nothing safe to do.
+    word_table, table_log2, cjk_table_log2), or None when the rule set leaves the skipper nothing safe to do.
 
     A token *matters* to an idle stream when its code starts a rule, triggers a snapshot or is
     an anchor member; a trigger does not matter to a quiet stream (no snapshots but the last).
@@ -174,7 +174,8 @@ def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int] | None:
       reads it as a one-byte token that nothing extends (no literal starts with it unless it
       is the whole literal) and that does not matter — first for any stream, then for a quiet
       one; then 16 bytes 1, 2, 4 … 128, 0 … 0 (a high nibble's bit); then 192 bytes of word
-      fingerprints (`_teddy`).
+      fingerprints (`_teddy`); then, if the last item returned (a table's log2) is not
+      0, the 192 bytes of CJK character fingerprints and the table of `_cjk_tables`.
     - `word_table`: a bit filter of 2^(table_log2 + 5) bits (bit `skip_slot(key, table_log2 +
       5)` set for every key), then 2^table_log2 u64 slots (open addressing from `skip_slot`, linear probing, 0 =
       empty) holding `skip_word_key`s: for every letter-initial literal that is more than its
@@ -250,23 +251,92 @@ def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int] | None:
         bit = skip_slot(key, log2 + 5)
         bits[bit >> 3] |= 1 << (bit & 7)
     plain_bytes = bytes(plain[0] + plain[1]) + bytes([1 << i for i in range(8)] + [0] * 8)
-    return plain_bytes + _teddy(patterns), bytes(bits) + struct.pack(f"<{len(table)}Q", *table), log2
+    plain_bytes += _teddy(patterns, lambda t: sorted({x[0] | 0x20 for x in patterns}).index(t[0] | 0x20))
+    cjk = _cjk_tables(p, step, matters)
+    if cjk:
+        plain_bytes += cjk[0] + cjk[1]
+    return plain_bytes, bytes(bits) + struct.pack(f"<{len(table)}Q", *table), log2, cjk[2] if cjk else 0
 
 
-def _teddy(patterns: set[bytes]) -> bytes:
+CJK_LEADS = [*range(0xE1, 0xED), 0xEE, 0xEF]  # three-byte leads with no invalid second bytes
+CJK_KEY_MUL = 0x9E3779B1
+
+
+def cjk_slot(key: int, log2: int) -> int:
+    return ((key * CJK_KEY_MUL) & 0xFFFFFFFF) >> (32 - log2)
+
+
+def _cjk_tables(p: ir.Program, step, matters: int) -> tuple[bytes, bytes, int] | None:
+    """The skipper's view of three-byte characters with a lead byte E1–EC, EE or EF (CJK,
+    CJK punctuation, full-width forms). A *plain* one is read by the automaton as a
+    one-character lexeme that nothing extends and that does not matter, and is in no anchor
+    term; a skipper may count it as one lexeme. Returns (fingerprints, table, table_log2):
+    Teddy fingerprints (as `_teddy`'s, bucket = the second byte's low nibble) of every
+    character that is not plain, and an exact table of them: 2^table_log2 u32 slots (open
+    addressing from `cjk_slot` of the low 24 bits, linear probing, 0 = empty) holding the
+    three bytes (little-endian) | kind << 24, kind 1 = never plain, 2 = plain only in a quiet
+    stream (a trigger that starts nothing). None when other-tokens matter."""
+    lx = p.lexer
+    if p.token_flags[ir.TOK_OTHER] & matters:
+        return None
+    ends: dict[tuple[int, int], bool] = {}
+
+    def plain_end(s: int, mask: int) -> bool:
+        if (s, mask) not in ends:
+            ends[s, mask] = bool(
+                s
+                and lx.accept[s] not in (ir.TOK_NONE, ir.TOK_SPACE)
+                and not lx.boundary[s]
+                and not p.token_flags[lx.accept[s]] & mask
+                and not any(step(s, c) for c in range(256))
+            )
+        return ends[s, mask]
+
+    # walk the automaton once per class of continuation byte, not per byte
+    classes: dict[int, list[int]] = {}
+    for b in range(0x80, 0xC0):
+        classes.setdefault(lx.byte_class[b], []).append(b)
+    kinds: dict[bytes, int] = {}
+    for b0 in CJK_LEADS:
+        s0 = step(1, b0)
+        for bytes1 in classes.values():
+            s1 = step(s0, bytes1[0])
+            for bytes2 in classes.values():
+                s2 = step(s1, bytes2[0])
+                if plain_end(s2, matters):
+                    continue
+                kind = 2 if plain_end(s2, matters & ~ir.FLAG_TRIGGER) else 1
+                kinds.update((bytes((b0, b1, b2)), kind) for b1 in bytes1 for b2 in bytes2)
+    for m in p.anchors.members:
+        char = m.encode("utf-8")
+        if len(char) == 3 and char[0] in CJK_LEADS:
+            kinds[char] = 1
+    log2 = 4
+    while (1 << log2) < 8 * len(kinds):
+        log2 += 1
+    table = [0] * (1 << log2)
+    for char, kind in sorted(kinds.items()):
+        key = int.from_bytes(char, "little")
+        slot = cjk_slot(key, log2)
+        while table[slot]:
+            slot = (slot + 1) & ((1 << log2) - 1)
+        table[slot] = key | kind << 24
+    return _teddy(set(kinds), lambda t: t[1] & 15), struct.pack(f"<{len(table)}I", *table), log2
+
+
+def _teddy(patterns: set[bytes], bucket_of) -> bytes:
     """Fingerprints of the texts that can begin where the skip table has an entry, Teddy-style:
     for byte offsets 0, 1, 2, tables by low and by high nibble whose bytes are sets of 16
     buckets (two halves of 8: lo A, hi A, lo B, hi B per offset). Bytes are compared with bit
-    5 set (`b | 0x20`, which lower-cases letters). Each pattern goes to its first letter's
-    bucket, so a bucket's offset-0 set is exact. A word start whose bytes i, i+1, i+2 fail
+    5 set (`b | 0x20`, which lower-cases letters). `bucket_of` picks a pattern's bucket (words:
+    their first letter's, so a bucket's offset-0 set is exact). A word start whose bytes i, i+1, i+2 fail
     every bucket begins no pattern: no false negatives, because a literal that matches at i
     has its own first three bytes there (a space in it stands for any whitespace run, so
     offsets after one allow everything), and so does a word that is a whole pattern."""
     tables = [[bytearray(16) for _ in range(4)] for _ in range(3)]
     whitespace = {b | 0x20 for b in ASCII_WHITESPACE}
-    firsts = sorted({t[0] | 0x20 for t in patterns})
     for text in sorted(patterns):
-        bucket = firsts.index(text[0] | 0x20) % 16
+        bucket = bucket_of(text) % 16
         half, bit = 2 * (bucket // 8), 1 << (bucket % 8)
         free = False
         for j in range(3):
@@ -339,6 +409,7 @@ def pack(program: ir.Program) -> Packed:
 
     consts = {
         "skip_log2": skip[2] if skip else 0,
+        "skip_cjk": skip[3] if skip else 0,
         "dfa_width": lx.n_classes + 1,
         "word_row": _word_state(lx) * (lx.n_classes + 1),
         "n_codes": n_codes,

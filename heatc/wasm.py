@@ -15,7 +15,17 @@ import jinja2
 import wasmtime
 
 from . import __version__, ir
-from .pack import CHANNEL_USE, CN_BIG_KIND, CN_DIGIT, CN_POINT, CN_SMALL_KIND, REQUIREMENT, SKIP_KEY_MUL, pack
+from .pack import (
+    CHANNEL_USE,
+    CJK_KEY_MUL,
+    CN_BIG_KIND,
+    CN_DIGIT,
+    CN_POINT,
+    CN_SMALL_KIND,
+    REQUIREMENT,
+    SKIP_KEY_MUL,
+    pack,
+)
 
 ABI_MAJOR = 1
 ABI_MINOR = 0
@@ -130,6 +140,8 @@ def compile_wasm(program: ir.Program) -> WasmModule:
         "DFA_WIDTH": k["dfa_width"],
         "WORD_ROW": k["word_row"],
         "SKIP_LOG2": k["skip_log2"],
+        "SKIP_CJK": k["skip_cjk"],
+        "CJK_KEY_MUL": CJK_KEY_MUL - (1 << 32) if CJK_KEY_MUL >= 1 << 31 else CJK_KEY_MUL,
         "SKIP_KEY_MUL": SKIP_KEY_MUL - (1 << 64) if SKIP_KEY_MUL >= 1 << 63 else SKIP_KEY_MUL,
         "MAX_LEXEME": program.lexer.max_lexeme,
         "N_CN": k["n_cn"],

@@ -33,7 +33,33 @@ PLAIN_WORDS = [
     "payment", "at", "most", "not", "exceeds", "a", "I", "of", "patient", "Xylophonists", "qwertyuiopasdfg",
     "qwertyuiopasdfgh", "qwertyuiopasdfghj", "Aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 ]  # fmt: skip
-PLAIN_SEPARATORS = [" ", " ", " ", "\r\n", "\x0b", "\x0c", "\t\t", "!", "?", "'", '"', "*", "#", "&", "_", "=", "\x01", "\x7f"]
+# CJK text a skipper must tell from literals and numerals: plain characters, full-width
+# punctuation, characters that start pool literals or Chinese numbers, a lone lead byte.
+PLAIN_CJK = [
+    "的", "是", "本办法所称", "中国人民银行", "，", "（", "）", "、", "：", "“", "”", "第三条", "不得", "利",
+    "年度", "元的", "通知书", "贷", "百分", "十", "〇", "０", "．", "％", "\u3000", "\ufffd", "\uffff",
+    "借款人应当按照合同约定的期限还款，逾期部分按日计息",
+]  # fmt: skip
+PLAIN_SEPARATORS = [
+    " ",
+    " ",
+    " ",
+    "\r\n",
+    "\x0b",
+    "\x0c",
+    "\t\t",
+    "!",
+    "?",
+    "'",
+    '"',
+    "*",
+    "#",
+    "&",
+    "_",
+    "=",
+    "\x01",
+    "\x7f",
+]
 SEPARATORS = [" ", " ", " ", "  ", "\n", "\t", ",", ":", "-", "，", "\u3000", "\u00a0", ""]
 CONSTANTS = [0, 0.25, 3.5, 5, 7, 8, 12, 15, 20, 24, 30, 36, 120, 1234, 2000, 2024, 300000, 150000000]
 ANCHOR_TERMS = [
@@ -171,8 +197,12 @@ def texts(pieces: list[str], max_pieces: int = 30) -> st.SearchStrategy[bytes]:
 def long_texts(pieces: list[str]) -> st.SearchStrategy[bytes]:
     """Long streams, mostly plain words between separators (what a kernel may skip without
     its lexer), with the rule set's pieces, numbers and raw bytes mixed in."""
-    word = st.one_of(st.sampled_from(PLAIN_WORDS), st.sampled_from(PLAIN_WORDS), st.sampled_from(pieces))
-    sep = st.one_of(st.sampled_from(PLAIN_SEPARATORS), st.sampled_from(SEPARATORS), st.sampled_from(NUMBER_PIECES))
+    word = st.one_of(
+        st.sampled_from(PLAIN_WORDS), st.sampled_from(PLAIN_WORDS), st.sampled_from(PLAIN_CJK), st.sampled_from(pieces)
+    )
+    sep = st.one_of(
+        st.sampled_from(PLAIN_SEPARATORS), st.sampled_from(SEPARATORS), st.sampled_from(NUMBER_PIECES), st.just("")
+    )
     part = st.tuples(word, sep).map(lambda ws: (ws[0] + ws[1]).encode("utf-8"))
     return st.lists(st.one_of(part, part, part, st.binary(min_size=1, max_size=2)), min_size=10, max_size=120).map(
         b"".join
