@@ -121,6 +121,15 @@ STOPWORDS = frozenset(
     item items number numbers x mr mrs ms dr""".split()
 )
 
+# Words that name a number. Kept out of keyword discovery (they are stop words: "two
+# tablets"), but aggregation offers each as a keyword of its own group, `numeral`: a number
+# written out and restated in digits — "thirty (30) days" — is a cell whose values are that
+# number, if the corpus and the teacher say so.
+NUMBER_WORDS = tuple(
+    """one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
+    eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred""".split()
+)
+
 _IDENT = re.compile(r"[^a-z0-9]+")
 
 
@@ -155,7 +164,7 @@ class Lexicon:
                 kept.append(Category(c.name, c.kind, c.group, lits, c.exact))
         return Lexicon(kept, self.chinese_numbers)
 
-    def with_keywords(self, phrases: Iterable[str]) -> Lexicon:
+    def with_keywords(self, phrases: Iterable[str], group: str = "keyword") -> Lexicon:
         taken = {c.name for c in self.categories} | set(RESERVED_WORDS) | {"number", "percent"}
         seen = {lit.lower() for c in self.categories for lit in c.literals}
         added = []
@@ -172,7 +181,7 @@ class Lexicon:
             while name in taken:
                 name, k = f"{base}_{k}", k + 1
             taken.add(name)
-            added.append(Category(name, "keyword", "keyword", (phrase,)))
+            added.append(Category(name, "keyword", group, (phrase,)))
         return Lexicon(self.categories + added, self.chinese_numbers)
 
 

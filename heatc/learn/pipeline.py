@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import Diagnostic, HeatError
 from . import aggregate as agg
 from .corpus import read_corpus, sentences
-from .lexemes import SEED_CATEGORIES, STOPWORDS, Lexicon, align, discover_keywords, lex_sentence
+from .lexemes import NUMBER_WORDS, SEED_CATEGORIES, STOPWORDS, Lexicon, align, discover_keywords, lex_sentence
 
 WORK_VERSION = 2  # 2: candidates keep their check (consistent cells were read back as ranges)
 
@@ -323,7 +323,11 @@ def _read_chunks(work: Path, n: int) -> list[dict]:
 def aggregate(
     config: LearnConfig, plan_: Plan, records: list[dict], documents
 ) -> tuple[Lexicon, list[agg.LearnedCell], dict]:
-    lexicon = _lexicon(plan_)
+    # Number words join as keywords here, not in the plan: the teacher's couplings are per
+    # lexeme, and a one-word keyword does not change where lexemes start and end.
+    lexicon = _lexicon(plan_).with_keywords(NUMBER_WORDS, group="numeral")
+    numerals = [c.name for c in lexicon.categories if c.group == "numeral"]
+    candidates = plan_.candidates + [agg.CellKey(n, v, "") for n in numerals for v in ("number", "percent")]
     program = lexicon.program()
     groups = {c.name: c.group for c in lexicon.categories}
     couplings = agg.Couplings()
@@ -333,9 +337,10 @@ def aggregate(
         lx = lex_sentence(program, rec["text"])
         by_value = {o.value: o for o in agg.occurrences(lx, groups)}
         for value, per_lexeme in rec["probes"]:
-            couplings.add(lx, by_value[value], per_lexeme)
+            if len(per_lexeme) == len(lx.lexemes) and value in by_value:
+                couplings.add(lx, by_value[value], per_lexeme)
     texts = [d.text for d in documents]
-    values = agg.collect_values(lexicon, plan_.candidates, texts)
+    values = agg.collect_values(lexicon, candidates, texts)
     cells = agg.cell_table(
         values, couplings, min_support=config.min_support, min_probes=config.min_probes, sentences=plan_.sentences,
         alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
