@@ -29,6 +29,7 @@ import re
 import sys
 import time
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,7 +42,7 @@ LABS = (
     "magnesium|inr|temperature|pulse|heart rate|blood pressure|respiratory rate|respirations|weight|troponin|"
     "albumin|bilirubin|bicarbonate|co2|phosphorus|hgb|hct|tsh|ptt|pt"
 )
-NUM = r"\d+(?:\.\d+)?"
+NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"  # "231,000" is one number, as heatc reads it
 VALUE_PATTERNS = {
     "medical": re.compile(rf"\b(?:{LABS})\b(?:\s+(?:was|is|of|at|level|:))*\s*[:=]?\s*({NUM})\b", re.I),
     "finance": re.compile(rf"({NUM})%"),
@@ -111,10 +112,12 @@ def document_stream(doc) -> tuple[str, list[tuple[int, int]]]:
 
 
 def _times_ten(text: str) -> str:
-    if "." in text:
-        whole, frac = text.split(".")
-        return (whole + frac[:1]).lstrip("0") + ("." + frac[1:] if frac[1:] else "") or "0"
-    return text + "0"
+    """The number ten times larger, written the same way: "7.2" -> "72", "0.05" -> "0.5",
+    "231,000" -> "2,310,000" (appending a digit would give "2310,000", which reads as 2310)."""
+    frac = text.partition(".")[2]
+    value = Decimal(text.replace(",", "")) * 10
+    decimals = max(len(frac) - 1, 0)
+    return f"{value:,.{decimals}f}" if "," in text else f"{value:.{decimals}f}"
 
 
 def corruptions(domain: str, stream: str):
@@ -122,6 +125,8 @@ def corruptions(domain: str, stream: str):
     out = []
     for m in VALUE_PATTERNS[domain].finditer(stream):
         g = 1 if m.group(1) else 2
+        if float(m.group(g).replace(",", "")) == 0:
+            continue  # ten times 0 is 0: "0%" written "00%" is the same value, not a corruption
         a, b = m.span(g)
         out.append(("value x10", stream[:a] + _times_ten(m.group(g)) + stream[b:]))
     swaps = UNIT_SWAPS[domain]
@@ -134,7 +139,7 @@ def corruptions(domain: str, stream: str):
             value = m.group(1)
             if len(re.findall(rf"\(?\b{re.escape(value)}\)?\s*days", stream, re.I)) >= 2:
                 a, b = m.span(1)
-                out.append(("term changed", stream[:a] + str(int(float(value)) + 15) + stream[b:]))
+                out.append(("term changed", stream[:a] + str(int(float(value.replace(",", ""))) + 15) + stream[b:]))
     return out
 
 
