@@ -20,6 +20,7 @@ import atexit
 import ctypes
 import hashlib
 import json
+import struct
 import threading
 import time
 import weakref
@@ -43,6 +44,7 @@ _EV_COUNT, _SNAP_COUNT, _STATUS, _QUIET = 2, 5, 9, 12
 _STATUS_TEXT = {1: "a token id is out of range for the token table", 2: "the stream is finished; reset it first"}
 _EPOCH_TICK_S = 0.01
 _COUNTER_NAMES = ("bytes", "lexemes", "tokens", "matches", "rejections")
+_SNAP_HEAD = struct.Struct("<4I5Q")  # seq, events, final, pad, counters; the verdicts follow
 
 
 class ModuleError(Exception):
@@ -452,14 +454,14 @@ class Checker:
                 events.append((rec[0], self._event(rec)))
         snaps: list[tuple[int, int, Snapshot]] = []
         if n_snap:
-            raw = mem[self._snap_ptr : self._snap_ptr + n_snap * self.snapshot_size].view(self._snap_dtype)
-            index, r = self._rule_index, self._n_rules
-            codes = raw["verdicts"][:, :r].tobytes()
-            for k, (seq, n_events, final, counters) in enumerate(zip(
-                raw["seq"].tolist(), raw["n_events"].tolist(), raw["final"].tolist(), raw["counters"].tolist(), strict=True,
-            )):  # fmt: skip
+            # struct on the raw bytes: a decoding step drains a few snapshots, and numpy's
+            # per-field views cost more than the records themselves
+            index, r, size = self._rule_index, self._n_rules, self.snapshot_size
+            raw = memoryview(mem)[self._snap_ptr : self._snap_ptr + n_snap * size]
+            for off in range(0, n_snap * size, size):
+                seq, n_events, final, _, *counters = _SNAP_HEAD.unpack_from(raw, off)
                 snap = Snapshot(
-                    VerdictMap(index, codes[k * r : (k + 1) * r]),
+                    VerdictMap(index, raw[off + _SNAP_HEAD.size : off + _SNAP_HEAD.size + r].tobytes()),
                     [],
                     dict(zip(_COUNTER_NAMES, counters, strict=True)),
                     bool(final),
