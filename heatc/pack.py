@@ -360,6 +360,14 @@ def pack(program: ir.Program) -> Packed:
     b.section("byte_class", bytes(lx.byte_class))
     b.section("dfa", _dfa_rows(lx))
     b.section("token_flags", bytes(p.token_flags))
+    # inert tokens: in no element's accept list, no barrier: to a live thread such a lexeme
+    # is only one more gap, so a kernel may age threads by a run of them at once
+    accepted = {code for rule in p.rules for e in rule.elements for code in e.accepts}
+    busy = ir.FLAG_BARRIER | ir.FLAG_STARTS | ir.FLAG_ANCHOR_MEMBER
+    b.section(
+        "inert",
+        bytes(int(code not in accepted and not flag & busy) for code, flag in enumerate(p.token_flags)),
+    )
     b.section("literal_class", _u32s([lit.class_id for lit in p.literals]))
 
     n_codes = len(p.token_flags)

@@ -140,6 +140,7 @@ def compile_wasm(program: ir.Program) -> WasmModule:
         "DFA_WIDTH": k["dfa_width"],
         "WORD_ROW": k["word_row"],
         "SKIP_LOG2": k["skip_log2"],
+        "BULK_AGING": int(bool(program.rules) and not a),
         "SKIP_CJK": k["skip_cjk"],
         "CJK_KEY_MUL": CJK_KEY_MUL - (1 << 32) if CJK_KEY_MUL >= 1 << 31 else CJK_KEY_MUL,
         "SKIP_KEY_MUL": SKIP_KEY_MUL - (1 << 64) if SKIP_KEY_MUL >= 1 << 63 else SKIP_KEY_MUL,
