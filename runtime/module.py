@@ -43,7 +43,6 @@ _CONTROL_FIELDS = ("ev_ptr", "ev_cap", "ev_count", "snap_ptr", "snap_cap", "snap
 _EV_COUNT, _SNAP_COUNT, _STATUS, _QUIET = 2, 5, 9, 12
 _STATUS_TEXT = {1: "a token id is out of range for the token table", 2: "the stream is finished; reset it first"}
 _EPOCH_TICK_S = 0.01
-_COUNTER_NAMES = ("bytes", "lexemes", "tokens", "matches", "rejections")
 _SNAP_HEAD = struct.Struct("<4I5Q")  # seq, events, final, pad, counters; the verdicts follow
 
 
@@ -444,7 +443,8 @@ class Checker:
     def _drain(self) -> tuple[list[tuple[int, Event]], list[tuple[int, int, Snapshot]]]:
         """Decode and clear the event and snapshot buffers: ([(seq, event)], [(seq, n_events, snapshot)])."""
         mem = self._mem
-        n_ev, n_snap = int(self._ctlv[_EV_COUNT]), int(self._ctlv[_SNAP_COUNT])
+        ctl = self._ctlc  # (ctypes: cheaper to read than numpy scalars)
+        n_ev, n_snap = ctl[_EV_COUNT], ctl[_SNAP_COUNT]
         events: list[tuple[int, Event]] = []
         if n_ev:
             raw = mem[self._ev_ptr : self._ev_ptr + n_ev * self.event_size].view(self._event_dtype)
@@ -459,17 +459,21 @@ class Checker:
             index, r, size = self._rule_index, self._n_rules, self.snapshot_size
             raw = memoryview(mem)[self._snap_ptr : self._snap_ptr + n_snap * size]
             for off in range(0, n_snap * size, size):
-                seq, n_events, final, _, *counters = _SNAP_HEAD.unpack_from(raw, off)
-                snap = Snapshot(
-                    VerdictMap(index, raw[off + _SNAP_HEAD.size : off + _SNAP_HEAD.size + r].tobytes()),
-                    [],
-                    dict(zip(_COUNTER_NAMES, counters, strict=True)),
-                    bool(final),
+                seq, n_events, final, _, n_bytes, lexemes, tokens, matches, rejections = _SNAP_HEAD.unpack_from(
+                    raw, off
                 )
-                snaps.append((seq, n_events, snap))
+                counters = {
+                    "bytes": n_bytes,
+                    "lexemes": lexemes,
+                    "tokens": tokens,
+                    "matches": matches,
+                    "rejections": rejections,
+                }  # fmt: skip  (a literal: dict(zip(...)) costs more than the rest of the record)
+                verdicts = VerdictMap(index, raw[off + _SNAP_HEAD.size : off + _SNAP_HEAD.size + r].tobytes())
+                snaps.append((seq, n_events, Snapshot(verdicts, [], counters, bool(final))))
         if n_ev or n_snap:
-            self._ctlv[_EV_COUNT] = 0
-            self._ctlv[_SNAP_COUNT] = 0
+            ctl[_EV_COUNT] = 0
+            ctl[_SNAP_COUNT] = 0
         return events, snaps
 
     def _event(self, rec: tuple) -> Event:
@@ -585,10 +589,14 @@ class Batch:
         for seq, e in events:
             self._pending.setdefault(seq, []).append(e)
         for seq, n_events, snap in snaps:
-            pending = self._pending.get(seq, [])
-            snap.events = pending[:n_events]
-            self._pending[seq] = pending[n_events:]
-            out.setdefault(seq, []).append(snap)
+            if n_events:  # (most snapshots of a decoding step cover no events)
+                pending = self._pending[seq]
+                snap.events = pending[:n_events]
+                self._pending[seq] = pending[n_events:]
+            if seq in out:
+                out[seq].append(snap)
+            else:
+                out[seq] = [snap]
         return out
 
     def _view_ids(self) -> None:

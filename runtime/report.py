@@ -89,7 +89,7 @@ class VerdictMap(Mapping):
         return repr(dict(self))
 
 
-@dataclass
+@dataclass(slots=True)  # one per trigger per sequence while decoding: keep it cheap
 class Snapshot:
     verdicts: Mapping[str, Verdict]  # every rule, in program (heat) order
     events: list[Event]  # since the previous snapshot
