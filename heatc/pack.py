@@ -251,7 +251,8 @@ def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int, int] | None:
         bit = skip_slot(key, log2 + 5)
         bits[bit >> 3] |= 1 << (bit & 7)
     plain_bytes = bytes(plain[0] + plain[1]) + bytes([1 << i for i in range(8)] + [0] * 8)
-    plain_bytes += _teddy(patterns, lambda t: sorted({x[0] | 0x20 for x in patterns}).index(t[0] | 0x20))
+    first_letters = {c: i for i, c in enumerate(sorted({x[0] | 0x20 for x in patterns}))}
+    plain_bytes += _teddy(patterns, lambda t: first_letters[t[0] | 0x20])
     cjk = _cjk_tables(p, step, matters)
     if cjk:
         plain_bytes += cjk[0] + cjk[1]
