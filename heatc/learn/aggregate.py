@@ -486,10 +486,13 @@ def allocate(
 ) -> tuple[list[LearnedCell], float]:
     """Share the false-alarm budget among cells: which run, and with which range.
 
-    A cell is worth the clean values at which it would notice a value written ten times
-    larger or smaller: a range cell's values that its range accepts but would reject so
-    changed (`slip_power` × support), a consistency cell's values in documents that state its
-    term at least twice. It costs its false alarms, for a range the larger of its rejections
+    A cell is worth the clean values at which it would notice an error, of two kinds alike:
+    a slip (the value written ten times larger or smaller: `slip_power`) and a substitution
+    (another value of the same cell in its place, drawn from the cell's values). A range notices
+    a slip of the values it accepts that would fall outside, and a substitution when the
+    value it accepts is replaced by one it rejects; a consistency cell notices both at every
+    value of a document that states its term at least twice, a substitution unless the new
+    value happens to be the same. It costs its false alarms, for a range the larger of its rejections
     in the corpus and the cross-validated estimate for unseen documents (`range_options`). Each
     cell is left out, or runs with the margin policy's range or a candidate range (which
     must still accept all but `max_rejected` of its values; for the cells in `narrow` the
@@ -504,18 +507,30 @@ def allocate(
         cv = values[c.key]
         ch = [(0.0, 0.0, None, 0, math.inf)]  # left out
         if c.key.check == "consistent":
-            worth = sum(len(vs) for vs in cv.per_document.values() if len(vs) >= 2) - c.rejected
-            ch.append((float(worth), float(c.rejected), None, c.rejected, 0.0))
+            # a restated value is noticed however it changes: a slip, or another value
+            counts = np.unique(np.asarray(cv.values), return_counts=True)[1] / max(len(cv.values), 1)
+            stated = sum(len(vs) for vs in cv.per_document.values() if len(vs) >= 2) - c.rejected
+            worth = stated * (1.0 + (1.0 - float((counts**2).sum()))) / 2
+            ch.append((worth, float(c.rejected), None, c.rejected, 0.0))
         else:
             n = len(cv.values)
+
+            def worth(power: float, rejected: int, n: int = n) -> float:
+                inside = 1.0 - rejected / n  # another value of the cell: noticed if it falls outside
+                return n * (power + inside * (1.0 - inside)) / 2
+
             default = margin_range(Stats(**c.stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
             if c.key not in narrow:
-                ch.append((slip_power(default, cv.values) * n, float(c.rejected), None, c.rejected, _width(default)))
+                ch.append(
+                    (worth(slip_power(default, cv.values), c.rejected), float(c.rejected), None, c.rejected,
+                     _width(default))
+                )  # fmt: skip
             ch.extend(
-                (o.power * n, float(max(o.rejected, o.expected)), o.bounds, o.rejected, _width(o.bounds))
+                (worth(o.power, o.rejected), float(max(o.rejected, o.expected)), o.bounds, o.rejected,
+                 _width(o.bounds))
                 for o in range_options(cv)
                 if o.rejected <= max_rejected * n
-            )
+            )  # fmt: skip
         choices.append(ch)
 
     def pick(lam: float) -> list[int]:
