@@ -188,7 +188,7 @@ def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int, int] | None:
     lx = p.lexer
     flags = p.token_flags
     matters = ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER
-    if flags[ir.TOK_WORD] & matters or lx.max_lexeme < 16:
+    if flags[ir.TOK_WORD] & matters or lx.max_lexeme < 32:  # a word in a 32-byte block is one token
         return None
 
     def step(state: int, byte: int) -> int:
