@@ -162,28 +162,30 @@ def skip_slot(key: int, log2: int) -> int:
 
 def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int, int] | None:
     """Tables for a kernel's idle-stretch skipper (docs/abi.md, "The skipper"): while no rule
-    has a live thread, a kernel may count plain words and plain one-byte ASCII tokens 16 bytes
-    at a time instead of running the lexer automaton over them. Returns (plain_bytes,
-    word_table, table_log2, cjk_table_log2), or None when the rule set leaves the skipper nothing safe to do.
+    has a live thread, a kernel may count plain words, plain one-byte ASCII tokens and plain
+    CJK characters 32 bytes at a time instead of running the lexer automaton over them.
+    Returns (plain_bytes, word_table, table_log2, cjk_table_log2), or None when the rule set
+    leaves the skipper nothing safe to do.
 
     A token *matters* to an idle stream when its code starts a rule, triggers a snapshot or is
     an anchor member; a trigger does not matter to a quiet stream (no snapshots but the last).
 
-    - `plain_bytes` (48 bytes): two tables of 16 bytes indexed by a byte's low nibble, each a
-      bit set of the high nibbles 0–7 for which that ASCII byte is *plain* — the automaton
-      reads it as a one-byte token that nothing extends (no literal starts with it unless it
-      is the whole literal) and that does not matter — first for any stream, then for a quiet
-      one; then 16 bytes 1, 2, 4 … 128, 0 … 0 (a high nibble's bit); then 192 bytes of word
-      fingerprints (`_teddy`); then, if the last item returned (a table's log2) is not
-      0, the 192 bytes of CJK character fingerprints and the table of `_cjk_tables`.
+    - `plain_bytes`: two tables of 16 bytes indexed by a byte's low nibble, each a bit set of
+      the high nibbles 0–7 for which that ASCII byte is *plain* — the automaton reads it as a
+      one-byte token that nothing extends (no literal starts with it unless it is the whole
+      literal) and that does not matter — first for any stream, then for a quiet one; then 16
+      bytes 1, 2, 4 … 128, 0 … 0 (a high nibble's bit); then 192 bytes of word fingerprints
+      (`_teddy`); then, if cjk_table_log2 is not 0, the 192 bytes of CJK character
+      fingerprints and the table of `_cjk_tables`.
     - `word_table`: a bit filter of 2^(table_log2 + 5) bits (bit `skip_slot(key, table_log2 +
-      5)` set for every key), then 2^table_log2 u64 slots (open addressing from `skip_slot`, linear probing, 0 =
-      empty) holding `skip_word_key`s: for every letter-initial literal that is more than its
-      leading ASCII-letter run (`mg/dL`, `blood sugar`: one lexeme where the skipper would
-      count several), that run with the byte after it; for every one-word literal that
-      matters, and every ASCII word of an anchor term, the word with next byte 0. A word of up
-      to 15 letters whose two keys (with the byte after it, and with 0) are both absent is one
-      lexeme that does not matter: a plain word, or a literal that only spells one.
+      5)` set for every key), then 2^table_log2 u64 slots (open addressing from `skip_slot`,
+      linear probing, 0 = empty) holding `skip_word_key`s: for every letter-initial literal
+      that is more than its leading ASCII-letter run (`mg/dL`, `blood sugar`: one lexeme where
+      the skipper would count several), that run with the byte after it; for every one-word
+      literal that matters, and every ASCII word of an anchor term, the word with next byte 0.
+      A word of up to 31 letters whose two keys (with the byte after it, and with 0) are both
+      absent is one lexeme that does not matter: a plain word, or a literal that only spells
+      one.
     """
     lx = p.lexer
     flags = p.token_flags
