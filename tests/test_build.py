@@ -17,6 +17,7 @@ import heatc_runtime as rt
 from heatc.build import HCT_MAGIC, build
 from heatc.cli import app
 from heatc.errors import HeatError
+from heatc.ruletest import case_spellings
 
 HERE = Path(__file__).parent
 GOOD = HERE / "heatmaps" / "good.yaml"
@@ -176,6 +177,19 @@ def test_cli_test_and_show(tmp_path):
     assert "ok   glucose_mg_dl: 30 generated inputs (pattern and requirements)" in r.output
     r = heatc("show", GOOD, "-o", tmp_path / "tiny.png")
     assert r.exit_code == 0 and (tmp_path / "tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_test_spells_literals_in_ascii_case_only(tmp_path):
+    """Classes fold ASCII letters only: "µg".upper() is Greek "ΜG", another text altogether,
+    so `heatc test` must not offer it as a spelling of the literal."""
+    assert case_spellings("µg/dL") == ["µg/dL", "µg/dl", "µG/DL", "µG/Dl"]
+    rules = tmp_path / "micro.heat"
+    rules.write_text(
+        'ruleset micro "doses in micrograms"\nclass mcg unit = "µg"\n'
+        'rule dose "A dose in µg: 1-1000" {\n  match v:number mcg\n  require v in [1, 1000]\n}\n'
+    )
+    r = heatc("test", rules, "-n", "60")
+    assert r.exit_code == 0, r.output
 
 
 def test_cli_test_reports_a_failing_example(tmp_path):
