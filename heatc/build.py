@@ -106,8 +106,8 @@ def build(path: str | Path, out_root: str | Path = "build", tokenizer: TokenTabl
     program, lowered, hm = compile_heatmap(path)
     _check_expects(program)
     table = tokenizer or token_table(hm.tokenizer, str(path))
-    module = compile_wasm(program)
     packed = pack(program)
+    module = compile_wasm(program, packed)
     sizes = _rule_sizes(packed.offsets, packed.blob, len(program.rules))
     tiers = _tier_plan(program, sizes, hm.tiers)
     rules_at = packed.offsets["rules"] if program.rules else 0

@@ -1,7 +1,7 @@
 """IR → WebAssembly: render the generic kernel (templates/kernel.wat.j2) with the packed
 tables and the program's state layout, then assemble it with wasmtime's wat2wasm.
 
-Public surface: `ABI_MAJOR`, `ABI_MINOR`, `compile_wasm(program) -> WasmModule`,
+Public surface: `ABI_MAJOR`, `ABI_MINOR`, `compile_wasm(program, packed=None) -> WasmModule`,
 `write_module(module, directory)`, `manifest(program, wasm, consts) -> dict`.
 """
 
@@ -24,6 +24,7 @@ from .pack import (
     CN_SMALL_KIND,
     REQUIREMENT,
     SKIP_KEY_MUL,
+    Packed,
     pack,
 )
 
@@ -102,8 +103,9 @@ def write_module(module: WasmModule, directory) -> None:
         os.replace(tmp, directory / name)
 
 
-def compile_wasm(program: ir.Program) -> WasmModule:
-    packed = pack(program)
+def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModule:
+    """`packed`: the program's `pack(program)`, when the caller has it already."""
+    packed = packed or pack(program)
     fields, state_size = _layout_consts(program)
     k = packed.consts
     max_captures = max(1, k["max_captures"])

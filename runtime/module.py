@@ -430,12 +430,7 @@ class Checker:
             ("cstart", "<u8"), ("cend", "<u8"), ("caps", "<f8", (n_caps,)),
         ])  # fmt: skip
         assert self._event_dtype.itemsize == self.event_size
-        n_rules = len(self.rule_names)
-        self._snap_dtype = np.dtype([
-            ("seq", "<u4"), ("n_events", "<u4"), ("final", "<u4"), ("pad", "<u4"), ("counters", "<u8", (5,)),
-            ("verdicts", "u1", (self.snapshot_size - 56,)),
-        ])  # fmt: skip
-        self._n_rules = n_rules
+        self._n_rules = len(self.rule_names)
 
     def _value(self, kind: str, x: float) -> float | str:
         return self._classes[int(x)] if kind == "class" else float(x)

@@ -38,8 +38,8 @@ _VALIDATED = [0]
 _compile_wasm = _wasm.compile_wasm
 
 
-def _compile_and_validate(program):
-    module = _compile_wasm(program)
+def _compile_and_validate(program, packed=None):
+    module = _compile_wasm(program, packed)
     if _WASM_VALIDATE:
         with tempfile.NamedTemporaryFile(suffix=".wasm") as f:
             f.write(module.wasm)
