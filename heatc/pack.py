@@ -145,7 +145,6 @@ def _word_state(lx: ir.Lexer) -> int:
 
 ASCII_WHITESPACE = b" \t\n\v\f\r"
 SKIP_KEY_MUL = 0x9E3779B97F4A7C15
-_BORING = ir.FLAG_TRIGGER | ir.FLAG_STARTS  # what makes a lexeme matter to an idle stream
 
 
 def skip_word_key(word: bytes, next_byte: int = 0) -> int:
@@ -237,15 +236,7 @@ def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int, int] | None:
         if re.fullmatch(r"[a-z]+", m):
             keys.add(skip_word_key(m.encode()))
             patterns.add(m.encode())
-    log2 = 4
-    while (1 << log2) < 8 * len(keys):
-        log2 += 1
-    table = [0] * (1 << log2)
-    for key in sorted(keys):
-        slot = skip_slot(key, log2)
-        while table[slot]:
-            slot = (slot + 1) & ((1 << log2) - 1)
-        table[slot] = key
+    table, log2 = _open_table({key: key for key in keys}, skip_slot)
     # a one-bit-per-key filter in front of the table (bit = the slot hash's top bits), so
     # that nearly every plain word is cleared by one byte load, without probing
     bits = bytearray(1 << (log2 + 5 - 3))
@@ -259,6 +250,22 @@ def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int, int] | None:
     if cjk:
         plain_bytes += cjk[0] + cjk[1]
     return plain_bytes, bytes(bits) + struct.pack(f"<{len(table)}Q", *table), log2, cjk[2] if cjk else 0
+
+
+def _open_table(entries: dict[int, int], slot_of) -> tuple[list[int], int]:
+    """An open-addressing table for a kernel: at least 8 slots per entry (so that a miss is
+    nearly always one probe), entry `value` at `slot_of(key, log2)` or the next free slot
+    after it (linear probing; 0 = empty). Returns (slots, log2)."""
+    log2 = 4
+    while (1 << log2) < 8 * len(entries):
+        log2 += 1
+    table = [0] * (1 << log2)
+    for key, value in sorted(entries.items()):
+        slot = slot_of(key, log2)
+        while table[slot]:
+            slot = (slot + 1) & ((1 << log2) - 1)
+        table[slot] = value
+    return table, log2
 
 
 CJK_LEADS = [*range(0xE1, 0xED), 0xEE, 0xEF]  # three-byte leads with no invalid second bytes
@@ -314,16 +321,8 @@ def _cjk_tables(p: ir.Program, step, matters: int) -> tuple[bytes, bytes, int] |
         char = m.encode("utf-8")
         if len(char) == 3 and char[0] in CJK_LEADS:
             kinds[char] = 1
-    log2 = 4
-    while (1 << log2) < 8 * len(kinds):
-        log2 += 1
-    table = [0] * (1 << log2)
-    for char, kind in sorted(kinds.items()):
-        key = int.from_bytes(char, "little")
-        slot = cjk_slot(key, log2)
-        while table[slot]:
-            slot = (slot + 1) & ((1 << log2) - 1)
-        table[slot] = key | kind << 24
+    entries = {int.from_bytes(char, "little"): kind for char, kind in kinds.items()}
+    table, log2 = _open_table({key: key | kind << 24 for key, kind in entries.items()}, cjk_slot)
     return _teddy(set(kinds), lambda t: t[1] & 15), struct.pack(f"<{len(table)}I", *table), log2
 
 
