@@ -39,6 +39,29 @@ FLAG_STARTS = 4  # some rule's first element accepts this token (lets kernels sk
 FLAG_ANCHOR_MEMBER = 8  # a literal whose normalised text occurs in some anchor term
 FLAG_ANCHOR_END = 16  # ... and ends one
 
+# Tokens a lexer emits for open classes of text (most lexemes are one of these)
+OPEN_CODES = frozenset({TOK_OTHER, TOK_WORD, TOK_NUMBER, TOK_PERCENT})
+
+
+def starts_late(rule: Rule) -> bool:
+    """Whether a kernel may start `rule` at its second lexeme instead of its first.
+
+    A thread waiting for an element with gap 0 lives exactly one lexeme, so a rule whose
+    second element has gap 0 needs no thread after its first lexeme: it is enough to keep
+    the last lexeme (the state's `look_*` fields) and start the thread when the next one is
+    accepted by the second element. That pays when the first element accepts an open class
+    (every number, say) and the second does not (a unit). Rules behind a `when` gate start
+    where the gate was open, so they keep the ordinary path."""
+    els = rule.elements
+    return (
+        len(els) >= 2
+        and els[1].gap == 0
+        and rule.gate < 0
+        and not OPEN_CODES.isdisjoint(els[0].accepts)
+        and OPEN_CODES.isdisjoint(els[1].accepts)
+    )
+
+
 # Requirement operators, in the order the kernels number them.
 OPS = ("<", "<=", ">", ">=", "==", "!=", "in")
 
@@ -277,6 +300,16 @@ def _compute_layout(p: Program) -> StateLayout:
     add("buf", p.lexer.max_lexeme, 8)
     # One bit per rule with a live thread: lets a kernel visit only the rules that can act.
     add("active_rules", 8 * ((len(p.rules) + 63) // 64), 8)
+    # The last lexeme that may begin a late-starting rule (`starts_late`), for kernels that
+    # start those at their second lexeme: lexeme index + 1 (0: none), span start, token
+    # code, length and bytes. The reference interpreter starts every rule at its first
+    # lexeme and writes zeros here.
+    if any(starts_late(r) for r in p.rules):
+        add("look_mark", 8, 8)
+        add("look_start", 8, 8)
+        add("look_code", 4, 4)
+        add("look_len", 4, 4)
+        add("look_buf", p.lexer.max_lexeme, 16)
     # Anchors: a ring of the last A anchor-text lexemes of the current run
     a = p.anchors.max_lexemes
     if a:

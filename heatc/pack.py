@@ -17,6 +17,9 @@ from .lexicon import CN_BIG, CN_DIGITS, CN_SMALL
 from .numbers import POW10
 
 RULE_HEADER = 48  # 12 x u32
+# A kernel-only token flag beside ir.FLAG_*: the code may begin a late-starting rule, so a
+# kernel keeps such a lexeme as its look-behind (ir.starts_late)
+FLAG_LOOK = 32
 ELEMENT = 16  # gap, accepts_rel, n_accepts, capture
 REQUIREMENT = 64  # op, left, right, pad, left_const, right_const, low, high, closed mask (v128)
 CHANNEL_USE = 24  # channel, capture, key, n_keys, keys_rel, pad
@@ -72,7 +75,7 @@ def _u32s(values) -> bytes:
     return struct.pack(f"<{len(values)}I", *values)
 
 
-def _rule_record(rule: ir.Rule, state_off: int) -> bytes:
+def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
     k, nc = len(rule.elements), len(rule.captures)
     elements_rel = RULE_HEADER
     accepts_rel = elements_rel + ELEMENT * k
@@ -105,7 +108,7 @@ def _rule_record(rule: ir.Rule, state_off: int) -> bytes:
     header = struct.pack(
         "<IIiIIIIIIIII",
         k, nc, rule.gate, state_off, len(rule.requirements), len(rule.channels),
-        elements_rel, reqs_rel, chans_rel, 16 + 8 * nc, 0, 0,
+        elements_rel, reqs_rel, chans_rel, 16 + 8 * nc, int(late), 0,
     )  # fmt: skip
     body = header + element_bytes + accept_bytes
     body += b"\0" * (reqs_rel - len(body))
@@ -159,15 +162,16 @@ def skip_slot(key: int, log2: int) -> int:
     return ((key * SKIP_KEY_MUL) & 0xFFFFFFFFFFFFFFFF) >> (64 - log2)
 
 
-def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int, int] | None:
+def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, int] | None:
     """Tables for a kernel's idle-stretch skipper (docs/abi.md, "The skipper"): while no rule
     has a live thread, a kernel may count plain words, plain one-byte ASCII tokens and plain
     CJK characters 32 bytes at a time instead of running the lexer automaton over them.
     Returns (plain_bytes, word_table, table_log2, cjk_table_log2), or None when the rule set
     leaves the skipper nothing safe to do.
 
-    A token *matters* to an idle stream when its code starts a rule, triggers a snapshot or is
-    an anchor member; a trigger does not matter to a quiet stream (no snapshots but the last).
+    A token *matters* to an idle stream when its code (in the kernel's `flags`) starts a rule,
+    may begin a late-starting one, triggers a snapshot or is an anchor member; a trigger does
+    not matter to a quiet stream (no snapshots but the last).
 
     - `plain_bytes`: two tables of 16 bytes indexed by a byte's low nibble, each a bit set of
       the high nibbles 0–7 for which that ASCII byte is *plain* — the automaton reads it as a
@@ -187,8 +191,7 @@ def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int, int] | None:
       one.
     """
     lx = p.lexer
-    flags = p.token_flags
-    matters = ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER
+    matters = ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER | FLAG_LOOK
     if flags[ir.TOK_WORD] & matters or lx.max_lexeme < 32:  # a word in a 32-byte block is one token
         return None
 
@@ -246,7 +249,7 @@ def _skip_tables(p: ir.Program) -> tuple[bytes, bytes, int, int] | None:
     plain_bytes = bytes(plain[0] + plain[1]) + bytes([1 << i for i in range(8)] + [0] * 8)
     first_letters = {c: i for i, c in enumerate(sorted({x[0] | 0x20 for x in patterns}))}
     plain_bytes += _teddy(patterns, lambda t: first_letters[t[0] | 0x20])
-    cjk = _cjk_tables(p, step, matters)
+    cjk = _cjk_tables(p, flags, step, matters)
     if cjk:
         plain_bytes += cjk[0] + cjk[1]
     return plain_bytes, bytes(bits) + struct.pack(f"<{len(table)}Q", *table), log2, cjk[2] if cjk else 0
@@ -276,7 +279,7 @@ def cjk_slot(key: int, log2: int) -> int:
     return ((key * CJK_KEY_MUL) & 0xFFFFFFFF) >> (32 - log2)
 
 
-def _cjk_tables(p: ir.Program, step, matters: int) -> tuple[bytes, bytes, int] | None:
+def _cjk_tables(p: ir.Program, flags: list[int], step, matters: int) -> tuple[bytes, bytes, int] | None:
     """The skipper's view of three-byte characters with a lead byte E1–EC, EE or EF (CJK,
     CJK punctuation, full-width forms). A *plain* one is read by the automaton as a
     one-character lexeme that nothing extends and that does not matter, and is in no anchor
@@ -287,7 +290,7 @@ def _cjk_tables(p: ir.Program, step, matters: int) -> tuple[bytes, bytes, int] |
     three bytes (little-endian) | kind << 24, kind 1 = never plain, 2 = plain only in a quiet
     stream (a trigger that starts nothing). None when other-tokens matter."""
     lx = p.lexer
-    if p.token_flags[ir.TOK_OTHER] & matters:
+    if flags[ir.TOK_OTHER] & matters:
         return None
     ends: dict[tuple[int, int], bool] = {}
 
@@ -297,7 +300,7 @@ def _cjk_tables(p: ir.Program, step, matters: int) -> tuple[bytes, bytes, int] |
                 s
                 and lx.accept[s] not in (ir.TOK_NONE, ir.TOK_SPACE)
                 and not lx.boundary[s]
-                and not p.token_flags[lx.accept[s]] & mask
+                and not flags[lx.accept[s]] & mask
                 and not any(step(s, c) for c in range(256))
             )
         return ends[s, mask]
@@ -361,25 +364,33 @@ def pack(program: ir.Program) -> Packed:
     b = _Blob()
     b.section("byte_class", bytes(lx.byte_class))
     b.section("dfa", _dfa_rows(lx))
-    b.section("token_flags", bytes(p.token_flags))
+    # Late-starting rules (ir.starts_late) are visited at their second lexeme: the codes of
+    # their second element start them, those of their first are kept as the look-behind
+    n_codes = len(p.token_flags)
+    late = [ir.starts_late(rule) for rule in p.rules]
+    flags = [f & ~ir.FLAG_STARTS for f in p.token_flags]
+    starts: list[list[int]] = [[] for _ in range(n_codes)]
+    finals = [0] * n_codes  # rules whose last element accepts each code
+    for r, rule in enumerate(p.rules):
+        for code in rule.elements[1 if late[r] else 0].accepts:
+            starts[code].append(r)
+            flags[code] |= ir.FLAG_STARTS
+        if late[r]:
+            for code in rule.elements[0].accepts:
+                flags[code] |= FLAG_LOOK
+        for code in rule.elements[-1].accepts:
+            finals[code] += 1
+    b.section("token_flags", bytes(flags))
     # inert tokens: in no element's accept list, no barrier: to a live thread such a lexeme
     # is only one more gap, so a kernel may age threads by a run of them at once
     accepted = {code for rule in p.rules for e in rule.elements for code in e.accepts}
     busy = ir.FLAG_BARRIER | ir.FLAG_STARTS | ir.FLAG_ANCHOR_MEMBER
     b.section(
         "inert",
-        bytes(int(code not in accepted and not flag & busy) for code, flag in enumerate(p.token_flags)),
+        bytes(int(code not in accepted and not flag & busy) for code, flag in enumerate(flags)),
     )
     b.section("literal_class", _u32s([lit.class_id for lit in p.literals]))
 
-    n_codes = len(p.token_flags)
-    starts: list[list[int]] = [[] for _ in range(n_codes)]
-    finals = [0] * n_codes  # rules whose last element accepts each code
-    for r, rule in enumerate(p.rules):
-        for code in rule.elements[0].accepts:
-            starts[code].append(r)
-        for code in rule.elements[-1].accepts:
-            finals[code] += 1
     start_off = [0]
     for s in starts:
         start_off.append(start_off[-1] + len(s))
@@ -390,7 +401,7 @@ def pack(program: ir.Program) -> Packed:
     records = bytearray()
     for r, rule in enumerate(p.rules):
         rule_offsets.append(len(records))
-        records += _rule_record(rule, layout.field(f"rule[{r}].rejected").offset)
+        records += _rule_record(rule, layout.field(f"rule[{r}].rejected").offset, late[r])
     rules_at = b.section("rules", bytes(records))
     b.section("rule_off", _u32s([rules_at + o for o in rule_offsets]) or b"\0\0\0\0")
 
@@ -412,7 +423,7 @@ def pack(program: ir.Program) -> Packed:
     b.section("cn_table", b"".join(struct.pack("<II", cp, code) for cp, code in cn))
     b.section("sha256_k", _u32s(SHA256_K))
 
-    skip = _skip_tables(p)
+    skip = _skip_tables(p, flags)
     if skip:
         b.section("skip_plain", skip[0])
         b.section("skip_words", skip[1])
@@ -429,5 +440,6 @@ def pack(program: ir.Program) -> Packed:
         "n_cn": len(cn),
         "max_final": max(finals, default=0),
         "max_captures": max((len(r.captures) for r in p.rules), default=0),
+        "late": int(any(late)),
     }
     return Packed(bytes(b.data), b.offsets, consts)

@@ -22,6 +22,7 @@ from .pack import (
     CN_DIGIT,
     CN_POINT,
     CN_SMALL_KIND,
+    FLAG_LOOK,
     REQUIREMENT,
     SKIP_KEY_MUL,
     Packed,
@@ -83,6 +84,9 @@ def _layout_consts(program: ir.Program) -> tuple[dict[str, int], int]:
         assert layout.field("anchor[0].text").offset - f["ring"] == 10
     f["anchor_active"] = layout.field("anchor_active").offset if program.anchor_groups else 0
     f["channels"] = layout.field("channel[0].set").offset if program.channels else 0
+    late = any(ir.starts_late(r) for r in program.rules)
+    for name in ("look_mark", "look_start", "look_code", "look_len", "look_buf"):
+        f[name] = layout.field(name).offset if late else 0
     return f, layout.size
 
 
@@ -143,6 +147,8 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
         "WORD_ROW": k["word_row"],
         "SKIP_LOG2": k["skip_log2"],
         "BULK_AGING": int(bool(program.rules) and not a),
+        "LATE": k["late"],
+        "FLAG_LOOK": FLAG_LOOK,
         "SKIP_CJK": k["skip_cjk"],
         "CJK_KEY_MUL": CJK_KEY_MUL - (1 << 32) if CJK_KEY_MUL >= 1 << 31 else CJK_KEY_MUL,
         "SKIP_KEY_MUL": SKIP_KEY_MUL - (1 << 64) if SKIP_KEY_MUL >= 1 << 63 else SKIP_KEY_MUL,
