@@ -555,3 +555,95 @@ def test_a_chosen_range_is_written_and_lowered(tmp_path):
     hm = load_heatmap(path)
     assert hm.cells[0].range == (60.0, 250.0)
     assert "require v in [60, 250]" in format_file(lower(hm).tree)
+
+
+def test_a_compound_number_word_is_one_numeral_and_keeps_the_teachers_couplings():
+    """ "forty-five (45) days": the 45 belongs to "forty-five", not to "five", whose cell
+    then holds fives only; a probe labelled with "forty", "-", "five" as three lexemes takes
+    the largest of their couplings for the one lexeme."""
+    from heatc.learn.pipeline import _relexed
+
+    plain = _lexicon_with("payment")
+    lexicon = plain.with_numerals()
+    groups = {c.name: c.group for c in lexicon.categories}
+    assert groups["forty_five"] == groups["five"] == "numeral"
+    docs = ["Payment within forty-five (45) days; notice within five (5) days.", "Forty five (45) days."]
+    got = agg.collect_values(
+        lexicon, [agg.CellKey("five", "number", ""), agg.CellKey("forty_five", "number", "")], docs
+    )
+    assert got[agg.CellKey("five", "number", "")].values == [5.0]
+    assert got[agg.CellKey("forty_five", "number", "")].values == [45.0, 45.0]
+    text = "Payment within forty-five (45) days."
+    old = lex_sentence(plain.program(), text).lexemes
+    new = lex_sentence(lexicon.program(), text).lexemes
+    assert len(old) == len(new) + 2
+    value = next(i for i, x in enumerate(old) if x.raw == b"45")
+    coupling = [float(i) for i in range(len(old))]
+    coupling[value] = None
+    moved, relexed = _relexed(old, new, value, coupling)
+    assert new[moved].raw == b"45" and relexed[moved] is None and len(relexed) == len(new)
+    forty_five = next(i for i, x in enumerate(new) if x.raw == b"forty-five")
+    assert relexed[forty_five] == max(coupling[j] for j, x in enumerate(old) if x.raw in (b"forty", b"-", b"five"))
+
+
+def test_a_number_word_cell_is_narrowed_when_another_number_in_its_place_is_what_it_would_notice():
+    """ "thirty (30) days" has one value and a typo ("thirty (45)"): against its own values a
+    substitution is worth next to nothing, so rejecting the 45 is not worth its false alarm;
+    against what other number words restate (15, 45, 60) it is."""
+    key = agg.CellKey("thirty", "number", "")
+    cv = _spread_values([30.0] * 200 + [35.0] * 2)
+    cv.values.append(45.0)
+    cv.per_document[3].append(45.0)
+    c = agg.Couplings()
+    c.pooled = [1.0, 2.0, 3.0]
+    c.by_cell[key] = [3.5] * 3
+    pool = np.asarray([15.0] * 50 + [45.0] * 50 + [60.0] * 50 + [30.0] * 50)
+    ranges = []
+    for substitutes in (None, {key: pool}):
+        [cell] = agg.cell_table(
+            {key: cv}, c, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75, substitutes=substitutes
+        )
+        ranges.append(cell.range)
+    assert ranges[0][1] >= 45
+    assert 15 < ranges[1][0] <= 30 and 35 <= ranges[1][1] < 45
+
+
+def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
+    """Which units stand in for one another comes from the keywords that take both; a hot
+    cell's keyword that never takes the other unit gets a guard, lowered to a rule that
+    rejects any value in it."""
+    from heatc.build import compile_heatmap
+    from heatc.reference import scan
+    from heatc_runtime import Verdict
+
+    ck = agg.CellKey
+    candidates = [
+        ck("aspirin", "number", "mg"), ck("versed", "number", "mg"), ck("versed", "number", "mcg"),
+        ck("weight", "number", "pounds"), ck("weight", "number", "kg"), ck("", "number", "mg"),
+    ]  # fmt: skip
+    lexicon = _lexicon_with("aspirin", "versed", "weight")
+    groups = {c.name: c.group for c in lexicon.categories}
+    guards = agg.unit_guards(candidates, [ck("aspirin", "number", "mg"), ck("weight", "number", "pounds")], groups)
+    assert guards == {ck("aspirin", "number", "mcg"): [(ck("aspirin", "number", "mg"), 1.0)]}
+    assert agg.guard_expected([0, 0, 1, 3, 0]) == pytest.approx(1 / 3)
+    assert agg.guard_expected([2, 3]) == 0.0
+
+    docs = [f"Aspirin {v} mg daily." for v in (81, 325, 81, 81, 162)] * 8
+    mg, mcg = ck("aspirin", "number", "mg"), ck("aspirin", "number", "mcg")
+    values = agg.collect_values(lexicon, [mg, mcg], docs)
+    c = agg.Couplings()
+    c.pooled = [1.0, 2.0, 3.0]
+    c.by_cell[mg] = [3.5] * 3
+    guard = agg.LearnedCell(mcg, 1.0, 3.5, 3, 40, {}, guards="mg", worth=20.0, expected=0.5)
+    cells = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75, guards=[guard])
+    assert [x.key for x in cells] == [mg, mcg] and cells[1].range == (0.0, 0.0)
+    doc = agg.heatmap_document(
+        name="guarded", title="t", lexicon=lexicon, cells=cells, provenance={}, sensitivity=0.75, rule_files=[],
+        tokenizer={"bytes": True},
+    )  # fmt: skip
+    path = tmp_path / "guarded.yaml"
+    agg.write_heatmap(path, doc)
+    program = compile_heatmap(path)[0]
+    for text, rejected in (("Aspirin 81 mg daily.", False), ("Aspirin 81 mcg daily.", True)):
+        events, _, _ = scan(program, text.encode())
+        assert any(e.kind == "match" and e.verdict is Verdict.REJECTED for e in events) == rejected

@@ -291,6 +291,9 @@ class LearnedCell:
     stats: dict
     rejected: int = 0  # clean corpus values (range) or matches (consistent) the cell's rule rejects
     range: tuple[float, float] | None = None  # a range chosen by `allocate`; None: the margin policy's
+    guards: str = ""  # a unit guard (`unit_guards`): the units its keyword takes instead of this cell's
+    worth: float = 0.0  # a unit guard's worth: the values at which it would notice a swapped unit
+    expected: float = 0.0  # a unit guard's false alarms expected in unseen documents
 
 
 def rejected_values(stats: dict, values: list[float]) -> int:
@@ -321,12 +324,16 @@ def cell_table(
     min_documents: int = 5,
     max_rejected: float = MAX_REJECTED,
     sensitivity: float | None = None,
+    substitutes: dict[CellKey, np.ndarray] | None = None,
+    guards: Iterable[LearnedCell] = (),
 ) -> list[LearnedCell]:
     """Every cell with enough corpus support and teacher evidence, highest score first,
     within the false-alarm budget (`select_cells`)."""
     ranked = []
+    guards = list(guards)
+    guard_keys = {g.key for g in guards}  # their values are counted in `values`; they are not ranked
     for key, cv in values.items():
-        if len(cv.values) < min_support:
+        if len(cv.values) < min_support or key in guard_keys:
             continue
         strength, n = couplings.strength(key)
         if n < min_probes:
@@ -335,7 +342,8 @@ def cell_table(
     ranked.sort(key=lambda c: (-c.score, c.key))
     return select_cells(
         ranked, values, min_support=min_support, sentences=sentences, alarm_budget=alarm_budget,
-        min_documents=min_documents, max_rejected=max_rejected, sensitivity=sensitivity,
+        min_documents=min_documents, max_rejected=max_rejected, sensitivity=sensitivity, substitutes=substitutes,
+        guards=guards,
     )  # fmt: skip
 
 
@@ -349,6 +357,8 @@ def select_cells(
     min_documents: int = 5,
     max_rejected: float = MAX_REJECTED,
     sensitivity: float | None = None,
+    substitutes: dict[CellKey, np.ndarray] | None = None,
+    guards: Iterable[LearnedCell] = (),
 ) -> list[LearnedCell]:
     """The cells, in the given (score) order, whose rules the clean corpus says are worth
     running; statistics and false alarms are recomputed from `values`.
@@ -365,7 +375,8 @@ def select_cells(
     rules — share the budget first (`allocate`: which of them run, with which range; a range
     cell whose margin-policy range rejects too many of its values may still run with a
     candidate range that does not), and what they leave goes to the cells below it, in score
-    order."""
+    order. Unit `guards` (`unit_guards`) share the budget with the hot cells; their false
+    alarms are recounted from `values`."""
     budget = alarm_budget * max(sentences, 1)
     out: list[LearnedCell] = []
     alarms = 0.0
@@ -398,7 +409,10 @@ def select_cells(
         return out
     total, budget = budget, math.inf  # every hot cell that could run, then the budget is shared among them
     take([c for c in ranked if c.score >= sensitivity], hot=True)
-    out, alarms = allocate(out, values, budget=total, max_rejected=max_rejected, narrow=narrow)
+    for g in guards:
+        rejected = int((np.asarray(values[g.key].values) > 0).sum())  # range [0, 0]: every value is a false alarm
+        out.append(dataclasses.replace(g, rejected=rejected, range=(0.0, 0.0)))
+    out, alarms = allocate(out, values, budget=total, max_rejected=max_rejected, narrow=narrow, substitutes=substitutes)
     budget = total
     take([c for c in ranked if c.score < sensitivity])
     return out
@@ -483,6 +497,7 @@ def allocate(
     budget: float,
     max_rejected: float = MAX_REJECTED,
     narrow: set[CellKey] | frozenset[CellKey] = frozenset(),
+    substitutes: dict[CellKey, np.ndarray] | None = None,
 ) -> tuple[list[LearnedCell], float]:
     """Share the false-alarm budget among cells: which run, and with which range.
 
@@ -500,13 +515,20 @@ def allocate(
     worth within the budget (a Lagrangian relaxation: every cell takes the choice with the
     largest worth − λ × cost, for the smallest λ ≥ 0 that fits; between choices alike in
     both, the narrower range, which notices smaller changes too). Returns the cells that run
-    and the false alarms charged for them."""
+    and the false alarms charged for them.
+
+    `substitutes` gives, per cell, the values a substitution draws from where they are not
+    the cell's own: a number word restated in digits ("thirty (30) days") has one value, so
+    another of its own values changes nothing, while another number written in its place —
+    drawn from what all number words restate — is what a narrow range would notice."""
     # (worth, cost, bounds or None for the margin policy's, rejections in the corpus, width)
     choices: list[list[tuple[float, float, tuple[float, float] | None, int, float]]] = []
     for c in cells:
         cv = values[c.key]
         ch = [(0.0, 0.0, None, 0, math.inf)]  # left out
-        if c.key.check == "consistent":
+        if c.guards:
+            ch.append((c.worth, max(float(c.rejected), c.expected), (0.0, 0.0), c.rejected, 0.0))
+        elif c.key.check == "consistent":
             # a restated value is noticed however it changes: a slip, or another value
             counts = np.unique(np.asarray(cv.values), return_counts=True)[1] / max(len(cv.values), 1)
             stated = sum(len(vs) for vs in cv.per_document.values() if len(vs) >= 2) - c.rejected
@@ -514,19 +536,22 @@ def allocate(
             ch.append((worth, float(c.rejected), None, c.rejected, 0.0))
         else:
             n = len(cv.values)
+            pool = None if substitutes is None else substitutes.get(c.key)
 
-            def worth(power: float, rejected: int, n: int = n) -> float:
-                inside = 1.0 - rejected / n  # another value of the cell: noticed if it falls outside
-                return n * (power + inside * (1.0 - inside)) / 2
+            def worth(power: float, rejected: int, bounds: tuple[float, float], n: int = n, pool=pool) -> float:
+                inside = 1.0 - rejected / n  # the share of the cell's values it accepts
+                # another value in its place: noticed if the range accepts the first and not the second
+                outside = 1.0 - inside if pool is None or not len(pool) else _outside(bounds, pool) / len(pool)
+                return n * (power + inside * outside) / 2
 
             default = margin_range(Stats(**c.stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
             if c.key not in narrow:
                 ch.append(
-                    (worth(slip_power(default, cv.values), c.rejected), float(c.rejected), None, c.rejected,
-                     _width(default))
+                    (worth(slip_power(default, cv.values), c.rejected, default), float(c.rejected), None,
+                     c.rejected, _width(default))
                 )  # fmt: skip
             ch.extend(
-                (worth(o.power, o.rejected), float(max(o.rejected, o.expected)), o.bounds, o.rejected,
+                (worth(o.power, o.rejected, o.bounds), float(max(o.rejected, o.expected)), o.bounds, o.rejected,
                  _width(o.bounds))
                 for o in range_options(cv)
                 if o.rejected <= max_rejected * n
@@ -561,6 +586,52 @@ def allocate(
         spent += charged
         out.append(dataclasses.replace(c, range=bounds, rejected=rejected))
     return out, spent
+
+
+def unit_guards(
+    candidates: Iterable[CellKey], hot: Iterable[CellKey], groups: dict[str, str]
+) -> dict[CellKey, list[tuple[CellKey, float]]]:
+    """Unit guards: cells that reject a value in a unit its keyword never takes.
+
+    "Zocor 20 mg" written "Zocor 20 g" stays plausible for grams alone ("Ancef 1 g",
+    "specimen 350 g"); what is wrong is the unit after this keyword. Which units stand in
+    for one another is learned from the candidate cells (those seen in the discovery sample):
+    two units are alternatives when some keyword takes both ("versed … mg", "versed … mcg").
+    For every hot cell `keyword … number unit` (a domain keyword), each alternative of its
+    unit that the keyword never takes in the sample gets a guard `keyword … number unit'`
+    whose range is [0, 0]. A guard maps to the cells it stands for, each with the share of
+    that unit's swaps it would notice (one alternative among those the unit has).
+
+    The teacher's evidence is the guarded cell's: its keyword, value and unit are coupled;
+    the corpus's evidence is the absence. `select_cells` prices each guard by its false
+    alarms (every value the corpus writes in that unit after the keyword) and the ones
+    expected in unseen documents (Good–Turing, `guard_expected`)."""
+    candidates = list(candidates)
+    units_of: dict[str, set[str]] = defaultdict(set)
+    for k in candidates:
+        if k.keyword and k.unit and k.check == "range":
+            units_of[k.keyword].add(k.unit)
+    alternatives: dict[str, set[str]] = defaultdict(set)
+    for units in units_of.values():
+        for u in units:
+            alternatives[u] |= units - {u}
+    out: dict[CellKey, list[tuple[CellKey, float]]] = defaultdict(list)
+    for k in hot:
+        if not (k.keyword and k.unit and k.check == "range") or groups.get(k.keyword) != "keyword":
+            continue
+        alts = alternatives.get(k.unit, set())
+        for u in sorted(alts - units_of[k.keyword]):
+            out[CellKey(k.keyword, k.value, u)].append((k, 1.0 / len(alts)))
+    return dict(out)
+
+
+def guard_expected(counts: Iterable[int]) -> float:
+    """The false alarms a guard of a pair the corpus never wrote is expected to raise in a
+    corpus as large again (Good–Turing): the pairs seen once say how much of what is unseen
+    turns up, shared among the unseen pairs."""
+    counts = list(counts)
+    unseen = sum(c == 0 for c in counts)
+    return sum(c == 1 for c in counts) / unseen if unseen else 0.0
 
 
 def heatmap_document(
@@ -607,6 +678,14 @@ def heatmap_document(
             doc["range"] = [c.range[0], c.range[1]]
         if c.key.check != "range":
             doc["check"] = c.key.check
+        if c.guards:
+            del doc["stats"]
+            doc["description"] = (
+                f"learned: a unit guard; the corpus writes {c.support} values in {c.guards} after "
+                f"{c.key.keyword} and {c.rejected} in {c.key.unit}, so any value in {c.key.unit} is rejected"
+            )
+            cell_docs.append(doc)
+            continue
         doc["description"] = (
             f"learned: coupling {c.strength:g}× the mean over {c.probes} probed occurrences; "
             f"values {_decimal(c.stats['q01'])}–{_decimal(c.stats['q99'])} (1st–99th percentile)"

@@ -130,6 +130,15 @@ NUMBER_WORDS = tuple(
     eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred""".split()
 )
 
+# "twenty-five" and "forty five" are one number each. Without them, "five" would be the
+# number word before the 25 of "twenty-five (25) days", and a cell "five … number" would
+# hold 25, 35, 45 besides 5 — too wide to notice "five (50) days".
+NUMBER_WORD_COMPOUNDS = tuple(
+    (f"{tens}_{unit}", (f"{tens}-{unit}", f"{tens} {unit}"))
+    for tens in "twenty thirty forty fifty sixty seventy eighty ninety".split()
+    for unit in "one two three four five six seven eight nine".split()
+)
+
 _IDENT = re.compile(r"[^a-z0-9]+")
 
 
@@ -183,6 +192,19 @@ class Lexicon:
             taken.add(name)
             added.append(Category(name, "keyword", group, (phrase,)))
         return Lexicon(self.categories + added, self.chinese_numbers)
+
+    def with_numerals(self) -> Lexicon:
+        """Number words (`NUMBER_WORDS`, `NUMBER_WORD_COMPOUNDS`) as keywords of the group
+        `numeral`, each number one category ("forty-five" and "forty five" alike)."""
+        out = self.with_keywords(NUMBER_WORDS, group="numeral")
+        taken = {c.name for c in out.categories}
+        seen = {lit.lower() for c in out.categories for lit in c.literals}
+        extra = [
+            Category(name, "keyword", "numeral", literals)
+            for name, literals in NUMBER_WORD_COMPOUNDS
+            if name not in taken and not any(x in seen for x in literals)
+        ]
+        return Lexicon(out.categories + extra, out.chinese_numbers)
 
 
 @dataclass

@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import Diagnostic, HeatError
 from . import aggregate as agg
 from .corpus import read_corpus, sentences
-from .lexemes import NUMBER_WORDS, SEED_CATEGORIES, STOPWORDS, Lexicon, align, discover_keywords, lex_sentence
+from .lexemes import SEED_CATEGORIES, STOPWORDS, Lexicon, align, discover_keywords, lex_sentence
 
 WORK_VERSION = 2  # 2: candidates keep their check (consistent cells were read back as ranges)
 
@@ -325,25 +325,39 @@ def aggregate(
 ) -> tuple[Lexicon, list[agg.LearnedCell], dict]:
     # Number words join as keywords here, not in the plan: the teacher's couplings are per
     # lexeme, and a one-word keyword does not change where lexemes start and end.
-    lexicon = _lexicon(plan_).with_keywords(NUMBER_WORDS, group="numeral")
+    lexicon = _lexicon(plan_).with_numerals()
     numerals = [c.name for c in lexicon.categories if c.group == "numeral"]
     candidates = plan_.candidates + [agg.CellKey(n, v, "") for n in numerals for v in ("number", "percent")]
     program = lexicon.program()
     groups = {c.name: c.group for c in lexicon.categories}
     couplings = agg.Couplings()
+    labelled = _lexicon(plan_).program()  # the lexemes the teacher's couplings are indexed by
     for rec in records:
         if not rec["probes"]:
             continue
         lx = lex_sentence(program, rec["text"])
+        old = lex_sentence(labelled, rec["text"]).lexemes
         by_value = {o.value: o for o in agg.occurrences(lx, groups)}
         for value, per_lexeme in rec["probes"]:
-            if len(per_lexeme) == len(lx.lexemes) and value in by_value:
+            if len(per_lexeme) != len(old):
+                continue
+            value, per_lexeme = _relexed(old, lx.lexemes, value, per_lexeme)
+            if value in by_value:
                 couplings.add(lx, by_value[value], per_lexeme)
     texts = [d.text for d in documents]
-    values = agg.collect_values(lexicon, candidates, texts)
+    scores = {}
+    for k in candidates:
+        strength, n = couplings.strength(k)
+        if n >= config.min_probes:
+            scores[k] = couplings.percentile(strength)
+    guarded = agg.unit_guards(candidates, [k for k, x in scores.items() if x >= config.sensitivity], groups)
+    everything = agg.collect_values(lexicon, candidates + sorted(guarded), texts)
+    values = {k: v for k, v in everything.items() if k not in guarded}
+    guards = _guard_cells(guarded, everything, scores, couplings, config.min_support)
     cells = agg.cell_table(
-        values, couplings, min_support=config.min_support, min_probes=config.min_probes, sentences=plan_.sentences,
+        everything, couplings, min_support=config.min_support, min_probes=config.min_probes, sentences=plan_.sentences,
         alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
+        substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
     )[: config.max_cells]  # fmt: skip
     # The heatmap declares only the categories its cells use, and that changes how some
     # text lexes ("blood pressure" may no longer be one lexeme): recount with that lexicon,
@@ -353,8 +367,9 @@ def aggregate(
         final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
         recount = agg.collect_values(final, sorted({c.key for c in cells}), texts)
         kept = agg.select_cells(
-            cells, recount, min_support=config.min_support, sentences=plan_.sentences,
+            [c for c in cells if not c.guards], recount, min_support=config.min_support, sentences=plan_.sentences,
             alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
+            substitutes=_numeral_substitutes(recount, set(numerals)), guards=[c for c in cells if c.guards],
         )  # fmt: skip
         if len(kept) == len(cells):
             break
@@ -369,6 +384,62 @@ def aggregate(
         "unit_vs_keyword": _role_summary(couplings),
     }
     return final, kept, summary
+
+
+def _guard_cells(
+    guarded: dict[agg.CellKey, list[tuple[agg.CellKey, float]]],
+    values: dict[agg.CellKey, agg.CellValues],
+    scores: dict[agg.CellKey, float],
+    couplings: agg.Couplings,
+    min_support: int,
+) -> list[agg.LearnedCell]:
+    """Unit guards (`agg.unit_guards`) as cells: each takes the teacher's score of the best
+    cell it stands for, and is worth the values of those cells at which it would notice a
+    swapped unit (half of them, as a slip and a substitution share a range cell's worth)."""
+    expected = agg.guard_expected(int((np.asarray(values[g].values) > 0).sum()) for g in guarded)
+    out = []
+    for g, stands_for in sorted(guarded.items()):
+        stands_for = [(k, share) for k, share in stands_for if len(values[k].values) >= min_support]
+        if not stands_for:
+            continue
+        best = max(stands_for, key=lambda x: (scores[x[0]], x[0]))[0]
+        strength, n = couplings.strength(best)
+        out.append(
+            agg.LearnedCell(
+                g, round(scores[best], 4), round(strength, 4), n, sum(len(values[k].values) for k, _ in stands_for),
+                {}, guards=", ".join(sorted(k.unit for k, _ in stands_for)),
+                worth=sum(len(values[k].values) * share for k, share in stands_for) / 2, expected=expected,
+            )
+        )  # fmt: skip
+    return out
+
+
+def _relexed(old: list, new: list, value: int, coupling: list) -> tuple[int | None, list]:
+    """A probe's couplings, indexed by the labelling lexicon's lexemes, for the lexemes of the
+    aggregation lexicon: a compound number word ("forty-five") is one lexeme there and three
+    ("forty", "-", "five") in the labels; it takes the largest coupling of what it covers."""
+    if [(x.start, x.end) for x in old] == [(x.start, x.end) for x in new]:
+        return value, coupling
+    out: list[float | None] = []
+    moved = None
+    for k, lex in enumerate(new):
+        covered = [j for j, o in enumerate(old) if o.start < lex.end and lex.start < o.end]
+        if value in covered:
+            moved = k if covered == [value] else None  # the probed value must stay one lexeme
+            out.append(None)
+            continue
+        xs = [coupling[j] for j in covered if coupling[j] is not None]
+        out.append(max(xs) if xs else None)
+    return moved, out
+
+
+def _numeral_substitutes(values: dict[agg.CellKey, agg.CellValues], numerals: set[str]) -> dict:
+    """Per number-word cell, the values every number word's cell captured: what another number
+    restated in its place would be ("thirty (45) days"). A number word's own values are nearly
+    all one number, so a substitution among them would change nothing."""
+    keys = [k for k in values if k.keyword in numerals and k.check == "range"]
+    pool = np.asarray([v for k in keys for v in values[k].values], dtype=np.float64)
+    return dict.fromkeys(keys, pool)
 
 
 def _role_summary(couplings: agg.Couplings) -> dict:
