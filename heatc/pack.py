@@ -177,8 +177,8 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, in
       the high nibbles 0–7 for which that ASCII byte is *plain* — the automaton reads it as a
       one-byte token that nothing extends (no literal starts with it unless it is the whole
       literal) and that does not matter — first for any stream, then for a quiet one; then 16
-      bytes 1, 2, 4 … 128, 0 … 0 (a high nibble's bit); then 192 bytes of word fingerprints
-      (`_teddy`); then, if cjk_table_log2 is not 0, the 192 bytes of CJK character
+      bytes 1, 2, 4 … 128, 0 … 0 (a high nibble's bit); then 128 bytes of word fingerprints
+      (`_teddy`, first two bytes); then, if cjk_table_log2 is not 0, the 192 bytes of CJK character
       fingerprints and the table of `_cjk_tables`.
     - `word_table`: a bit filter of 2^(table_log2 + 5) bits (bit `skip_slot(key, table_log2 +
       5)` set for every key), then 2^table_log2 u64 slots (open addressing from `skip_slot`,
@@ -248,7 +248,7 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, in
         bits[bit >> 3] |= 1 << (bit & 7)
     plain_bytes = bytes(plain[0] + plain[1]) + bytes([1 << i for i in range(8)] + [0] * 8)
     first_letters = {c: i for i, c in enumerate(sorted({x[0] | 0x20 for x in patterns}))}
-    plain_bytes += _teddy(patterns, lambda t: first_letters[t[0] | 0x20])
+    plain_bytes += _teddy(patterns, lambda t: first_letters[t[0] | 0x20], offsets=2)
     cjk = _cjk_tables(p, flags, step, matters)
     if cjk:
         plain_bytes += cjk[0] + cjk[1]
@@ -329,22 +329,22 @@ def _cjk_tables(p: ir.Program, flags: list[int], step, matters: int) -> tuple[by
     return _teddy(set(kinds), lambda t: t[1] & 15), struct.pack(f"<{len(table)}I", *table), log2
 
 
-def _teddy(patterns: set[bytes], bucket_of) -> bytes:
+def _teddy(patterns: set[bytes], bucket_of, offsets: int = 3) -> bytes:
     """Fingerprints of the texts that can begin where the skip table has an entry, Teddy-style:
-    for byte offsets 0, 1, 2, tables by low and by high nibble whose bytes are sets of 16
+    for byte offsets 0 … `offsets` - 1, tables by low and by high nibble whose bytes are sets of 16
     buckets (two halves of 8: lo A, hi A, lo B, hi B per offset). Bytes are compared with bit
     5 set (`b | 0x20`, which lower-cases letters). `bucket_of` picks a pattern's bucket (words:
     their first letter's, so a bucket's offset-0 set is exact). A word start whose bytes i, i+1, i+2 fail
     every bucket begins no pattern: no false negatives, because a literal that matches at i
-    has its own first three bytes there (a space in it stands for any whitespace run, so
+    has its own first bytes there (a space in it stands for any whitespace run, so
     offsets after one allow everything), and so does a word that is a whole pattern."""
-    tables = [[bytearray(16) for _ in range(4)] for _ in range(3)]
+    tables = [[bytearray(16) for _ in range(4)] for _ in range(offsets)]
     whitespace = {b | 0x20 for b in ASCII_WHITESPACE}
     for text in sorted(patterns):
         bucket = bucket_of(text) % 16
         half, bit = 2 * (bucket // 8), 1 << (bucket % 8)
         free = False
-        for j in range(3):
+        for j in range(offsets):
             if free or j >= len(text):
                 allowed = set(range(256))
             elif text[j] in ASCII_WHITESPACE:
