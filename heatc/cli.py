@@ -308,7 +308,7 @@ def learn(
             max=1.0,
             help="Rejections the learned rules may make per clean corpus sentence, all cells together.",
         ),
-    ] = 0.01,
+    ] = 0.02,
     epochs: Annotated[int, typer.Option("--epochs", help="Student training epochs.")] = 8,
     student: Annotated[
         bool, typer.Option("--student/--no-student", help="Train and export the student detector.")

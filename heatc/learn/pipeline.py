@@ -358,7 +358,10 @@ def aggregate(
         everything, couplings, min_support=config.min_support, min_probes=config.min_probes, sentences=plan_.sentences,
         alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
         substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
-    )[: config.max_cells]  # fmt: skip
+    )  # fmt: skip
+    # max_cells bounds the cells of the heatmap's own statistics; guards come with the hot
+    # cells they stand for and are not counted (they would push those cells out)
+    cells = [c for c in cells if not c.guards][: config.max_cells] + [c for c in cells if c.guards]
     # The heatmap declares only the categories its cells use, and that changes how some
     # text lexes ("blood pressure" may no longer be one lexeme): recount with that lexicon,
     # so the statistics are what the lowered rules will see — again if a cell drops out.
