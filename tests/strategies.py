@@ -59,6 +59,13 @@ PLAIN_SEPARATORS = [
     "=",
     "\x01",
     "\x7f",
+    # the bytes just outside the SIMD classes: whitespace 9–13, letters A–Z and a–z
+    "\x08",
+    "\x0e",
+    "@",
+    "[",
+    "`",
+    "{",
 ]
 SEPARATORS = [" ", " ", " ", "  ", "\n", "\t", ",", ":", "-", "，", "\u3000", "\u00a0", ""]
 CONSTANTS = [0, 0.25, 3.5, 5, 7, 8, 12, 15, 20, 24, 30, 36, 120, 1234, 2000, 2024, 300000, 150000000]
