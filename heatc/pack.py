@@ -333,7 +333,8 @@ def _teddy(patterns: set[bytes], bucket_of, offsets: int = 3) -> bytes:
     """Fingerprints of the texts that can begin where the skip table has an entry, Teddy-style:
     for byte offsets 0 … `offsets` - 1, tables by low and by high nibble whose bytes are sets of 16
     buckets (two halves of 8: lo A, hi A, lo B, hi B per offset). Bytes are compared with bit
-    5 set (`b | 0x20`, which lower-cases letters). `bucket_of` picks a pattern's bucket (words:
+    5 set (`b | 0x20`, which lower-cases letters); the high-nibble tables also answer for the
+    raw byte's nibble, so a kernel may skip the `| 0x20`. `bucket_of` picks a pattern's bucket (words:
     their first letter's, so a bucket's offset-0 set is exact). A word start whose bytes i, i+1, i+2 fail
     every bucket begins no pattern: no false negatives, because a literal that matches at i
     has its own first bytes there (a space in it stands for any whitespace run, so
@@ -353,7 +354,10 @@ def _teddy(patterns: set[bytes], bucket_of, offsets: int = 3) -> bytes:
                 allowed = {text[j]}
             for b in {b | 0x20 for b in allowed}:
                 tables[j][half][b & 15] |= bit
+                # and under the high nibble without bit 5, so that a kernel may look up a raw
+                # byte's high nibble: (b >> 4) | 2 == (b | 0x20) >> 4
                 tables[j][half + 1][b >> 4] |= bit
+                tables[j][half + 1][(b >> 4) & ~2] |= bit
     return b"".join(bytes(t) for offset in tables for t in offset)
 
 
