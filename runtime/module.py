@@ -34,6 +34,8 @@ from wasmtime import _bindings as ffi
 from .report import Conflict, Event, Report, Snapshot, Verdict, VerdictMap
 from .tables import read_token_table
 
+_VERDICTS = tuple(Verdict)  # by value: indexing is cheaper than calling the enum
+
 #: The ABI this runtime speaks: same major, minor up to this one (docs/abi.md).
 ABI_MAJOR = 1
 ABI_MINOR = 0
@@ -419,6 +421,12 @@ class Checker:
         self.rule_names = [r["name"] for r in m["rules"]]
         self._rule_index = {name: i for i, name in enumerate(self.rule_names)}
         self._captures = [[(c["name"], c["kind"]) for c in r["captures"]] for r in m["rules"]]
+        # the capture names of rules that capture numbers only: their values need no decoding
+        # (tolist() gives floats already), the common case on the hot path of a scan
+        self._number_names = [
+            tuple(name for name, _ in caps) if all(kind == "number" for _, kind in caps) else None
+            for caps in self._captures
+        ]
         self._requirements = [r["requirements"] for r in m["rules"]]
         self._classes = m["classes"]
         self._channels = [(c["name"], c["kind"]) for c in m["channels"]]
@@ -427,7 +435,9 @@ class Checker:
         self._event_dtype = np.dtype([
             ("seq", "<u4"), ("kind", "u1"), ("verdict", "u1"), ("pad", "<u2"), ("id", "<u4"), ("failed", "<i4"),
             ("start", "<u8"), ("end", "<u8"), ("conflict", "<i4"), ("pad2", "<u4"), ("cvalue", "<f8"),
-            ("cstart", "<u8"), ("cend", "<u8"), ("caps", "<f8", (n_caps,)),
+            ("cstart", "<u8"), ("cend", "<u8"),
+            # one scalar field per capture: tolist() then gives floats, not a numpy array
+            *((f"cap{i}", "<f8") for i in range(n_caps)),
         ])  # fmt: skip
         assert self._event_dtype.itemsize == self.event_size
         self._n_rules = len(self.rule_names)
@@ -473,16 +483,22 @@ class Checker:
 
     def _event(self, rec: tuple) -> Event:
         """One event record, as a tuple in the order of `_event_dtype`'s fields."""
-        _seq, kind, verdict, _pad, r, failed, start, end, conflict, _pad2, cvalue, cstart, cend, caps = rec
+        _seq, kind, verdict, _pad, r, failed, start, end, conflict, _pad2, cvalue, cstart, cend = rec[:13]
+        caps = rec[13:]  # room for the most captures of any rule
         if kind == 1:
             return Event("anchor", self._groups[r], start, end)
-        captures = tuple((name, self._value(k, caps[i])) for i, (name, k) in enumerate(self._captures[r]))
+        names = self._number_names[r]
+        if names is not None:
+            # (zip's strict= keyword alone doubles the cost of this line)
+            captures = ((names[0], caps[0]),) if len(names) == 1 else tuple(zip(names, caps))  # noqa: B905
+        else:
+            captures = tuple((name, self._value(k, caps[i])) for i, (name, k) in enumerate(self._captures[r]))
         failed_text = self._requirements[r][failed] if failed >= 0 else None
         clash = None
         if conflict >= 0:
             name, k = self._channels[conflict]
             clash = Conflict(name, self._value(k, cvalue), cstart, cend)
-        return Event("match", self.rule_names[r], start, end, Verdict(verdict), captures, failed_text, clash)
+        return Event._match(self.rule_names[r], start, end, _VERDICTS[verdict], captures, failed_text, clash)
 
     # -- documents ----------------------------------------------------------------------
 

@@ -37,6 +37,11 @@ def test_load_and_scan(medical_dir):
     assert report.verdict is rt.Verdict.REJECTED
     assert report.rejected == ["glucose_mg_dl", "glucose_value"]
     assert report.to_json()["events"][0]["failed"] == "v in [0.5, 2000]"
+    # values decoded from the event buffer are plain Python floats, not numpy scalars
+    first = report.events[0]
+    assert first.captures == (("v", 5000.0),) and type(first.captures[0][1]) is float
+    bp = checker.scan("BP 120/80 mmHg, sodium 1400.").events
+    assert {e.captures for e in bp} == {(("sys", 120.0), ("dia", 80.0)), (("v", 1400.0),)}
 
 
 # -- refusing bad modules ---------------------------------------------------------------
