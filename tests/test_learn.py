@@ -608,6 +608,27 @@ def test_a_number_word_cell_is_narrowed_when_another_number_in_its_place_is_what
     assert 15 < ranges[1][0] <= 30 and 35 <= ranges[1][1] < 45
 
 
+def test_unit_swaps_weigh_each_keyword_by_the_units_it_takes():
+    """A swap is plausible when two keywords take both units; a keyword that takes many
+    units says less about each pair, and a unit's swaps are shared by that evidence."""
+    ck = agg.CellKey
+    takes = {
+        "versed": ["mg", "mcg"], "fentanyl": ["mg", "mcg"], "given": ["mg", "mcg", "grams"],
+        "dose": ["mg", "grams"], "patient": ["mg", "cm", "days"],
+    }  # fmt: skip
+    swaps = agg.unit_swaps([ck(k, "number", u) for k, units in takes.items() for u in units])
+    assert swaps["mg"] == pytest.approx({"mcg": 2.5 / 4, "grams": 1.5 / 4})  # cm, days: "patient" alone
+    assert swaps["mcg"] == {"mg": 1.0} and swaps["grams"] == {"mg": 1.0}  # mcg <-> grams: "given" alone
+    assert "cm" not in swaps and "days" not in swaps
+    # a hot cell guards its unit's GUARDS_PER_CELL most plausible swaps that its keyword never takes
+    takes["aspirin"] = ["mg"]
+    takes["heparin"], takes["insulin"] = ["mg", "units"], ["mg", "units"]
+    candidates = [ck(k, "number", u) for k, units in takes.items() for u in units]
+    guards = agg.unit_guards(candidates, [ck("aspirin", "number", "mg")], {k: "keyword" for k in takes})
+    assert agg.GUARDS_PER_CELL == 2
+    assert sorted(g.unit for g in guards) == ["mcg", "units"]  # grams is the third most plausible
+
+
 def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
     """Which units stand in for one another comes from the keywords that take both; a hot
     cell's keyword that never takes the other unit gets a guard, lowered to a rule that
@@ -619,11 +640,14 @@ def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
     ck = agg.CellKey
     candidates = [
         ck("aspirin", "number", "mg"), ck("versed", "number", "mg"), ck("versed", "number", "mcg"),
+        ck("fentanyl", "number", "mg"), ck("fentanyl", "number", "mcg"),
         ck("weight", "number", "pounds"), ck("weight", "number", "kg"), ck("", "number", "mg"),
+        ck("patient", "number", "mg"), ck("patient", "number", "cm"),
     ]  # fmt: skip
-    lexicon = _lexicon_with("aspirin", "versed", "weight")
+    lexicon = _lexicon_with("aspirin", "versed", "fentanyl", "weight", "patient")
     groups = {c.name: c.group for c in lexicon.categories}
     guards = agg.unit_guards(candidates, [ck("aspirin", "number", "mg"), ck("weight", "number", "pounds")], groups)
+    # mg -> mcg: two keywords take both; mg -> cm and pounds -> kg: one keyword each, no guard
     assert guards == {ck("aspirin", "number", "mcg"): [(ck("aspirin", "number", "mg"), 1.0)]}
     assert agg.guard_expected([0, 0, 1, 3, 0]) == pytest.approx(1 / 3)
     assert agg.guard_expected([2, 3]) == 0.0

@@ -590,6 +590,40 @@ def allocate(
     return out, spent
 
 
+SWAP_KEYWORDS = 2  # keywords that must take both units before a swap between them is plausible
+GUARDS_PER_CELL = 2  # guards a hot unit cell may add: its unit's most plausible swaps
+
+
+def unit_swaps(candidates: Iterable[CellKey]) -> dict[str, dict[str, float]]:
+    """Which units a unit is plausibly swapped with, and the share of its swaps each takes,
+    learned from the candidate cells: a keyword that takes both units ("versed … mg",
+    "versed … mcg") is evidence that one may stand for the other.
+
+    One keyword is one observation, and a broad one proves little: "patient" is followed by
+    mg, grams, days and degrees, "at most" by mg, cm and minutes, which would make every unit
+    an alternative of every other. So each keyword spreads one unit of evidence over the
+    other units it takes (a keyword with units U gives 1 / (|U| − 1) to each pair, so
+    "weight" with pounds, kg and grams says more about pounds ↔ kg than "patient" with seven
+    units), a swap needs `SWAP_KEYWORDS` keywords that take both units, and a unit's swaps
+    are shared among its plausible alternatives in proportion to that evidence."""
+    units_of: dict[str, set[str]] = defaultdict(set)
+    for k in candidates:
+        if k.keyword and k.unit and k.check == "range":
+            units_of[k.keyword].add(k.unit)
+    evidence: dict[tuple[str, str], float] = defaultdict(float)
+    keywords: Counter[tuple[str, str]] = Counter()
+    for units in units_of.values():
+        for a in units:
+            for b in units - {a}:
+                evidence[a, b] += 1.0 / (len(units) - 1)
+                keywords[a, b] += 1
+    plausible: dict[str, dict[str, float]] = defaultdict(dict)
+    for (a, b), e in evidence.items():
+        if keywords[a, b] >= SWAP_KEYWORDS:
+            plausible[a][b] = e
+    return {a: {b: e / sum(alts.values()) for b, e in alts.items()} for a, alts in plausible.items()}
+
+
 def unit_guards(
     candidates: Iterable[CellKey], hot: Iterable[CellKey], groups: dict[str, str]
 ) -> dict[CellKey, list[tuple[CellKey, float]]]:
@@ -597,12 +631,12 @@ def unit_guards(
 
     "Zocor 20 mg" written "Zocor 20 g" stays plausible for grams alone ("Ancef 1 g",
     "specimen 350 g"); what is wrong is the unit after this keyword. Which units stand in
-    for one another is learned from the candidate cells (those seen in the discovery sample):
-    two units are alternatives when some keyword takes both ("versed … mg", "versed … mcg").
-    For every hot cell `keyword … number unit` (a domain keyword), each alternative of its
-    unit that the keyword never takes in the sample gets a guard `keyword … number unit'`
-    whose range is [0, 0]. A guard maps to the cells it stands for, each with the share of
-    that unit's swaps it would notice (one alternative among those the unit has).
+    for one another, and how often, is learned from the candidate cells (`unit_swaps`).
+    For every hot cell `keyword … number unit` (a domain keyword), the `GUARDS_PER_CELL`
+    most plausible swaps of its unit that the keyword never takes in the sample each get a
+    guard `keyword … number unit'` whose range is [0, 0] ("aspirin … mg" guards grams, not
+    centimetres: no two keywords take both mg and cm). A guard maps to the cells it stands
+    for, each with the share of that unit's swaps it would notice.
 
     The teacher's evidence is the guarded cell's: its keyword, value and unit are coupled;
     the corpus's evidence is the absence. `select_cells` prices each guard by its false
@@ -613,17 +647,17 @@ def unit_guards(
     for k in candidates:
         if k.keyword and k.unit and k.check == "range":
             units_of[k.keyword].add(k.unit)
-    alternatives: dict[str, set[str]] = defaultdict(set)
-    for units in units_of.values():
-        for u in units:
-            alternatives[u] |= units - {u}
+    swaps = unit_swaps(candidates)
     out: dict[CellKey, list[tuple[CellKey, float]]] = defaultdict(list)
     for k in hot:
         if not (k.keyword and k.unit and k.check == "range") or groups.get(k.keyword) != "keyword":
             continue
-        alts = alternatives.get(k.unit, set())
-        for u in sorted(alts - units_of[k.keyword]):
-            out[CellKey(k.keyword, k.value, u)].append((k, 1.0 / len(alts)))
+        alts = swaps.get(k.unit, {})
+        # the most plausible first; between equals, the unit's name, so that runs agree
+        ranked = sorted(alts, key=lambda u: (-alts[u], u))[:GUARDS_PER_CELL]
+        for u in ranked:
+            if u not in units_of[k.keyword]:
+                out[CellKey(k.keyword, k.value, u)].append((k, alts[u]))
     return dict(out)
 
 

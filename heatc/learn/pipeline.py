@@ -398,7 +398,9 @@ def _guard_cells(
 ) -> list[agg.LearnedCell]:
     """Unit guards (`agg.unit_guards`) as cells: each takes the teacher's score of the best
     cell it stands for, and is worth the values of those cells at which it would notice a
-    swapped unit (half of them, as a slip and a substitution share a range cell's worth)."""
+    swapped unit — each cell's values times the share of its unit's swaps that go to the
+    guard's unit (`agg.unit_swaps`), halved, as a slip and a substitution share a range
+    cell's worth."""
     expected = agg.guard_expected(int((np.asarray(values[g].values) > 0).sum()) for g in guarded)
     out = []
     for g, stands_for in sorted(guarded.items()):
