@@ -273,6 +273,9 @@ def _open_table(entries: dict[int, int], slot_of) -> tuple[list[int], int]:
 
 CJK_LEADS = [*range(0xE1, 0xED), 0xEE, 0xEF]  # three-byte leads with no invalid second bytes
 CJK_KEY_MUL = 0x9E3779B1
+# at most this many characters may extend a plain-unless character (a Chinese numeral: the
+# 32 other numerals, multipliers and 点); a kernel compares them four at a time
+CJK_CONTINUATIONS = 40
 
 
 def cjk_slot(key: int, log2: int) -> int:
@@ -288,7 +291,10 @@ def _cjk_tables(p: ir.Program, flags: list[int], step, matters: int) -> tuple[by
     character that is not plain, and an exact table of them: 2^table_log2 u32 slots (open
     addressing from `cjk_slot` of the low 24 bits, linear probing, 0 = empty) holding the
     three bytes (little-endian) | kind << 24, kind 1 = never plain, 2 = plain only in a quiet
-    stream (a trigger that starts nothing). None when other-tokens matter."""
+    stream (a trigger that starts nothing), kind k >= 3 = plain unless the next character is
+    one of those in continuation list k - 3 (the first characters of longer tokens it begins:
+    `人` is plain unless `民` follows, for a literal `人民币元`); then those lists,
+    CJK_CONTINUATIONS u32 each (three bytes, 0 = none). None when other-tokens matter."""
     lx = p.lexer
     if flags[ir.TOK_OTHER] & matters:
         return None
@@ -309,7 +315,42 @@ def _cjk_tables(p: ir.Program, flags: list[int], step, matters: int) -> tuple[by
     classes: dict[int, list[int]] = {}
     for b in range(0x80, 0xC0):
         classes.setdefault(lx.byte_class[b], []).append(b)
+
+    extended: dict[int, frozenset[bytes] | None] = {}
+
+    def extensions(s: int) -> frozenset[bytes] | None:
+        """The characters that may extend the token in state `s` (which ends a token that does
+        not matter): at most CJK_CONTINUATIONS three-byte ones, or None."""
+        if s in extended:
+            return extended[s]
+        out: set[bytes] | None = set()
+        if not (
+            s
+            and lx.accept[s] not in (ir.TOK_NONE, ir.TOK_SPACE)
+            and not lx.boundary[s]
+            and not flags[lx.accept[s]] & matters
+        ):
+            out = None
+        for c in range(256) if out is not None else ():
+            t = step(s, c)
+            if not t:
+                continue
+            if c not in CJK_LEADS:
+                out = None
+                break
+            for bytes1 in classes.values():
+                t1 = step(t, bytes1[0])
+                for bytes2 in classes.values() if t1 else ():
+                    if step(t1, bytes2[0]):
+                        out.update(bytes((c, b1, b2)) for b1 in bytes1 for b2 in bytes2)
+            if len(out) > CJK_CONTINUATIONS:
+                out = None
+                break
+        extended[s] = frozenset(out) if out is not None else None
+        return extended[s]
+
     kinds: dict[bytes, int] = {}
+    lists: dict[frozenset[bytes], int] = {}  # continuation sets, numbered from 3 in the kind byte
     for b0 in CJK_LEADS:
         s0 = step(1, b0)
         for bytes1 in classes.values():
@@ -319,6 +360,9 @@ def _cjk_tables(p: ir.Program, flags: list[int], step, matters: int) -> tuple[by
                 if plain_end(s2, matters):
                     continue
                 kind = 2 if plain_end(s2, matters & ~ir.FLAG_TRIGGER) else 1
+                follow = extensions(s2) if kind == 1 else None
+                if follow is not None and (follow in lists or len(lists) < 253):
+                    kind = lists.setdefault(follow, 3 + len(lists))
                 kinds.update((bytes((b0, b1, b2)), kind) for b1 in bytes1 for b2 in bytes2)
     for m in p.anchors.members:
         char = m.encode("utf-8")
@@ -326,7 +370,11 @@ def _cjk_tables(p: ir.Program, flags: list[int], step, matters: int) -> tuple[by
             kinds[char] = 1
     entries = {int.from_bytes(char, "little"): kind for char, kind in kinds.items()}
     table, log2 = _open_table({key: key | kind << 24 for key, kind in entries.items()}, cjk_slot)
-    return _teddy(set(kinds), lambda t: t[1] & 15), struct.pack(f"<{len(table)}I", *table), log2
+    follows = b""
+    for follow in lists:  # (in kind order: dicts keep insertion order)
+        chars = sorted(int.from_bytes(c, "little") for c in follow)
+        follows += struct.pack(f"<{CJK_CONTINUATIONS}I", *chars, *[0] * (CJK_CONTINUATIONS - len(chars)))
+    return _teddy(set(kinds), lambda t: t[1] & 15), struct.pack(f"<{len(table)}I", *table) + follows, log2
 
 
 def _teddy(patterns: set[bytes], bucket_of, offsets: int = 3) -> bytes:

@@ -17,6 +17,7 @@ import wasmtime
 from . import __version__, ir
 from .pack import (
     CHANNEL_USE,
+    CJK_CONTINUATIONS,
     CJK_KEY_MUL,
     CN_BIG_KIND,
     CN_DIGIT,
@@ -150,6 +151,7 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
         "LATE": k["late"],
         "FLAG_LOOK": FLAG_LOOK,
         "SKIP_CJK": k["skip_cjk"],
+        "CJK_CONTINUATIONS": CJK_CONTINUATIONS,
         "CJK_KEY_MUL": CJK_KEY_MUL - (1 << 32) if CJK_KEY_MUL >= 1 << 31 else CJK_KEY_MUL,
         "SKIP_KEY_MUL": SKIP_KEY_MUL - (1 << 64) if SKIP_KEY_MUL >= 1 << 63 else SKIP_KEY_MUL,
         "MAX_LEXEME": program.lexer.max_lexeme,
