@@ -298,17 +298,21 @@ def _cjk_tables(p: ir.Program, flags: list[int], step, matters: int) -> tuple[by
     lx = p.lexer
     if flags[ir.TOK_OTHER] & matters:
         return None
+
+    def ends_token(s: int, mask: int) -> bool:
+        """State `s` accepts a lexeme whose flags miss `mask` and that needs no boundary byte."""
+        return bool(
+            s
+            and lx.accept[s] not in (ir.TOK_NONE, ir.TOK_SPACE)
+            and not lx.boundary[s]
+            and not flags[lx.accept[s]] & mask
+        )
+
     ends: dict[tuple[int, int], bool] = {}
 
     def plain_end(s: int, mask: int) -> bool:
         if (s, mask) not in ends:
-            ends[s, mask] = bool(
-                s
-                and lx.accept[s] not in (ir.TOK_NONE, ir.TOK_SPACE)
-                and not lx.boundary[s]
-                and not flags[lx.accept[s]] & mask
-                and not any(step(s, c) for c in range(256))
-            )
+            ends[s, mask] = ends_token(s, mask) and not any(step(s, c) for c in range(256))
         return ends[s, mask]
 
     # walk the automaton once per class of continuation byte, not per byte
@@ -319,35 +323,29 @@ def _cjk_tables(p: ir.Program, flags: list[int], step, matters: int) -> tuple[by
     extended: dict[int, frozenset[bytes] | None] = {}
 
     def extensions(s: int) -> frozenset[bytes] | None:
-        """The characters that may extend the token in state `s` (which ends a token that does
-        not matter): at most CJK_CONTINUATIONS three-byte ones, or None."""
-        if s in extended:
-            return extended[s]
-        out: set[bytes] | None = set()
-        if not (
-            s
-            and lx.accept[s] not in (ir.TOK_NONE, ir.TOK_SPACE)
-            and not lx.boundary[s]
-            and not flags[lx.accept[s]] & matters
-        ):
-            out = None
-        for c in range(256) if out is not None else ():
+        """The characters that may extend the lexeme that state `s` ends (one that does not
+        matter): at most CJK_CONTINUATIONS three-byte ones; None if there are more, if a byte
+        of another kind may extend it, or if `s` ends no such lexeme."""
+        if s not in extended:
+            extended[s] = _extensions(s) if ends_token(s, matters) else None
+        return extended[s]
+
+    def _extensions(s: int) -> frozenset[bytes] | None:
+        out: set[bytes] = set()
+        for c in range(256):
             t = step(s, c)
             if not t:
                 continue
             if c not in CJK_LEADS:
-                out = None
-                break
+                return None
             for bytes1 in classes.values():
                 t1 = step(t, bytes1[0])
                 for bytes2 in classes.values() if t1 else ():
                     if step(t1, bytes2[0]):
                         out.update(bytes((c, b1, b2)) for b1 in bytes1 for b2 in bytes2)
             if len(out) > CJK_CONTINUATIONS:
-                out = None
-                break
-        extended[s] = frozenset(out) if out is not None else None
-        return extended[s]
+                return None
+        return frozenset(out)
 
     kinds: dict[bytes, int] = {}
     lists: dict[frozenset[bytes], int] = {}  # continuation sets, numbered from 3 in the kind byte
