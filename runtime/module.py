@@ -422,7 +422,7 @@ class Checker:
         self._rule_index = {name: i for i, name in enumerate(self.rule_names)}
         self._captures = [[(c["name"], c["kind"]) for c in r["captures"]] for r in m["rules"]]
         # the capture names of rules that capture numbers only: their values need no decoding
-        # (tolist() gives floats already), the common case on the hot path of a scan
+        # (the event record's fields unpack as floats), the common case on the hot path of a scan
         self._number_names = [
             tuple(name for name, _ in caps) if all(kind == "number" for _, kind in caps) else None
             for caps in self._captures
