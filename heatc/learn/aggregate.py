@@ -594,6 +594,15 @@ SWAP_KEYWORDS = 2  # keywords that must take both units before a swap between th
 GUARDS_PER_CELL = 2  # guards a hot unit cell may add: its unit's most plausible swaps
 
 
+def _units_by_keyword(candidates: Iterable[CellKey]) -> dict[str, set[str]]:
+    """The units each keyword takes before a value, among the candidate range cells."""
+    units_of: dict[str, set[str]] = defaultdict(set)
+    for k in candidates:
+        if k.keyword and k.unit and k.check == "range":
+            units_of[k.keyword].add(k.unit)
+    return units_of
+
+
 def unit_swaps(candidates: Iterable[CellKey]) -> dict[str, dict[str, float]]:
     """Which units a unit is plausibly swapped with, and the share of its swaps each takes,
     learned from the candidate cells: a keyword that takes both units ("versed … mg",
@@ -606,10 +615,7 @@ def unit_swaps(candidates: Iterable[CellKey]) -> dict[str, dict[str, float]]:
     "weight" with pounds, kg and grams says more about pounds ↔ kg than "patient" with seven
     units), a swap needs `SWAP_KEYWORDS` keywords that take both units, and a unit's swaps
     are shared among its plausible alternatives in proportion to that evidence."""
-    units_of: dict[str, set[str]] = defaultdict(set)
-    for k in candidates:
-        if k.keyword and k.unit and k.check == "range":
-            units_of[k.keyword].add(k.unit)
+    units_of = _units_by_keyword(candidates)
     evidence: dict[tuple[str, str], float] = defaultdict(float)
     keywords: Counter[tuple[str, str]] = Counter()
     for units in units_of.values():
@@ -643,10 +649,7 @@ def unit_guards(
     alarms (every value the corpus writes in that unit after the keyword) and the ones
     expected in unseen documents (Good–Turing, `guard_expected`)."""
     candidates = list(candidates)
-    units_of: dict[str, set[str]] = defaultdict(set)
-    for k in candidates:
-        if k.keyword and k.unit and k.check == "range":
-            units_of[k.keyword].add(k.unit)
+    units_of = _units_by_keyword(candidates)
     swaps = unit_swaps(candidates)
     out: dict[CellKey, list[tuple[CellKey, float]]] = defaultdict(list)
     for k in hot:
@@ -656,7 +659,7 @@ def unit_guards(
         # the most plausible first; between equals, the unit's name, so that runs agree
         ranked = sorted(alts, key=lambda u: (-alts[u], u))[:GUARDS_PER_CELL]
         for u in ranked:
-            if u not in units_of[k.keyword]:
+            if u not in units_of.get(k.keyword, ()):
                 out[CellKey(k.keyword, k.value, u)].append((k, alts[u]))
     return dict(out)
 
