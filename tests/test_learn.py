@@ -671,3 +671,30 @@ def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
     for text, rejected in (("Aspirin 81 mg daily.", False), ("Aspirin 81 mcg daily.", True)):
         events, _, _ = scan(program, text.encode())
         assert any(e.kind == "match" and e.verdict is Verdict.REJECTED for e in events) == rejected
+
+
+def test_a_unit_cell_is_narrowed_to_notice_values_of_a_unit_it_is_swapped_with():
+    """ "within 30 days" written "within 30 months" puts a days value in the months cell.
+    Months run 12–24 with a tail of 36s and 60s; days are mostly 30, 60 and 90. Against its
+    own values a range that accepts the tail is worth more (a range notices a slip of the
+    values it accepts); against the days a swap would bring, the one that rejects the tail
+    and the 30s is."""
+    ck = agg.CellKey
+    months, days = ck("within", "number", "months"), ck("within", "number", "days")
+    cv = _spread_values([12.0] * 150 + [24.0] * 40 + [36.0] * 8 + [60.0] * 6)
+    src = _spread_values([30.0] * 150 + [60.0] * 40 + [90.0] * 40 + [10.0] * 20 + [15.0] * 20)
+    swaps = agg.unit_swaps([ck(k, "number", u) for k in ("within", "period") for u in ("months", "days")])
+    assert swaps == {"months": {"days": 1.0}, "days": {"months": 1.0}}
+    sources = agg.swap_sources({months: cv, days: src}, swaps)
+    assert len(sources[months]) == 1 and sources[months][0][0] == 1.0 and len(sources[months][0][1]) == 270
+    c = agg.Couplings()
+    c.pooled = [1.0, 2.0, 3.0]
+    c.by_cell[months] = [3.5] * 3
+    ranges = []
+    for swapped in (None, {months: sources[months]}):
+        [cell] = agg.cell_table(
+            {months: cv}, c, min_support=5, min_probes=3, sentences=2000, sensitivity=0.75, swapped=swapped
+        )
+        ranges.append(cell.range)
+    assert ranges[0][1] >= 60  # a months range for its own values accepts "30 months"
+    assert 24 <= ranges[1][1] < 30  # one that knows what a swap brings rejects it

@@ -328,6 +328,7 @@ def cell_table(
     sensitivity: float | None = None,
     substitutes: dict[CellKey, np.ndarray] | None = None,
     guards: Iterable[LearnedCell] = (),
+    swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
 ) -> list[LearnedCell]:
     """Every cell with enough corpus support and teacher evidence, highest score first,
     within the false-alarm budget (`select_cells`)."""
@@ -345,7 +346,7 @@ def cell_table(
     return select_cells(
         ranked, values, min_support=min_support, sentences=sentences, alarm_budget=alarm_budget,
         min_documents=min_documents, max_rejected=max_rejected, sensitivity=sensitivity, substitutes=substitutes,
-        guards=guards,
+        guards=guards, swapped=swapped,
     )  # fmt: skip
 
 
@@ -361,6 +362,7 @@ def select_cells(
     sensitivity: float | None = None,
     substitutes: dict[CellKey, np.ndarray] | None = None,
     guards: Iterable[LearnedCell] = (),
+    swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
 ) -> list[LearnedCell]:
     """The cells, in the given (score) order, whose rules the clean corpus says are worth
     running; statistics and false alarms are recomputed from `values`.
@@ -414,14 +416,16 @@ def select_cells(
     for g in guards:
         rejected = int((np.asarray(values[g.key].values) > 0).sum())  # range [0, 0]: every value is a false alarm
         out.append(dataclasses.replace(g, rejected=rejected, range=(0.0, 0.0)))
-    out, alarms = allocate(out, values, budget=total, max_rejected=max_rejected, narrow=narrow, substitutes=substitutes)
+    out, alarms = allocate(
+        out, values, budget=total, max_rejected=max_rejected, narrow=narrow, substitutes=substitutes, swapped=swapped
+    )
     budget = total
     take([c for c in ranked if c.score < sensitivity])
     return out
 
 
 RANGE_LEVELS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1)  # quantile levels cut from each end of a tightened range
-RANGE_FACTORS = (1.25, 1.5, 2.0, 3.0)  # the margin a tightened range keeps, in log space
+RANGE_FACTORS = (1.1, 1.25, 1.5, 2.0, 3.0)  # the margin a tightened range keeps, in log space
 SLIP = 10.0  # the error a range exists to catch: a value written ten times too large or too small
 
 
@@ -500,6 +504,7 @@ def allocate(
     max_rejected: float = MAX_REJECTED,
     narrow: set[CellKey] | frozenset[CellKey] = frozenset(),
     substitutes: dict[CellKey, np.ndarray] | None = None,
+    swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
 ) -> tuple[list[LearnedCell], float]:
     """Share the false-alarm budget among cells: which run, and with which range.
 
@@ -522,7 +527,12 @@ def allocate(
     `substitutes` gives, per cell, the values a substitution draws from where they are not
     the cell's own: a number word restated in digits ("thirty (30) days") has one value, so
     another of its own values changes nothing, while another number written in its place —
-    drawn from what all number words restate — is what a narrow range would notice."""
+    drawn from what all number words restate — is what a narrow range would notice.
+
+    `swapped` gives, per range cell with a unit, the values a swapped unit brings (`swap_sources`):
+    "within 30 days" written "within 30 months" puts a days value in the cell "within … months".
+    A third kind of error, weighted as a unit guard's: each source's values times the share of
+    its unit's swaps that go to this cell's unit, halved; the range notices those it rejects."""
     # (worth, cost, bounds or None for the margin policy's, rejections in the corpus, width)
     choices: list[list[tuple[float, float, tuple[float, float] | None, int, float]]] = []
     for c in cells:
@@ -539,12 +549,17 @@ def allocate(
         else:
             n = len(cv.values)
             pool = None if substitutes is None else substitutes.get(c.key)
+            sources = () if swapped is None else swapped.get(c.key, ())
 
-            def worth(power: float, rejected: int, bounds: tuple[float, float], n: int = n, pool=pool) -> float:
+            def worth(
+                power: float, rejected: int, bounds: tuple[float, float], n: int = n, pool=pool, sources=sources
+            ) -> float:
                 inside = 1.0 - rejected / n  # the share of the cell's values it accepts
                 # another value in its place: noticed if the range accepts the first and not the second
                 outside = 1.0 - inside if pool is None or not len(pool) else _outside(bounds, pool) / len(pool)
-                return n * (power + inside * outside) / 2
+                # a value of another unit written in this cell's unit: noticed if the range rejects it
+                swap = sum(share * _outside(bounds, src) for share, src in sources)
+                return (n * (power + inside * outside) + swap) / 2
 
             default = margin_range(Stats(**c.stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
             if c.key not in narrow:
@@ -628,6 +643,29 @@ def unit_swaps(candidates: Iterable[CellKey]) -> dict[str, dict[str, float]]:
         if keywords[a, b] >= SWAP_KEYWORDS:
             plausible[a][b] = e
     return {a: {b: e / sum(alts.values()) for b, e in alts.items()} for a, alts in plausible.items()}
+
+
+def swap_sources(
+    values: dict[CellKey, CellValues], swaps: dict[str, dict[str, float]]
+) -> dict[CellKey, list[tuple[float, np.ndarray]]]:
+    """Per range cell `keyword … value unit` (or `value unit`), the values a swapped unit would
+    put in it: for every unit U′ that its unit U is a plausible swap of (`unit_swaps`), the
+    values of the same keyword's cell in U′ and the share of U′'s swaps that go to U. "within
+    30 days" written "within 30 months" is a months value of 30 after "within"; a range of
+    "within … months" that accepts 2–27 notices it, one that accepts 2–72 does not."""
+    out: dict[CellKey, list[tuple[float, np.ndarray]]] = {}
+    for key in values:
+        if key.check != "range" or not key.unit:
+            continue
+        sources = []
+        for unit, alts in sorted(swaps.items()):
+            share = alts.get(key.unit, 0.0)
+            other = values.get(CellKey(key.keyword, key.value, unit))
+            if share > 0 and other is not None and other.values:
+                sources.append((share, np.asarray(other.values, dtype=np.float64)))
+        if sources:
+            out[key] = sources
+    return out
 
 
 def unit_guards(

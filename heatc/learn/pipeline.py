@@ -354,10 +354,12 @@ def aggregate(
     everything = agg.collect_values(lexicon, candidates + sorted(guarded), texts)
     values = {k: v for k, v in everything.items() if k not in guarded}
     guards = _guard_cells(guarded, everything, scores, couplings, config.min_support)
+    swaps = agg.unit_swaps(candidates)
     cells = agg.cell_table(
         everything, couplings, min_support=config.min_support, min_probes=config.min_probes, sentences=plan_.sentences,
         alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
         substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
+        swapped=agg.swap_sources(values, swaps),
     )  # fmt: skip
     # max_cells bounds the cells of the heatmap's own statistics; guards come with the hot
     # cells they stand for and are not counted (they would push those cells out)
@@ -373,6 +375,7 @@ def aggregate(
             [c for c in cells if not c.guards], recount, min_support=config.min_support, sentences=plan_.sentences,
             alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
             substitutes=_numeral_substitutes(recount, set(numerals)), guards=[c for c in cells if c.guards],
+            swapped=agg.swap_sources({k: v for k, v in recount.items() if k not in guarded}, swaps),
         )  # fmt: skip
         if len(kept) == len(cells):
             break
