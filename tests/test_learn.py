@@ -698,3 +698,30 @@ def test_a_unit_cell_is_narrowed_to_notice_values_of_a_unit_it_is_swapped_with()
         ranges.append(cell.range)
     assert ranges[0][1] >= 60  # a months range for its own values accepts "30 months"
     assert 24 <= ranges[1][1] < 30  # one that knows what a swap brings rejects it
+
+
+def test_a_keyword_cell_without_a_unit_is_fitted_to_the_values_written_without_one():
+    """ "calcium 8.9" is a lab value, "calcium 500 mg" a supplement dose that the rule
+    `calcium ..3 v:number` captures too. Fitted to every value, the range reaches 500 and lets
+    ten times a calcium pass; fitted to the values written without a unit, it rejects 89 and
+    pays for the doses as false alarms."""
+    lexicon = _lexicon_with("calcium")
+    key = agg.CellKey("calcium", "number", "")
+    labs = [f"Calcium {v} today." for v in (8.1, 8.9, 9.4, 9.9, 10.2, 8.6, 9.1, 9.6)] * 10
+    doses = [f"Calcium {v} mg daily." for v in (500, 600, 1200)] * 4
+    values = agg.collect_values(lexicon, [key], labs + doses)
+    cv = values[key]
+    assert len(cv.values) == 92 and sorted(v for vs in cv.with_unit.values() for v in vs) == sorted(
+        [500, 600, 1200] * 4
+    )
+    assert len(cv.bare().values) == 80 and max(cv.bare().values) == 10.2
+    c = agg.Couplings()
+    c.pooled = [1.0, 2.0, 3.0]
+    c.by_cell[key] = [3.5] * 3
+    [cell] = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=10_000, sensitivity=0.75)
+    lo, hi = cell.range if cell.range is not None else agg.margin_range(agg.Stats(**cell.stats), 0.5, 2.0)
+    assert lo <= 8.1 and 10.2 <= hi < 81 and cell.rejected == 12  # the doses are its false alarms
+    assert cell.stats["n"] == 92 and cell.stats["q99"] < 11
+    # a cell no unit ever follows is fitted to all its values, as before
+    plain = agg.collect_values(lexicon, [key], labs)[key]
+    assert not plain.with_unit and plain.bare() is plain

@@ -157,20 +157,57 @@ def stats_rules(cells: list[CellKey]) -> str:
 class CellValues:
     values: list[float] = field(default_factory=list)
     per_document: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # per document, the values a unit follows, for a keyword cell without a unit (`collect_values`)
+    with_unit: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+    def bare(self) -> CellValues:
+        """The values written without a unit: a cell `keyword … value` is meant for "potassium
+        4.9", but its rule also captures "calcium 500 mg" (a supplement dose; the rule language
+        cannot say "no unit after"). Its range is fitted to these; every value is still a false
+        alarm where the range rejects it."""
+        if not self.with_unit:
+            return self
+        out = CellValues()
+        for d, vs in self.per_document.items():
+            drop = Counter(self.with_unit.get(d, ()))
+            for v in vs:
+                if drop[v] > 0:
+                    drop[v] -= 1
+                    continue
+                out.values.append(v)
+                out.per_document[d].append(v)
+        return out if len(out.values) else self
+
+
+def _unit_followed_rules(cells: list[CellKey], units: list[str]) -> str:
+    """`u<i>`: cell i's pattern with any unit after the value, for keyword cells without one."""
+    if not units:
+        return ""
+    any_unit = "(" + " | ".join(units) + ")"
+    return "".join(
+        f'rule u{i} "" heat 0.5 {{\n  match {k.pattern()} {any_unit}\n}}\n'
+        for i, k in enumerate(cells)
+        if k.keyword and not k.unit and k.check == "range"
+    )
 
 
 def collect_values(lexicon: Lexicon, cells: list[CellKey], documents: Iterable[str]) -> dict[CellKey, CellValues]:
-    """Scan every document with the cells compiled into rules (WASM backend)."""
-    program = lexicon.program(stats_rules(cells))
+    """Scan every document with the cells compiled into rules (WASM backend); for a keyword
+    cell without a unit, also which of its values a unit follows (`CellValues.bare`)."""
+    units = [c.name for c in lexicon.categories if c.group == "unit"]
+    program = lexicon.program(stats_rules(cells) + _unit_followed_rules(cells, units))
     checker = wasm_checker(program)
     out = {k: CellValues() for k in cells}
     for d, text in enumerate(documents):
         for e in checker.scan(text).events:
             if e.kind == "match":
-                v = dict(e.captures)["v"]
+                v = float(dict(e.captures)["v"])
                 cell = out[cells[int(e.name[1:])]]
-                cell.values.append(float(v))
-                cell.per_document[d].append(float(v))
+                if e.name[0] == "u":
+                    cell.with_unit[d].append(v)
+                    continue
+                cell.values.append(v)
+                cell.per_document[d].append(v)
     return out
 
 
@@ -246,10 +283,11 @@ def inliers(values: list[float]) -> np.ndarray:
     return a[(x >= q1 - OUTLIER_FENCE * spread) & (x <= q3 + OUTLIER_FENCE * spread)]
 
 
-def _stats(values: list[float]) -> dict:
-    """n, min and max of every value; the quantiles of the inliers."""
+def _stats(values: list[float], fit: list[float] | None = None) -> dict:
+    """n, min and max of every value; the quantiles of the inliers (of `fit`, if given: the
+    values written without a unit, `CellValues.bare`)."""
     a = np.asarray(values, dtype=np.float64)
-    q = np.quantile(inliers(values), [0.01, 0.05, 0.5, 0.95, 0.99])
+    q = np.quantile(inliers(values if fit is None else fit), [0.01, 0.05, 0.5, 0.95, 0.99])
     return {
         "n": len(a), "min": _round(a.min()), "q01": _round(q[0]), "q05": _round(q[1]), "q50": _round(q[2]),
         "q95": _round(q[3]), "q99": _round(q[4]), "max": _round(a.max()),
@@ -392,11 +430,12 @@ def select_cells(
             cv = values[c.key]
             if len(cv.values) < min_support:
                 continue
-            stats = _stats(cv.values)
+            fit = cv.bare()
+            stats = _stats(cv.values, fit.values)
             if c.key.check == "range":
                 rejected = rejected_values(stats, cv.values)
-                if rejected > max_rejected * len(cv.values):
-                    if not hot or not any(o.rejected <= max_rejected * len(cv.values) for o in range_options(cv)):
+                if rejected_values(stats, fit.values) > max_rejected * len(fit.values):
+                    if not hot or not any(o.kept_out <= max_rejected * len(fit.values) for o in range_options(cv)):
                         continue
                     narrow.add(c.key)  # only a candidate range accepts enough of its values
             else:
@@ -435,6 +474,7 @@ class RangeOption:
     rejected: int  # clean values outside, in the corpus
     expected: float  # clean values outside, estimated for unseen documents (cross-validated)
     power: float  # share of the values that the range accepts but rejects ten times larger or smaller
+    kept_out: int  # of the values it was fitted to (`CellValues.bare`), those it rejects
 
 
 def _fit(x: np.ndarray, low: float, high: float, factor: float) -> tuple[float, float] | None:
@@ -466,12 +506,18 @@ def range_options(cv: CellValues) -> list[RangeOption]:
     a factor (those whose lower quantile is above 0). Each is costed by its rejections in the
     corpus and by a cross-validated estimate for unseen documents: fitted on the values of
     four fifths of the documents and counted on the other fifth's, for each fifth — the
-    narrower a range, the more its in-corpus count flatters."""
-    x = np.asarray(cv.values, dtype=np.float64)
+    narrower a range, the more its in-corpus count flatters. A keyword cell without a unit is
+    fitted to its values written without one (`CellValues.bare`) and costed on all of them."""
+    fit = cv.bare()
+    x = np.asarray(fit.values, dtype=np.float64)
+    every = np.asarray(cv.values, dtype=np.float64)
     parts: list[list[float]] = [[] for _ in range(FOLDS)]
-    for d, vs in cv.per_document.items():
+    for d, vs in fit.per_document.items():
         parts[d % FOLDS].extend(vs)
-    held = [np.asarray(p, dtype=np.float64) for p in parts]
+    counted: list[list[float]] = [[] for _ in range(FOLDS)]
+    for d, vs in cv.per_document.items():
+        counted[d % FOLDS].extend(vs)
+    held = [np.asarray(p, dtype=np.float64) for p in counted]
     fitted = [np.asarray([v for j, p in enumerate(parts) if j != i for v in p], dtype=np.float64) for i in range(FOLDS)]
     if len(x) == 0 or min(len(f) for f in fitted) < 5:
         return []
@@ -486,7 +532,11 @@ def range_options(cv: CellValues) -> list[RangeOption]:
                 if any(b is None for b in folds):
                     continue
                 expected = sum(_outside(b, h) for b, h in zip(folds, held, strict=True))
-                out.append(RangeOption(bounds, _outside(bounds, x), float(expected), slip_power(bounds, x)))
+                out.append(
+                    RangeOption(
+                        bounds, _outside(bounds, every), float(expected), slip_power(bounds, x), _outside(bounds, x)
+                    )
+                )
     return out
 
 
@@ -547,7 +597,8 @@ def allocate(
             worth = stated * (1.0 + (1.0 - float((counts**2).sum()))) / 2
             ch.append((worth, float(c.rejected), None, c.rejected, 0.0))
         else:
-            n = len(cv.values)
+            fit = cv.bare()  # the values it was fitted to; it is worth what it would notice there
+            n = len(fit.values)
             pool = None if substitutes is None else substitutes.get(c.key)
             sources = () if swapped is None else swapped.get(c.key, ())
 
@@ -564,14 +615,14 @@ def allocate(
             default = margin_range(Stats(**c.stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
             if c.key not in narrow:
                 ch.append(
-                    (worth(slip_power(default, cv.values), c.rejected, default), float(c.rejected), None,
-                     c.rejected, _width(default))
+                    (worth(slip_power(default, fit.values), _outside(default, fit.values), default), float(c.rejected),
+                     None, c.rejected, _width(default))
                 )  # fmt: skip
             ch.extend(
-                (worth(o.power, o.rejected, o.bounds), float(max(o.rejected, o.expected)), o.bounds, o.rejected,
+                (worth(o.power, o.kept_out, o.bounds), float(max(o.rejected, o.expected)), o.bounds, o.rejected,
                  _width(o.bounds))
                 for o in range_options(cv)
-                if o.rejected <= max_rejected * n
+                if o.kept_out <= max_rejected * n
             )  # fmt: skip
         choices.append(ch)
 
