@@ -725,3 +725,35 @@ def test_a_keyword_cell_without_a_unit_is_fitted_to_the_values_written_without_o
     # a cell no unit ever follows is fitted to all its values, as before
     plain = agg.collect_values(lexicon, [key], labs)[key]
     assert not plain.with_unit and plain.bare() is plain
+
+
+def test_keywords_too_rare_for_cells_of_their_own_are_pooled_by_the_units_they_take():
+    """Drugs named a few times each ("Coreg 6.25 mg", "Nexium 40 mg") never reach a cell's
+    support alone; pooled by the units they take they do, and lex as one category. A keyword
+    with a cell of its own, one that takes other units, or a family of one stays as it is."""
+    ck = agg.CellKey
+    lexicon = _lexicon_with("coreg", "nexium", "plavix", "aspirin", "versed", "ancef")
+    groups = {c.name: c.group for c in lexicon.categories}
+    candidates = [
+        ck("coreg", "number", "mg"), ck("coreg", "number", ""), ck("nexium", "number", "mg"),
+        ck("plavix", "number", "mg"), ck("aspirin", "number", "mg"), ck("versed", "number", "mg"),
+        ck("versed", "number", "mcg"), ck("ancef", "number", "grams"), ck("coreg", "number", "mg", "consistent"),
+    ]  # fmt: skip
+    support = dict.fromkeys(candidates, 6) | {ck("aspirin", "number", "mg"): 40}
+    families = agg.keyword_families(candidates, support, groups, 20, {c.name for c in lexicon.categories})
+    assert families == {"keywords_mg": ["coreg", "nexium", "plavix"]}
+    assert agg.in_families(candidates, families) == sorted(
+        {
+            ck("keywords_mg", "number", "mg"), ck("keywords_mg", "number", "mg", "consistent"),
+            ck("aspirin", "number", "mg"), ck("versed", "number", "mg"), ck("versed", "number", "mcg"),
+            ck("ancef", "number", "grams"),
+        }
+    )  # fmt: skip
+    pooled = lexicon.with_families(families)
+    assert "coreg" not in pooled.by_name() and pooled.by_name()["keywords_mg"].literals == ("coreg", "nexium", "plavix")
+    cells = [ck("keywords_mg", "number", "mg")]
+    docs = [f"{d} {v} mg daily." for d in ("Coreg", "Nexium", "Plavix") for v in (6.25, 40, 75)] * 3
+    assert len(agg.collect_values(pooled, cells, docs)[cells[0]].values) == 27
+    # a keyword with a cell of its own (even one without a unit) is not pooled
+    support[ck("coreg", "number", "")] = 25
+    assert agg.keyword_families(candidates, support, groups, 20, set()) == {"keywords_mg": ["nexium", "plavix"]}

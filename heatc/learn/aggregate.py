@@ -753,6 +753,64 @@ def unit_guards(
     return dict(out)
 
 
+FAMILY_MEMBERS = 2  # keywords a family needs
+
+
+def keyword_families(
+    candidates: Iterable[CellKey],
+    support: dict[CellKey, int],
+    groups: dict[str, str],
+    min_support: int,
+    taken: set[str],
+) -> dict[str, list[str]]:
+    """Keywords too rare for a cell of their own, pooled by the units they take.
+
+    A medication list names many drugs a few times each ("Coreg 6.25 mg", "Nexium 40 mg"):
+    each drug is a keyword with a candidate cell `drug … number mg`, but none reaches the
+    support a cell needs, so none gets a range or a unit guard, and "Nexium 40 g" passes.
+    Keywords (of the group `keyword`) whose every range cell (with a unit or without) has
+    less than `min_support` values, and which take the same units among the candidate cells,
+    form a family
+    `keywords_<units>` — one category with all their literals — when at least
+    `FAMILY_MEMBERS` share those units. The family's cells then have the support, the
+    teacher's couplings (of each member with its value) and the unit guards that the members
+    lacked — cells with a unit only (`in_families`): what the members share is the units they
+    take, not what their bare numbers measure. `support` gives the corpus values of each
+    candidate range cell."""
+    candidates = list(candidates)
+    units_of = _units_by_keyword(candidates)
+    rare: dict[frozenset[str], list[str]] = defaultdict(list)
+    for kw, units in units_of.items():
+        if groups.get(kw) != "keyword":
+            continue
+        cells = [k for k in candidates if k.keyword == kw and k.check == "range"]
+        if all(support.get(k, 0) < min_support for k in cells):
+            rare[frozenset(units)].append(kw)
+    out = {}
+    for units, members in sorted(rare.items(), key=lambda x: sorted(x[0])):
+        if len(members) < FAMILY_MEMBERS:
+            continue
+        base = "keywords_" + "_".join(sorted(units))
+        name, k = base, 2
+        while name in taken or name in out:
+            name, k = f"{base}_{k}", k + 1
+        out[name] = sorted(members)
+    return out
+
+
+def in_families(candidates: Iterable[CellKey], families: dict[str, list[str]]) -> list[CellKey]:
+    """The candidate cells with each family member's keyword replaced by its family; a
+    family's cells without a unit are left out."""
+    family_of = {m: f for f, ms in families.items() for m in ms}
+    return sorted(
+        {
+            dataclasses.replace(k, keyword=family_of.get(k.keyword, k.keyword))
+            for k in candidates
+            if k.keyword not in family_of or k.unit
+        }
+    )
+
+
 def guard_expected(counts: Iterable[int]) -> float:
     """The false alarms a guard of a pair the corpus never wrote is expected to raise in a
     corpus as large again (Good–Turing): the pairs seen once say how much of what is unseen

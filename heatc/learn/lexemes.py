@@ -193,6 +193,18 @@ class Lexicon:
             added.append(Category(name, "keyword", group, (phrase,)))
         return Lexicon(self.categories + added, self.chinese_numbers)
 
+    def with_families(self, families: dict[str, list[str]]) -> Lexicon:
+        """Each family (name → member keyword categories) as one keyword category holding its
+        members' literals, in place of them (`aggregate.keyword_families`)."""
+        member_of = {m: f for f, ms in families.items() for m in ms}
+        by_name = self.by_name()
+        kept = [c for c in self.categories if c.name not in member_of]
+        added = [
+            Category(f, "keyword", "keyword", tuple(lit for m in ms for lit in by_name[m].literals))
+            for f, ms in families.items()
+        ]
+        return Lexicon(kept + added, self.chinese_numbers)
+
     def with_numerals(self) -> Lexicon:
         """Number words (`NUMBER_WORDS`, `NUMBER_WORD_COMPOUNDS`) as keywords of the group
         `numeral`, each number one category ("forty-five" and "forty five" alike)."""

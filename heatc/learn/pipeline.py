@@ -328,6 +328,18 @@ def aggregate(
     lexicon = _lexicon(plan_).with_numerals()
     numerals = [c.name for c in lexicon.categories if c.group == "numeral"]
     candidates = plan_.candidates + [agg.CellKey(n, v, "") for n in numerals for v in ("number", "percent")]
+    texts = [d.text for d in documents]
+    groups = {c.name: c.group for c in lexicon.categories}
+    # Keywords too rare for cells of their own are pooled by the units they take; their
+    # literals (and so where lexemes start and end) do not change, only their category.
+    keyword_cells = [k for k in candidates if groups.get(k.keyword) == "keyword" and k.check == "range"]
+    support = {k: len(v.values) for k, v in agg.collect_values(lexicon, keyword_cells, texts).items()}
+    families = agg.keyword_families(
+        candidates, support, groups, config.min_support, {c.name for c in lexicon.categories}
+    )
+    if families:
+        lexicon = lexicon.with_families(families)
+        candidates = agg.in_families(candidates, families)
     program = lexicon.program()
     groups = {c.name: c.group for c in lexicon.categories}
     couplings = agg.Couplings()
@@ -344,7 +356,6 @@ def aggregate(
             value, per_lexeme = _relexed(old, lx.lexemes, value, per_lexeme)
             if value in by_value:
                 couplings.add(lx, by_value[value], per_lexeme)
-    texts = [d.text for d in documents]
     scores = {}
     for k in candidates:
         strength, n = couplings.strength(k)
