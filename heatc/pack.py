@@ -162,12 +162,12 @@ def skip_slot(key: int, log2: int) -> int:
     return ((key * SKIP_KEY_MUL) & 0xFFFFFFFFFFFFFFFF) >> (64 - log2)
 
 
-def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, int] | None:
+def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, int, tuple[int, ...] | None] | None:
     """Tables for a kernel's idle-stretch skipper (docs/abi.md, "The skipper"): while no rule
     has a live thread, a kernel may count plain words, plain one-byte ASCII tokens and plain
     CJK characters 32 bytes at a time instead of running the lexer automaton over them.
-    Returns (plain_bytes, word_table, table_log2, cjk_table_log2), or None when the rule set
-    leaves the skipper nothing safe to do.
+    Returns (plain_bytes, word_table, table_log2, cjk_table_log2, digit_runs), or None when the
+    rule set leaves the skipper nothing safe to do (`digit_runs`: `_digit_runs`).
 
     A token *matters* to an idle stream when its code (in the kernel's `flags`) starts a rule,
     may begin a late-starting one, triggers a snapshot or is an anchor member; a trigger does
@@ -252,7 +252,55 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, in
     cjk = _cjk_tables(p, flags, step, matters)
     if cjk:
         plain_bytes += cjk[0] + cjk[1]
-    return plain_bytes, bytes(bits) + struct.pack(f"<{len(table)}Q", *table), log2, cjk[2] if cjk else 0
+    digits = _digit_runs(lx, flags, [b for b in range(128) if any(t[b & 15] >> (b >> 4) & 1 for t in plain)], step)
+    return plain_bytes, bytes(bits) + struct.pack(f"<{len(table)}Q", *table), log2, cjk[2] if cjk else 0, digits
+
+
+# the longest run of ASCII digits a skipper counts as a number (the kernel copies its bytes
+# with one i64 load and store)
+DIGIT_RUN_MAX = 8
+
+
+def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple[int, ...] | None:
+    """Whether a skipper may count a run of 1 to DIGIT_RUN_MAX ASCII digits as one number
+    lexeme (keeping it as the look-behind when late-starting rules look at numbers). None: no,
+    it stops before digits. Else the `plain` bytes that may extend a number, at most 3, each
+    | 0x100 if it does so only when a digit or a non-ASCII byte follows (`,` and `.` of `1,000`
+    and `2.5`, not `%`): a run is counted when whitespace or another plain byte follows it,
+    or one of those with an ASCII byte but no digit after it. A digit run starts a token wherever the skipper meets one (after whitespace,
+    a plain byte, or a word, since a word that a literal continues with a digit is looked
+    up). It is then one number when every state that digits lead to from a token start
+    accepts a number with no boundary byte to wait for (no literal is spelled in digits), and
+    the byte after it extends no token. Numbers must not start a rule, trigger or be in an
+    anchor term."""
+    if flags[ir.TOK_NUMBER] & (ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER):
+        return None
+    states: set[int] = set()
+    frontier = {1}
+    for _ in range(DIGIT_RUN_MAX):
+        frontier = {step(s, d) for s in frontier for d in b"0123456789"}
+        if any(not s or lx.accept[s] != ir.TOK_NUMBER or lx.boundary[s] for s in frontier):
+            return None
+        states |= frontier
+    if any(step(s, b) for s in states for b in ASCII_WHITESPACE):
+        return None
+    digits = {lx.byte_class[d] for d in b"0123456789"}
+
+    def only_before_a_digit(b: int) -> bool:
+        """`b` may extend a number only when an ASCII digit or a non-ASCII byte (a full-width
+        digit) comes next (`.` of `2.5`, `,` of `1,000`)."""
+        for s in states:
+            t = step(s, b)
+            if t and (
+                lx.accept[t] != ir.TOK_NONE or any(step(t, c) for c in range(128) if lx.byte_class[c] not in digits)
+            ):
+                return False
+        return True
+
+    extending = [b for b in plain if any(step(s, b) for s in states)]
+    if len(extending) > 3:
+        return None
+    return tuple(b | (0x100 if only_before_a_digit(b) else 0) for b in extending)
 
 
 def _open_table(entries: dict[int, int], slot_of) -> tuple[list[int], int]:
@@ -481,6 +529,9 @@ def pack(program: ir.Program) -> Packed:
     consts = {
         "skip_log2": skip[2] if skip else 0,
         "skip_cjk": skip[3] if skip else 0,
+        "skip_digits": int(bool(skip and skip[4] is not None)),
+        "digit_extenders": list(skip[4] or ()) if skip else [],
+        "number_look": int(bool(flags[ir.TOK_NUMBER] & FLAG_LOOK)),
         "dfa_width": lx.n_classes + 1,
         "word_row": _word_state(lx) * (lx.n_classes + 1),
         "n_codes": n_codes,

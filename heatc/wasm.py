@@ -23,6 +23,7 @@ from .pack import (
     CN_DIGIT,
     CN_POINT,
     CN_SMALL_KIND,
+    DIGIT_RUN_MAX,
     FLAG_LOOK,
     REQUIREMENT,
     SKIP_KEY_MUL,
@@ -111,6 +112,7 @@ def write_module(module: WasmModule, directory) -> None:
 def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModule:
     """`packed`: the program's `pack(program)`, when the caller has it already."""
     packed = packed or pack(program)
+    assert DIGIT_RUN_MAX == 8, "the kernel's test for long digit runs is written for 8"
     fields, state_size = _layout_consts(program)
     k = packed.consts
     max_captures = max(1, k["max_captures"])
@@ -151,6 +153,9 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
         "LATE": k["late"],
         "FLAG_LOOK": FLAG_LOOK,
         "SKIP_CJK": k["skip_cjk"],
+        "SKIP_DIGITS": k["skip_digits"],
+        "NUMBER_LOOK": k["number_look"],
+        "DIGIT_EXTENDERS": k["digit_extenders"],
         "CJK_CONTINUATIONS": CJK_CONTINUATIONS,
         "CJK_KEY_MUL": CJK_KEY_MUL - (1 << 32) if CJK_KEY_MUL >= 1 << 31 else CJK_KEY_MUL,
         "SKIP_KEY_MUL": SKIP_KEY_MUL - (1 << 64) if SKIP_KEY_MUL >= 1 << 63 else SKIP_KEY_MUL,
