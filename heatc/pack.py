@@ -188,7 +188,10 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, in
       literal that matters, and every ASCII word of an anchor term, the word with next byte 0.
       A word of up to 31 letters whose two keys (with the byte after it, and with 0) are both
       absent is one lexeme that does not matter: a plain word, or a literal that only spells
-      one.
+      one. Then, per slot, a u64: for a key with next byte whitespace (the first word of
+      `shall not exceed`), the first two bytes (| 0x20) of the words that may come next in
+      its literals, as up to four u16 (`no`); 0 when it cannot tell. A head whose next word
+      starts with none of them is a plain word.
     """
     lx = p.lexer
     matters = ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER | FLAG_LOOK
@@ -225,13 +228,24 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, in
                 table[b & 15] |= 1 << (b >> 4)
     keys = set()
     patterns: set[bytes] = set()  # what may begin where a key is: for the fingerprints
+    # what follows a multi-word literal's first word: the first two bytes of its next word
+    # (| 0x20 each, as the kernel folds them), None for "anything" (a one-byte next word)
+    goes_on: dict[int, set[int] | None] = {}
     for i, lit in enumerate(p.literals):
         text = lit.text.encode("utf-8")
         run = re.match(rb"[A-Za-z]+", text)
         if run and run.end() < len(text):
             nxt = text[run.end()]
-            keys.add(skip_word_key(run.group(), 0x20 if nxt in ASCII_WHITESPACE else nxt))
+            key = skip_word_key(run.group(), 0x20 if nxt in ASCII_WHITESPACE else nxt)
+            keys.add(key)
             patterns.add(text)
+            if nxt in ASCII_WHITESPACE:
+                rest = text[run.end() :].lstrip(ASCII_WHITESPACE)
+                seen = goes_on.setdefault(key, set())
+                if len(rest) < 2 or seen is None:
+                    goes_on[key] = None
+                else:
+                    seen.add((rest[0] | 0x20) | (rest[1] | 0x20) << 8)
         elif run and flags[ir.TOK_LITERAL0 + i] & matters:
             keys.add(skip_word_key(run.group()))
             patterns.add(text)
@@ -240,6 +254,13 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, in
             keys.add(skip_word_key(m.encode()))
             patterns.add(m.encode())
     table, log2 = _open_table({key: key for key in keys}, skip_slot)
+    # beside each slot: a multi-word head's next-word prefixes, four u16 (0 = none), or 0 when
+    # the next word cannot tell (more than four prefixes, or a one-byte word)
+    nexts = [0] * len(table)
+    for slot, key in enumerate(table):
+        prefixes = goes_on.get(key)
+        if prefixes is not None and len(prefixes) <= 4:
+            nexts[slot] = sum(prefix << 16 * j for j, prefix in enumerate(sorted(prefixes)))
     # a one-bit-per-key filter in front of the table (bit = the slot hash's top bits), so
     # that nearly every plain word is cleared by one byte load, without probing
     bits = bytearray(1 << (log2 + 5 - 3))
@@ -253,7 +274,8 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, in
     if cjk:
         plain_bytes += cjk[0] + cjk[1]
     digits = _digit_runs(lx, flags, [b for b in range(128) if any(t[b & 15] >> (b >> 4) & 1 for t in plain)], step)
-    return plain_bytes, bytes(bits) + struct.pack(f"<{len(table)}Q", *table), log2, cjk[2] if cjk else 0, digits
+    words = bytes(bits) + struct.pack(f"<{len(table)}Q", *table) + struct.pack(f"<{len(nexts)}Q", *nexts)
+    return plain_bytes, words, log2, cjk[2] if cjk else 0, digits
 
 
 # the longest run of ASCII digits a skipper counts as a number (the kernel copies its bytes
