@@ -757,3 +757,21 @@ def test_keywords_too_rare_for_cells_of_their_own_are_pooled_by_the_units_they_t
     # a keyword with a cell of its own (even one without a unit) is not pooled
     support[ck("coreg", "number", "")] = 25
     assert agg.keyword_families(candidates, support, groups, 20, set()) == {"keywords_mg": ["nexium", "plavix"]}
+
+
+def test_a_cell_without_a_unit_is_scored_where_no_unit_follows():
+    """ "heart rate 88 bpm": the value couples with bpm, and that occurrence is evidence for
+    the cell `heart rate … number bpm`; the cell `heart rate … number` is scored by "heart
+    rate 88" alone."""
+    lexicon = _lexicon_with("heart rate")
+    groups = {c.name: c.group for c in lexicon.categories}
+    program = lexicon.program()
+    c = agg.Couplings()
+    for text in ("Heart rate 88 bpm today.", "Heart rate 92 today."):
+        s = lex_sentence(program, text)
+        [occ] = agg.occurrences(s, groups)
+        coupling = [None if k == occ.value else 1.0 + k for k in range(len(s.lexemes))]
+        c.add(s, occ, coupling)
+    bare, with_unit = agg.CellKey("heart_rate", "number", ""), agg.CellKey("heart_rate", "number", "bpm")
+    assert len(c.by_cell[bare]) == 1 and len(c.by_cell[with_unit]) == 1
+    assert agg.CellKey("", "number", "bpm") in c.by_cell

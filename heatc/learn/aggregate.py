@@ -247,7 +247,10 @@ class Couplings:
                 if ck is not None and cu is not None:
                     self.by_cell[key].append(math.sqrt(ck * cu))
             elif key.keyword:
-                if ck is not None:
+                # a cell without a unit is meant for values written without one ("heart rate
+                # 88"); where a unit follows ("heart rate 88 bpm") the value couples with it, and
+                # that occurrence is the evidence of the cell with the unit
+                if ck is not None and occ.unit is None:
                     self.by_cell[key].append(ck)
             elif cu is not None:
                 self.by_cell[key].append(cu)
