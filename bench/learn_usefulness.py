@@ -202,10 +202,12 @@ def main() -> None:
     )
     for (domain, budget), r in results.items():
         tried = sum(n for _, n in r["recall"].values())
-        pooled = sum(v * n for v, n in r["recall"].values()) / max(tried, 1)
+        caught = round(sum(v * n for v, n in r["recall"].values()))
+        pooled = caught / max(tried, 1)
         recall = ", ".join(f"{k} {v:.2f} ({n})" for k, (v, n) in r["recall"].items())
         print(
             f"{domain:<9} {budget:>6g} {r['rules']:>5} {r['sentences']:>15} {r['fpr'] * 100:>7.2f}% {pooled:>7.2f}   {recall}"
+            f"; pooled {caught}/{tried} = {pooled:.3f}"
         )
 
 
