@@ -162,7 +162,9 @@ def skip_slot(key: int, log2: int) -> int:
     return ((key * SKIP_KEY_MUL) & 0xFFFFFFFFFFFFFFFF) >> (64 - log2)
 
 
-def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, int, tuple[int, ...] | None] | None:
+def _skip_tables(
+    p: ir.Program, flags: list[int]
+) -> tuple[bytes, bytes, int, int, tuple[tuple[int, ...], bool] | None] | None:
     """Tables for a kernel's idle-stretch skipper (docs/abi.md, "The skipper"): while no rule
     has a live thread, a kernel may count plain words, plain one-byte ASCII tokens and plain
     CJK characters 32 bytes at a time instead of running the lexer automaton over them.
@@ -283,18 +285,19 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> tuple[bytes, bytes, int, in
 DIGIT_RUN_MAX = 8
 
 
-def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple[int, ...] | None:
+def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple[tuple[int, ...], bool] | None:
     """Whether a skipper may count a run of 1 to DIGIT_RUN_MAX ASCII digits as one number
     lexeme (keeping it as the look-behind when late-starting rules look at numbers). None: no,
     it stops before digits. Else the `plain` bytes that may extend a number, at most 3, each
     | 0x100 if it does so only when a digit or a non-ASCII byte follows (`,` and `.` of `1,000`
     and `2.5`, not `%`): a run is counted when whitespace or another plain byte follows it,
-    or one of those with an ASCII byte but no digit after it. A digit run starts a token wherever the skipper meets one (after whitespace,
-    a plain byte, or a word, since a word that a literal continues with a digit is looked
-    up). It is then one number when every state that digits lead to from a token start
-    accepts a number with no boundary byte to wait for (no literal is spelled in digits), and
-    the byte after it extends no token. Numbers must not start a rule, trigger or be in an
-    anchor term."""
+    or one of those with an ASCII byte but no digit after it; and whether a run may hold one
+    `.` between digits (`98.6`, as many bytes in all). A digit run starts a token wherever the
+    skipper meets one (after whitespace, a plain byte, or a word, since a word that a literal
+    continues with a digit is looked up). It is then one number when every state that digits
+    (and a decimal point) lead to from a token start accepts a number with no boundary byte
+    to wait for (no literal is spelled in digits), and the byte after it extends no token.
+    Numbers must not start a rule, trigger or be in an anchor term."""
     if flags[ir.TOK_NUMBER] & (ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER):
         return None
     states: set[int] = set()
@@ -322,7 +325,19 @@ def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple
     extending = [b for b in plain if any(step(s, b) for s in states)]
     if len(extending) > 3:
         return None
-    return tuple(b | (0x100 if only_before_a_digit(b) else 0) for b in extending)
+    extenders = tuple(b | (0x100 if only_before_a_digit(b) else 0) for b in extending)
+    # decimals: every state that digits, a point and digits lead to (DIGIT_RUN_MAX bytes in
+    # all) accepts a number, and what ends the digit runs ends them
+    decimals = ord(".") | 0x100 in extenders
+    frontier = {step(s, ord(".")) for s in states}
+    after_point: set[int] = set()
+    for _ in range(DIGIT_RUN_MAX - 2):
+        frontier = {step(s, d) for s in frontier for d in b"0123456789"}
+        decimals = decimals and all(s and lx.accept[s] == ir.TOK_NUMBER and not lx.boundary[s] for s in frontier)
+        after_point |= frontier
+    decimals = decimals and not any(step(s, b) for s in after_point for b in ASCII_WHITESPACE)
+    decimals = decimals and all(b in extending for s in after_point for b in plain if step(s, b))
+    return extenders, bool(decimals)
 
 
 def _open_table(entries: dict[int, int], slot_of) -> tuple[list[int], int]:
@@ -552,7 +567,8 @@ def pack(program: ir.Program) -> Packed:
         "skip_log2": skip[2] if skip else 0,
         "skip_cjk": skip[3] if skip else 0,
         "skip_digits": int(bool(skip and skip[4] is not None)),
-        "digit_extenders": list(skip[4] or ()) if skip else [],
+        "digit_extenders": list(skip[4][0]) if skip and skip[4] else [],
+        "digit_decimals": int(bool(skip and skip[4] and skip[4][1])),
         "number_look": int(bool(flags[ir.TOK_NUMBER] & FLAG_LOOK)),
         "dfa_width": lx.n_classes + 1,
         "word_row": _word_state(lx) * (lx.n_classes + 1),

@@ -156,6 +156,7 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
         "SKIP_DIGITS": k["skip_digits"],
         "NUMBER_LOOK": k["number_look"],
         "DIGIT_EXTENDERS": k["digit_extenders"],
+        "DIGIT_DECIMALS": k["digit_decimals"],
         "CJK_CONTINUATIONS": CJK_CONTINUATIONS,
         "CJK_KEY_MUL": CJK_KEY_MUL - (1 << 32) if CJK_KEY_MUL >= 1 << 31 else CJK_KEY_MUL,
         "SKIP_KEY_MUL": SKIP_KEY_MUL - (1 << 64) if SKIP_KEY_MUL >= 1 << 63 else SKIP_KEY_MUL,
