@@ -156,6 +156,12 @@ def rule_file_literals(paths: list[Path]) -> list[str]:
     return sorted(set(out))
 
 
+def _discovery_sample(config: LearnConfig, all_sentences: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The sentences keyword discovery reads: up to `discovery_sentences`, in hash order."""
+    order = sorted(range(len(all_sentences)), key=lambda k: _hash(config.seed, all_sentences[k][1]))
+    return [all_sentences[k] for k in order[: config.discovery_sentences]]
+
+
 def plan(config: LearnConfig, documents, progress: Progress = _quiet) -> Plan:
     digest = hashlib.sha256()
     per_doc: list[list[str]] = []
@@ -165,8 +171,7 @@ def plan(config: LearnConfig, documents, progress: Progress = _quiet) -> Plan:
     all_sentences = [(i, s) for i, ss in enumerate(per_doc) for s in ss]
     if not all_sentences:
         raise HeatError(Diagnostic("corpus", 0, 0, "no sentences found in the corpus"))
-    order = sorted(range(len(all_sentences)), key=lambda k: _hash(config.seed, all_sentences[k][1]))
-    sample = [all_sentences[k] for k in order[: config.discovery_sentences]]
+    sample = _discovery_sample(config, all_sentences)
     progress("keywords", 0, 1)
     excluded = rule_file_literals(config.rules)
     base = Lexicon().without_literals(excluded)
@@ -330,16 +335,42 @@ def aggregate(
     candidates = plan_.candidates + [agg.CellKey(n, v, "") for n in numerals for v in ("number", "percent")]
     texts = [d.text for d in documents]
     groups = {c.name: c.group for c in lexicon.categories}
-    # Keywords too rare for cells of their own are pooled by the units they take; their
-    # literals (and so where lexemes start and end) do not change, only their category.
-    keyword_cells = [k for k in candidates if groups.get(k.keyword) == "keyword" and k.check == "range"]
-    support = {k: len(v.values) for k, v in agg.collect_values(lexicon, keyword_cells, texts).items()}
+    # Keywords too rare for cells of their own are pooled by the units they take; so are the
+    # single words before numbers too rare to be keywords at all (the plan keeps the most
+    # frequent `max_keywords`), which may only join a family. Where lexemes start and end
+    # does not change (single words, and literals move between categories), so the teacher's
+    # couplings stay where they were.
+    known = {lit.lower() for c in lexicon.categories for lit in c.literals}
+    sample = [
+        s for _, s in _discovery_sample(config, [(i, s) for i, d in enumerate(documents) for s in sentences(d.text)])
+    ]
+    rare = [
+        w
+        for w, _ in discover_keywords(lexicon, sample, min_support=max(2, config.candidate_count), max_keywords=10**9)
+        if " " not in w and w.lower() not in known
+    ]
+    wide = lexicon.with_keywords(rare)
+    rare_names = {c.name for c in wide.categories} - {c.name for c in lexicon.categories}
+    wide_groups = {c.name: c.group for c in wide.categories}
+    wide_program = wide.program()
+    extra = [
+        k
+        for k in agg.candidate_cells(
+            (lex_sentence(wide_program, s) for s in sample), wide_groups, config.candidate_count
+        )
+        if k.keyword in rare_names and k.unit and k.check == "range"
+    ]
+    keyword_cells = [k for k in candidates + extra if wide_groups.get(k.keyword) == "keyword" and k.check == "range"]
+    support = {k: len(v.values) for k, v in agg.collect_values(wide, keyword_cells, texts).items()}
     families = agg.keyword_families(
-        candidates, support, groups, config.min_support, {c.name for c in lexicon.categories}
+        candidates + extra, support, wide_groups, config.min_support, {c.name for c in wide.categories}
     )
     if families:
-        lexicon = lexicon.with_families(families)
-        candidates = agg.in_families(candidates, families)
+        joined = {m for ms in families.values() for m in ms}
+        lexicon = Lexicon(
+            [c for c in wide.categories if c.name not in rare_names or c.name in joined], wide.chinese_numbers
+        ).with_families(families)
+        candidates = agg.in_families(candidates + [k for k in extra if k.keyword in joined], families)
     program = lexicon.program()
     groups = {c.name: c.group for c in lexicon.categories}
     couplings = agg.Couplings()
