@@ -406,11 +406,13 @@ class Checker:
         elif self.limits.timeout_s is not None:
             self.store.set_epoch_deadline(max(1, int(self.limits.timeout_s / _EPOCH_TICK_S)))
         self._armed_at = time.monotonic()
+        # re-armed once half the deadline has passed (a batch step checks only this)
+        self._rearm_at = self._armed_at + (self.limits.timeout_s or 1e9) / 2
 
     def _call(self, name: str, *params: int) -> int:
         # Re-arming costs a C call; do it only when the last budget is half spent, so a
         # call never runs longer than the timeout.
-        if self.limits.fuel is not None or time.monotonic() - self._armed_at > (self.limits.timeout_s or 1e9) / 2:
+        if self.limits.fuel is not None or time.monotonic() > self._rearm_at:
             self._arm()
         return self._calls[name](*params)
 
@@ -584,7 +586,6 @@ class Batch:
             self._view_ids()
         self._step = checker._calls["step_batch"].bound(self.states, self._ids, n, 0)
         self._rearm_each_call = checker.limits.fuel is not None
-        self._rearm_after = (checker.limits.timeout_s or 1e9) / 2
         self._pending: dict[int, list[Event]] = {}
 
     def __len__(self) -> int:
@@ -609,28 +610,35 @@ class Batch:
         c = self.checker
         self._ids_view = c._mem[self._ids : self._ids + 4 * self.n].view(np.uint32)
         self._id0 = ctypes.c_uint32.from_address(self._ids_view.ctypes.data)
-        self._ids_generation = c._generation
+        # (without a token table the views are never current: feed_ids checks for one)
+        self._ids_generation = c._generation if c._token_table is not None else -1
 
     def feed_ids(self, ids) -> dict[int, list[Snapshot]]:
         """Advance every sequence by one token id (through the token table): one wasm call."""
         c = self.checker
-        if c._token_table is None:
-            raise ValueError("no token table: call checker.set_token_table() first")
-        with c._lock:
-            if self._ids_generation != c._generation:
+        # (every attribute looked up and every call made here is a measurable share of a
+        # decoding step at batch 1: the lock is taken with acquire/release, which costs a
+        # third of a `with` block here; ids[0] goes to ctypes as it is; the deadline is
+        # checked against one precomputed time)
+        lock = c._lock
+        lock.acquire()
+        try:
+            if self._ids_generation != c._generation:  # memory grew, a new token table, or none yet
+                if c._token_table is None:
+                    raise ValueError("no token table: call checker.set_token_table() first")
                 self._view_ids()
             if self.n == 1 and len(ids) == 1:
-                self._id0.value = int(ids[0])
+                self._id0.value = ids[0]
             else:
                 try:
                     self._ids_view[:] = ids
                 except ValueError:
                     raise ValueError(f"expected {self.n} token ids, got shape {np.shape(ids)}") from None
-            if self._rearm_each_call or time.monotonic() - c._armed_at > self._rearm_after:
+            if self._rearm_each_call or time.monotonic() > c._rearm_at:
                 c._arm()
             done = self._step()
             ctlc = c._ctlc
-            if done == self.n and not ctlc[_EV_COUNT] and not ctlc[_SNAP_COUNT]:
+            if done == self.n and not (ctlc[_EV_COUNT] or ctlc[_SNAP_COUNT]):
                 return {}  # the common decoding step: nothing worth a Python object happened
             ctl = c._ctlv
             out: dict[int, list[Snapshot]] = {}
@@ -644,6 +652,8 @@ class Batch:
                 )
                 self._collect(out)
             return out
+        finally:
+            lock.release()
 
     def feed_text(self, i: int, text: str | bytes) -> list[Snapshot]:
         """Feed one sequence some bytes (one token)."""

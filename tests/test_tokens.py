@@ -13,6 +13,8 @@ from heatc.compile import compile_file
 from heatc.errors import HeatError
 from heatc.heatmap import Tokenizer as TokenizerSpec
 from heatc.tokens import minilm_tokenizer_json, table_bytes, table_from_tokenizer_json, token_table
+from heatc.wasm import compile_wasm
+from heatc_runtime import from_bytes
 from heatc_runtime.tables import read_token_table
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -138,3 +140,23 @@ def test_unsupported_and_broken_tokenizers(tmp_path):
         table_from_tokenizer_json(tmp_path / "odd.json")
     with pytest.raises(HeatError, match=r"has neither tokenizer\.json nor vocab\.txt"):
         token_table(TokenizerSpec("dir", str(tmp_path)))
+
+
+def test_a_batch_made_before_its_token_table():
+    """feed_ids refuses to run without a token table, and a batch made before the table was
+    set reads it once it is: the same events and verdicts as a batch made after."""
+    table = [b"Glucose", b" ", b"5000", b" mg/dL", b"."]
+    ids = [0, 1, 2, 3, 4]
+    module = compile_wasm(MEDICAL)
+    checker = from_bytes(module.manifest, module.wasm)  # (wasm_checker's is shared, with a table)
+    early = checker.batch(1)
+    with pytest.raises(ValueError, match="no token table"):
+        early.feed_ids(np.array([0], dtype=np.uint32))
+    checker.set_token_table(table)
+    snaps = []
+    for i in ids:
+        snaps += early.feed_ids(np.array([i], dtype=np.uint32)).get(0, [])
+    snaps += early.finish().get(0, [])
+    events = [e for s in snaps for e in s.events]
+    assert (events, dict(snaps[-1].verdicts)) == _feed_tokens(ids, table)
+    assert {e.name for e in events} == {"glucose_value", "glucose_mg_dl"}  # 5000 fails both
