@@ -436,6 +436,8 @@ class Checker:
         # seq, kind, verdict, pad, rule or group, failed, start, end, conflict, pad, its value,
         # start and end, then one float per capture (docs/abi.md, "Records")
         self._event_record = struct.Struct("<IBBHIiQQiIdQQ" + "d" * ((self.event_size - 64) // 8))
+        # a snapshot record: its head, then the verdict bytes (padded) as one bytes field
+        self._snap_record = struct.Struct(_SNAP_HEAD.format + f"{self.snapshot_size - _SNAP_HEAD.size}s")
         assert self._event_record.size == self.event_size
         self._n_rules = len(self.rule_names)
 
@@ -456,14 +458,22 @@ class Checker:
                 events.append((rec[0], self._event(rec)))
         snaps: list[tuple[int, int, Snapshot]] = []
         if n_snap:
-            # struct on the raw bytes: a decoding step drains a few snapshots, and numpy's
+            # struct over the whole buffer: a decoding step drains a few snapshots, and numpy's
             # per-field views cost more than the records themselves
-            index, r, size = self._rule_index, self._n_rules, self.snapshot_size
-            raw = memoryview(mem)[self._snap_ptr : self._snap_ptr + n_snap * size]
-            for off in range(0, n_snap * size, size):
-                seq, n_events, final, _, n_bytes, lexemes, tokens, matches, rejections = _SNAP_HEAD.unpack_from(
-                    raw, off
-                )
+            index = self._rule_index
+            raw = memoryview(mem)[self._snap_ptr : self._snap_ptr + n_snap * self.snapshot_size]
+            for (
+                seq,
+                n_events,
+                final,
+                _,
+                n_bytes,
+                lexemes,
+                tokens,
+                matches,
+                rejections,
+                codes,
+            ) in self._snap_record.iter_unpack(raw):
                 counters = {
                     "bytes": n_bytes,
                     "lexemes": lexemes,
@@ -471,8 +481,8 @@ class Checker:
                     "matches": matches,
                     "rejections": rejections,
                 }  # fmt: skip  (a literal: dict(zip(...)) costs more than the rest of the record)
-                verdicts = VerdictMap(index, raw[off + _SNAP_HEAD.size : off + _SNAP_HEAD.size + r].tobytes())
-                snaps.append((seq, n_events, Snapshot(verdicts, [], counters, bool(final))))
+                # (the codes are padded past the last rule: VerdictMap reads them by rule index)
+                snaps.append((seq, n_events, Snapshot(VerdictMap(index, codes), [], counters, bool(final))))
         if n_ev or n_snap:
             ctl[_EV_COUNT] = 0
             ctl[_SNAP_COUNT] = 0
