@@ -627,8 +627,8 @@ class Batch:
         """Advance every sequence by one token id (through the token table): one wasm call."""
         c = self.checker
         # (every attribute looked up and every call made here is a measurable share of a
-        # decoding step at batch 1: the lock is taken with acquire/release, which costs a
-        # third of a `with` block here; ids[0] goes to ctypes as it is; the deadline is
+        # decoding step at batch 1: the lock is taken with acquire/release, about half the
+        # cost of a `with` block here; ids[0] goes to ctypes as it is; the deadline is
         # checked against one precomputed time)
         lock = c._lock
         lock.acquire()
