@@ -309,6 +309,19 @@ def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple
         states |= frontier
     if any(step(s, b) for s in states for b in ASCII_WHITESPACE):
         return None
+    # decimals: every state that digits, a point and digits lead to (DIGIT_RUN_MAX bytes in
+    # all) accepts a number and whitespace ends it; then what may extend a number is asked
+    # of those states too
+    frontier = {step(s, ord(".")) for s in states}
+    after_point: set[int] = set()
+    decimals = True
+    for _ in range(DIGIT_RUN_MAX - 2):
+        frontier = {step(s, d) for s in frontier for d in b"0123456789"}
+        decimals = decimals and all(s and lx.accept[s] == ir.TOK_NUMBER and not lx.boundary[s] for s in frontier)
+        after_point |= frontier
+    decimals = decimals and not any(step(s, b) for s in after_point for b in ASCII_WHITESPACE)
+    if decimals:
+        states |= after_point
     digits = {lx.byte_class[d] for d in b"0123456789"}
 
     def only_before_a_digit(b: int) -> bool:
@@ -326,17 +339,8 @@ def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple
     if len(extending) > 3:
         return None
     extenders = tuple(b | (0x100 if only_before_a_digit(b) else 0) for b in extending)
-    # decimals: every state that digits, a point and digits lead to (DIGIT_RUN_MAX bytes in
-    # all) accepts a number, and what ends the digit runs ends them
-    decimals = ord(".") | 0x100 in extenders
-    frontier = {step(s, ord(".")) for s in states}
-    after_point: set[int] = set()
-    for _ in range(DIGIT_RUN_MAX - 2):
-        frontier = {step(s, d) for s in frontier for d in b"0123456789"}
-        decimals = decimals and all(s and lx.accept[s] == ir.TOK_NUMBER and not lx.boundary[s] for s in frontier)
-        after_point |= frontier
-    decimals = decimals and not any(step(s, b) for s in after_point for b in ASCII_WHITESPACE)
-    decimals = decimals and all(b in extending for s in after_point for b in plain if step(s, b))
+    # a point between digits is part of the number only where it extends one just so
+    decimals = decimals and (ord(".") | 0x100) in extenders
     return extenders, bool(decimals)
 
 
