@@ -155,7 +155,12 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
         "SKIP_CJK": k["skip_cjk"],
         "SKIP_DIGITS": k["skip_digits"],
         "NUMBER_LOOK": k["number_look"],
-        "DIGIT_EXTENDERS": k["digit_extenders"],
+        # the plain bytes that extend a number always, and those that do only before a digit
+        # (the decimal point apart when decimals are on: the kernel keeps its own mask of it)
+        "DIGIT_ALWAYS": [c for c in k["digit_extenders"] if c < 256],
+        "DIGIT_BEFORE_DIGIT": [
+            c & 255 for c in k["digit_extenders"] if c > 255 and not (k["digit_decimals"] and c & 255 == ord("."))
+        ],
         "DIGIT_DECIMALS": k["digit_decimals"],
         "CJK_CONTINUATIONS": CJK_CONTINUATIONS,
         "CJK_KEY_MUL": CJK_KEY_MUL - (1 << 32) if CJK_KEY_MUL >= 1 << 31 else CJK_KEY_MUL,
