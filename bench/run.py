@@ -35,6 +35,7 @@ from heatc import ir
 from heatc.compile import compile_file
 from heatc.reference import Machine
 from heatc.wasm import compile_wasm
+from heatc_runtime.module import _EV_COUNT, _SNAP_COUNT  # the control words a raw step loop clears
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data"
@@ -277,7 +278,7 @@ def bench_step(quick: bool) -> list[dict]:
                     stepped += step()
                     # drop what the step published undecoded: with full buffers a step
                     # would return early, having done nothing
-                    ctl[2] = ctl[5] = 0  # ev_count, snap_count
+                    ctl[_EV_COUNT] = ctl[_SNAP_COUNT] = 0
                 raw.append((time.perf_counter() - t) / (steps * batch) * 1e6)
                 if stepped != steps * batch:
                     raise RuntimeError(f"step_batch advanced {stepped} of {steps * batch} sequence-tokens")
