@@ -162,14 +162,21 @@ def skip_slot(key: int, log2: int) -> int:
     return ((key * SKIP_KEY_MUL) & 0xFFFFFFFFFFFFFFFF) >> (64 - log2)
 
 
-def _skip_tables(
-    p: ir.Program, flags: list[int]
-) -> tuple[bytes, bytes, int, int, tuple[tuple[int, ...], bool] | None] | None:
+@dataclass(frozen=True)
+class SkipTables:
+    plain: bytes  # the `skip_plain` section
+    words: bytes  # the `skip_words` section
+    log2: int  # the word table has 2^log2 slots
+    cjk_log2: int  # the CJK table's, 0 if there is none
+    digits: tuple[tuple[int, ...], bool] | None  # `_digit_runs`
+    weak: bool  # some word is a weak start (`_weak_starts`)
+
+
+def _skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
     """Tables for a kernel's idle-stretch skipper (docs/abi.md, "The skipper"): while no rule
     has a live thread, a kernel may count plain words, plain one-byte ASCII tokens and plain
     CJK characters 32 bytes at a time instead of running the lexer automaton over them.
-    Returns (plain_bytes, word_table, table_log2, cjk_table_log2, digit_runs), or None when the
-    rule set leaves the skipper nothing safe to do (`digit_runs`: `_digit_runs`).
+    Returns the tables, or None when the rule set leaves the skipper nothing safe to do.
 
     A token *matters* to an idle stream when its code (in the kernel's `flags`) starts a rule,
     may begin a late-starting one, triggers a snapshot or is an anchor member; a trigger does
@@ -193,7 +200,8 @@ def _skip_tables(
       one. Then, per slot, a u64: for a key with next byte whitespace (the first word of
       `shall not exceed`), the first two bytes (| 0x20) of the words that may come next in
       its literals, as up to four u16 (`no`); 0 when it cannot tell. A head whose next word
-      starts with none of them is a plain word.
+      starts with none of them is a plain word. Then, per slot, a byte: for the key of a
+      *weak start* (`_weak_starts`), its horizon; else 0.
     """
     lx = p.lexer
     matters = ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER | FLAG_LOOK
@@ -269,15 +277,64 @@ def _skip_tables(
     for key in keys:
         bit = skip_slot(key, log2 + 5)
         bits[bit >> 3] |= 1 << (bit & 7)
+    plain_ascii = [b for b in range(128) if any(t[b & 15] >> (b >> 4) & 1 for t in plain)]  # in either stream
+    weak = _weak_starts(p, flags, {lx.accept[step(1, b)] for b in plain_ascii})
+    # per key, the longest horizon of its literals, 0 if any of them is no weak start
+    horizons: dict[int, int] = {}
+    for i, lit in enumerate(p.literals):
+        if re.fullmatch(r"[A-Za-z]+", lit.text) and flags[ir.TOK_LITERAL0 + i] & matters:
+            key = skip_word_key(lit.text.encode())
+            h = weak.get(ir.TOK_LITERAL0 + i, 0)
+            horizons[key] = max(horizons.get(key, h), h) if h and horizons.get(key, h) else 0
+    for m in p.anchors.members:  # an anchor word is never weak (nor are anchors: no weak starts)
+        horizons[skip_word_key(m.encode())] = 0
     plain_bytes = bytes(plain[0] + plain[1]) + bytes([1 << i for i in range(8)] + [0] * 8)
     first_letters = {c: i for i, c in enumerate(sorted({x[0] | 0x20 for x in patterns}))}
     plain_bytes += _teddy(patterns, lambda t: first_letters[t[0] | 0x20], offsets=2)
     cjk = _cjk_tables(p, flags, step, matters)
     if cjk:
         plain_bytes += cjk[0] + cjk[1]
-    digits = _digit_runs(lx, flags, [b for b in range(128) if any(t[b & 15] >> (b >> 4) & 1 for t in plain)], step)
-    words = bytes(bits) + struct.pack(f"<{len(table)}Q", *table) + struct.pack(f"<{len(nexts)}Q", *nexts)
-    return plain_bytes, words, log2, cjk[2] if cjk else 0, digits
+    digits = _digit_runs(lx, flags, plain_ascii, step)
+    weak_bytes = bytes(horizons.get(key, 0) if key else 0 for key in table)
+    words = bytes(bits) + struct.pack(f"<{len(table)}Q", *table) + struct.pack(f"<{len(nexts)}Q", *nexts) + weak_bytes
+    return SkipTables(plain_bytes, words, log2, cjk[2] if cjk else 0, digits, any(weak_bytes))
+
+
+# the longest gap a weak start's horizon may cover (horizons are kept in a byte)
+WEAK_HORIZON_MAX = 255
+
+
+def _weak_starts(p: ir.Program, flags: list[int], plain_codes: set[int]) -> dict[int, int]:
+    """The *weak starts* of a rule set: one-word literals (ASCII letters only) that matter to
+    an idle stream only because they start rules, and whose threads nothing a skipper counts
+    can advance — so a skipper may count one as a word and go on, and come back to it only if
+    it stops before the thread would have died. Maps each literal's token code to its
+    *horizon*: the lexemes after it that kill every thread it starts when none of them is in
+    the next element's accept list (the largest second-element gap + 1).
+
+    A literal qualifies when it only starts rules (no trigger, anchor or look-behind flag),
+    every rule it starts begins early and has a second element, and no second element of
+    those rules accepts a code the skipper may count while it looks for such a thread's
+    death: words, letter-only literals (weak starts included), plain one-byte tokens. (It
+    stops before digits and non-ASCII bytes then.) None in a rule set with anchors or with
+    late-starting rules, whose look-behind and anchor state a skipper does not rewind."""
+    if p.anchors.max_lexemes or any(ir.starts_late(rule) for rule in p.rules):
+        return {}
+    letter_codes = {ir.TOK_LITERAL0 + i for i, lit in enumerate(p.literals) if re.fullmatch(r"[A-Za-z]+", lit.text)}
+    countable = {ir.TOK_WORD} | plain_codes | letter_codes
+    weak = {}
+    for code in sorted(letter_codes):
+        if flags[code] & (ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER | FLAG_LOOK):
+            continue
+        rules = [rule for rule in p.rules if code in rule.elements[0].accepts]
+        if not rules or any(len(rule.elements) < 2 for rule in rules):
+            continue
+        if any(countable.intersection(rule.elements[1].accepts) for rule in rules):
+            continue
+        horizon = max(rule.elements[1].gap + 1 for rule in rules)
+        if horizon <= WEAK_HORIZON_MAX:
+            weak[code] = horizon
+    return weak
 
 
 # the longest run of ASCII digits a skipper counts as a number (the kernel copies its bytes
@@ -564,15 +621,17 @@ def pack(program: ir.Program) -> Packed:
 
     skip = _skip_tables(p, flags)
     if skip:
-        b.section("skip_plain", skip[0])
-        b.section("skip_words", skip[1])
+        b.section("skip_plain", skip.plain)
+        b.section("skip_words", skip.words)
+    digits = skip.digits if skip else None
 
     consts = {
-        "skip_log2": skip[2] if skip else 0,
-        "skip_cjk": skip[3] if skip else 0,
-        "skip_digits": int(bool(skip and skip[4] is not None)),
-        "digit_extenders": list(skip[4][0]) if skip and skip[4] else [],
-        "digit_decimals": int(bool(skip and skip[4] and skip[4][1])),
+        "skip_log2": skip.log2 if skip else 0,
+        "skip_cjk": skip.cjk_log2 if skip else 0,
+        "skip_weak": int(bool(skip and skip.weak)),
+        "skip_digits": int(digits is not None),
+        "digit_extenders": list(digits[0]) if digits else [],
+        "digit_decimals": int(bool(digits and digits[1])),
         "number_look": int(bool(flags[ir.TOK_NUMBER] & FLAG_LOOK)),
         "dfa_width": lx.n_classes + 1,
         "word_row": _word_state(lx) * (lx.n_classes + 1),

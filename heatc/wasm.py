@@ -153,6 +153,7 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
         "LATE": k["late"],
         "FLAG_LOOK": FLAG_LOOK,
         "SKIP_CJK": k["skip_cjk"],
+        "SKIP_WEAK": k["skip_weak"],
         "SKIP_DIGITS": k["skip_digits"],
         "NUMBER_LOOK": k["number_look"],
         # the plain bytes that extend a number always, and those that do only before a digit

@@ -192,6 +192,54 @@ def _rule(draw, name: str, class_names: list[str], literals: list[str], anchors:
     return f"rule {name}{heat} {{\n  " + "\n  ".join(body) + "\n}"
 
 
+# One-word keywords whose rules need a number next: a kernel may count such a keyword as a
+# plain word and come back to it only if something that matters follows within its gap.
+WEAK_KEYWORDS = ["payment", "payments", "pay", "notice", "Article", "liability", "cure", "glucose"]
+WEAK_UNITS = ["days", "day", "calendar days", "mg/dL", "%", "天", "times"]
+
+
+@st.composite
+def weak_start_rule_sets(draw) -> GeneratedRules:
+    """Rule sets in which one-word keywords start rules whose second element takes numbers
+    (or a multi-word or CJK literal) after a gap: no anchors, no rule starting on a number."""
+    keywords = draw(st.lists(st.sampled_from(WEAK_KEYWORDS), min_size=1, max_size=5, unique=True))
+    units = draw(st.lists(st.sampled_from(WEAK_UNITS), min_size=1, max_size=3, unique=True))
+    lines = ["ruleset weak"]
+    if draw(st.booleans()):
+        lines.append("options { chinese_numbers }")
+    split = draw(st.integers(1, len(keywords)))
+    classes = {"k0": keywords[:split], "k1": keywords[split:], "u": units, "cap": ["shall not exceed", "不超过"]}
+    classes = {name: lits for name, lits in classes.items() if lits}
+    for name, lits in classes.items():
+        lines.append(f"class {name} {'unit' if name == 'u' else 'keyword'} = " + ", ".join(_q(x) for x in lits))
+    lines.append('class stop punct = ".", ";"')
+    stmts = []
+    if draw(st.booleans()):
+        stmts.append("barrier stop")
+    if draw(st.booleans()):
+        stmts.append("at stop")
+    if draw(st.booleans()):
+        stmts.append(f"every {draw(st.integers(1, 4))}")
+    if stmts:
+        lines.append("triggers {\n  " + "\n  ".join(stmts) + "\n}")
+    starts = [name for name in ("k0", "k1") if name in classes]
+    for r in range(draw(st.integers(1, 4))):
+        kw = draw(st.sampled_from(starts + [f"({' | '.join(starts)})"] + [_q(k) for k in keywords]))
+        second = draw(st.sampled_from(["v:number", "v:(number | percent)", "cap", "v:percent"]))
+        gap = draw(st.integers(0, 7))
+        elements = [kw, f"..{gap} {second}"]
+        if second == "cap":
+            elements.append(f"..{draw(st.integers(0, 3))} v:number")
+        if draw(st.booleans()):
+            elements.append(f"..{draw(st.integers(0, 2))} u")
+        body = ["match " + " ".join(elements)]
+        body.append(draw(st.sampled_from(["require v < 100", "consistent v", "require v in [1, 30]", "lock c = v"])))
+        lines.append(f"rule w{r} {{\n  " + "\n  ".join(body) + "\n}")
+    pieces = keywords + [k.upper() for k in keywords] + units + ["shall not exceed", "不超过", ".", ";"]
+    pieces += ["payroll", "noticeable", "Articles", "prepay", "shall", "not", "exceed", "é", "三十", "十五天"]
+    return GeneratedRules("\n".join(lines) + "\n", pieces)
+
+
 def texts(pieces: list[str], max_pieces: int = 30) -> st.SearchStrategy[bytes]:
     """Byte streams built from a vocabulary and separators, with the odd raw (often invalid
     UTF-8) byte run between them."""
@@ -214,6 +262,19 @@ def long_texts(pieces: list[str]) -> st.SearchStrategy[bytes]:
     return st.lists(st.one_of(part, part, part, st.binary(min_size=1, max_size=2)), min_size=10, max_size=120).map(
         b"".join
     )
+
+
+def dense_texts(pieces: list[str]) -> st.SearchStrategy[bytes]:
+    """Long streams of short words, the rule set's pieces and numbers, so that a 32-byte
+    block often holds a keyword and the lexemes of a whole gap after it."""
+    word = st.one_of(
+        st.sampled_from(["a", "of", "to", "the", "x", "be", "in", "no"]),
+        st.sampled_from(pieces),
+        st.sampled_from(NUMBER_PIECES),
+    )
+    sep = st.sampled_from([" ", " ", " ", "  ", "\n", ", ", "(", ") ", "-", "\t", "é", "，"])
+    part = st.tuples(word, sep).map(lambda ws: (ws[0] + ws[1]).encode("utf-8"))
+    return st.lists(part, min_size=20, max_size=150).map(b"".join)
 
 
 def chunkings(data: bytes) -> st.SearchStrategy[list[bytes]]:

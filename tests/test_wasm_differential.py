@@ -7,9 +7,10 @@ import random
 from conftest import compile_cached
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import chunkings, long_texts, rule_sets, texts
+from strategies import chunkings, dense_texts, long_texts, rule_sets, texts, weak_start_rule_sets
 
 from heatc.backends import wasm_checker
+from heatc.pack import pack
 from heatc.reference import Machine
 
 
@@ -45,8 +46,10 @@ def test_long_plain_stretches_match_reference(g, data):
     """Long mostly-plain text, where the kernel skips idle stretches 16 bytes at a time: a
     quiet whole-document scan, and the same text fed in random pieces (every trigger
     published, so trigger literals are not plain there)."""
-    program = compile_cached(g.source)
-    stream = data.draw(long_texts(g.pieces))
+    _long_stream_agrees(compile_cached(g.source), data.draw(long_texts(g.pieces)), data)
+
+
+def _long_stream_agrees(program, stream: bytes, data) -> None:
     checker = wasm_checker(program)
     m = Machine(program)
     snaps = m.feed(stream) + m.finish()
@@ -59,6 +62,18 @@ def test_long_plain_stretches_match_reference(g, data):
         got = batch.feed_text(0, piece)
         assert [_snap(s) for s in got] == [_snap(s) for s in m.feed(piece)]
     assert [_snap(s) for s in batch.finish().get(0, [])] == [_snap(s) for s in m.finish()]
+
+
+@settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")) // 2)
+@given(weak_start_rule_sets(), st.data())
+def test_weak_starts_match_reference(g, data):
+    """Keywords a kernel counts as plain words while their threads cannot yet have advanced
+    (pack._weak_starts), in long mostly-plain text: it must come back to each one whenever
+    something that matters follows within its gap."""
+    program = compile_cached(g.source)
+    assert pack(program).consts["skip_weak"], "the generated rule set has no weak start"
+    stream = data.draw(st.one_of(long_texts(g.pieces), dense_texts(g.pieces)))
+    _long_stream_agrees(program, stream, data)
 
 
 @settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")))
@@ -112,3 +127,22 @@ def test_long_letter_runs(words, source):
     report = wasm_checker(program).scan(stream)
     assert report.events == [e for s in snaps for e in s.events]
     assert report.counters == snaps[-1].counters
+
+
+def test_weak_starts_sharing_a_table_key():
+    """Two keywords with one word-table key (the same first 8 letters and length) keep the
+    longer horizon: the rule with the long gap still finds its number."""
+    source = (
+        "ruleset t\n"
+        'class short keyword = "agreementa"\nclass long keyword = "agreementb"\n'
+        "rule r { match short v:number }\nrule s { match long ..5 v:number }\n"
+    )
+    program = compile_cached(source)
+    assert pack(program).consts["skip_weak"]
+    filler = "the parties to this contract have agreed on all of the terms set out below "
+    for stream in [filler + "agreementb a b c d 5 " + filler, filler + "agreementa x 5 agreementb a b c 7 " + filler]:
+        m = Machine(program)
+        snaps = m.feed(stream.encode()) + m.finish()
+        report = wasm_checker(program).scan(stream.encode())
+        assert report.events == [e for s in snaps for e in s.events]
+        assert [e.name for e in report.events] == ["s"]
