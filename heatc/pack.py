@@ -189,8 +189,8 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
       bytes 1, 2, 4 … 128, 0 … 0 (a high nibble's bit); then 128 bytes of word fingerprints
       (`_teddy`, first two bytes); then, if cjk_table_log2 is not 0, the 192 bytes of CJK character
       fingerprints and the table of `_cjk_tables`.
-    - `word_table`: a bit filter of 2^(table_log2 + 5) bits (bit `skip_slot(key, table_log2 +
-      5)` set for every key), then 2^table_log2 u64 slots (open addressing from `skip_slot`,
+    - `word_table`: a bit filter of 2^(table_log2 + 5) bits (bit `skip_slot(skip_word_key(word),
+      table_log2 + 5)` set for the word of every key, whatever its next byte), then 2^table_log2 u64 slots (open addressing from `skip_slot`,
       linear probing, 0 = empty) holding `skip_word_key`s: for every letter-initial literal
       that is more than its leading ASCII-letter run (`mg/dL`, `blood sugar`: one lexeme where
       the skipper would count several), that run with the byte after it; for every one-word
@@ -237,6 +237,7 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
             if not flags[lx.accept[s]] & mask:
                 table[b & 15] |= 1 << (b >> 4)
     keys = set()
+    filter_words: set[bytes] = set()  # the words the keys are for, whatever follows them: the filter's
     patterns: set[bytes] = set()  # what may begin where a key is: for the fingerprints
     # what follows a multi-word literal's first word: the first two bytes of its next word
     # (| 0x20 each, as the kernel folds them), None for "anything" (a one-byte next word)
@@ -248,6 +249,7 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
             nxt = text[run.end()]
             key = skip_word_key(run.group(), 0x20 if nxt in ASCII_WHITESPACE else nxt)
             keys.add(key)
+            filter_words.add(run.group().lower())
             patterns.add(text)
             if nxt in ASCII_WHITESPACE:
                 rest = text[run.end() :].lstrip(ASCII_WHITESPACE)
@@ -258,10 +260,12 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
                     seen.add((rest[0] | 0x20) | (rest[1] | 0x20) << 8)
         elif run and flags[ir.TOK_LITERAL0 + i] & matters:
             keys.add(skip_word_key(run.group()))
+            filter_words.add(run.group().lower())
             patterns.add(text)
     for m in p.anchors.members:
         if re.fullmatch(r"[a-z]+", m):
             keys.add(skip_word_key(m.encode()))
+            filter_words.add(m.encode())
             patterns.add(m.encode())
     table, log2 = _open_table({key: key for key in keys}, skip_slot)
     # beside each slot: a multi-word head's next-word prefixes, four u16 (0 = none), or 0 when
@@ -271,11 +275,12 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
         prefixes = goes_on.get(key)
         if prefixes is not None and len(prefixes) <= 4:
             nexts[slot] = sum(prefix << 16 * j for j, prefix in enumerate(sorted(prefixes)))
-    # a one-bit-per-key filter in front of the table (bit = the slot hash's top bits), so
-    # that nearly every plain word is cleared by one byte load, without probing
+    # a one-bit-per-word filter in front of the table (bit = the top bits of the hash of the
+    # word's key with next byte 0), so that nearly every plain word is cleared by one byte
+    # load, without computing its key with the byte after it or probing
     bits = bytearray(1 << (log2 + 5 - 3))
-    for key in keys:
-        bit = skip_slot(key, log2 + 5)
+    for word in filter_words:
+        bit = skip_slot(skip_word_key(word), log2 + 5)
         bits[bit >> 3] |= 1 << (bit & 7)
     plain_ascii = [b for b in range(128) if any(t[b & 15] >> (b >> 4) & 1 for t in plain)]  # in either stream
     weak = _weak_starts(p, flags, {lx.accept[step(1, b)] for b in plain_ascii})
