@@ -290,6 +290,12 @@ def learn(
     probe_sentences: Annotated[
         int, typer.Option("--probe-sentences", help="At most this many sentences probed for pair coupling.")
     ] = 3000,
+    topup_probes: Annotated[
+        int,
+        typer.Option(
+            "--topup-probes", min=0, help="At most this many values probed besides, for cells left without a score."
+        ),
+    ] = 1500,
     discovery_sentences: Annotated[
         int, typer.Option("--discovery-sentences", help="Sentences read to learn keywords and candidate cells.")
     ] = 60000,
@@ -334,7 +340,7 @@ def learn(
     config = LearnConfig(
         corpus=corpus, output=output, name=name, title=title, teacher=teacher, device=device, seed=seed,
         epsilon=epsilon, label_sentences=label_sentences, max_probe_sentences=probe_sentences,
-        min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget,
+        topup_probes=topup_probes, min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget,
         discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,
     )  # fmt: skip
     try:

@@ -3,11 +3,14 @@ explicit ones), lexemes and their alignment, aggregation, the student and its ON
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import itertools
 import json
 import math
 import tarfile
+from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -616,7 +619,7 @@ def test_unit_swaps_weigh_each_keyword_by_the_units_it_takes():
         "versed": ["mg", "mcg"], "fentanyl": ["mg", "mcg"], "given": ["mg", "mcg", "grams"],
         "dose": ["mg", "grams"], "patient": ["mg", "cm", "days"],
     }  # fmt: skip
-    swaps = agg.unit_swaps([ck(k, "number", u) for k, units in takes.items() for u in units])
+    swaps = agg.unit_swaps([ck(k, "number", u) for k, units in takes.items() for u in units], ladders=())
     assert swaps["mg"] == pytest.approx({"mcg": 2.5 / 4, "grams": 1.5 / 4})  # cm, days: "patient" alone
     assert swaps["mcg"] == {"mg": 1.0} and swaps["grams"] == {"mg": 1.0}  # mcg <-> grams: "given" alone
     assert "cm" not in swaps and "days" not in swaps
@@ -624,7 +627,7 @@ def test_unit_swaps_weigh_each_keyword_by_the_units_it_takes():
     takes["aspirin"] = ["mg"]
     takes["heparin"], takes["insulin"] = ["mg", "units"], ["mg", "units"]
     candidates = [ck(k, "number", u) for k, units in takes.items() for u in units]
-    guards = agg.unit_guards(candidates, [ck("aspirin", "number", "mg")], {k: "keyword" for k in takes})
+    guards = agg.unit_guards(candidates, [ck("aspirin", "number", "mg")], {k: "keyword" for k in takes}, ())
     assert agg.GUARDS_PER_CELL == 2
     assert sorted(g.unit for g in guards) == ["mcg", "units"]  # grams is the third most plausible
 
@@ -646,7 +649,8 @@ def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
     ]  # fmt: skip
     lexicon = _lexicon_with("aspirin", "versed", "fentanyl", "weight", "patient")
     groups = {c.name: c.group for c in lexicon.categories}
-    guards = agg.unit_guards(candidates, [ck("aspirin", "number", "mg"), ck("weight", "number", "pounds")], groups)
+    hot = [ck("aspirin", "number", "mg"), ck("weight", "number", "pounds")]
+    guards = agg.unit_guards(candidates, hot, groups, ladders=())
     # mg -> mcg: two keywords take both; mg -> cm and pounds -> kg: one keyword each, no guard
     assert guards == {ck("aspirin", "number", "mcg"): [(ck("aspirin", "number", "mg"), 1.0)]}
     assert agg.guard_expected([0, 0, 1, 3, 0]) == pytest.approx(1 / 3)
@@ -775,3 +779,84 @@ def test_a_cell_without_a_unit_is_scored_where_no_unit_follows():
     bare, with_unit = agg.CellKey("heart_rate", "number", ""), agg.CellKey("heart_rate", "number", "bpm")
     assert len(c.by_cell[bare]) == 1 and len(c.by_cell[with_unit]) == 1
     assert agg.CellKey("", "number", "bpm") in c.by_cell
+
+
+def test_a_top_up_probes_the_values_the_plan_left_short():
+    """The plan probes the first two values of a sentence: in "Sodium 141, potassium 4.0,
+    chloride 104" chloride is never probed and its cell gets no score. The top-up walks the
+    discovery sample again and probes the values of the cells still short of probes_per_cell
+    — chloride's, not sodium's again — within its limits, and never a value already probed."""
+    from heatc.learn.corpus import Document
+    from heatc.learn.pipeline import LearnConfig, _lexicon, _probe_lexemes, plan, topup_plan
+
+    rng = np.random.default_rng(0)
+    docs = [
+        Document(
+            f"d{i}",
+            f"Sodium {rng.integers(130, 146)}, potassium {rng.integers(35, 50) / 10}, chloride "
+            f"{rng.integers(95, 110)} on day {i}.",
+        )
+        for i in range(40)
+    ]
+    config = LearnConfig(corpus=[], output=Path("x.yaml"), label_sentences=0, candidate_count=3, probes_per_cell=8)
+    p = plan(config, docs)
+    program = _lexicon(p).program()
+    groups = {c.name: c.group for c in _lexicon(p).categories}
+    chloride = agg.CellKey("chloride", "number", "")
+    assert chloride in p.candidates
+    # what the labeller probes: the first two values of each planned sentence
+    records = []
+    for s in p.teacher_sentences:
+        lx = lex_sentence(program, s)
+        values = _probe_lexemes(lx, groups, set(p.candidates), config.probes_per_sentence)
+        records.append({"text": s, "probes": [[v, []] for v in values]})
+
+    def probed(recs) -> Counter:
+        n: Counter = Counter()
+        for r in recs:
+            lx = lex_sentence(program, r["text"])
+            for occ in agg.occurrences(lx, groups):
+                if occ.value in {v for v, _ in r["probes"]}:
+                    n.update(occ.keys)
+        return n
+
+    assert probed(records)[chloride] == 0
+    extra = topup_plan(config, p, records, docs)
+    assert extra, "no top-up"
+    after = probed(records + [{"text": s, "probes": [[v, []] for v in vs]} for s, vs in extra])
+    assert after[chloride] == config.probes_per_cell
+    assert all(len(vs) <= config.topup_per_sentence for _, vs in extra)
+    already = {r["text"]: {v for v, _ in r["probes"]} for r in records}
+    assert not any(set(vs) & already.get(s, set()) for s, vs in extra)
+    # the limit holds, and 0 turns the top-up off
+    assert sum(len(vs) for _, vs in topup_plan(dataclasses.replace(config, topup_probes=5), p, records, docs)) == 5
+    assert topup_plan(dataclasses.replace(config, topup_probes=0), p, records, docs) == []
+
+
+def test_units_next_to_each_other_on_a_ladder_are_a_plausible_swap_without_keywords():
+    """No keyword takes both mL and L ("blood loss 500 mL" is never written in litres), yet
+    "500 L" is the classic slip; where keywords show no swap within a unit's quantity, the
+    seed lexicon's ladders of units make a swap with the next unit up or down plausible (mg
+    with g, not kg), and a hot cell guards its own quantity's units first."""
+    ck = agg.CellKey
+    takes = {
+        "blood_loss": ["ml"], "fluids": ["ml"], "incision": ["cm", "ml"], "measuring": ["cm", "ml"],
+        "lidocaine": ["ml", "minutes"], "marcaine": ["ml", "minutes"], "": ["liter_symbol"],
+        "aspirin": ["mg"], "weight": ["kg"], "ancef": ["grams"],
+    }  # fmt: skip
+    candidates = [ck(k, "number", u) for k, units in takes.items() for u in units]
+    assert "liter_symbol" not in agg.unit_swaps(candidates, ladders=()).get("ml", {})
+    swaps = agg.unit_swaps(candidates)
+    assert swaps["ml"] == pytest.approx({"cm": 2 / 5, "minutes": 2 / 5, "liter_symbol": 1 / 5})
+    assert swaps["liter_symbol"] == {"ml": 1.0}
+    assert "liters" not in swaps["ml"]  # no candidate cell uses it
+    assert set(swaps["mg"]) == {"grams"} and set(swaps["grams"]) == {"mg", "kg"}  # mg -> kg: two rungs apart
+    # where keywords show a swap within the quantity, the ladder adds nothing (no dilution)
+    time = {"within": ["days", "months"], "notice": ["days", "months"], "period": ["weeks"], "response": ["hours"]}
+    timed = agg.unit_swaps([ck(k, "number", u) for k, units in time.items() for u in units])
+    assert timed["days"] == {"months": 1.0} and set(timed["weeks"]) == {"days", "months"}
+    groups = {k: "keyword" for k in takes if k}
+    guards = agg.unit_guards(candidates, [ck("blood_loss", "number", "ml")], groups)
+    assert sorted(g.unit for g in guards) == ["cm", "liter_symbol"]  # its quantity's first, then the likeliest
+    before = agg.unit_guards(candidates, [ck("blood_loss", "number", "ml")], groups, ladders=())
+    assert sorted(g.unit for g in before) == ["cm", "minutes"]

@@ -37,7 +37,7 @@ from ..backends import wasm_checker
 from ..heatmap import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, HEATMAP_VERSION, Stats
 from ..lower import margin_range
 from ..printer import format_number
-from .lexemes import Lexicon, SentenceLexemes
+from .lexemes import UNIT_LADDERS, Lexicon, SentenceLexemes
 
 MAX_REJECTED = 0.10  # a range cell may reject at most this share of the clean values it was learned from
 # All cells together may reject at most this many values per corpus sentence: the share of clean
@@ -227,18 +227,26 @@ class Couplings:
         self.pooled: list[float] = []
         self.by_cell: dict[CellKey, list[float]] = defaultdict(list)
 
-    def add(self, s: SentenceLexemes, occ: Occurrence, coupling: list[float | None]) -> None:
+    def add(
+        self, s: SentenceLexemes, occ: Occurrence, coupling: list[float | None], *, only: set[CellKey] | None = None
+    ) -> None:
+        """`only` given: evidence of those of the occurrence's cells alone, left out of the
+        pooled distribution that scores are percentiles of (a top-up's probes, chosen for the
+        cells they stand for, are no sample of all values)."""
         others = [c for k, c in enumerate(coupling) if k != occ.value and c is not None]
         mean = sum(others) / len(others) if len(others) >= 2 else 0.0
         if mean <= 0:
             return
-        self.pooled.extend(c / mean for c in others)
+        if only is None:
+            self.pooled.extend(c / mean for c in others)
 
         def rel(k: int | None) -> float | None:
             return None if k is None or coupling[k] is None else coupling[k] / mean
 
         ck, cu = rel(occ.keyword), rel(occ.unit)
         for key in occ.keys:
+            if only is not None and key not in only:
+                continue
             if key.check == "consistent":
                 tk, tu = rel(occ.term_keyword), rel(occ.term_unit)
                 if tk is not None and tu is not None:
@@ -660,6 +668,7 @@ def allocate(
 
 
 SWAP_KEYWORDS = 2  # keywords that must take both units before a swap between them is plausible
+QUANTITY_EVIDENCE = 1.0  # the evidence two units of one quantity have before any keyword takes both
 GUARDS_PER_CELL = 2  # guards a hot unit cell may add: its unit's most plausible swaps
 
 
@@ -672,7 +681,25 @@ def _units_by_keyword(candidates: Iterable[CellKey]) -> dict[str, set[str]]:
     return units_of
 
 
-def unit_swaps(candidates: Iterable[CellKey]) -> dict[str, dict[str, float]]:
+Ladders = tuple[tuple[tuple[str, ...], ...], ...]
+
+
+def quantity_of(ladders: Ladders) -> dict[str, int]:
+    """Each unit's quantity (the index of its ladder)."""
+    return {u: q for q, ladder in enumerate(ladders) for rung in ladder for u in rung}
+
+
+def ladder_neighbours(ladders: Ladders) -> set[tuple[str, str]]:
+    """The pairs of units on one rung of a ladder or on two next to each other."""
+    out = set()
+    for ladder in ladders:
+        for i, rung in enumerate(ladder):
+            near = rung + (ladder[i + 1] if i + 1 < len(ladder) else ())
+            out |= {(a, b) for a in rung for b in near if a != b}
+    return out | {(b, a) for a, b in out}
+
+
+def unit_swaps(candidates: Iterable[CellKey], ladders: Ladders = UNIT_LADDERS) -> dict[str, dict[str, float]]:
     """Which units a unit is plausibly swapped with, and the share of its swaps each takes,
     learned from the candidate cells: a keyword that takes both units ("versed … mg",
     "versed … mcg") is evidence that one may stand for the other.
@@ -683,7 +710,16 @@ def unit_swaps(candidates: Iterable[CellKey]) -> dict[str, dict[str, float]]:
     other units it takes (a keyword with units U gives 1 / (|U| − 1) to each pair, so
     "weight" with pounds, kg and grams says more about pounds ↔ kg than "patient" with seven
     units), a swap needs `SWAP_KEYWORDS` keywords that take both units, and a unit's swaps
-    are shared among its plausible alternatives in proportion to that evidence."""
+    are shared among its plausible alternatives in proportion to that evidence.
+
+    Where keywords show no swap of a unit within its quantity, its neighbours on the
+    quantity's ladder (`ladders`, the seed lexicon's: mcg, mg, g, kg; mL, L; thousand,
+    million, billion) are plausible swaps — a wrong prefix or scale is the error that keeps a
+    value looking right — and the lexicon's word counts as `QUANTITY_EVIDENCE` of each: no
+    two keywords of half of MTSamples take both mL and L, one of TAT-QA million and billion.
+    The lexicon fills a gap in the evidence and never dilutes it: days, whose swaps keywords
+    show (months, years, hours), get no weeks. Only units some candidate cell uses take part."""
+    candidates = list(candidates)
     units_of = _units_by_keyword(candidates)
     evidence: dict[tuple[str, str], float] = defaultdict(float)
     keywords: Counter[tuple[str, str]] = Counter()
@@ -692,6 +728,15 @@ def unit_swaps(candidates: Iterable[CellKey]) -> dict[str, dict[str, float]]:
             for b in units - {a}:
                 evidence[a, b] += 1.0 / (len(units) - 1)
                 keywords[a, b] += 1
+    used = {k.unit for k in candidates if k.unit}
+    quantity = quantity_of(ladders)
+    shown = {  # units with a swap of their own quantity that keywords show
+        a for (a, b), n in keywords.items() if n >= SWAP_KEYWORDS and a in quantity and quantity.get(b) == quantity[a]
+    }
+    for a, b in ladder_neighbours(ladders):
+        if a in used and b in used and a not in shown:
+            evidence[a, b] += QUANTITY_EVIDENCE
+            keywords[a, b] += SWAP_KEYWORDS
     plausible: dict[str, dict[str, float]] = defaultdict(dict)
     for (a, b), e in evidence.items():
         if keywords[a, b] >= SWAP_KEYWORDS:
@@ -723,7 +768,10 @@ def swap_sources(
 
 
 def unit_guards(
-    candidates: Iterable[CellKey], hot: Iterable[CellKey], groups: dict[str, str]
+    candidates: Iterable[CellKey],
+    hot: Iterable[CellKey],
+    groups: dict[str, str],
+    ladders: Ladders = UNIT_LADDERS,
 ) -> dict[CellKey, list[tuple[CellKey, float]]]:
     """Unit guards: cells that reject a value in a unit its keyword never takes.
 
@@ -731,10 +779,11 @@ def unit_guards(
     "specimen 350 g"); what is wrong is the unit after this keyword. Which units stand in
     for one another, and how often, is learned from the candidate cells (`unit_swaps`).
     For every hot cell `keyword … number unit` (a domain keyword), the `GUARDS_PER_CELL`
-    most plausible swaps of its unit that the keyword never takes in the sample each get a
-    guard `keyword … number unit'` whose range is [0, 0] ("aspirin … mg" guards grams, not
-    centimetres: no two keywords take both mg and cm). A guard maps to the cells it stands
-    for, each with the share of that unit's swaps it would notice.
+    most plausible swaps of its unit — those of the same quantity first — that the keyword
+    never takes in the sample each get a guard `keyword … number unit'` whose range is [0, 0]
+    ("aspirin … mg" guards grams, not centimetres: no two keywords take both mg and cm). A
+    guard maps to the cells it stands for, each with the share of that unit's swaps it would
+    notice.
 
     The teacher's evidence is the guarded cell's: its keyword, value and unit are coupled;
     the corpus's evidence is the absence. `select_cells` prices each guard by its false
@@ -742,14 +791,17 @@ def unit_guards(
     expected in unseen documents (Good–Turing, `guard_expected`)."""
     candidates = list(candidates)
     units_of = _units_by_keyword(candidates)
-    swaps = unit_swaps(candidates)
+    swaps = unit_swaps(candidates, ladders)
+    quantity = quantity_of(ladders)
     out: dict[CellKey, list[tuple[CellKey, float]]] = defaultdict(list)
     for k in hot:
         if not (k.keyword and k.unit and k.check == "range") or groups.get(k.keyword) != "keyword":
             continue
         alts = swaps.get(k.unit, {})
-        # the most plausible first; between equals, the unit's name, so that runs agree
-        ranked = sorted(alts, key=lambda u: (-alts[u], u))[:GUARDS_PER_CELL]
+        # units of the same quantity first (a swap that keeps the value looking right), then
+        # the most plausible; between equals, the unit's name, so that runs agree
+        q = quantity.get(k.unit)
+        ranked = sorted(alts, key=lambda u: (q is None or quantity.get(u) != q, -alts[u], u))[:GUARDS_PER_CELL]
         for u in ranked:
             if u not in units_of.get(k.keyword, ()):
                 out[CellKey(k.keyword, k.value, u)].append((k, alts[u]))

@@ -108,6 +108,23 @@ SEED_CATEGORIES: tuple[Category, ...] = (
 )
 # fmt: on
 
+# Seed units by quantity, each quantity a ladder from small to large (units on one rung are
+# one unit written two ways). A unit written for its neighbour on the ladder — mg for mcg or
+# g, mL for L, million for billion, days for weeks — is the error that keeps a value looking
+# plausible, so `aggregate.unit_swaps` takes such a swap as plausible before any keyword
+# shows it. Kept apart from the categories: it does not change how text lexes.
+UNIT_LADDERS: tuple[tuple[tuple[str, ...], ...], ...] = (
+    (("mcg",), ("mg",), ("grams",), ("kg", "pounds")),
+    (("ml",), ("liters", "liter_symbol")),
+    (("mg_dl",), ("mmol_l", "meq_l")),
+    (("g_dl",), ("g_l",)),
+    (("mcg_kg",), ("mg_kg",)),
+    (("mm",), ("cm",)),
+    (("celsius", "fahrenheit"),),
+    (("seconds",), ("minutes",), ("hours",), ("days", "business_days"), ("weeks",), ("months",), ("years",)),
+    (("scale_thousand",), ("scale_million",), ("scale_billion",)),
+)
+
 # Words that stand before numbers without naming what the number measures.
 STOPWORDS = frozenset(
     """a an the of to in on at by for with from and or but nor as is are was were be been being am has have had

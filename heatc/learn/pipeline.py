@@ -34,6 +34,7 @@ from .corpus import read_corpus, sentences
 from .lexemes import SEED_CATEGORIES, STOPWORDS, Lexicon, align, discover_keywords, lex_sentence
 
 WORK_VERSION = 2  # 2: candidates keep their check (consistent cells were read back as ranges)
+TOPUP_VERSION = 1  # how `topup_plan` chooses; another version redoes the top-up alone
 
 
 @dataclass
@@ -53,6 +54,10 @@ class LearnConfig:
     probes_per_cell: int = 8  # sentences the teacher probes per candidate cell
     max_probe_sentences: int = 3000
     probes_per_sentence: int = 2
+    # values probed besides, for the candidate cells the sentences above left with fewer than
+    # min_probes probed occurrences (`topup_plan`); 0 turns the top-up off
+    topup_probes: int = 1500
+    topup_per_sentence: int = 4
     candidate_count: int = 5  # occurrences in the discovery sample that make a candidate cell
     min_support: int = 20  # corpus occurrences a cell needs
     min_probes: int = 3  # probed occurrences a cell needs
@@ -249,8 +254,6 @@ def label(config: LearnConfig, plan_: Plan, teacher, work: Path, progress: Progr
     skips chunks already on disk."""
     import torch
 
-    from .labels import labels_and_coupling
-
     rank, world = _rank()
     lexicon = _lexicon(plan_)
     program = lexicon.program()
@@ -270,48 +273,197 @@ def label(config: LearnConfig, plan_: Plan, teacher, work: Path, progress: Progr
         records = []
         for b0 in range(0, len(chunks[c]), config.batch_size):
             group = chunks[c][b0 : b0 + config.batch_size]
-            batch = teacher.batch(group)
             lexed = [lex_sentence(program, s) for s in group]
-            aligned = [align(lx, offs) for lx, offs in zip(lexed, batch.offsets, strict=True)]
-            probes = [
-                [v for v in _probe_lexemes(lx, groups, wanted, config.probes_per_sentence) if al[v]]
-                for lx, al in zip(lexed, aligned, strict=True)
-            ]
-            rounds = [
-                [al[p[r]][0] if r < len(p) else None for p, al in zip(probes, aligned, strict=True)]
-                for r in range(max((len(p) for p in probes), default=0))
-            ]
-            sens, couplings = labels_and_coupling(
-                teacher, batch, rounds, epsilon=config.epsilon, probes=config.probes,
-                directions=config.directions, seed=config.seed,
-            )  # fmt: skip
-            found: list[list] = [[] for _ in group]
-            for r, coupling in enumerate(couplings):
-                for b, p in enumerate(probes):
-                    if r < len(p):
-                        row = coupling[b]
-                        per_lexeme = [
-                            None if k == p[r] or not toks else round(float(row[toks].max()), 7)
-                            for k, toks in enumerate(aligned[b])
-                        ]
-                        found[b].append([p[r], per_lexeme])
-            n_tokens = batch.attention_mask.sum(1).tolist()
-            special = teacher.special_mask(batch)
-            for b, s in enumerate(group):
-                n = int(n_tokens[b])
-                records.append({
-                    "text": s,
-                    "ids": batch.input_ids[b, :n].tolist(),
-                    "labels": [round(float(x), 9) for x in sens[b, :n]],
-                    "mask": special[b, :n].tolist(),
-                    "probes": found[b],
-                })  # fmt: skip
+            chosen = [_probe_lexemes(lx, groups, wanted, config.probes_per_sentence) for lx in lexed]
+            records.extend(_label_batch(config, teacher, group, lexed, chosen))
         tmp = path.with_name(path.name + f".tmp{rank}")
         with gzip.open(tmp, "wt", encoding="utf-8") as f:
             json.dump(records, f)
         tmp.replace(path)
         done += 1
         progress("teacher", done, len(mine))
+
+
+def _label_batch(config: LearnConfig, teacher, group: list[str], lexed: list, chosen: list[list[int]]) -> list[dict]:
+    """The teacher's token labels of a batch of sentences and the pair couplings of the chosen
+    value lexemes of each (those without a teacher token are skipped) with every lexeme."""
+    from .labels import labels_and_coupling
+
+    batch = teacher.batch(group)
+    aligned = [align(lx, offs) for lx, offs in zip(lexed, batch.offsets, strict=True)]
+    probes = [[v for v in vs if al[v]] for vs, al in zip(chosen, aligned, strict=True)]
+    rounds = [
+        [al[p[r]][0] if r < len(p) else None for p, al in zip(probes, aligned, strict=True)]
+        for r in range(max((len(p) for p in probes), default=0))
+    ]
+    sens, couplings = labels_and_coupling(
+        teacher, batch, rounds, epsilon=config.epsilon, probes=config.probes,
+        directions=config.directions, seed=config.seed,
+    )  # fmt: skip
+    found: list[list] = [[] for _ in group]
+    for r, coupling in enumerate(couplings):
+        for b, p in enumerate(probes):
+            if r < len(p):
+                row = coupling[b]
+                per_lexeme = [
+                    None if k == p[r] or not toks else round(float(row[toks].max()), 7)
+                    for k, toks in enumerate(aligned[b])
+                ]
+                found[b].append([p[r], per_lexeme])
+    n_tokens = batch.attention_mask.sum(1).tolist()
+    special = teacher.special_mask(batch)
+    records = []
+    for b, s in enumerate(group):
+        n = int(n_tokens[b])
+        records.append({
+            "text": s,
+            "ids": batch.input_ids[b, :n].tolist(),
+            "labels": [round(float(x), 9) for x in sens[b, :n]],
+            "mask": special[b, :n].tolist(),
+            "probes": found[b],
+        })  # fmt: skip
+    return records
+
+
+# --- top-up --------------------------------------------------------------------------------
+
+
+def _counts_for(occ: agg.Occurrence, key: agg.CellKey) -> bool:
+    """Whether a probe of this occurrence is evidence of the cell (as `agg.Couplings.add`
+    counts it: a cell without a unit only where no unit follows the value)."""
+    return key in occ.keys and (key.check != "range" or bool(key.unit) or not key.keyword or occ.unit is None)
+
+
+def topup_plan(config: LearnConfig, plan_: Plan, records: list[dict], documents) -> list[list]:
+    """[sentence, [value lexeme, ...]] the teacher probes besides the plan's sentences.
+
+    The plan probes the first `probes_per_sentence` values of each sentence it chose and stops
+    at `max_probe_sentences`: in "Sodium 141, potassium 4.0, chloride 104, ..." chloride comes
+    third and is never probed, and candidate cells met late in the discovery sample are not
+    met at all, so they end with fewer than `min_probes` probed occurrences and no score. The
+    top-up counts each candidate's probed occurrences in the labelled sentences and walks the
+    discovery sample again (in the same hash order), choosing the very values of the cells left
+    without a score: first up to `min_probes` for each, then up to `probes_per_cell`; at most
+    `topup_per_sentence` values in a sentence and `topup_probes` in all. A value already probed
+    is not probed again. Cells the plan scored keep their evidence (`aggregate`)."""
+    if config.topup_probes <= 0:
+        return []
+    lexicon = _lexicon(plan_)
+    program = lexicon.program()
+    groups = {c.name: c.group for c in lexicon.categories}
+    wanted = set(plan_.candidates)
+    have: dict[agg.CellKey, int] = dict.fromkeys(plan_.candidates, 0)
+    probed: dict[str, set[int]] = {}
+    for rec in records:
+        if not rec["probes"]:
+            continue
+        values = {v for v, _ in rec["probes"]}
+        probed.setdefault(rec["text"], set()).update(values)
+        for occ in agg.occurrences(lex_sentence(program, rec["text"]), groups):
+            if occ.value in values:
+                for k in occ.keys:
+                    if k in wanted and _counts_for(occ, k):
+                        have[k] += 1
+    short = {k for k, n in have.items() if n < config.min_probes}
+    if not short:
+        return []
+    sample = _discovery_sample(config, [(i, s) for i, d in enumerate(documents) for s in sentences(d.text)])
+    found = []  # (sentence, occurrences of short cells), in sample order
+    seen: set[str] = set()
+    for _, s in sample:
+        if s in seen:
+            continue
+        seen.add(s)
+        occs = [
+            o
+            for o in agg.occurrences(lex_sentence(program, s), groups)
+            if o.value not in probed.get(s, ()) and any(k in short and _counts_for(o, k) for k in o.keys)
+        ]
+        if occs:
+            found.append((s, occs))
+    chosen: dict[str, list[int]] = {}
+    total = 0
+    for target in (config.min_probes, config.probes_per_cell):
+        for s, occs in found:
+            for o in occs:
+                if total >= config.topup_probes:
+                    break
+                mine = chosen.setdefault(s, [])
+                if o.value in mine or len(mine) >= config.topup_per_sentence:
+                    continue
+                keys = [k for k in o.keys if k in short and _counts_for(o, k)]
+                if not any(have[k] < target for k in keys):
+                    continue
+                mine.append(o.value)
+                total += 1
+                for k in keys:
+                    have[k] += 1
+    return [[s, sorted(vs)] for s, vs in chosen.items() if vs]
+
+
+def _topup_path(work: Path, c: int) -> Path:
+    return work / "topup" / f"chunk-{c:05d}.json.gz"
+
+
+def topup(
+    config: LearnConfig, plan_: Plan, records: list[dict], documents, teacher, work: Path, progress: Progress = _quiet
+) -> list[dict]:
+    """Probe the values `topup_plan` chooses (rank 0 chooses, every rank labels every
+    world-th chunk); returns the probe records (text and probes only). Its settings are kept
+    beside it: changing them redoes the top-up alone, never the plan's labels."""
+    import shutil
+
+    rank, world = _rank()
+    file = work / "topup.json.gz"
+    settings = {"version": TOPUP_VERSION} | {
+        k: getattr(config, k) for k in ("topup_probes", "topup_per_sentence", "min_probes")
+    }
+    if rank == 0:
+        current = None
+        if file.exists():
+            with gzip.open(file, "rt", encoding="utf-8") as f:
+                current = json.load(f)
+        if current is None or current["settings"] != settings:
+            shutil.rmtree(work / "topup", ignore_errors=True)
+            chosen = topup_plan(config, plan_, records, documents)
+            with gzip.open(file.with_suffix(".tmp"), "wt", encoding="utf-8") as f:
+                json.dump({"settings": settings, "probes": chosen}, f)
+            file.with_suffix(".tmp").replace(file)
+    _barrier()
+    with gzip.open(file, "rt", encoding="utf-8") as f:
+        chosen = json.load(f)["probes"]
+    if not chosen:
+        return []
+    program = _lexicon(plan_).program()
+    items = sorted(chosen, key=lambda x: (len(x[0]), x[0]))
+    chunks = [items[i : i + config.chunk_size] for i in range(0, len(items), config.chunk_size)]
+    mine = [c for c in range(len(chunks)) if c % world == rank]
+    (work / "topup").mkdir(parents=True, exist_ok=True)
+    done = sum(1 for c in mine if _topup_path(work, c).exists())
+    progress("teacher (top-up)", done, len(mine))
+    for c in mine:
+        path = _topup_path(work, c)
+        if path.exists():
+            continue
+        out = []
+        for b0 in range(0, len(chunks[c]), config.batch_size):
+            group = chunks[c][b0 : b0 + config.batch_size]
+            texts = [s for s, _ in group]
+            lexed = [lex_sentence(program, s) for s in texts]
+            for r in _label_batch(config, teacher, texts, lexed, [vs for _, vs in group]):
+                out.append({"text": r["text"], "probes": r["probes"]})
+        tmp = path.with_name(path.name + f".tmp{rank}")
+        with gzip.open(tmp, "wt", encoding="utf-8") as f:
+            json.dump(out, f)
+        tmp.replace(path)
+        done += 1
+        progress("teacher (top-up)", done, len(mine))
+    _barrier()
+    out = []
+    for c in range(len(chunks)):
+        with gzip.open(_topup_path(work, c), "rt", encoding="utf-8") as f:
+            out.extend({**r, "topup": True} for r in json.load(f))
+    return out
 
 
 def _read_chunks(work: Path, n: int) -> list[dict]:
@@ -375,9 +527,15 @@ def aggregate(
     groups = {c.name: c.group for c in lexicon.categories}
     couplings = agg.Couplings()
     labelled = _lexicon(plan_).program()  # the lexemes the teacher's couplings are indexed by
-    for rec in records:
+    # The top-up's probes (`topup`) are evidence for the cells the plan's probes left without
+    # a score only: they were chosen for those cells, so they neither join the pooled
+    # distribution that scores are percentiles of nor move the score of a cell already scored.
+    unscored: set[agg.CellKey] | None = None
+    for rec in sorted(records, key=lambda r: bool(r.get("topup"))):
         if not rec["probes"]:
             continue
+        if rec.get("topup") and unscored is None:
+            unscored = {k for k in candidates if couplings.strength(k)[1] < config.min_probes}
         lx = lex_sentence(program, rec["text"])
         old = lex_sentence(labelled, rec["text"]).lexemes
         by_value = {o.value: o for o in agg.occurrences(lx, groups)}
@@ -386,7 +544,7 @@ def aggregate(
                 continue
             value, per_lexeme = _relexed(old, lx.lexemes, value, per_lexeme)
             if value in by_value:
-                couplings.add(lx, by_value[value], per_lexeme)
+                couplings.add(lx, by_value[value], per_lexeme, only=unscored if rec.get("topup") else None)
     scores = {}
     for k in candidates:
         strength, n = couplings.strength(k)
@@ -619,10 +777,15 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = _qui
     _barrier()
     n_chunks = -(-len(p.teacher_sentences) // config.chunk_size)
     records = _read_chunks(work, n_chunks)
+    t0 = time.perf_counter()
+    extra = topup(config, p, records, documents, teacher, work, progress)
+    label_seconds += time.perf_counter() - t0
+    if extra:
+        log(f"top-up: the teacher probed {sum(len(r['probes']) for r in extra)} values in {len(extra)} more sentences")
     metrics = distil(config, p, records, work, teacher, progress) if config.student else {}
     if rank != 0:
         return {}
-    lexicon, cells, summary = aggregate(config, p, records, documents)
+    lexicon, cells, summary = aggregate(config, p, records + extra, documents)
     name = config.name or config.output.name.removesuffix(".yaml").removesuffix(".yml")
     provenance = {
         "teacher": teacher.name,
