@@ -168,7 +168,7 @@ class SkipTables:
     words: bytes  # the `skip_words` section
     log2: int  # the word table has 2^log2 slots
     cjk_log2: int  # the CJK table's, 0 if there is none
-    digits: tuple[tuple[int, ...], bool] | None  # `_digit_runs`
+    digits: tuple[tuple[int, ...], bool, bool] | None  # `_digit_runs`
     weak: bool  # some word is a weak start (`_weak_starts`)
 
 
@@ -347,14 +347,15 @@ def _weak_starts(p: ir.Program, flags: list[int], plain_codes: set[int]) -> dict
 DIGIT_RUN_MAX = 8
 
 
-def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple[tuple[int, ...], bool] | None:
+def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple[tuple[int, ...], bool, bool] | None:
     """Whether a skipper may count a run of 1 to DIGIT_RUN_MAX ASCII digits as one number
     lexeme (keeping it as the look-behind when late-starting rules look at numbers). None: no,
     it stops before digits. Else the `plain` bytes that may extend a number, at most 3, each
     | 0x100 if it does so only when a digit or a non-ASCII byte follows (`,` and `.` of `1,000`
     and `2.5`, not `%`): a run is counted when whitespace or another plain byte follows it,
-    or one of those with an ASCII byte but no digit after it; and whether a run may hold one
-    `.` between digits (`98.6`, as many bytes in all). A digit run starts a token wherever the
+    or one of those with an ASCII byte but no digit after it; whether a run may hold one
+    `.` between digits (`98.6`, as many bytes in all); and whether a run with a `%` right
+    after it is one percent lexeme, counted the same way (`12.5%`). A digit run starts a token wherever the
     skipper meets one (after whitespace, a plain byte, or a word, since a word that a literal
     continues with a digit is looked up). It is then one number when every state that digits
     (and a decimal point) lead to from a token start accepts a number with no boundary byte
@@ -403,7 +404,19 @@ def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple
     extenders = tuple(b | (0x100 if only_before_a_digit(b) else 0) for b in extending)
     # a point between digits is part of the number only where it extends one just so
     decimals = decimals and (ord(".") | 0x100) in extenders
-    return extenders, bool(decimals)
+    # percentages: a plain `%` right after a number makes one percent lexeme that no ASCII
+    # byte continues, and that matters no more than a number does
+    pct = ord("%")
+    percent = (
+        pct in plain
+        and not flags[ir.TOK_PERCENT] & (ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER | FLAG_LOOK)
+        and all(
+            (t := step(s, pct)) and lx.accept[t] == ir.TOK_PERCENT and not lx.boundary[t]
+            and not any(step(t, b) for b in range(128))
+            for s in states
+        )
+    )  # fmt: skip
+    return extenders, bool(decimals), percent
 
 
 def _open_table(entries: dict[int, int], slot_of) -> tuple[list[int], int]:
@@ -637,6 +650,7 @@ def pack(program: ir.Program) -> Packed:
         "skip_digits": int(digits is not None),
         "digit_extenders": list(digits[0]) if digits else [],
         "digit_decimals": int(bool(digits and digits[1])),
+        "digit_percent": int(bool(digits and digits[2])),
         "number_look": int(bool(flags[ir.TOK_NUMBER] & FLAG_LOOK)),
         "dfa_width": lx.n_classes + 1,
         "word_row": _word_state(lx) * (lx.n_classes + 1),

@@ -163,6 +163,7 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
             c & 255 for c in k["digit_extenders"] if c > 255 and not (k["digit_decimals"] and c & 255 == ord("."))
         ],
         "DIGIT_DECIMALS": k["digit_decimals"],
+        "DIGIT_PERCENT": k["digit_percent"],
         "CJK_CONTINUATIONS": CJK_CONTINUATIONS,
         "CJK_KEY_MUL": CJK_KEY_MUL - (1 << 32) if CJK_KEY_MUL >= 1 << 31 else CJK_KEY_MUL,
         "SKIP_KEY_MUL": SKIP_KEY_MUL - (1 << 64) if SKIP_KEY_MUL >= 1 << 63 else SKIP_KEY_MUL,
