@@ -327,11 +327,15 @@ def _weak_starts(p: ir.Program, flags: list[int], plain_codes: set[int]) -> dict
         return {}
     letter_codes = {ir.TOK_LITERAL0 + i for i, lit in enumerate(p.literals) if re.fullmatch(r"[A-Za-z]+", lit.text)}
     countable = {ir.TOK_WORD} | plain_codes | letter_codes
+    started: dict[int, list[ir.Rule]] = {}
+    for rule in p.rules:
+        for code in rule.elements[0].accepts:
+            started.setdefault(code, []).append(rule)
     weak = {}
     for code in sorted(letter_codes):
         if flags[code] & (ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER | FLAG_LOOK):
             continue
-        rules = [rule for rule in p.rules if code in rule.elements[0].accepts]
+        rules = started.get(code, [])
         if not rules or any(len(rule.elements) < 2 for rule in rules):
             continue
         if any(countable.intersection(rule.elements[1].accepts) for rule in rules):
