@@ -254,34 +254,45 @@ def label(config: LearnConfig, plan_: Plan, teacher, work: Path, progress: Progr
     skips chunks already on disk."""
     import torch
 
-    rank, world = _rank()
     lexicon = _lexicon(plan_)
     program = lexicon.program()
     groups = {c.name: c.group for c in lexicon.categories}
     wanted = set(plan_.candidates)
     texts = sorted(plan_.teacher_sentences, key=lambda s: (len(s), s))  # similar lengths batch well
     chunks = [texts[i : i + config.chunk_size] for i in range(0, len(texts), config.chunk_size)]
-    mine = [c for c in range(len(chunks)) if c % world == rank]
-    (work / "labels").mkdir(parents=True, exist_ok=True)
-    done = sum(1 for c in mine if _chunk_path(work, c).exists())
-    progress("teacher", done, len(mine))
     torch.manual_seed(config.seed)
+
+    def label_group(group: list[str]) -> list[dict]:
+        lexed = [lex_sentence(program, s) for s in group]
+        chosen = [_probe_lexemes(lx, groups, wanted, config.probes_per_sentence) for lx in lexed]
+        return _label_batch(config, teacher, group, lexed, chosen)
+
+    _label_chunks(config, chunks, lambda c: _chunk_path(work, c), label_group, "teacher", progress)
+
+
+def _label_chunks(
+    config: LearnConfig, chunks: list[list], path_of, label_group, stage: str, progress: Progress
+) -> None:
+    """Run `label_group` over every world-th chunk (this rank's), batch by batch, writing each
+    chunk's records atomically to `path_of(chunk)`; chunks already on disk are skipped."""
+    rank, world = _rank()
+    mine = [c for c in range(len(chunks)) if c % world == rank]
+    done = sum(1 for c in mine if path_of(c).exists())
+    progress(stage, done, len(mine))
     for c in mine:
-        path = _chunk_path(work, c)
+        path = path_of(c)
         if path.exists():
             continue
+        path.parent.mkdir(parents=True, exist_ok=True)
         records = []
         for b0 in range(0, len(chunks[c]), config.batch_size):
-            group = chunks[c][b0 : b0 + config.batch_size]
-            lexed = [lex_sentence(program, s) for s in group]
-            chosen = [_probe_lexemes(lx, groups, wanted, config.probes_per_sentence) for lx in lexed]
-            records.extend(_label_batch(config, teacher, group, lexed, chosen))
+            records.extend(label_group(chunks[c][b0 : b0 + config.batch_size]))
         tmp = path.with_name(path.name + f".tmp{rank}")
         with gzip.open(tmp, "wt", encoding="utf-8") as f:
             json.dump(records, f)
         tmp.replace(path)
         done += 1
-        progress("teacher", done, len(mine))
+        progress(stage, done, len(mine))
 
 
 def _label_batch(config: LearnConfig, teacher, group: list[str], lexed: list, chosen: list[list[int]]) -> list[dict]:
@@ -413,7 +424,7 @@ def topup(
     beside it: changing them redoes the top-up alone, never the plan's labels."""
     import shutil
 
-    rank, world = _rank()
+    rank = _rank()[0]
     file = work / "topup.json.gz"
     settings = {"version": TOPUP_VERSION} | {
         k: getattr(config, k) for k in ("topup_probes", "topup_per_sentence", "min_probes")
@@ -437,27 +448,14 @@ def topup(
     program = _lexicon(plan_).program()
     items = sorted(chosen, key=lambda x: (len(x[0]), x[0]))
     chunks = [items[i : i + config.chunk_size] for i in range(0, len(items), config.chunk_size)]
-    mine = [c for c in range(len(chunks)) if c % world == rank]
-    (work / "topup").mkdir(parents=True, exist_ok=True)
-    done = sum(1 for c in mine if _topup_path(work, c).exists())
-    progress("teacher (top-up)", done, len(mine))
-    for c in mine:
-        path = _topup_path(work, c)
-        if path.exists():
-            continue
-        out = []
-        for b0 in range(0, len(chunks[c]), config.batch_size):
-            group = chunks[c][b0 : b0 + config.batch_size]
-            texts = [s for s, _ in group]
-            lexed = [lex_sentence(program, s) for s in texts]
-            for r in _label_batch(config, teacher, texts, lexed, [vs for _, vs in group]):
-                out.append({"text": r["text"], "probes": r["probes"]})
-        tmp = path.with_name(path.name + f".tmp{rank}")
-        with gzip.open(tmp, "wt", encoding="utf-8") as f:
-            json.dump(out, f)
-        tmp.replace(path)
-        done += 1
-        progress("teacher (top-up)", done, len(mine))
+
+    def label_group(group: list) -> list[dict]:
+        texts = [s for s, _ in group]
+        lexed = [lex_sentence(program, s) for s in texts]
+        records = _label_batch(config, teacher, texts, lexed, [vs for _, vs in group])
+        return [{"text": r["text"], "probes": r["probes"]} for r in records]
+
+    _label_chunks(config, chunks, lambda c: _topup_path(work, c), label_group, "teacher (top-up)", progress)
     _barrier()
     out = []
     for c in range(len(chunks)):
