@@ -26,8 +26,11 @@ needs_data = pytest.mark.skipif(not CORPUS.exists(), reason=f"shared data not fo
 HEATC = Path(sys.executable).parent / "heatc"
 
 # Small enough for CI: the teacher reads about 100 sentences.
-SMALL = dict(label_sentences=40, max_probe_sentences=64, min_support=8, epochs=2, discovery_sentences=4000)
-CLI_SMALL = ["--label-sentences", "40", "--probe-sentences", "64", "--min-support", "8", "--epochs", "2"]
+SMALL = dict(
+    label_sentences=40, max_probe_sentences=64, topup_probes=64, min_support=8, epochs=2, discovery_sentences=4000
+)
+CLI_SMALL = ["--label-sentences", "40", "--probe-sentences", "64", "--topup-probes", "64"]
+CLI_SMALL += ["--min-support", "8", "--epochs", "2"]
 
 
 def _env() -> dict:
