@@ -236,6 +236,10 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
         for table, mask in zip(plain, (matters, matters & ~ir.FLAG_TRIGGER), strict=True):
             if not flags[lx.accept[s]] & mask:
                 table[b & 15] |= 1 << (b >> 4)
+    plain_ascii = [b for b in range(128) if any(t[b & 15] >> (b >> 4) & 1 for t in plain)]  # in either stream
+    weak = _weak_starts(p, flags, {lx.accept[step(1, b)] for b in plain_ascii})
+    # per "any next byte" key, the longest horizon of its literals, 0 if any is no weak start
+    horizons: dict[int, int] = {}
     keys = set()
     filter_words: set[bytes] = set()  # the words the keys are for, whatever follows them: the filter's
     patterns: set[bytes] = set()  # what may begin where a key is: for the fingerprints
@@ -259,12 +263,17 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
                 else:
                     seen.add((rest[0] | 0x20) | (rest[1] | 0x20) << 8)
         elif run and flags[ir.TOK_LITERAL0 + i] & matters:
-            keys.add(skip_word_key(run.group()))
+            key = skip_word_key(run.group())
+            keys.add(key)
             filter_words.add(run.group().lower())
             patterns.add(text)
+            h = weak.get(ir.TOK_LITERAL0 + i, 0)
+            seen_h = horizons.get(key, h)  # (two literals may share a key)
+            horizons[key] = max(h, seen_h) if h and seen_h else 0
     for m in p.anchors.members:
         if re.fullmatch(r"[a-z]+", m):
             keys.add(skip_word_key(m.encode()))
+            horizons[skip_word_key(m.encode())] = 0  # an anchor word is never weak
             filter_words.add(m.encode())
             patterns.add(m.encode())
     table, log2 = _open_table({key: key for key in keys}, skip_slot)
@@ -282,17 +291,6 @@ def _skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
     for word in filter_words:
         bit = skip_slot(skip_word_key(word), log2 + 5)
         bits[bit >> 3] |= 1 << (bit & 7)
-    plain_ascii = [b for b in range(128) if any(t[b & 15] >> (b >> 4) & 1 for t in plain)]  # in either stream
-    weak = _weak_starts(p, flags, {lx.accept[step(1, b)] for b in plain_ascii})
-    # per key, the longest horizon of its literals, 0 if any of them is no weak start
-    horizons: dict[int, int] = {}
-    for i, lit in enumerate(p.literals):
-        if re.fullmatch(r"[A-Za-z]+", lit.text) and flags[ir.TOK_LITERAL0 + i] & matters:
-            key = skip_word_key(lit.text.encode())
-            h = weak.get(ir.TOK_LITERAL0 + i, 0)
-            horizons[key] = max(horizons.get(key, h), h) if h and horizons.get(key, h) else 0
-    for m in p.anchors.members:  # an anchor word is never weak (nor are anchors: no weak starts)
-        horizons[skip_word_key(m.encode())] = 0
     plain_bytes = bytes(plain[0] + plain[1]) + bytes([1 << i for i in range(8)] + [0] * 8)
     first_letters = {c: i for i, c in enumerate(sorted({x[0] | 0x20 for x in patterns}))}
     plain_bytes += _teddy(patterns, lambda t: first_letters[t[0] | 0x20], offsets=2)
