@@ -763,6 +763,28 @@ def test_keywords_too_rare_for_cells_of_their_own_are_pooled_by_the_units_they_t
     assert agg.keyword_families(candidates, support, groups, 20, set()) == {"keywords_mg": ["nexium", "plavix"]}
 
 
+def test_a_rare_word_joins_a_family_on_less_evidence_than_a_cell_needs():
+    """ "Keflex 500 mg" and "Celebrex 200 mg", each written twice in the discovery sample, are
+    too rare for candidate cells (the plan's `candidate_count`, 5), but twice is enough to show
+    which unit a word takes: at `agg.FAMILY_COUNT` they join the mg family, whose guard then
+    notices "Keflex 500 g". Words seen once, and words no unit follows, stay out."""
+    from heatc.learn.pipeline import LearnConfig, rare_word_cells
+
+    assert agg.FAMILY_COUNT < LearnConfig(corpus=[], output=Path("x")).candidate_count
+    sample = [
+        "Keflex 500 mg twice daily.", "Discharged on Keflex 500 mg.", "Celebrex 200 mg daily.",
+        "Then Celebrex 200 mg at night.", "Lortab 5 mg once.", "Turned 45 today.", "Turned 46 today.",
+    ]  # fmt: skip
+    wide, names, extra = rare_word_cells(Lexicon(), sample, agg.FAMILY_COUNT)
+    assert sorted(extra) == [agg.CellKey("celebrex", "number", "mg"), agg.CellKey("keflex", "number", "mg")]
+    assert {"keflex", "celebrex", "turned"} <= names and "lortab" not in names
+    groups = {c.name: c.group for c in wide.categories}
+    families = agg.keyword_families(extra, dict.fromkeys(extra, 2), groups, 20, {c.name for c in wide.categories})
+    assert families == {"keywords_mg": ["celebrex", "keflex"]}
+    # at the plan's count they have not shown it
+    assert rare_word_cells(Lexicon(), sample, 5)[2] == []
+
+
 def test_a_cell_without_a_unit_is_scored_where_no_unit_follows():
     """ "heart rate 88 bpm": the value couples with bpm, and that occurrence is evidence for
     the cell `heart rate … number bpm`; the cell `heart rate … number` is scored by "heart

@@ -809,6 +809,7 @@ def unit_guards(
 
 
 FAMILY_MEMBERS = 2  # keywords a family needs
+FAMILY_COUNT = 2  # occurrences of a word with its unit in the discovery sample that let it join a family
 
 
 def keyword_families(

@@ -475,6 +475,32 @@ def _read_chunks(work: Path, n: int) -> list[dict]:
 # --- aggregate ----------------------------------------------------------------------------
 
 
+def rare_word_cells(lexicon: Lexicon, sample: list[str], min_count: int) -> tuple[Lexicon, set[str], list[agg.CellKey]]:
+    """The single words before numbers that no category of `lexicon` holds, seen at least
+    `min_count` times in `sample`, as keywords (the widened lexicon and their names), and
+    their candidate cells with a unit seen `min_count` times: what they may join a family
+    with (`agg.keyword_families`). A word joins on less evidence than a cell of its own
+    needs (`agg.FAMILY_COUNT`, not the plan's `candidate_count`): the family, not the word,
+    must have the support, and "Keflex 500 mg" seen twice has shown which unit Keflex takes.
+    """
+    known = {lit.lower() for c in lexicon.categories for lit in c.literals}
+    rare = [
+        w
+        for w, _ in discover_keywords(lexicon, sample, min_support=max(2, min_count), max_keywords=10**9)
+        if " " not in w and w.lower() not in known
+    ]
+    wide = lexicon.with_keywords(rare)
+    rare_names = {c.name for c in wide.categories} - {c.name for c in lexicon.categories}
+    groups = {c.name: c.group for c in wide.categories}
+    program = wide.program()
+    extra = [
+        k
+        for k in agg.candidate_cells((lex_sentence(program, s) for s in sample), groups, min_count)
+        if k.keyword in rare_names and k.unit and k.check == "range"
+    ]
+    return wide, rare_names, extra
+
+
 def aggregate(
     config: LearnConfig, plan_: Plan, records: list[dict], documents
 ) -> tuple[Lexicon, list[agg.LearnedCell], dict]:
@@ -490,26 +516,11 @@ def aggregate(
     # frequent `max_keywords`), which may only join a family. Where lexemes start and end
     # does not change (single words, and literals move between categories), so the teacher's
     # couplings stay where they were.
-    known = {lit.lower() for c in lexicon.categories for lit in c.literals}
     sample = [
         s for _, s in _discovery_sample(config, [(i, s) for i, d in enumerate(documents) for s in sentences(d.text)])
     ]
-    rare = [
-        w
-        for w, _ in discover_keywords(lexicon, sample, min_support=max(2, config.candidate_count), max_keywords=10**9)
-        if " " not in w and w.lower() not in known
-    ]
-    wide = lexicon.with_keywords(rare)
-    rare_names = {c.name for c in wide.categories} - {c.name for c in lexicon.categories}
+    wide, rare_names, extra = rare_word_cells(lexicon, sample, min(config.candidate_count, agg.FAMILY_COUNT))
     wide_groups = {c.name: c.group for c in wide.categories}
-    wide_program = wide.program()
-    extra = [
-        k
-        for k in agg.candidate_cells(
-            (lex_sentence(wide_program, s) for s in sample), wide_groups, config.candidate_count
-        )
-        if k.keyword in rare_names and k.unit and k.check == "range"
-    ]
     keyword_cells = [k for k in candidates + extra if wide_groups.get(k.keyword) == "keyword" and k.check == "range"]
     support = {k: len(v.values) for k, v in agg.collect_values(wide, keyword_cells, texts).items()}
     families = agg.keyword_families(
