@@ -595,7 +595,7 @@ def _fingerprint_buckets(patterns: set[bytes], n: int = WORD_FINGERPRINT_BUCKETS
         return one * ((0x20 & 15) in lo and 0x20 >> 4 in hi) + (1 - one) * letters
 
     def cost(letters: set[int], second: set[int]) -> float:
-        return sum(_INITIAL_LETTER_PERCENT.get(c, 0.5) * passing(c, second) for c in letters)
+        return sum(_INITIAL_LETTER_PERCENT.get(c, 0.5) * passing(c, second) for c in sorted(letters))
 
     buckets: list[tuple[set[int], set[int]]] = [(set(), set()) for _ in range(n)]
     out = {}
