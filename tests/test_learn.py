@@ -763,6 +763,21 @@ def test_keywords_too_rare_for_cells_of_their_own_are_pooled_by_the_units_they_t
     assert agg.keyword_families(candidates, support, groups, 20, set()) == {"keywords_mg": ["nexium", "plavix"]}
 
 
+def test_false_alarms_are_counted_in_the_sentences_the_budget_is_a_share_of():
+    """The alarm budget is a share of the corpus's sentences; a fragment that is not counted
+    as one (a table row over 400 characters) neither adds to the budget nor spends it: its
+    values are not counted (`pipeline.counted_text`)."""
+    from heatc.learn.pipeline import counted_text
+
+    key = agg.CellKey("glucose", "number", "")
+    lexicon = _lexicon_with("glucose")
+    table = "GLUCOSE TABLE glucose 1620 " + " ".join(["x"] * 200)
+    text = f"Glucose was 162 this morning.\n\n{table}\n\nGlucose was 150 at noon."
+    assert len(sentences(text)) == 2
+    assert agg.collect_values(lexicon, [key], [text])[key].values == [162, 1620, 150]
+    assert agg.collect_values(lexicon, [key], [counted_text(text)])[key].values == [162, 150]
+
+
 def test_a_rare_word_joins_a_family_on_less_evidence_than_a_cell_needs():
     """ "Keflex 500 mg" and "Celebrex 200 mg", each written twice in the discovery sample, are
     too rare for candidate cells (the plan's `candidate_count`, 5), but twice is enough to show

@@ -501,6 +501,15 @@ def rare_word_cells(lexicon: Lexicon, sample: list[str], min_count: int) -> tupl
     return wide, rare_names, extra
 
 
+def counted_text(text: str) -> str:
+    """The text of a document in which its values, and the false alarms the budget is spent
+    on, are counted: its sentences (`sentences`), joined. The budget is a share of the
+    corpus's sentences (`Plan.sentences`), so the fragments that are not counted as sentences
+    (under 12 or over 400 characters: tables, lists, long runs without a sentence end) do not
+    spend it either."""
+    return " ".join(sentences(text))
+
+
 def aggregate(
     config: LearnConfig, plan_: Plan, records: list[dict], documents
 ) -> tuple[Lexicon, list[agg.LearnedCell], dict]:
@@ -509,7 +518,7 @@ def aggregate(
     lexicon = _lexicon(plan_).with_numerals()
     numerals = [c.name for c in lexicon.categories if c.group == "numeral"]
     candidates = plan_.candidates + [agg.CellKey(n, v, "") for n in numerals for v in ("number", "percent")]
-    texts = [d.text for d in documents]
+    texts = [counted_text(d.text) for d in documents]
     groups = {c.name: c.group for c in lexicon.categories}
     # Keywords too rare for cells of their own are pooled by the units they take; so are the
     # single words before numbers too rare to be keywords at all (the plan keeps the most
