@@ -818,6 +818,31 @@ def test_a_cell_without_a_unit_is_scored_where_no_unit_follows():
     assert agg.CellKey("", "number", "bpm") in c.by_cell
 
 
+def test_the_scores_and_the_top_up_count_the_same_occurrences_as_evidence():
+    """One predicate (`agg.evidence_of`) says which probed occurrence is evidence of which
+    cell: `Couplings.add` scores a cell from exactly those probes (where the teacher gave a
+    coupling), and the top-up counts exactly those toward a cell's probes."""
+    lexicon = _lexicon_with("heart rate", "within", "payment")
+    groups = {c.name: c.group for c in lexicon.categories}
+    program = lexicon.program()
+    texts = (
+        "Heart rate 88 bpm today.", "Heart rate 92 today.", "Payment is due within 30 days of receipt.",
+        "Then 5 mg and heart rate 70 bpm.",
+    )  # fmt: skip
+    counted, scored = Counter(), Counter()
+    for text in texts:
+        s = lex_sentence(program, text)
+        for occ in agg.occurrences(s, groups):
+            c = agg.Couplings()
+            c.add(s, occ, [None if k == occ.value else 1.0 + k for k in range(len(s.lexemes))])
+            scored.update({k: len(xs) for k, xs in c.by_cell.items()})
+            counted.update(k for k in occ.keys if agg.evidence_of(occ, k))
+    assert scored == counted
+    assert counted[agg.CellKey("heart_rate", "number", "")] == 1  # "Heart rate 92" alone
+    assert counted[agg.CellKey("heart_rate", "number", "bpm")] == 2
+    assert any(k.check == "consistent" for k in counted)
+
+
 def test_a_top_up_probes_the_values_the_plan_left_short():
     """The plan probes the first two values of a sentence: in "Sodium 141, potassium 4.0,
     chloride 104" chloride is never probed and its cell gets no score. The top-up walks the

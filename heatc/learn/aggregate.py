@@ -15,7 +15,7 @@ after it — `glucose … 162 mg/dL` — or a value and its unit alone (`500 mg`
 - **consistency**: when the cell recurs within documents and its value nearly always
   repeats there, a `consistent` cell joins the `range` cell.
 
-Public surface: `CellKey`, `occurrences`, `candidate_cells`, `stats_rules`,
+Public surface: `CellKey`, `occurrences`, `evidence_of`, `candidate_cells`, `stats_rules`,
 `collect_values`, `ProbeRecord`, `Couplings`, `cell_table`, `select_cells`,
 `rejected_share`, `heatmap_document`, `write_heatmap`.
 """
@@ -140,6 +140,15 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
     return out
 
 
+def evidence_of(occ: Occurrence, key: CellKey) -> bool:
+    """Whether a probe of this occurrence is evidence of the cell (`Couplings.add` scores it
+    from such probes; the top-up counts them): one of the occurrence's cells, and a keyword
+    cell without a unit only where no unit follows the value — it is meant for values written
+    without one ("heart rate 88"); where a unit follows ("heart rate 88 bpm") the value couples
+    with it, and that occurrence is the evidence of the cell with the unit."""
+    return key in occ.keys and (key.check != "range" or bool(key.unit) or not key.keyword or occ.unit is None)
+
+
 def candidate_cells(lexed: Iterable[SentenceLexemes], groups: dict[str, str], min_count: int) -> list[CellKey]:
     counts: Counter[CellKey] = Counter()
     for s in lexed:
@@ -245,7 +254,7 @@ class Couplings:
 
         ck, cu = rel(occ.keyword), rel(occ.unit)
         for key in occ.keys:
-            if only is not None and key not in only:
+            if (only is not None and key not in only) or not evidence_of(occ, key):
                 continue
             if key.check == "consistent":
                 tk, tu = rel(occ.term_keyword), rel(occ.term_unit)
@@ -255,10 +264,7 @@ class Couplings:
                 if ck is not None and cu is not None:
                     self.by_cell[key].append(math.sqrt(ck * cu))
             elif key.keyword:
-                # a cell without a unit is meant for values written without one ("heart rate
-                # 88"); where a unit follows ("heart rate 88 bpm") the value couples with it, and
-                # that occurrence is the evidence of the cell with the unit
-                if ck is not None and occ.unit is None:
+                if ck is not None:
                     self.by_cell[key].append(ck)
             elif cu is not None:
                 self.by_cell[key].append(cu)

@@ -339,12 +339,6 @@ def _label_batch(config: LearnConfig, teacher, group: list[str], lexed: list, ch
 # --- top-up --------------------------------------------------------------------------------
 
 
-def _counts_for(occ: agg.Occurrence, key: agg.CellKey) -> bool:
-    """Whether a probe of this occurrence is evidence of the cell (as `agg.Couplings.add`
-    counts it: a cell without a unit only where no unit follows the value)."""
-    return key in occ.keys and (key.check != "range" or bool(key.unit) or not key.keyword or occ.unit is None)
-
-
 def topup_plan(config: LearnConfig, plan_: Plan, records: list[dict], documents) -> list[list]:
     """[sentence, [value lexeme, ...]] the teacher probes besides the plan's sentences.
 
@@ -373,7 +367,7 @@ def topup_plan(config: LearnConfig, plan_: Plan, records: list[dict], documents)
         for occ in agg.occurrences(lex_sentence(program, rec["text"]), groups):
             if occ.value in values:
                 for k in occ.keys:
-                    if k in wanted and _counts_for(occ, k):
+                    if k in wanted and agg.evidence_of(occ, k):
                         have[k] += 1
     short = {k for k, n in have.items() if n < config.min_probes}
     if not short:
@@ -388,7 +382,7 @@ def topup_plan(config: LearnConfig, plan_: Plan, records: list[dict], documents)
         occs = [
             o
             for o in agg.occurrences(lex_sentence(program, s), groups)
-            if o.value not in probed.get(s, ()) and any(k in short and _counts_for(o, k) for k in o.keys)
+            if o.value not in probed.get(s, ()) and any(k in short and agg.evidence_of(o, k) for k in o.keys)
         ]
         if occs:
             found.append((s, occs))
@@ -402,7 +396,7 @@ def topup_plan(config: LearnConfig, plan_: Plan, records: list[dict], documents)
                 mine = chosen.setdefault(s, [])
                 if o.value in mine or len(mine) >= config.topup_per_sentence:
                     continue
-                keys = [k for k in o.keys if k in short and _counts_for(o, k)]
+                keys = [k for k in o.keys if k in short and agg.evidence_of(o, k)]
                 if not any(have[k] < target for k in keys):
                     continue
                 mine.append(o.value)
