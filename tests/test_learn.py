@@ -560,6 +560,30 @@ def test_a_chosen_range_is_written_and_lowered(tmp_path):
     assert "require v in [60, 250]" in format_file(lower(hm).tree)
 
 
+def test_an_expect_rejects_lists_every_lowered_rule_that_rejects_its_text(tmp_path):
+    """ "coreg 750000 mg" is a value of `coreg … number mg`, of `coreg … number` and of
+    `number mg`: the generated `rejects` example lists every one of them that rejects it (an
+    expect's `rejects` is exact), and the heatmap builds with its expects."""
+    from heatc.build import compile_heatmap
+
+    lexicon = _lexicon_with("coreg")
+    ck = agg.CellKey
+    stats = agg._stats([6.25, 12.5, 25.0, 25.0, 50.0] * 10)
+    cells = [
+        agg.LearnedCell(ck("coreg", "number", "mg"), 0.93, 2.1, 12, 50, stats, range=(3.0, 100.0)),
+        agg.LearnedCell(ck("", "number", "mg"), 0.9, 2.0, 12, 50, stats, range=(0.5, 1000.0)),
+        agg.LearnedCell(ck("coreg", "number", ""), 0.6, 1.0, 12, 50, stats, range=(3.0, 100.0)),  # not lowered
+    ]
+    doc = agg.heatmap_document(
+        name="learned", title="t", lexicon=lexicon, cells=cells, provenance={}, sensitivity=0.75,
+        rule_files=[], tokenizer={"bytes": True},
+    )  # fmt: skip
+    assert {"text": "coreg 50000 mg.", "rejects": ["coreg_mg", "mg_amount"]} in doc["expects"]
+    path = tmp_path / "learned.yaml"
+    agg.write_heatmap(path, doc, "")
+    compile_heatmap(path)  # runs the expects
+
+
 def test_a_compound_number_word_is_one_numeral_and_keeps_the_teachers_couplings():
     """ "forty-five (45) days": the 45 belongs to "forty-five", not to "five", whose cell
     then holds fives only; a probe labelled with "forty", "-", "five" as three lexemes takes

@@ -907,7 +907,8 @@ def heatmap_document(
     taken: set[str] = set()
     cell_docs = []
     literal = {c.name: c.literals[0] for c in lexicon.categories}
-    expects = []
+    expects: list[dict] = []
+    rules: dict[CellKey, tuple[str, LearnedCell]] = {}
     for c in cells:
         base = c.key.name
         rule, k = base, 2
@@ -945,8 +946,10 @@ def heatmap_document(
                 f"; {c.rejected} of the corpus's values disagree with an earlier one in their document"
             )
         cell_docs.append(doc)
-        if c.key.check == "range" and c.score >= sensitivity and len(expects) < 12:
-            expects.extend(_expects_for(c, rule, literal))
+        rules[c.key] = (rule, c)
+    for rule, c in rules.values():
+        if c.key.check == "range" and not c.guards and c.score >= sensitivity and len(expects) < 12:
+            expects.extend(_expects_for(c, rule, literal, rules, sensitivity))
     return {
         "heatmap": HEATMAP_VERSION,
         "name": name,
@@ -964,8 +967,17 @@ def heatmap_document(
     }
 
 
-def _expects_for(c: LearnedCell, rule: str, literal: dict[str, str]) -> list[dict]:
-    """A typical value passes and one a thousand times the largest seen is rejected."""
+def _expects_for(
+    c: LearnedCell,
+    rule: str,
+    literal: dict[str, str],
+    rules: dict[CellKey, tuple[str, LearnedCell]],
+    sensitivity: float,
+) -> list[dict]:
+    """A typical value passes and one a thousand times the largest seen is rejected — by this
+    rule and by every other lowered range rule that reads the same text: "aldactone 750000 mg"
+    is also a value of `keywords_mg … number` and of `number mg` (an expect's `rejects` lists
+    exactly the rules that reject). If another rule rejects the typical value, no expect."""
     typical = c.stats["q50"]
     wild = float(f"{max(abs(c.stats['max']), 1.0) * 1000:.3g}")
 
@@ -975,7 +987,33 @@ def _expects_for(c: LearnedCell, rule: str, literal: dict[str, str]) -> list[dic
         unit = f" {literal[c.key.unit]}" if c.key.unit else ""
         return f"{kw}{number}{unit}."
 
-    return [{"text": text(typical), "passes": [rule]}, {"text": text(wild), "rejects": [rule]}]
+    readers = {c.key} | {  # the cells whose rules also capture this text's value
+        CellKey(k, c.key.value, u) for k, u in ((c.key.keyword, ""), ("", c.key.unit)) if (k or u) and c.key.unit
+    }
+
+    def rejecting(v: float) -> list[str]:
+        out = []
+        for key in sorted(readers):
+            if key not in rules:
+                continue
+            name, cell = rules[key]
+            if cell.score < sensitivity or cell.guards:
+                continue
+            lo, hi = cell.range if cell.range is not None else _margin(cell.stats)
+            if not lo <= v <= hi:
+                out.append(name)
+        return out
+
+    if rejecting(typical):
+        return []
+    return [
+        {"text": text(typical), "passes": [rule]},
+        {"text": text(wild), "rejects": sorted(set(rejecting(wild)) | {rule})},
+    ]
+
+
+def _margin(stats: dict) -> tuple[float, float]:
+    return margin_range(Stats(**stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
 
 
 # --- YAML ------------------------------------------------------------------------------
