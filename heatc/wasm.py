@@ -35,7 +35,7 @@ from .pack import (
 )
 
 ABI_MAJOR = 1
-ABI_MINOR = 0
+ABI_MINOR = 1
 
 CONTROL = 0x100
 SHA_W = 0x200  # 256 bytes: the sha256 message schedule

@@ -38,7 +38,7 @@ _VERDICTS = tuple(Verdict)  # by value: indexing is cheaper than calling the enu
 
 #: The ABI this runtime speaks: same major, minor up to this one (docs/abi.md).
 ABI_MAJOR = 1
-ABI_MINOR = 0
+ABI_MINOR = 1
 
 _CONTROL_FIELDS = ("ev_ptr", "ev_cap", "ev_count", "snap_ptr", "snap_cap", "snap_count",
                    "tok_offsets", "n_tokens", "tok_bytes", "status", "bad_index", "scratch", "quiet")  # fmt: skip
@@ -104,6 +104,7 @@ def _engine(mode: str) -> wasmtime.Engine:
         if mode not in _ENGINES:
             config = wasmtime.Config()
             config.wasm_simd = True
+            config.wasm_relaxed_simd = True  # i8x16.relaxed_swizzle (ABI 1.1)
             config.wasm_bulk_memory = True
             config.consume_fuel = mode == "fuel"
             config.epoch_interruption = mode == "epoch"

@@ -44,7 +44,7 @@ def _compile_and_validate(program, packed=None):
         with tempfile.NamedTemporaryFile(suffix=".wasm") as f:
             f.write(module.wasm)
             f.flush()
-            r = subprocess.run([_WASM_VALIDATE, f.name], capture_output=True, text=True)
+            r = subprocess.run([_WASM_VALIDATE, "--enable-relaxed-simd", f.name], capture_output=True, text=True)
         assert r.returncode == 0, f"wasm-validate rejected a module built for {program.name}: {r.stderr}"
         _VALIDATED[0] += 1
     return module

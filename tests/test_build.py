@@ -57,7 +57,7 @@ def test_build_writes_every_artifact(tmp_path):
             "bytes": b["rules"][0]["bytes"],
         }
     ]
-    assert m["abi"] == {"major": 1, "minor": 0} and b["heatc_version"]
+    assert m["abi"] == {"major": 1, "minor": 1} and b["heatc_version"]
 
 
 def test_rules_hct_header(tmp_path):

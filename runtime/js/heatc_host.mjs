@@ -9,6 +9,11 @@
 import fs from "node:fs";
 import path from "node:path";
 import crypto from "node:crypto";
+import v8 from "node:v8";
+
+// Modules use relaxed SIMD's i8x16.relaxed_swizzle (ABI 1.1; docs/abi.md): on by default from
+// Node.js 22, behind this flag in Node.js 20 (where it must be set before the first compile).
+if (/^v(1\d|20|21)\./.test(process.version)) v8.setFlagsFromString("--experimental-wasm-relaxed-simd");
 
 const CONTROL = ["ev_ptr", "ev_cap", "ev_count", "snap_ptr", "snap_cap", "snap_count",
   "tok_offsets", "n_tokens", "tok_bytes", "status", "bad_index"];
