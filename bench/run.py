@@ -383,8 +383,11 @@ def main() -> None:
     for row in scan:
         hs = row.get("hyperscan (no callback)")
         if hs:
-            print(f"  scan {row['corpus']}: heatc {row['heatc wasm']:.0f} MB/s vs hyperscan {hs:.0f} MB/s -> "
-                  f"{'met' if row['heatc wasm'] >= hs else 'NOT met'}")  # fmt: skip
+            # hyperscan runs unsandboxed: the trusted module is the like-for-like engine; the
+            # default limits add the deadline an untrusted module runs under
+            for key, how in (("heatc wasm", "default limits"), ("heatc wasm trusted", "trusted")):
+                print(f"  scan {row['corpus']} ({how}): heatc {row[key]:.0f} MB/s vs hyperscan {hs:.0f} MB/s -> "
+                      f"{'met' if row[key] >= hs else 'NOT met'}")  # fmt: skip
     for key, label in (("heatc_raw", "step_batch"), ("heatc", "feed_ids")):
         by = {(r["context"], r["batch"]): r[key] for r in step}
         for batch, target in ((1, 2.0), (64, 0.25)):
