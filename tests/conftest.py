@@ -38,13 +38,18 @@ _VALIDATED = [0]
 _compile_wasm = _wasm.compile_wasm
 
 
+def wasm_validate(path) -> subprocess.CompletedProcess:
+    """wasm-validate with the features a module of this ABI may use (docs/abi.md)."""
+    return subprocess.run([_WASM_VALIDATE, "--enable-relaxed-simd", str(path)], capture_output=True, text=True)
+
+
 def _compile_and_validate(program, packed=None):
     module = _compile_wasm(program, packed)
     if _WASM_VALIDATE:
         with tempfile.NamedTemporaryFile(suffix=".wasm") as f:
             f.write(module.wasm)
             f.flush()
-            r = subprocess.run([_WASM_VALIDATE, "--enable-relaxed-simd", f.name], capture_output=True, text=True)
+            r = wasm_validate(f.name)
         assert r.returncode == 0, f"wasm-validate rejected a module built for {program.name}: {r.stderr}"
         _VALIDATED[0] += 1
     return module

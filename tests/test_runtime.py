@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import wasmtime
 from conformance_harness import CORPUS
-from conftest import REPO, compile_cached
+from conftest import REPO, compile_cached, wasm_validate
 
 import heatc_runtime as rt
 from heatc.backends import run_document
@@ -172,9 +172,7 @@ def test_real_modules_run_under_fuel_too(medical_dir):
 def test_every_test_module_passes_wasm_validate(medical_dir):
     if shutil.which("wasm-validate") is None:
         pytest.skip("wasm-validate (Debian package wabt; .ci/run installs it) is not on PATH")
-    r = subprocess.run(
-        ["wasm-validate", "--enable-relaxed-simd", str(medical_dir / "module.wasm")], capture_output=True, text=True
-    )
+    r = wasm_validate(medical_dir / "module.wasm")
     assert r.returncode == 0, r.stderr
 
 
