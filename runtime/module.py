@@ -432,6 +432,10 @@ class Checker:
         ]
         self._requirements = [r["requirements"] for r in m["rules"]]
         self._classes = m["classes"]
+        # per rule and capture: its name, and the class names its value indexes (None: a number)
+        self._capture_decoders = [
+            tuple((name, self._classes if kind == "class" else None) for name, kind in caps) for caps in self._captures
+        ]
         self._channels = [(c["name"], c["kind"]) for c in m["channels"]]
         self._groups = m["anchor_groups"]
         # seq, kind, verdict, pad, rule or group, failed, start, end, conflict, pad, its value,
@@ -445,18 +449,15 @@ class Checker:
     def _value(self, kind: str, x: float) -> float | str:
         return self._classes[int(x)] if kind == "class" else float(x)
 
-    def _drain(self) -> tuple[list[tuple[int, Event]], list[tuple[int, int, Snapshot]]]:
-        """Decode and clear the event and snapshot buffers: ([(seq, event)], [(seq, n_events, snapshot)])."""
+    def _drain(self, events: bool = True) -> tuple[list[tuple[int, Event]], list[tuple[int, int, Snapshot]]]:
+        """Decode and clear the event and snapshot buffers: ([(seq, event)], [(seq, n_events, snapshot)]);
+        with `events` false the events are cleared undecoded (the caller copied them)."""
         mem = self._mem
         ctl = self._ctlc  # (ctypes: cheaper to read than numpy scalars)
         n_ev, n_snap = ctl[_EV_COUNT], ctl[_SNAP_COUNT]
-        events: list[tuple[int, Event]] = []
-        if n_ev:
-            # struct over the whole buffer: numpy's tolist() costs twice as much, and reading
-            # record fields one by one microseconds per event
-            raw = memoryview(mem)[self._ev_ptr : self._ev_ptr + n_ev * self.event_size]
-            for rec in self._event_record.iter_unpack(raw):
-                events.append((rec[0], self._event(rec)))
+        decoded = (
+            self._decode_events(memoryview(mem)[self._ev_ptr : self._ev_ptr + n_ev * self.event_size]) if events else []
+        )
         snaps: list[tuple[int, int, Snapshot]] = []
         if n_snap:
             # struct over the whole buffer: a decoding step drains a few snapshots, and numpy's
@@ -487,7 +488,42 @@ class Checker:
         if n_ev or n_snap:
             ctl[_EV_COUNT] = 0
             ctl[_SNAP_COUNT] = 0
-        return events, snaps
+        return decoded, snaps
+
+    def _event_records(self) -> bytes:
+        """A copy of the event buffer's records (cleared by the next drain)."""
+        return bytes(memoryview(self._mem)[self._ev_ptr : self._ev_ptr + self._ctlc[_EV_COUNT] * self.event_size])
+
+    def _decode_events(self, raw) -> list[tuple[int, Event]]:
+        """[(seq, event)] of a run of event records. Reads only the module's fixed tables, not
+        its memory: safe without the lock."""
+        # struct over the whole run: numpy's tolist() costs twice as much, and reading record
+        # fields one by one microseconds per event
+        return [(rec[0], self._event(rec)) for rec in self._event_record.iter_unpack(raw)]
+
+    def _decode_scan_events(self, runs: list[bytes]) -> list[Event]:
+        """The events of a scan's runs of records. The common event (a match whose captures
+        are all numbers, no failed requirement, no conflict) is built here inline: a method
+        call per event was a quarter of the decoding."""
+        new, set_dict, event_type = object.__new__, object.__setattr__, Event
+        rules, number_names, verdicts, general = self.rule_names, self._number_names, _VERDICTS, self._event
+        out: list[Event] = []
+        add = out.append
+        for raw in runs:
+            for rec in self._event_record.iter_unpack(raw):
+                r = rec[4]
+                names = number_names[r]
+                if rec[1] or rec[5] >= 0 or rec[8] >= 0 or names is None:
+                    add(general(rec))
+                    continue
+                event = new(event_type)
+                set_dict(event, "__dict__", {
+                    "kind": "match", "name": rules[r], "start": rec[6], "end": rec[7], "verdict": verdicts[rec[2]],
+                    "captures": ((names[0], rec[13]),) if len(names) == 1 else tuple(zip(names, rec[13:])),  # noqa: B905
+                    "failed": None, "conflict": None,
+                })  # fmt: skip
+                add(event)
+        return out
 
     def _event(self, rec: tuple) -> Event:
         """One event record, as a tuple in the order of `_event_record`'s fields."""
@@ -500,7 +536,8 @@ class Checker:
             # (zip's strict= keyword alone doubles the cost of this line)
             captures = ((names[0], caps[0]),) if len(names) == 1 else tuple(zip(names, caps))  # noqa: B905
         else:
-            captures = tuple((name, self._value(k, caps[i])) for i, (name, k) in enumerate(self._captures[r]))
+            decoders = zip(self._capture_decoders[r], caps)  # noqa: B905  (caps has room for the most of any rule)
+            captures = tuple([(name, x if classes is None else classes[int(x)]) for (name, classes), x in decoders])
         failed_text = self._requirements[r][failed] if failed >= 0 else None
         clash = None
         if conflict >= 0:
@@ -511,29 +548,32 @@ class Checker:
     # -- documents ----------------------------------------------------------------------
 
     def scan(self, text: str | bytes) -> Report:
-        """Check one whole document: one wasm call (more only if the buffers fill)."""
+        """Check one whole document: one wasm call (more only if the buffers fill). The
+        report's events are decoded when first read."""
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         with self._lock:
             ptr = self._input(data)
             st = self._scan_state
             self._ctlv[_QUIET] = 1  # a whole-document scan needs only the final snapshot
+            # the event records are copied out at each drain and decoded when the report's
+            # events are first read (Report)
+            records: list[bytes] = []
             try:
                 done = self._call("scan", st, 0, ptr, len(data))
-                events, snaps = self._drain()
+                records.append(self._event_records())
+                snaps = self._drain(events=False)[1]
                 while done < len(data):  # the buffers filled: drain, go on
                     done += self._call("feed", st, 0, ptr + done, len(data) - done, 1)
-                    more = self._drain()
-                    events += more[0]
-                    snaps += more[1]
+                    records.append(self._event_records())
+                    snaps += self._drain(events=False)[1]
                 while not self._finished(st):
                     self._call("finish", st, 0)
-                    more = self._drain()
-                    events += more[0]
-                    snaps += more[1]
+                    records.append(self._event_records())
+                    snaps += self._drain(events=False)[1]
             finally:
                 self._ctlv[_QUIET] = 0
         final = snaps[-1][2]
-        return Report(final.verdicts, [e for _, e in events], final.counters)
+        return Report(final.verdicts, lambda: self._decode_scan_events(records), final.counters)
 
     def _finished(self, st: int) -> bool:
         return bool(self._mem[st + self._flags_offset()] & 1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -113,13 +113,40 @@ class Snapshot:
         return worst(self.verdicts.values())
 
 
-@dataclass
 class Report:
-    """The outcome of checking one whole document."""
+    """The outcome of checking one whole document.
 
-    verdicts: dict[str, Verdict]  # every rule's final verdict, in program (heat) order
-    events: list[Event]
-    counters: dict[str, int]
+    `events` may be given as a function that returns them: a backend passes one to decode
+    its event records when they are first read, so that a caller who reads only the
+    verdicts does not pay for the Python objects (on a busy document, a sixth of a scan)."""
+
+    __slots__ = ("_events", "counters", "verdicts")
+
+    def __init__(
+        self,
+        verdicts: Mapping[str, Verdict],  # every rule's final verdict, in program (heat) order
+        events: list[Event] | Callable[[], list[Event]],
+        counters: dict[str, int],
+    ):
+        self.verdicts = verdicts
+        self.counters = counters
+        self._events = events
+
+    @property
+    def events(self) -> list[Event]:
+        if callable(self._events):
+            self._events = self._events()
+        return self._events
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Report):
+            return NotImplemented
+        return (dict(self.verdicts), self.events, self.counters) == (dict(other.verdicts), other.events, other.counters)
+
+    __hash__ = None  # type: ignore[assignment]  (mutable, as the dataclass it replaces)
+
+    def __repr__(self) -> str:
+        return f"Report(verdicts={dict(self.verdicts)!r}, events={self.events!r}, counters={self.counters!r})"
 
     @property
     def verdict(self) -> Verdict:

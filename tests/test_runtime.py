@@ -44,6 +44,25 @@ def test_load_and_scan(medical_dir):
     assert {e.captures for e in bp} == {(("sys", 120.0), ("dia", 80.0)), (("v", 1400.0),)}
 
 
+def test_report_events_are_read_lazily_from_a_copy(medical_dir):
+    """A report decodes its events when first read, from records copied at the scan: later
+    scans on the same checker, and a document whose events overflow the module's event
+    buffer (drained in several rounds), give what the reference gives."""
+    checker = rt.load(medical_dir)
+    program = compile_file(EXAMPLES / "medical.heat")
+    small = "Glucose 5000 mg/dL. Pulse 88."
+    many = " ".join(f"glucose {5000 + n} mg/dL." for n in range(checker.ev_cap + 50))
+    first = checker.scan(small)
+    busy = checker.scan(many)
+    checker.scan("sodium 1400.")  # overwrites the module's buffers
+    assert first.events == run_document("reference", program, small.encode())[0]
+    expected = run_document("reference", program, many.encode())[0]
+    assert len(expected) > checker.ev_cap
+    assert busy.events == expected
+    assert busy.events is busy.events  # decoded once
+    assert first == checker.scan(small) and first != busy
+
+
 # -- refusing bad modules ---------------------------------------------------------------
 
 
