@@ -145,6 +145,10 @@ class Report:
 
     __hash__ = None  # type: ignore[assignment]  (mutable, as the dataclass it replaces)
 
+    def __reduce__(self):
+        # pickled and copied with its events decoded (the decoder belongs to a live module)
+        return (Report, (dict(self.verdicts), self.events, self.counters))
+
     def __repr__(self) -> str:
         return f"Report(verdicts={dict(self.verdicts)!r}, events={self.events!r}, counters={self.counters!r})"
 

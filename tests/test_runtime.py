@@ -1,8 +1,10 @@
 """The standalone runtime: loading and refusing modules, limits on untrusted modules,
 portability (Node.js runs the same module), reproducible builds, isolation, threads."""
 
+import copy
 import hashlib
 import json
+import pickle
 import re
 import shutil
 import subprocess
@@ -61,6 +63,9 @@ def test_report_events_are_read_lazily_from_a_copy(medical_dir):
     assert busy.events == expected
     assert busy.events is busy.events  # decoded once
     assert first == checker.scan(small) and first != busy
+    # a report travels (multiprocessing, copies) with its events decoded
+    lazy = checker.scan(small)
+    assert pickle.loads(pickle.dumps(lazy)) == first == copy.deepcopy(checker.scan(small))
 
 
 # -- refusing bad modules ---------------------------------------------------------------
