@@ -106,11 +106,45 @@ def main() -> None:
         "--cells", action="store_true",
         help="only rules a heatmap cell can express: no rule for a percentage alone (a cell pairs two categories)",
     )  # fmt: skip
+    ap.add_argument(
+        "--scale-lock", action="store_true",
+        help="also a document-level rule no heatmap cell expresses: every amount in thousands, millions or "
+        "billions keeps the scale of the document's first one",
+    )  # fmt: skip
     args = ap.parse_args()
     global BARE_PERCENT
     BARE_PERCENT = not args.cells
     for domain in args.domains:
         ceiling(domain, args)
+        if args.scale_lock:
+            scale_lock(domain, args)
+
+
+SCALES = ("thousand", "million", "billion")
+
+
+def scale_lock(domain: str, args) -> None:
+    """A lock on the scale word, as `lock scale = s` would do on `v:number s:(thousand | million |
+    billion)`: the first amount sets it, an amount in another scale conflicts. Its catches and
+    false alarms on both halves (the learning half is what a learner would see)."""
+
+    def conflicts(text: str) -> list[int]:
+        amounts = [(a, u) for a, _, _, u, _ in readings(text) if u in SCALES]
+        return [a for a, u in amounts if u != amounts[0][1]]
+
+    for label, docs in zip(("learning half", "held-out half"), split_documents(domain, 0), strict=True):
+        sentences = flagged = caught = tried = 0
+        for d in docs:
+            stream, spans = lu.document_stream(d)
+            clean = conflicts(stream)
+            sentences += len(spans)
+            flagged += sum(any(a <= x < b for x in clean) for a, b in spans)
+            for kind, corrupted in lu.corruptions(domain, stream):
+                if kind == "unit swapped" and tried < args.max_per_kind:
+                    tried += 1
+                    caught += len(conflicts(corrupted)) > len(clean)
+        print(f"  scale lock, {label}: flagged {flagged / max(sentences, 1) * 100:.2f} % of {sentences} sentences, "
+              f"unit swapped {caught / max(tried, 1):.2f} ({caught} / {tried})")  # fmt: skip
 
 
 def ceiling(domain: str, args) -> None:
