@@ -203,7 +203,7 @@ def _lexicon_with(*keywords: str) -> Lexicon:
 
 def test_occurrences_pair_values_with_keywords_and_units():
     lexicon = _lexicon_with("glucose", "payment")
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     s = lex_sentence(lexicon.program(), "Glucose was 162 mg/dL, then 5 mg.")
     occ = agg.occurrences(s, groups)
     names = [sorted(k.name for k in o.keys) for o in occ]
@@ -221,7 +221,7 @@ def test_a_number_word_is_a_keyword_of_its_own_group_that_terms_look_past():
 
     plain = _lexicon_with("payment")
     lexicon = plain.with_keywords(NUMBER_WORDS, group="numeral")
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     assert groups["thirty"] == "numeral" and "thirty" not in {c.name for c in plain.categories}
     text = "Payment is due within thirty (30) days."
     s = lex_sentence(lexicon.program(), text)
@@ -592,7 +592,7 @@ def test_a_compound_number_word_is_one_numeral_and_keeps_the_teachers_couplings(
 
     plain = _lexicon_with("payment")
     lexicon = plain.with_numerals()
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     assert groups["forty_five"] == groups["five"] == "numeral"
     docs = ["Payment within forty-five (45) days; notice within five (5) days.", "Forty five (45) days."]
     got = agg.collect_values(
@@ -672,7 +672,7 @@ def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
         ck("patient", "number", "mg"), ck("patient", "number", "cm"),
     ]  # fmt: skip
     lexicon = _lexicon_with("aspirin", "versed", "fentanyl", "weight", "patient")
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     hot = [ck("aspirin", "number", "mg"), ck("weight", "number", "pounds")]
     guards = agg.unit_guards(candidates, hot, groups, ladders=())
     # mg -> mcg: two keywords take both; mg -> cm and pounds -> kg: one keyword each, no guard
@@ -761,7 +761,7 @@ def test_keywords_too_rare_for_cells_of_their_own_are_pooled_by_the_units_they_t
     with a cell of its own, one that takes other units, or a family of one stays as it is."""
     ck = agg.CellKey
     lexicon = _lexicon_with("coreg", "nexium", "plavix", "aspirin", "versed", "ancef")
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     candidates = [
         ck("coreg", "number", "mg"), ck("coreg", "number", ""), ck("nexium", "number", "mg"),
         ck("plavix", "number", "mg"), ck("aspirin", "number", "mg"), ck("versed", "number", "mg"),
@@ -817,7 +817,7 @@ def test_a_rare_word_joins_a_family_on_less_evidence_than_a_cell_needs():
     wide, names, extra = rare_word_cells(Lexicon(), sample, agg.FAMILY_COUNT)
     assert sorted(extra) == [agg.CellKey("celebrex", "number", "mg"), agg.CellKey("keflex", "number", "mg")]
     assert {"keflex", "celebrex", "turned"} <= names and "lortab" not in names
-    groups = {c.name: c.group for c in wide.categories}
+    groups = wide.groups()
     families = agg.keyword_families(extra, dict.fromkeys(extra, 2), groups, 20, {c.name for c in wide.categories})
     assert families == {"keywords_mg": ["celebrex", "keflex"]}
     # at the plan's count they have not shown it
@@ -829,7 +829,7 @@ def test_a_cell_without_a_unit_is_scored_where_no_unit_follows():
     the cell `heart rate … number bpm`; the cell `heart rate … number` is scored by "heart
     rate 88" alone."""
     lexicon = _lexicon_with("heart rate")
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     program = lexicon.program()
     c = agg.Couplings()
     for text in ("Heart rate 88 bpm today.", "Heart rate 92 today."):
@@ -847,7 +847,7 @@ def test_the_scores_and_the_top_up_count_the_same_occurrences_as_evidence():
     cell: `Couplings.add` scores a cell from exactly those probes (where the teacher gave a
     coupling), and the top-up counts exactly those toward a cell's probes."""
     lexicon = _lexicon_with("heart rate", "within", "payment")
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     program = lexicon.program()
     texts = (
         "Heart rate 88 bpm today.", "Heart rate 92 today.", "Payment is due within 30 days of receipt.",

@@ -169,6 +169,10 @@ class Lexicon:
     def by_name(self) -> dict[str, Category]:
         return {c.name: c for c in self.categories}
 
+    def groups(self) -> dict[str, str]:
+        """Category name → its group (keyword, unit, constraint, …)."""
+        return {c.name: c.group for c in self.categories}
+
     def source(self) -> str:
         """The rule-language text that declares every category (no rules)."""
         lines = ["options { chinese_numbers }"] if self.chinese_numbers else []
@@ -321,7 +325,7 @@ def discover_keywords(
     phrase is kept when it accounts for at least a quarter of its last word's count: "heart
     rate" and "respiratory rate" both, besides "rate" (the lexer prefers the longer literal)."""
     program = lexicon.program()
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     near: Counter[str] = Counter()
     term: Counter[str] = Counter()
     for text in texts:

@@ -188,7 +188,7 @@ def plan(config: LearnConfig, documents, progress: Progress = _quiet) -> Plan:
     )
     lexicon = base.with_keywords(k for k, _ in keywords)
     program = lexicon.program()
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     progress("keywords", 1, 1)
     lexed = []
     for n, (_, s) in enumerate(sample):
@@ -256,7 +256,7 @@ def label(config: LearnConfig, plan_: Plan, teacher, work: Path, progress: Progr
 
     lexicon = _lexicon(plan_)
     program = lexicon.program()
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     wanted = set(plan_.candidates)
     texts = sorted(plan_.teacher_sentences, key=lambda s: (len(s), s))  # similar lengths batch well
     chunks = [texts[i : i + config.chunk_size] for i in range(0, len(texts), config.chunk_size)]
@@ -355,7 +355,7 @@ def topup_plan(config: LearnConfig, plan_: Plan, records: list[dict], documents)
         return []
     lexicon = _lexicon(plan_)
     program = lexicon.program()
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     wanted = set(plan_.candidates)
     have: dict[agg.CellKey, int] = dict.fromkeys(plan_.candidates, 0)
     probed: dict[str, set[int]] = {}
@@ -485,7 +485,7 @@ def rare_word_cells(lexicon: Lexicon, sample: list[str], min_count: int) -> tupl
     ]
     wide = lexicon.with_keywords(rare)
     rare_names = {c.name for c in wide.categories} - {c.name for c in lexicon.categories}
-    groups = {c.name: c.group for c in wide.categories}
+    groups = wide.groups()
     program = wide.program()
     extra = [
         k
@@ -513,7 +513,7 @@ def aggregate(
     numerals = [c.name for c in lexicon.categories if c.group == "numeral"]
     candidates = plan_.candidates + [agg.CellKey(n, v, "") for n in numerals for v in ("number", "percent")]
     texts = [counted_text(d.text) for d in documents]
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     # Keywords too rare for cells of their own are pooled by the units they take; so are the
     # single words before numbers too rare to be keywords at all (the plan keeps the most
     # frequent `max_keywords`), which may only join a family. Where lexemes start and end
@@ -523,7 +523,7 @@ def aggregate(
         s for _, s in _discovery_sample(config, [(i, s) for i, d in enumerate(documents) for s in sentences(d.text)])
     ]
     wide, rare_names, extra = rare_word_cells(lexicon, sample, min(config.candidate_count, agg.FAMILY_COUNT))
-    wide_groups = {c.name: c.group for c in wide.categories}
+    wide_groups = wide.groups()
     keyword_cells = [k for k in candidates + extra if wide_groups.get(k.keyword) == "keyword" and k.check == "range"]
     support = {k: len(v.values) for k, v in agg.collect_values(wide, keyword_cells, texts).items()}
     families = agg.keyword_families(
@@ -536,7 +536,7 @@ def aggregate(
         ).with_families(families)
         candidates = agg.in_families(candidates + [k for k in extra if k.keyword in joined], families)
     program = lexicon.program()
-    groups = {c.name: c.group for c in lexicon.categories}
+    groups = lexicon.groups()
     couplings = agg.Couplings()
     labelled = _lexicon(plan_).program()  # the lexemes the teacher's couplings are indexed by
     # The top-up's probes (`topup`) are evidence for the cells the plan's probes left without
