@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import struct
+import threading
 from dataclasses import dataclass
 
 from heatc_runtime import Conflict, Event, Snapshot, Verdict
@@ -221,16 +222,54 @@ def _compare(op: str, a: float, b: float) -> bool:
     return a != b
 
 
+@dataclass(frozen=True)
+class _Tables:
+    """What a Machine reads from its program, derived once per program."""
+
+    accepts: list[list[frozenset[int]]]  # per rule and element, the token codes it accepts
+    starts: list[frozenset[int]]  # per rule, its first element's
+    starting: dict[int, tuple[int, ...]]  # token code -> the rules it starts (see _on_token)
+    class_names: list[str]
+    literal_class: list[int]
+    domains: list[str]
+
+
+_TABLES: dict[int, tuple[ir.Program, _Tables]] = {}
+_TABLES_LOCK = threading.Lock()
+
+
+def _tables(program: ir.Program) -> _Tables:
+    hit = _TABLES.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    accepts = [[frozenset(e.accepts) for e in r.elements] for r in program.rules]
+    starting: dict[int, list[int]] = {}
+    for r, rule in enumerate(accepts):
+        for code in rule[0]:
+            starting.setdefault(code, []).append(r)
+    t = _Tables(
+        accepts,
+        [rule[0] for rule in accepts],
+        {code: tuple(rs) for code, rs in starting.items()},
+        [c.name for c in program.classes],
+        [lit.class_id for lit in program.literals],
+        list(dict.fromkeys(g.domain for g in program.anchor_groups)),
+    )
+    with _TABLES_LOCK:
+        if len(_TABLES) >= 32:  # (programs are few; keep the cache from holding on to old ones)
+            _TABLES.pop(next(iter(_TABLES)))
+        _TABLES[id(program)] = (program, t)
+    return t
+
+
 class Machine:
     """One sequence: `feed(bytes)`, `snapshot()`, `finish()`, `fork()`, `reset()`."""
 
     def __init__(self, program: ir.Program):
         self.program = program
-        self._accepts = [[frozenset(e.accepts) for e in r.elements] for r in program.rules]
-        self._starts = [self._accepts[i][0] for i in range(len(program.rules))]
-        self._class_names = [c.name for c in program.classes]
-        self._literal_class = [lit.class_id for lit in program.literals]
-        self._domains = list(dict.fromkeys(g.domain for g in program.anchor_groups))
+        t = _tables(program)
+        self._accepts, self._starts, self._starting = t.accepts, t.starts, t.starting
+        self._class_names, self._literal_class, self._domains = t.class_names, t.literal_class, t.domains
         self.reset()
 
     # -- life cycle --------------------------------------------------------------------
@@ -248,6 +287,7 @@ class Machine:
         self._active = [False] * len(p.anchor_groups)
         self._channels = [_Channel() for _ in p.channels]
         self._rules = [_RuleState(len(r.elements)) for r in p.rules]
+        self._live: set[int] = set()  # the rules with a thread in some slot
         self._events: list[Event] = []
         self._published: list[Snapshot] = []
 
@@ -258,6 +298,7 @@ class Machine:
         twin._active = list(self._active)
         twin._channels = copy.deepcopy(self._channels)
         twin._rules = copy.deepcopy(self._rules)
+        twin._live = set(self._live)
         twin._events = list(self._events)
         twin._published = []
         return twin
@@ -286,6 +327,7 @@ class Machine:
         _finish_lexer(self.program.lexer, self._lexer, self._on_token)
         for rs in self._rules:
             rs.slots = [None] * len(rs.slots)
+        self._live = set()
         self.finished = True
         self._publish(final=True)
         return self._take_published()
@@ -294,10 +336,10 @@ class Machine:
 
     def verdicts(self) -> dict[str, Verdict]:
         out = {}
-        for rule, rs in zip(self.program.rules, self._rules, strict=True):
+        for r, (rule, rs) in enumerate(zip(self.program.rules, self._rules, strict=True)):
             if rs.rejected:
                 out[rule.name] = Verdict.REJECTED
-            elif any(t is not None for t in rs.slots):
+            elif r in self._live:  # a thread in some slot
                 out[rule.name] = Verdict.PENDING
             else:
                 out[rule.name] = Verdict.CONFIRMED
@@ -336,8 +378,12 @@ class Machine:
         if self.program.anchors.max_lexemes:
             self._step_anchors(x, space_before)
         flags = self.program.token_flags[code]
-        for r in range(len(self.program.rules)):
-            self._step_rule(r, x, bool(flags & ir.FLAG_BARRIER))
+        barrier = bool(flags & ir.FLAG_BARRIER)
+        # Every rule steps on every lexeme; but a rule with no thread, which this lexeme does
+        # not start, finds nothing to advance or end and starts nothing: only the others are
+        # stepped, in rule order (the order of their events)
+        for r in sorted(self._live.union(self._starting.get(code, ()))):
+            self._step_rule(r, x, barrier)
         if flags & ir.FLAG_TRIGGER:
             self._publish()
 
@@ -408,6 +454,10 @@ class Machine:
                 self._complete(r, t, x.end)
             else:
                 slots[1] = t
+        if slots.count(None) < k:
+            self._live.add(r)
+        else:
+            self._live.discard(r)
 
     def _complete(self, r: int, t: _Thread, end: int) -> None:
         rule = self.program.rules[r]
@@ -597,6 +647,7 @@ class Machine:
                         get(f"rule[{r}].slot[{s}].gaps", "B"),
                         caps if isinstance(caps, list) else [caps],
                     )
+                    m._live.add(r)
         return m
 
 
