@@ -558,18 +558,21 @@ class Checker:
             # the event records are copied out at each drain and decoded when the report's
             # events are first read (Report)
             records: list[bytes] = []
+            snaps: list[tuple[int, int, Snapshot]] = []
+
+            def drain() -> None:
+                records.append(self._event_records())
+                snaps.extend(self._drain(events=False)[1])
+
             try:
                 done = self._call("scan", st, 0, ptr, len(data))
-                records.append(self._event_records())
-                snaps = self._drain(events=False)[1]
+                drain()
                 while done < len(data):  # the buffers filled: drain, go on
                     done += self._call("feed", st, 0, ptr + done, len(data) - done, 1)
-                    records.append(self._event_records())
-                    snaps += self._drain(events=False)[1]
+                    drain()
                 while not self._finished(st):
                     self._call("finish", st, 0)
-                    records.append(self._event_records())
-                    snaps += self._drain(events=False)[1]
+                    drain()
             finally:
                 self._ctlv[_QUIET] = 0
         final = snaps[-1][2]
