@@ -8,6 +8,7 @@ from strategies import chunkings, rule_sets, texts
 
 from heatc import ir
 from heatc.reference import Batch, Machine
+from heatc_runtime import Verdict
 
 
 def run_pieces(machine: Machine, pieces: list[bytes]):
@@ -35,6 +36,38 @@ def test_events_and_verdicts_do_not_depend_on_chunking(ps, data):
         assert run_pieces(Machine(program), pieces) == whole
     bytewise = [stream[i : i + 1] for i in range(len(stream))]
     assert run_pieces(Machine(program), bytewise) == whole
+
+
+class _EveryRule(Machine):
+    """The semantics as docs/semantics.md words them: every rule steps on every lexeme, and a
+    rule is pending while a thread sits in one of its slots (the Machine steps only the rules
+    with a live thread or that the lexeme starts, and keeps the set of live rules)."""
+
+    def __init__(self, program: ir.Program):
+        super().__init__(program)
+        everyone = tuple(range(len(program.rules)))
+        self._starting = {code: everyone for code in range(ir.TOK_LITERAL0 + len(program.literals))}
+
+    def verdicts(self) -> dict[str, Verdict]:
+        out = {}
+        for rule, rs in zip(self.program.rules, self._rules, strict=True):
+            pending = any(t is not None for t in rs.slots)
+            out[rule.name] = Verdict.REJECTED if rs.rejected else Verdict.PENDING if pending else Verdict.CONFIRMED
+        return out
+
+
+@settings(max_examples=150)
+@given(program_and_stream(), st.data())
+def test_stepping_only_live_and_started_rules_is_exact(ps, data):
+    program, stream = ps
+    pieces = data.draw(chunkings(stream))
+    every = _EveryRule(program)
+    got = []
+    for piece in pieces:
+        got.append(every.feed(piece))
+    got.append(every.finish())
+    m = Machine(program)
+    assert got == [m.feed(piece) for piece in pieces] + [m.finish()]
 
 
 @settings(max_examples=100)
