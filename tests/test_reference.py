@@ -1,5 +1,6 @@
 """Properties of the reference interpreter on generated rule sets and streams: chunking
-invariance, fork independence, reset, and a complete fixed-size state."""
+invariance, stepping only the rules that can change, fork independence, reset, and a
+complete fixed-size state."""
 
 from conftest import compile_cached
 from hypothesis import given, settings
