@@ -6,37 +6,25 @@ Public surface: `BACKENDS`, `run_document(name, program, data)`, `open_session(n
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 from heatc_runtime import Event, Snapshot, Verdict
 
 from . import ir, reference
+from .cache import ProgramCache
 
 BACKENDS = ("reference", "wasm")
 
-_CHECKERS: OrderedDict[int, tuple[ir.Program, object]] = OrderedDict()
-_LOCK = threading.Lock()
 
-
-def wasm_checker(program: ir.Program):
-    """The program compiled to WASM and loaded by the runtime (cached per Program object)."""
+def _load_wasm(program: ir.Program):
     from heatc_runtime import from_bytes
 
     from .wasm import compile_wasm
 
-    with _LOCK:
-        hit = _CHECKERS.get(id(program))
-        if hit is not None and hit[0] is program:
-            _CHECKERS.move_to_end(id(program))
-            return hit[1]
     module = compile_wasm(program)
-    checker = from_bytes(module.manifest, module.wasm)
-    with _LOCK:
-        _CHECKERS[id(program)] = (program, checker)
-        while len(_CHECKERS) > 32:
-            _CHECKERS.popitem(last=False)
-    return checker
+    return from_bytes(module.manifest, module.wasm)
+
+
+wasm_checker = ProgramCache(_load_wasm)
+"""The program compiled to WASM and loaded by the runtime: `wasm_checker(program)`."""
 
 
 class _WasmSession:

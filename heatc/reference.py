@@ -15,12 +15,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import struct
-import threading
 from dataclasses import dataclass
 
 from heatc_runtime import Conflict, Event, Snapshot, Verdict
 
 from . import ir
+from .cache import ProgramCache
 from .numbers import number_value
 
 _ASCII_LETTER = bytes(1 if (65 <= b <= 90 or 97 <= b <= 122) else 0 for b in range(256))
@@ -234,20 +234,13 @@ class _Tables:
     domains: list[str]
 
 
-_TABLES: dict[int, tuple[ir.Program, _Tables]] = {}
-_TABLES_LOCK = threading.Lock()
-
-
-def _tables(program: ir.Program) -> _Tables:
-    hit = _TABLES.get(id(program))
-    if hit is not None and hit[0] is program:
-        return hit[1]
+def _derive_tables(program: ir.Program) -> _Tables:
     accepts = [[frozenset(e.accepts) for e in r.elements] for r in program.rules]
     starting: dict[int, list[int]] = {}
     for r, rule in enumerate(accepts):
         for code in rule[0]:
             starting.setdefault(code, []).append(r)
-    t = _Tables(
+    return _Tables(
         accepts,
         [rule[0] for rule in accepts],
         {code: tuple(rs) for code, rs in starting.items()},
@@ -255,11 +248,9 @@ def _tables(program: ir.Program) -> _Tables:
         [lit.class_id for lit in program.literals],
         list(dict.fromkeys(g.domain for g in program.anchor_groups)),
     )
-    with _TABLES_LOCK:
-        if len(_TABLES) >= 32:  # (programs are few; keep the cache from holding on to old ones)
-            _TABLES.pop(next(iter(_TABLES)))
-        _TABLES[id(program)] = (program, t)
-    return t
+
+
+_tables = ProgramCache(_derive_tables)
 
 
 class Machine:
