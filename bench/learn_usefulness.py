@@ -59,7 +59,8 @@ TERM = re.compile(
 
 
 def learn_heatmap(domain: str, docs, args, alarm_budget: float) -> Path:
-    from heatc.learn.pipeline import LearnConfig, learn
+    from heatc.learn.config import LearnConfig
+    from heatc.learn.pipeline import learn
 
     folder = WORK / domain
     folder.mkdir(parents=True, exist_ok=True)
@@ -87,7 +88,7 @@ def learn_heatmap(domain: str, docs, args, alarm_budget: float) -> Path:
 class Scanner:
     def __init__(self, heatmap: Path):
         from heatc.backends import wasm_checker
-        from heatc.build import compile_heatmap
+        from heatc.heatmap.build import compile_heatmap
 
         self.program = compile_heatmap(heatmap)[0]
         self.checker = wasm_checker(self.program)

@@ -32,10 +32,10 @@ import numpy as np
 
 import heatc_runtime as rt
 from heatc import ir
-from heatc.compile import compile_file
+from heatc.lang.compiler import compile_file
 from heatc.reference import Machine
 from heatc.wasm import compile_wasm
-from heatc_runtime.module import _EV_COUNT, _SNAP_COUNT  # the control words a raw step loop clears
+from heatc_runtime.abi import EV_COUNT, SNAP_COUNT  # the control words a raw step loop clears
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data"
@@ -306,7 +306,7 @@ def bench_step(quick: bool) -> list[dict]:
                     stepped += step()
                     # drop what the step published undecoded: with full buffers a step
                     # would return early, having done nothing
-                    ctl[_EV_COUNT] = ctl[_SNAP_COUNT] = 0
+                    ctl[EV_COUNT] = ctl[SNAP_COUNT] = 0
                 raw.append((time.perf_counter() - t) / (steps * batch) * 1e6)
                 if stepped != steps * batch:
                     raise RuntimeError(f"step_batch advanced {stepped} of {steps * batch} sequence-tokens")

@@ -6,18 +6,16 @@ Public surface: `BACKENDS`, `run_document(name, program, data)`, `open_session(n
 
 from __future__ import annotations
 
+from heatc import ir, reference
+from heatc.cache import ProgramCache
 from heatc_runtime import Event, Snapshot, Verdict
-
-from . import ir, reference
-from .cache import ProgramCache
 
 BACKENDS = ("reference", "wasm")
 
 
 def _load_wasm(program: ir.Program):
+    from heatc.wasm import compile_wasm
     from heatc_runtime import from_bytes
-
-    from .wasm import compile_wasm
 
     module = compile_wasm(program)
     return from_bytes(module.manifest, module.wasm)
@@ -27,14 +25,14 @@ wasm_checker = ProgramCache(_load_wasm)
 """The program compiled to WASM and loaded by the runtime: `wasm_checker(program)`."""
 
 
+_session_batch = ProgramCache(lambda program: wasm_checker(program).batch(1))
+"""One reusable sequence per program's checker (sessions reset it rather than open batches)."""
+
+
 class _WasmSession:
     """One sequence on a WASM checker, with the reference Machine's feed/finish interface."""
 
-    def __init__(self, checker):
-        # one reusable sequence per checker: a Batch's memory is never given back
-        batch = getattr(checker, "_session_batch", None)
-        if batch is None:
-            batch = checker._session_batch = checker.batch(1)
+    def __init__(self, batch):
         batch.reset()
         self._batch = batch
 
@@ -53,7 +51,7 @@ def open_session(name: str, program: ir.Program):
     if name == "reference":
         return reference.Machine(program)
     if name == "wasm":
-        return _WasmSession(wasm_checker(program))
+        return _WasmSession(_session_batch(program))
     raise ValueError(f"unknown backend {name!r} (available: {', '.join(BACKENDS)})")
 
 

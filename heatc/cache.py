@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from . import ir
+from heatc import ir
 
 T = TypeVar("T")
 

@@ -19,10 +19,9 @@ except ModuleNotFoundError as missing:  # the runtime-only install has no CLI de
     sys.stderr.write(f"heatc: the compiler needs {missing.name!r}; install it with: pip install 'heatc[compiler]'\n")
     raise SystemExit(2) from None
 
+from heatc import __version__
+from heatc.errors import HeatError
 from heatc_runtime import Verdict, worst
-
-from . import __version__
-from .errors import HeatError
 
 app = typer.Typer(
     add_completion=False,
@@ -43,24 +42,24 @@ def _fail(message: str) -> typer.Exit:
 
 def _compile(path: Path):
     """A rule file (.heat), a heatmap (.yaml), or a build directory (its program.json)."""
-    from .compile import compile_file
+    from heatc.lang.compiler import compile_file
 
     if path.is_dir():
-        from . import ir
+        from heatc import ir
 
         try:
             return ir.from_json((path / "program.json").read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError) as e:
             raise HeatError(_diag(str(path), f"not a heatc build directory (program.json: {e})")) from None
     if path.suffix in (".yaml", ".yml"):
-        from .build import compile_heatmap
+        from heatc.heatmap.build import compile_heatmap
 
         return compile_heatmap(path)[0]
     return compile_file(path)
 
 
 def _diag(path: str, message: str):
-    from .errors import Diagnostic
+    from heatc.errors import Diagnostic
 
     return Diagnostic(path, 0, 0, message)
 
@@ -78,8 +77,8 @@ def check(
     expect: Annotated[bool, typer.Option("--expect/--no-expect", help="Also run the file's expect examples.")] = True,
 ) -> None:
     """Parse and check a rule file; run its expect examples. Prints errors only."""
-    from .backends import run_document
-    from .expect import check_expects
+    from heatc.backends import run_document
+    from heatc.verify.expect import check_expects
 
     try:
         program = _compile(file)
@@ -105,8 +104,8 @@ def ir_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole IR as JSON.")] = False,
 ) -> None:
     """Print the IR a rule file compiles to."""
-    from . import ir
-    from .irprint import describe
+    from heatc import ir
+    from heatc.irtext import describe
 
     try:
         program = _compile(file)
@@ -124,7 +123,7 @@ def build(
     out: Annotated[Path, typer.Option("-o", "--out", help="Where build/<name> goes.")] = Path("build"),
 ) -> None:
     """Build a heatmap: WASM module, CUDA bridge tables, token table and manifest in OUT/<name>."""
-    from .build import build as run_build
+    from heatc.heatmap.build import build as run_build
 
     try:
         result = run_build(heatmap, out)
@@ -145,8 +144,8 @@ def build(
 @app.command()
 def lower(heatmap: Annotated[Path, typer.Argument(help="A heatmap (.yaml).")]) -> None:
     """Print the rules a heatmap lowers to, as .heat source you can read, edit and commit."""
-    from .build import compile_heatmap
-    from .printer import format_file
+    from heatc.heatmap.build import compile_heatmap
+    from heatc.lang.unparse import format_file
 
     try:
         _, lowered, hm = compile_heatmap(heatmap)
@@ -204,8 +203,8 @@ def show(
     top: Annotated[int, typer.Option("--top", help="Draw at most this many rows and columns, the hottest.")] = 40,
 ) -> None:
     """Draw a heatmap: categories on both axes, hot cells outlined, the threshold marked."""
-    from .heatmap import load_heatmap
-    from .show import render
+    from heatc.heatmap.format import load_heatmap
+    from heatc.heatmap.show import render
 
     try:
         hm = load_heatmap(heatmap)
@@ -224,8 +223,8 @@ def test_cmd(
     examples: Annotated[int, typer.Option("--examples", "-n", help="Generated inputs per rule.")] = 200,
 ) -> None:
     """Check the expect examples and property-test every rule on every backend."""
-    from .backends import BACKENDS
-    from .ruletest import run_tests
+    from heatc.backends import BACKENDS
+    from heatc.verify.properties import run_tests
 
     try:
         program = _compile(file)
@@ -327,8 +326,8 @@ def learn(
     import os
 
     try:
-        from .learn.pipeline import LearnConfig
-        from .learn.pipeline import learn as run_learn
+        from heatc.learn.config import LearnConfig
+        from heatc.learn.pipeline import learn as run_learn
     except ModuleNotFoundError as missing:
         raise _fail(f"heatc learn needs {missing.name!r}: pip install 'heatc[learn]'") from None
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -435,7 +434,7 @@ def scan(
 
     Exit status: 0 when no document is REJECTED, 3 when some is, 1 on an input error.
     """
-    from .backends import BACKENDS, run_document
+    from heatc.backends import BACKENDS, run_document
 
     backend = backend or ("wasm" if rules.is_dir() else "reference")
     if backend not in BACKENDS:

@@ -3,10 +3,10 @@ heatmap lowering) and the backends (reference interpreter, WASM, native, CUDA).
 
 Everything is tables: a byte-level lexer automaton, literal and class tables, per-rule
 element/requirement/channel tables in heat order, an anchor hash table, trigger flags per
-token code, and the fixed per-sequence state layout. One generic kernel runs any Program.
+lexeme code, and the fixed per-sequence state layout. One generic kernel runs any Program.
 See docs/ir.md.
 
-Public surface: the dataclasses, `IR_VERSION`, token-code constants, `state_layout()`,
+Public surface: the dataclasses, `IR_VERSION`, lexeme-code constants, `state_layout()`,
 `to_json()` / `from_json()`.
 """
 
@@ -15,24 +15,24 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, is_dataclass
 
-IR_VERSION = 2
+IR_VERSION = 3
 MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
 MAX_ANCHOR_LEXEMES = 8
 MAX_ELEMENTS = 16
 MAX_GAP = 64
 
-# Token codes the lexer automaton accepts; a lexeme's symbol is its token code.
-TOK_NONE = 0
-TOK_SPACE = 1  # not a lexeme
-TOK_OTHER = 2
-TOK_WORD = 3
-TOK_NUMBER = 4
-TOK_PERCENT = 5
-TOK_LITERAL0 = 8  # literal i has token code TOK_LITERAL0 + i
+# Lexeme codes the lexer automaton accepts; a lexeme's symbol is its lexeme code.
+LEX_NONE = 0
+LEX_SPACE = 1  # not a lexeme
+LEX_OTHER = 2
+LEX_WORD = 3
+LEX_NUMBER = 4
+LEX_PERCENT = 5
+LEX_LITERAL0 = 8  # literal i has lexeme code LEX_LITERAL0 + i
 
-TOKEN_NAMES = {TOK_SPACE: "space", TOK_OTHER: "other", TOK_WORD: "word", TOK_NUMBER: "number", TOK_PERCENT: "percent"}
+LEXEME_NAMES = {LEX_SPACE: "space", LEX_OTHER: "other", LEX_WORD: "word", LEX_NUMBER: "number", LEX_PERCENT: "percent"}
 
-# Per-token-code flags (Program.token_flags)
+# Per-lexeme-code flags (Program.code_flags)
 FLAG_TRIGGER = 1  # publish a snapshot after this lexeme
 FLAG_BARRIER = 2  # gaps never skip this lexeme
 FLAG_STARTS = 4  # some rule's first element accepts this token (lets kernels skip the rest)
@@ -40,7 +40,7 @@ FLAG_ANCHOR_MEMBER = 8  # a literal whose normalised text occurs in some anchor 
 FLAG_ANCHOR_END = 16  # ... and ends one
 
 # Tokens a lexer emits for open classes of text (most lexemes are one of these)
-OPEN_CODES = frozenset({TOK_OTHER, TOK_WORD, TOK_NUMBER, TOK_PERCENT})
+OPEN_CODES = frozenset({LEX_OTHER, LEX_WORD, LEX_NUMBER, LEX_PERCENT})
 
 
 def starts_late(rule: Rule) -> bool:
@@ -74,9 +74,9 @@ class Lexer:
     n_classes: int
     n_states: int
     next: list[int]  # n_states * n_classes, row-major; 0 = no transition
-    accept: list[int]  # token code accepted in each state (TOK_NONE = none)
+    accept: list[int]  # lexeme code accepted in each state (LEX_NONE = none)
     boundary: list[int]  # 1: the accept holds only if the next byte is not an ASCII letter
-    fallback: list[int]  # token code accepted instead when the boundary fails
+    fallback: list[int]  # lexeme code accepted instead when the boundary fails
     max_lexeme: int = MAX_LEXEME
 
 
@@ -98,7 +98,7 @@ class Literal:
 @dataclass
 class Element:
     gap: int  # lexemes that may lie between the previous element and this one
-    accepts: list[int]  # sorted token codes
+    accepts: list[int]  # sorted lexeme codes
     capture: int = -1  # capture slot, or -1
 
 
@@ -216,16 +216,16 @@ class Program:
     channels: list[Channel]
     anchor_groups: list[AnchorGroup]
     anchors: AnchorTable
-    token_flags: list[int]  # per token code: FLAG_TRIGGER | FLAG_BARRIER
+    code_flags: list[int]  # per lexeme code: FLAG_TRIGGER | FLAG_BARRIER
     window: int  # snapshot every N tokens; 0 = off
     expects: list[Expect] = field(default_factory=list)
     ir_version: int = IR_VERSION
 
-    def token_name(self, code: int) -> str:
-        if code >= TOK_LITERAL0:
-            lit = self.literals[code - TOK_LITERAL0]
+    def code_name(self, code: int) -> str:
+        if code >= LEX_LITERAL0:
+            lit = self.literals[code - LEX_LITERAL0]
             return json.dumps(lit.text, ensure_ascii=False)
-        return TOKEN_NAMES.get(code, f"token{code}")
+        return LEXEME_NAMES.get(code, f"token{code}")
 
     def rule_index(self, name: str) -> int:
         for i, r in enumerate(self.rules):
@@ -381,7 +381,7 @@ def from_json(text: str) -> Program:
         channels=[Channel(**c) for c in d["channels"]],
         anchor_groups=[AnchorGroup(**g) for g in d["anchor_groups"]],
         anchors=AnchorTable(**d["anchors"]),
-        token_flags=d["token_flags"],
+        code_flags=d["code_flags"],
         window=d["window"],
         expects=[Expect(**e) for e in d["expects"]],
         ir_version=version,

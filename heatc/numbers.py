@@ -3,14 +3,25 @@
 each `*`, `/` and `+` below is one IEEE-754 binary64 operation, round-to-nearest-even, never
 fused. Python floats are binary64 and never fuse, so this module is the reference.
 
-Public surface: `number_value(token_bytes)`, `POW10`.
+Public surface: `number_value(token_bytes)`, `POW10`, the numeral tables `CN_DIGITS`, `CN_SMALL`,
+`CN_BIG`, `ARABIC_MULT_SMALL`, `ARABIC_MULT_BIG`.
 """
 
 from __future__ import annotations
 
 import math
 
-from .lexicon import ARABIC_MULT_BIG, ARABIC_MULT_SMALL, CN_BIG, CN_DIGITS, CN_SMALL
+# The Chinese numerals and multipliers the lexer accepts (lang.lexicon builds them into the
+# automaton) and their values.
+CN_DIGITS = {
+    "零": 0, "〇": 0, "一": 1, "壹": 1, "二": 2, "两": 2, "兩": 2, "贰": 2, "三": 3, "叁": 3,
+    "四": 4, "肆": 4, "五": 5, "伍": 5, "六": 6, "陆": 6, "七": 7, "柒": 7, "八": 8, "捌": 8,
+    "九": 9, "玖": 9,
+}  # fmt: skip
+CN_SMALL = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000}
+CN_BIG = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
+ARABIC_MULT_SMALL = {"十": 1, "百": 2, "千": 3}  # exponents
+ARABIC_MULT_BIG = {"万": 4, "萬": 4, "亿": 8, "億": 8}
 
 #: POW10[i] is the float64 nearest to 10**i (inf beyond 10**308).
 POW10: list[float] = [float(10**i) if i <= 308 else math.inf for i in range(400)]

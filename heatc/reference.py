@@ -5,125 +5,31 @@ It runs a `Program` over a byte stream, for one sequence (`Machine`) or a batch
 same events and verdicts, bit for bit. Clarity beats speed here: each step below is the
 definition, written so it can be read next to the document.
 
-Public surface: `Machine`, `Batch`, `scan()`, `lex()`, `Lexeme`, and the anchor helpers
-`normalise_anchor_text()`, `join_anchor_run()`, `anchor_key()`, `is_anchor_text()` that the
-compiler shares so that build time and run time normalise identically.
+Public surface: `Machine`, `Batch`, `scan()`; lexing and the anchor helpers it shares with
+the compiler are in `heatc.lexing`.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import struct
 from dataclasses import dataclass
 
+from heatc import ir
+from heatc.cache import ProgramCache
+from heatc.lexing import (
+    NUMERIC_CODES,
+    Lexeme,
+    LexerState,
+    anchor_key,
+    finish_lexer,
+    is_anchor_text,
+    join_anchor_run,
+    normalise_anchor_text,
+    run_lexer,
+)
+from heatc.numbers import number_value
 from heatc_runtime import Conflict, Event, Snapshot, Verdict
-
-from . import ir
-from .cache import ProgramCache
-from .numbers import number_value
-
-_ASCII_LETTER = bytes(1 if (65 <= b <= 90 or 97 <= b <= 122) else 0 for b in range(256))
-_NUMERIC = (ir.TOK_NUMBER, ir.TOK_PERCENT)
-
-
-@dataclass(frozen=True)
-class Lexeme:
-    code: int  # token code = symbol
-    start: int
-    end: int
-    raw: bytes
-    value: float = 0.0  # numbers and percents
-
-
-class _LexerState:
-    """Maximal munch over bytes with a bounded look-back buffer (semantics §1)."""
-
-    __slots__ = ("buf", "last_len", "last_tok", "pend_fallback", "pend_len", "pend_tok", "pos", "state", "tok_start")
-
-    def __init__(self) -> None:
-        self.pos = 0  # bytes read so far
-        self.state = 1
-        self.buf = bytearray()
-        self.tok_start = 0
-        self.last_tok = self.last_len = 0
-        self.pend_tok = self.pend_fallback = self.pend_len = 0
-
-
-def _run_lexer(lx: ir.Lexer, st: _LexerState, data: bytes, emit, fresh: bool = True) -> None:
-    """Feed `data` through the lexer; `emit(code, start, raw)` gets each finished token.
-    `fresh`: the bytes are new input (counted in `pos`), not bytes being lexed again."""
-    nxt, cls, ncls = lx.next, lx.byte_class, lx.n_classes
-    accept, boundary, fallback, cap = lx.accept, lx.boundary, lx.fallback, lx.max_lexeme
-    redo: list[int] = []  # bytes to lex again, last one first
-    i, n = 0, len(data)
-    while True:
-        if redo:
-            b = redo.pop()
-        elif i < n:
-            b = data[i]
-            i += 1
-            st.pos += fresh
-        else:
-            return
-        if st.pend_tok:
-            # The byte after a literal that ends in a letter decides its word boundary.
-            if _ASCII_LETTER[b]:
-                if st.pend_fallback:
-                    st.last_tok, st.last_len = st.pend_fallback, st.pend_len
-            else:
-                st.last_tok, st.last_len = st.pend_tok, st.pend_len
-            st.pend_tok = st.pend_fallback = st.pend_len = 0
-        t = nxt[st.state * ncls + cls[b]] if len(st.buf) < cap else 0
-        if t:
-            st.buf.append(b)
-            st.state = t
-            a = accept[t]
-            if a:
-                if boundary[t]:
-                    st.pend_tok, st.pend_fallback, st.pend_len = a, fallback[t], len(st.buf)
-                else:
-                    st.last_tok, st.last_len = a, len(st.buf)
-            continue
-        # No longer token possible: emit the longest accepted one, lex the rest again.
-        redo.append(b)
-        redo.extend(reversed(_emit_last(st, emit)))
-
-
-def _emit_last(st: _LexerState, emit) -> bytes:
-    raw = bytes(st.buf[: st.last_len])
-    rest = bytes(st.buf[st.last_len :])
-    emit(st.last_tok, st.tok_start, raw)
-    st.tok_start += st.last_len
-    st.buf = bytearray()
-    st.state = 1
-    st.last_tok = st.last_len = 0
-    st.pend_tok = st.pend_fallback = st.pend_len = 0
-    return rest
-
-
-def _finish_lexer(lx: ir.Lexer, st: _LexerState, emit) -> None:
-    """End of stream: the boundary after a pending literal holds; flush everything."""
-    while st.buf:
-        if st.pend_tok:
-            st.last_tok, st.last_len = st.pend_tok, st.pend_len
-        _run_lexer(lx, st, _emit_last(st, emit), emit, fresh=False)
-
-
-def lex(program: ir.Program, data: bytes) -> list[Lexeme]:
-    """All lexemes of a complete stream (spaces dropped)."""
-    out: list[Lexeme] = []
-
-    def emit(code: int, start: int, raw: bytes) -> None:
-        if code != ir.TOK_SPACE:
-            value = number_value(raw) if code in _NUMERIC else 0.0
-            out.append(Lexeme(code, start, start + len(raw), raw, value))
-
-    st = _LexerState()
-    _run_lexer(program.lexer, st, data, emit)
-    _finish_lexer(program.lexer, st, emit)
-    return out
-
 
 # --- matching ---------------------------------------------------------------------------
 
@@ -158,56 +64,6 @@ class _AnchorEntry:
         self.start, self.space_before, self.text = start, space_before, text
 
 
-def normalise_anchor_text(raw: bytes) -> bytes:
-    """Lower-case ASCII letters; each ASCII whitespace run becomes one space."""
-    out = bytearray()
-    in_space = False
-    for b in raw:
-        if b in b" \t\n\v\f\r":
-            if not in_space:
-                out.append(0x20)
-            in_space = True
-            continue
-        in_space = False
-        out.append(b | 0x20 if _ASCII_LETTER[b] else b)
-    return bytes(out)
-
-
-def join_anchor_run(parts: list[tuple[bool, bytes]]) -> bytes:
-    """Normalised text of a run: (whitespace before?, normalised lexeme) pairs, joined with
-    one space where the stream had whitespace between two lexemes."""
-    out = parts[0][1]
-    for space_before, text in parts[1:]:
-        out += (b" " if space_before else b"") + text
-    return out
-
-
-FNV_OFFSET = 0xCBF29CE484222325
-FNV_PRIME = 0x100000001B3
-
-
-def fnv1a64(data) -> int:
-    h = FNV_OFFSET
-    for b in data:
-        h = ((h ^ b) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
-def anchor_filter_hash(normalised: bytes) -> int:
-    """FNV-1a-64 over the bytes in reverse order: the anchor prefilter's hash (ir.AnchorTable)."""
-    return fnv1a64(reversed(normalised))
-
-
-def anchor_key(domain: str, normalised: bytes) -> int:
-    """u64 key of an anchor term: sha256(domain ‖ 0x1F ‖ term), first 8 bytes, little-endian."""
-    digest = hashlib.sha256(domain.encode("utf-8") + b"\x1f" + normalised).digest()
-    return int.from_bytes(digest[:8], "little")
-
-
-def is_anchor_text(code: int, raw: bytes) -> bool:
-    return code == ir.TOK_WORD or code >= ir.TOK_LITERAL0 or (code == ir.TOK_OTHER and raw[0] >= 0x80)
-
-
 def _compare(op: str, a: float, b: float) -> bool:
     if op == "<":
         return a < b
@@ -226,9 +82,9 @@ def _compare(op: str, a: float, b: float) -> bool:
 class _Tables:
     """What a Machine reads from its program, derived once per program."""
 
-    accepts: list[list[frozenset[int]]]  # per rule and element, the token codes it accepts
+    accepts: list[list[frozenset[int]]]  # per rule and element, the lexeme codes it accepts
     starts: list[frozenset[int]]  # per rule, its first element's
-    starting: dict[int, tuple[int, ...]]  # token code -> the rules it starts (see _on_token)
+    starting: dict[int, tuple[int, ...]]  # lexeme code -> the rules it starts (see _on_token)
     class_names: list[str]
     literal_class: list[int]
     domains: list[str]
@@ -267,7 +123,7 @@ class Machine:
 
     def reset(self) -> None:
         p = self.program
-        self._lexer = _LexerState()
+        self._lexer = LexerState()
         self.lexemes = 0
         self.tokens = 0
         self.matches = 0
@@ -300,7 +156,7 @@ class Machine:
         """Feed one token's bytes; return the snapshots published meanwhile."""
         if self.finished:
             raise RuntimeError("the stream is finished; reset() before feeding more")
-        _run_lexer(self.program.lexer, self._lexer, data, self._on_token)
+        run_lexer(self.program.lexer, self._lexer, data, self._on_token)
         self.tokens += 1
         if self.program.window and self.tokens % self.program.window == 0:
             self._publish()
@@ -315,7 +171,7 @@ class Machine:
         """End of stream: flush the lexer, end every partial match, publish the final snapshot."""
         if self.finished:
             raise RuntimeError("finish() was already called")
-        _finish_lexer(self.program.lexer, self._lexer, self._on_token)
+        finish_lexer(self.program.lexer, self._lexer, self._on_token)
         for rs in self._rules:
             rs.slots = [None] * len(rs.slots)
         self._live = set()
@@ -359,16 +215,16 @@ class Machine:
     # -- one lexeme --------------------------------------------------------------------
 
     def _on_token(self, code: int, start: int, raw: bytes) -> None:
-        if code == ir.TOK_SPACE:
+        if code == ir.LEX_SPACE:
             return
         end = start + len(raw)
-        x = Lexeme(code, start, end, raw, number_value(raw) if code in _NUMERIC else 0.0)
+        x = Lexeme(code, start, end, raw, number_value(raw) if code in NUMERIC_CODES else 0.0)
         space_before = start > self._last_end
         self._last_end = end
         self.lexemes += 1
         if self.program.anchors.max_lexemes:
             self._step_anchors(x, space_before)
-        flags = self.program.token_flags[code]
+        flags = self.program.code_flags[code]
         barrier = bool(flags & ir.FLAG_BARRIER)
         # Every rule steps on every lexeme; but a rule with no thread, which this lexeme does
         # not start, finds nothing to advance or end and starts nothing: only the others are
@@ -406,10 +262,10 @@ class Machine:
 
     def _capture(self, t: _Thread, element: ir.Element, x: Lexeme) -> None:
         if element.capture >= 0:
-            if x.code in _NUMERIC:
+            if x.code in NUMERIC_CODES:
                 t.caps[element.capture] = x.value
             else:
-                t.caps[element.capture] = float(self._literal_class[x.code - ir.TOK_LITERAL0])
+                t.caps[element.capture] = float(self._literal_class[x.code - ir.LEX_LITERAL0])
 
     def _step_rule(self, r: int, x: Lexeme, barrier: bool) -> None:
         rule = self.program.rules[r]

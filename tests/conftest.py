@@ -20,7 +20,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 @functools.lru_cache(maxsize=512)
 def compile_cached(source: str):
-    from heatc.compile import compile_source
+    from heatc.lang.compiler import compile_source
 
     return compile_source(source, "generated.heat")
 

@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 import heatc_runtime as rt
-from heatc.build import HCT_MAGIC, build
 from heatc.cli import app
 from heatc.errors import HeatError
-from heatc.ruletest import case_spellings
+from heatc.heatmap.build import HCT_MAGIC, build
+from heatc.verify.properties import case_spellings
 
 HERE = Path(__file__).parent
 GOOD = HERE / "heatmaps" / "good.yaml"
@@ -78,7 +78,9 @@ def test_rebuild_is_byte_identical(tmp_path):
     first = build(GOOD, tmp_path)
     second = build(GOOD, tmp_path)
     assert second.unchanged and second.target == first.target
-    code = f"from heatc.build import build; print(build({str(GOOD)!r}, {str(tmp_path / 'other')!r}).target.name)"
+    code = (
+        f"from heatc.heatmap.build import build; print(build({str(GOOD)!r}, {str(tmp_path / 'other')!r}).target.name)"
+    )
     names = {
         subprocess.run(
             [sys.executable, "-c", code],
@@ -118,7 +120,7 @@ def test_a_failing_example_stops_the_build(tmp_path):
 
 KILLED_BUILD = """
 import os, sys, time
-import heatc.build as b
+import heatc.heatmap.build as b
 step = sys.argv[1]
 real = getattr(os, step)
 def slow(*args, **kwargs):

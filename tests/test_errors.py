@@ -3,8 +3,8 @@ source line and a caret — never a traceback from inside a library."""
 
 import pytest
 
-from heatc.compile import compile_source
 from heatc.errors import HeatError
+from heatc.lang.compiler import compile_source
 
 GOOD_HEAD = 'class glucose keyword = "glucose"\nclass mg_dl unit = "mg/dL"\n'
 
@@ -157,7 +157,7 @@ def test_suggestions_for_misspelled_names():
 
 
 def test_not_utf8(tmp_path):
-    from heatc.compile import compile_file
+    from heatc.lang.compiler import compile_file
 
     path = tmp_path / "latin1.heat"
     path.write_bytes(b'class a unit = "caf\xe9"\n')
@@ -168,7 +168,7 @@ def test_not_utf8(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    from heatc.compile import compile_file
+    from heatc.lang.compiler import compile_file
 
     with pytest.raises(HeatError) as info:
         compile_file(tmp_path / "nope.heat")

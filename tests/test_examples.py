@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from heatc.backends import run_document
-from heatc.compile import compile_file
-from heatc.expect import check_expects
+from heatc.lang.compiler import compile_file
+from heatc.verify.expect import check_expects
 from heatc_runtime import Verdict
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from heatc.build import compile_heatmap
 from heatc.errors import HeatError
-from heatc.heatmap import Stats, load_heatmap
-from heatc.lower import lower, margin_range
-from heatc.printer import format_file
+from heatc.heatmap.build import compile_heatmap
+from heatc.heatmap.format import Stats, load_heatmap
+from heatc.heatmap.lower import lower, margin_range
+from heatc.lang.unparse import format_file
 
 HERE = Path(__file__).parent / "heatmaps"
 GOOD = (HERE / "good.yaml").read_text()
@@ -162,6 +162,6 @@ def test_shipped_heatmaps_compile_and_keep_their_examples(name):
     assert len(program.rules) >= 8 and hm.tokenizer.kind == "embedded"
     assert len(program.expects) >= 5
     from heatc.backends import run_document
-    from heatc.expect import check_expects
+    from heatc.verify.expect import check_expects
 
     assert check_expects(program, lambda p, d: run_document("reference", p, d)[:2]) == []

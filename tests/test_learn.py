@@ -1,6 +1,8 @@
 """heatc learn, stage by stage: corpus reading, teacher labels (fast paths against the
 explicit ones), lexemes and their alignment, aggregation, the student and its ONNX export."""
 
+# ruff: noqa: E402 (the heatc.learn imports follow the importorskip of torch)
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,11 +19,39 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="heatc learn needs torch (pip install 'heatc[learn]')")
 
-from heatc.errors import HeatError  # noqa: E402
-from heatc.learn import aggregate as agg  # noqa: E402
-from heatc.learn import labels  # noqa: E402
-from heatc.learn.corpus import read_corpus, sentences  # noqa: E402
-from heatc.learn.lexemes import Lexicon, align, discover_keywords, lex_sentence  # noqa: E402
+from heatc.errors import HeatError
+from heatc.heatmap.format import (
+    DEFAULT_MARGIN_FACTOR,
+    DEFAULT_MARGIN_SPREAD,
+    Stats,
+)
+from heatc.heatmap.lower import margin_range
+from heatc.learn import labels
+from heatc.learn.budget import allocate, cell_table
+from heatc.learn.corpus import read_corpus, sentences
+from heatc.learn.emit import heatmap_document, write_heatmap
+from heatc.learn.evidence import (
+    CellKey,
+    CellValues,
+    Couplings,
+    LearnedCell,
+    collect_values,
+    evidence_of,
+    occurrences,
+    stats_rules,
+)
+from heatc.learn.guards import (
+    FAMILY_COUNT,
+    GUARDS_PER_CELL,
+    guard_expected,
+    in_families,
+    keyword_families,
+    swap_sources,
+    unit_guards,
+    unit_swaps,
+)
+from heatc.learn.lexemes import Lexicon, align, discover_keywords, lex_sentence
+from heatc.learn.ranges import conflicts, range_options, rejected_share, slip_power, value_stats
 
 SENTENCES = [
     "Glucose was 162 mg/dL and potassium 4.9 this morning.",
@@ -205,11 +235,11 @@ def test_occurrences_pair_values_with_keywords_and_units():
     lexicon = _lexicon_with("glucose", "payment")
     groups = lexicon.groups()
     s = lex_sentence(lexicon.program(), "Glucose was 162 mg/dL, then 5 mg.")
-    occ = agg.occurrences(s, groups)
+    occ = occurrences(s, groups)
     names = [sorted(k.name for k in o.keys) for o in occ]
     assert names == [["glucose_mg_dl", "glucose_mg_dl_consistent", "glucose_value", "mg_dl_amount"], ["mg_amount"]]
     s = lex_sentence(lexicon.program(), "Payment is due within thirty (30) days.")
-    (o,) = agg.occurrences(s, groups)
+    (o,) = occurrences(s, groups)
     assert [k.name for k in o.keys] == ["within_value", "payment_days_consistent"]
 
 
@@ -226,10 +256,10 @@ def test_a_number_word_is_a_keyword_of_its_own_group_that_terms_look_past():
     text = "Payment is due within thirty (30) days."
     s = lex_sentence(lexicon.program(), text)
     assert [x.start for x in s.lexemes] == [x.start for x in lex_sentence(plain.program(), text).lexemes]
-    (o,) = agg.occurrences(s, groups)
+    (o,) = occurrences(s, groups)
     assert [k.name for k in o.keys] == ["thirty_value", "payment_days_consistent"]
-    values = agg.collect_values(lexicon, [agg.CellKey("thirty", "number", "")], [text, "Thirty (30) days."])
-    assert values[agg.CellKey("thirty", "number", "")].values == [30.0, 30.0]
+    values = collect_values(lexicon, [CellKey("thirty", "number", "")], [text, "Thirty (30) days."])
+    assert values[CellKey("thirty", "number", "")].values == [30.0, 30.0]
 
 
 def test_collected_values_are_what_the_reference_interpreter_captures():
@@ -239,18 +269,18 @@ def test_collected_values_are_what_the_reference_interpreter_captures():
 
     lexicon = _lexicon_with("glucose", "potassium", "payment")
     cells = [
-        agg.CellKey("glucose", "number", ""),
-        agg.CellKey("glucose", "number", "mg_dl"),
-        agg.CellKey("", "number", "mg"),
-        agg.CellKey("potassium", "number", ""),
-        agg.CellKey("payment", "number", "days", "consistent"),
+        CellKey("glucose", "number", ""),
+        CellKey("glucose", "number", "mg_dl"),
+        CellKey("", "number", "mg"),
+        CellKey("potassium", "number", ""),
+        CellKey("payment", "number", "days", "consistent"),
     ]
     docs = [
         "Glucose 5 and 500 mg/dL. Potassium was 4.9; glucose 120, 130 mg/dL. Metformin 500 mg.",
         "Payment is due within thirty (30) days. Late payment: within 45 days. 二十 mg.",
     ]
-    got = agg.collect_values(lexicon, cells, docs)
-    program = lexicon.program(agg.stats_rules(cells))
+    got = collect_values(lexicon, cells, docs)
+    program = lexicon.program(stats_rules(cells))
     for d, text in enumerate(docs):
         events, _, _ = scan(program, text.encode())
         for i, key in enumerate(cells):
@@ -258,48 +288,48 @@ def test_collected_values_are_what_the_reference_interpreter_captures():
             assert got[key].per_document.get(d, []) == want
     assert got[cells[1]].values == [500.0, 130.0]
     assert got[cells[4]].per_document[1] == [30.0, 45.0]
-    assert agg.conflicts(got[cells[4]]) == (1, 1)
+    assert conflicts(got[cells[4]]) == (1, 1)
 
 
 def test_outliers_do_not_set_the_quantiles():
     values = [4.0 + 0.01 * i for i in range(200)] + [0.0, 245000.0]
-    stats = agg._stats(values)
+    stats = value_stats(values)
     assert stats["min"] == 0 and stats["max"] == 245000 and stats["n"] == 202
     assert 3.9 < stats["q01"] and stats["q99"] < 6.1
 
 
 def test_cell_scores_are_coupling_percentiles():
-    c = agg.Couplings()
+    c = Couplings()
     c.pooled = [float(x) for x in range(100)]
-    key = agg.CellKey("glucose", "number", "")
+    key = CellKey("glucose", "number", "")
     c.by_cell[key] = [89.5, 90.5, 91.0]
     assert c.strength(key) == (90.5, 3)
     assert c.percentile(90.5) == pytest.approx(0.91)
 
 
 def test_consistency_cells_stay_within_the_false_alarm_budget():
-    key_a = agg.CellKey("payment", "number", "days", "consistent")
-    key_b = agg.CellKey("notice", "number", "days", "consistent")
-    values = {key_a: agg.CellValues(), key_b: agg.CellValues()}
+    key_a = CellKey("payment", "number", "days", "consistent")
+    key_b = CellKey("notice", "number", "days", "consistent")
+    values = {key_a: CellValues(), key_b: CellValues()}
     for d in range(10):
         for k, vs in ((key_a, [30, 30]), (key_b, [10, 20, 30])):
             values[k].values.extend(vs)
             values[k].per_document[d].extend(vs)
-    c = agg.Couplings()
+    c = Couplings()
     c.pooled = [1.0, 2.0, 3.0]
     c.by_cell[key_a] = [2.5] * 3
     c.by_cell[key_b] = [2.5] * 3
-    cells = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000, alarm_budget=0.005)
+    cells = cell_table(values, c, min_support=5, min_probes=3, sentences=1000, alarm_budget=0.005)
     assert [x.key for x in cells] == [key_a]  # notice would reject 20 of 1000 clean sentences
 
 
 def test_written_heatmap_loads_lowers_and_checks(tmp_path):
-    from heatc.build import compile_heatmap
+    from heatc.heatmap.build import compile_heatmap
 
     lexicon = _lexicon_with("glucose")
-    stats = agg._stats([80.0 + i for i in range(100)])
-    cell = agg.LearnedCell(agg.CellKey("glucose", "number", "mg_dl"), 0.93, 2.1, 12, 100, stats)
-    doc = agg.heatmap_document(
+    stats = value_stats([80.0 + i for i in range(100)])
+    cell = LearnedCell(CellKey("glucose", "number", "mg_dl"), 0.93, 2.1, 12, 100, stats)
+    doc = heatmap_document(
         name="learned",
         title="t",
         lexicon=lexicon,
@@ -310,7 +340,7 @@ def test_written_heatmap_loads_lowers_and_checks(tmp_path):
         tokenizer={"bytes": True},
     )
     path = tmp_path / "learned.yaml"
-    agg.write_heatmap(path, doc, "a header")
+    write_heatmap(path, doc, "a header")
     program, _, _ = compile_heatmap(path)
     assert [r.name for r in program.rules] == ["glucose_mg_dl"]
     assert len(program.expects) == 2  # a typical value passes, a wild one is rejected
@@ -401,16 +431,16 @@ def test_fused_labels_equal_the_separate_passes(teacher):
 def test_a_range_cell_must_accept_the_values_it_was_learned_from():
     """ "revenues 2019 … revenues 4.2": a keyword followed by years and amounts alike gets no
     range cell; one followed by one kind of quantity does."""
-    mixed, plain = agg.CellKey("revenues", "number", ""), agg.CellKey("potassium", "number", "")
-    values = {mixed: agg.CellValues(), plain: agg.CellValues()}
+    mixed, plain = CellKey("revenues", "number", ""), CellKey("potassium", "number", "")
+    values = {mixed: CellValues(), plain: CellValues()}
     values[mixed].values = [2017.0 + i % 3 for i in range(80)] + [1.5 + i for i in range(20)]
     values[plain].values = [3.5 + 0.02 * i for i in range(100)]
-    c = agg.Couplings()
+    c = Couplings()
     c.pooled = [1.0, 2.0, 3.0]
     c.by_cell[mixed] = c.by_cell[plain] = [2.5] * 3
-    cells = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000)
+    cells = cell_table(values, c, min_support=5, min_probes=3, sentences=1000)
     assert [x.key for x in cells] == [plain]
-    assert agg.rejected_share(agg._stats(values[mixed].values), values[mixed].values) > 0.1
+    assert rejected_share(value_stats(values[mixed].values), values[mixed].values) > 0.1
 
 
 def test_a_device_that_is_not_there_is_a_clear_error():
@@ -424,9 +454,9 @@ def test_a_device_that_is_not_there_is_a_clear_error():
 
 
 def test_plan_keeps_the_check_of_its_candidates():
-    from heatc.learn.pipeline import Plan
+    from heatc.learn.plan import Plan
 
-    keys = [agg.CellKey("payment", "number", "days", "consistent"), agg.CellKey("payment", "number", "days")]
+    keys = [CellKey("payment", "number", "days", "consistent"), CellKey("payment", "number", "days")]
     plan = Plan(
         documents=1, sentences=1, corpus_sha256="0", keywords=[("payment", 3)], candidates=keys,
         teacher_sentences=[], heldout=[], probe_cells={}, excluded=[],
@@ -438,13 +468,13 @@ def test_plan_keeps_the_check_of_its_candidates():
 def test_range_cells_share_the_false_alarm_budget():
     """Each cell rejects 3 % of its clean values (within the per-cell cap); with 1,000
     sentences and a budget of 0.01 per sentence, only the first three cells fit."""
-    values, c = {}, agg.Couplings()
+    values, c = {}, Couplings()
     c.pooled = [1.0, 2.0, 3.0]
-    keys = [agg.CellKey(f"lab{i}", "number", "") for i in range(5)]
+    keys = [CellKey(f"lab{i}", "number", "") for i in range(5)]
     for i, key in enumerate(keys):
-        values[key] = agg.CellValues(values=[4.0 + 0.01 * j for j in range(97)] + [400.0, 0.001, 900.0])
+        values[key] = CellValues(values=[4.0 + 0.01 * j for j in range(97)] + [400.0, 0.001, 900.0])
         c.by_cell[key] = [2.9 - 0.1 * i] * 3
-    cells = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000, alarm_budget=0.01)
+    cells = cell_table(values, c, min_support=5, min_probes=3, sentences=1000, alarm_budget=0.01)
     assert [x.key for x in cells] == keys[:3]
     assert all(x.rejected == 3 for x in cells)
 
@@ -452,8 +482,8 @@ def test_range_cells_share_the_false_alarm_budget():
 # --- ranges chosen under the false-alarm budget --------------------------------------------
 
 
-def _spread_values(values: list[float], documents: int = 40) -> agg.CellValues:
-    cv = agg.CellValues()
+def _spread_values(values: list[float], documents: int = 40) -> CellValues:
+    cv = CellValues()
     for i, v in enumerate(values):
         cv.values.append(v)
         cv.per_document[i % documents].append(v)
@@ -469,29 +499,29 @@ def _creatinine_like() -> list[float]:
 
 
 def test_slip_power_counts_values_a_range_would_catch_ten_times_off():
-    assert agg.slip_power((1.0, 10.0), [2.0, 5.0]) == 1.0  # 20 and 50 out, 0.2 and 0.5 out
-    assert agg.slip_power((1.0, 100.0), [2.0, 5.0]) == pytest.approx(0.5)  # only 0.2 and 0.5 out
-    assert agg.slip_power((0.1, 1000.0), [2.0, 5.0]) == 0.0
-    assert agg.slip_power((1.0, 10.0), [50.0]) == 0.0  # a value the range rejects already counts for nothing
+    assert slip_power((1.0, 10.0), [2.0, 5.0]) == 1.0  # 20 and 50 out, 0.2 and 0.5 out
+    assert slip_power((1.0, 100.0), [2.0, 5.0]) == pytest.approx(0.5)  # only 0.2 and 0.5 out
+    assert slip_power((0.1, 1000.0), [2.0, 5.0]) == 0.0
+    assert slip_power((1.0, 10.0), [50.0]) == 0.0  # a value the range rejects already counts for nothing
 
 
 def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out_of_sample():
-    key = agg.CellKey("creatinine", "number", "")
+    key = CellKey("creatinine", "number", "")
     values = {key: _spread_values(_creatinine_like())}
-    c = agg.Couplings()
+    c = Couplings()
     c.pooled = [1.0, 2.0, 3.0]
     c.by_cell[key] = [3.5] * 3  # score 1: hot
-    default = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=10_000)
+    default = cell_table(values, c, min_support=5, min_probes=3, sentences=10_000)
     assert default[0].range is None  # without a sensitivity: the margin policy, as before
-    [cell] = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=10_000, sensitivity=0.75)
+    [cell] = cell_table(values, c, min_support=5, min_probes=3, sentences=10_000, sensitivity=0.75)
     lo, hi = cell.range
-    wide = agg.margin_range(agg.Stats(**cell.stats), agg.DEFAULT_MARGIN_SPREAD, agg.DEFAULT_MARGIN_FACTOR)
-    assert hi < wide[1] and agg.slip_power((lo, hi), values[key].values) > agg.slip_power(wide, values[key].values)
+    wide = margin_range(Stats(**cell.stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
+    assert hi < wide[1] and slip_power((lo, hi), values[key].values) > slip_power(wide, values[key].values)
     assert cell.rejected == sum(not lo <= v <= hi for v in values[key].values) <= 0.1 * len(values[key].values)
     # no budget to spend: only a range that rejects nothing, in the corpus and out of sample
-    [free] = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=10, alarm_budget=0.0, sensitivity=0.75)
+    [free] = cell_table(values, c, min_support=5, min_probes=3, sentences=10, alarm_budget=0.0, sensitivity=0.75)
     assert free.rejected == 0 and free.range[1] > hi
-    assert any(o.bounds == free.range and o.expected == 0 for o in agg.range_options(values[key]))
+    assert any(o.bounds == free.range and o.expected == 0 for o in range_options(values[key]))
 
 
 def test_a_range_is_charged_what_it_would_reject_in_documents_it_was_not_fitted_on():
@@ -500,26 +530,26 @@ def test_a_range_is_charged_what_it_would_reject_in_documents_it_was_not_fitted_
     cv = _spread_values([1.0 + 0.05 * i for i in range(100)])
     cv.values.append(40.0)
     cv.per_document[7].append(40.0)
-    options = agg.range_options(cv)
+    options = range_options(cv)
     assert options and all(o.rejected <= o.expected for o in options if o.bounds[1] >= 40)
     widest = min(options, key=lambda o: o.bounds[0] / o.bounds[1])
     assert widest.rejected == 0 and widest.expected >= 1
 
 
 def test_the_budget_is_shared_where_it_buys_most_and_never_exceeded():
-    keys = [agg.CellKey(f"lab{i}", "number", "") for i in range(4)]
+    keys = [CellKey(f"lab{i}", "number", "") for i in range(4)]
     values = {k: _spread_values(_creatinine_like()) for k in keys}
-    c = agg.Couplings()
+    c = Couplings()
     c.pooled = [1.0, 2.0, 3.0]
     for k in keys:
         c.by_cell[k] = [3.5] * 3
     powers = []
     for n_sentences in (100, 1000, 10_000):
-        cells = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=n_sentences, sensitivity=0.75)
+        cells = cell_table(values, c, min_support=5, min_probes=3, sentences=n_sentences, sensitivity=0.75)
         assert len(cells) == 4  # cells whose margin-policy range rejects nothing always run
-        chosen, spent = agg.allocate(cells, values, budget=0.01 * n_sentences)
+        chosen, spent = allocate(cells, values, budget=0.01 * n_sentences)
         assert len(chosen) == 4 and spent <= 0.01 * n_sentences
-        powers.append(sum(agg.slip_power(x.range or (0, math.inf), values[x.key].values) for x in chosen))
+        powers.append(sum(slip_power(x.range or (0, math.inf), values[x.key].values) for x in chosen))
     assert powers[0] <= powers[1] <= powers[2] and powers[0] < powers[2]  # more budget, more caught
 
 
@@ -527,34 +557,34 @@ def test_a_cell_whose_margin_range_rejects_too_much_runs_with_a_range_that_accep
     """ "hemoglobin A1c 7.2" gives "hemoglobin … 1": the margin policy's range (from the
     inlier quantiles) rejects those 1s, over 10 % of the values; a range from the minimum
     accepts them and still rejects ten times a typical hemoglobin."""
-    key = agg.CellKey("hemoglobin", "number", "")
+    key = CellKey("hemoglobin", "number", "")
     rng = np.random.default_rng(1)
     vals = [1.0] * 15 + [float(x) for x in np.round(rng.uniform(8, 16, 85), 1)]
     values = {key: _spread_values(vals)}
-    c = agg.Couplings()
+    c = Couplings()
     c.pooled = [1.0, 2.0, 3.0]
     c.by_cell[key] = [3.5] * 3  # score 1: hot
-    assert agg.rejected_share(agg._stats(vals), vals) > 0.1
-    assert agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000) == []
-    [cell] = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75)
+    assert rejected_share(value_stats(vals), vals) > 0.1
+    assert cell_table(values, c, min_support=5, min_probes=3, sentences=1000) == []
+    [cell] = cell_table(values, c, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75)
     lo, hi = cell.range
     assert lo <= 1.0 and 16 <= hi < 120 and cell.rejected == 0
 
 
 def test_a_chosen_range_is_written_and_lowered(tmp_path):
-    from heatc.heatmap import load_heatmap
-    from heatc.lower import lower
-    from heatc.printer import format_file
+    from heatc.heatmap.format import load_heatmap
+    from heatc.heatmap.lower import lower
+    from heatc.lang.unparse import format_file
 
     lexicon = _lexicon_with("glucose")
-    stats = agg._stats([80.0 + i for i in range(100)])
-    cell = agg.LearnedCell(agg.CellKey("glucose", "number", ""), 0.93, 2.1, 12, 100, stats, range=(60.0, 250.0))
-    doc = agg.heatmap_document(
+    stats = value_stats([80.0 + i for i in range(100)])
+    cell = LearnedCell(CellKey("glucose", "number", ""), 0.93, 2.1, 12, 100, stats, range=(60.0, 250.0))
+    doc = heatmap_document(
         name="learned", title="t", lexicon=lexicon, cells=[cell], provenance={}, sensitivity=0.75,
         rule_files=[], tokenizer={"bytes": True},
     )  # fmt: skip
     path = tmp_path / "learned.yaml"
-    agg.write_heatmap(path, doc, "")
+    write_heatmap(path, doc, "")
     hm = load_heatmap(path)
     assert hm.cells[0].range == (60.0, 250.0)
     assert "require v in [60, 250]" in format_file(lower(hm).tree)
@@ -564,23 +594,23 @@ def test_an_expect_rejects_lists_every_lowered_rule_that_rejects_its_text(tmp_pa
     """ "coreg 750000 mg" is a value of `coreg … number mg`, of `coreg … number` and of
     `number mg`: the generated `rejects` example lists every one of them that rejects it (an
     expect's `rejects` is exact), and the heatmap builds with its expects."""
-    from heatc.build import compile_heatmap
+    from heatc.heatmap.build import compile_heatmap
 
     lexicon = _lexicon_with("coreg")
-    ck = agg.CellKey
-    stats = agg._stats([6.25, 12.5, 25.0, 25.0, 50.0] * 10)
+    ck = CellKey
+    stats = value_stats([6.25, 12.5, 25.0, 25.0, 50.0] * 10)
     cells = [
-        agg.LearnedCell(ck("coreg", "number", "mg"), 0.93, 2.1, 12, 50, stats, range=(3.0, 100.0)),
-        agg.LearnedCell(ck("", "number", "mg"), 0.9, 2.0, 12, 50, stats, range=(0.5, 1000.0)),
-        agg.LearnedCell(ck("coreg", "number", ""), 0.6, 1.0, 12, 50, stats, range=(3.0, 100.0)),  # not lowered
+        LearnedCell(ck("coreg", "number", "mg"), 0.93, 2.1, 12, 50, stats, range=(3.0, 100.0)),
+        LearnedCell(ck("", "number", "mg"), 0.9, 2.0, 12, 50, stats, range=(0.5, 1000.0)),
+        LearnedCell(ck("coreg", "number", ""), 0.6, 1.0, 12, 50, stats, range=(3.0, 100.0)),  # not lowered
     ]
-    doc = agg.heatmap_document(
+    doc = heatmap_document(
         name="learned", title="t", lexicon=lexicon, cells=cells, provenance={}, sensitivity=0.75,
         rule_files=[], tokenizer={"bytes": True},
     )  # fmt: skip
     assert {"text": "coreg 50000 mg.", "rejects": ["coreg_mg", "mg_amount"]} in doc["expects"]
     path = tmp_path / "learned.yaml"
-    agg.write_heatmap(path, doc, "")
+    write_heatmap(path, doc, "")
     compile_heatmap(path)  # runs the expects
 
 
@@ -588,18 +618,16 @@ def test_a_compound_number_word_is_one_numeral_and_keeps_the_teachers_couplings(
     """ "forty-five (45) days": the 45 belongs to "forty-five", not to "five", whose cell
     then holds fives only; a probe labelled with "forty", "-", "five" as three lexemes takes
     the largest of their couplings for the one lexeme."""
-    from heatc.learn.pipeline import _relexed
+    from heatc.learn.aggregate import _relexed
 
     plain = _lexicon_with("payment")
     lexicon = plain.with_numerals()
     groups = lexicon.groups()
     assert groups["forty_five"] == groups["five"] == "numeral"
     docs = ["Payment within forty-five (45) days; notice within five (5) days.", "Forty five (45) days."]
-    got = agg.collect_values(
-        lexicon, [agg.CellKey("five", "number", ""), agg.CellKey("forty_five", "number", "")], docs
-    )
-    assert got[agg.CellKey("five", "number", "")].values == [5.0]
-    assert got[agg.CellKey("forty_five", "number", "")].values == [45.0, 45.0]
+    got = collect_values(lexicon, [CellKey("five", "number", ""), CellKey("forty_five", "number", "")], docs)
+    assert got[CellKey("five", "number", "")].values == [5.0]
+    assert got[CellKey("forty_five", "number", "")].values == [45.0, 45.0]
     text = "Payment within forty-five (45) days."
     old = lex_sentence(plain.program(), text).lexemes
     new = lex_sentence(lexicon.program(), text).lexemes
@@ -617,17 +645,17 @@ def test_a_number_word_cell_is_narrowed_when_another_number_in_its_place_is_what
     """ "thirty (30) days" has one value and a typo ("thirty (45)"): against its own values a
     substitution is worth next to nothing, so rejecting the 45 is not worth its false alarm;
     against what other number words restate (15, 45, 60) it is."""
-    key = agg.CellKey("thirty", "number", "")
+    key = CellKey("thirty", "number", "")
     cv = _spread_values([30.0] * 200 + [35.0] * 2)
     cv.values.append(45.0)
     cv.per_document[3].append(45.0)
-    c = agg.Couplings()
+    c = Couplings()
     c.pooled = [1.0, 2.0, 3.0]
     c.by_cell[key] = [3.5] * 3
     pool = np.asarray([15.0] * 50 + [45.0] * 50 + [60.0] * 50 + [30.0] * 50)
     ranges = []
     for substitutes in (None, {key: pool}):
-        [cell] = agg.cell_table(
+        [cell] = cell_table(
             {key: cv}, c, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75, substitutes=substitutes
         )
         ranges.append(cell.range)
@@ -638,12 +666,12 @@ def test_a_number_word_cell_is_narrowed_when_another_number_in_its_place_is_what
 def test_unit_swaps_weigh_each_keyword_by_the_units_it_takes():
     """A swap is plausible when two keywords take both units; a keyword that takes many
     units says less about each pair, and a unit's swaps are shared by that evidence."""
-    ck = agg.CellKey
+    ck = CellKey
     takes = {
         "versed": ["mg", "mcg"], "fentanyl": ["mg", "mcg"], "given": ["mg", "mcg", "grams"],
         "dose": ["mg", "grams"], "patient": ["mg", "cm", "days"],
     }  # fmt: skip
-    swaps = agg.unit_swaps([ck(k, "number", u) for k, units in takes.items() for u in units], ladders=())
+    swaps = unit_swaps([ck(k, "number", u) for k, units in takes.items() for u in units], ladders=())
     assert swaps["mg"] == pytest.approx({"mcg": 2.5 / 4, "grams": 1.5 / 4})  # cm, days: "patient" alone
     assert swaps["mcg"] == {"mg": 1.0} and swaps["grams"] == {"mg": 1.0}  # mcg <-> grams: "given" alone
     assert "cm" not in swaps and "days" not in swaps
@@ -651,8 +679,8 @@ def test_unit_swaps_weigh_each_keyword_by_the_units_it_takes():
     takes["aspirin"] = ["mg"]
     takes["heparin"], takes["insulin"] = ["mg", "units"], ["mg", "units"]
     candidates = [ck(k, "number", u) for k, units in takes.items() for u in units]
-    guards = agg.unit_guards(candidates, [ck("aspirin", "number", "mg")], {k: "keyword" for k in takes}, ())
-    assert agg.GUARDS_PER_CELL == 2
+    guards = unit_guards(candidates, [ck("aspirin", "number", "mg")], {k: "keyword" for k in takes}, ())
+    assert GUARDS_PER_CELL == 2
     assert sorted(g.unit for g in guards) == ["mcg", "units"]  # grams is the third most plausible
 
 
@@ -660,11 +688,11 @@ def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
     """Which units stand in for one another comes from the keywords that take both; a hot
     cell's keyword that never takes the other unit gets a guard, lowered to a rule that
     rejects any value in it."""
-    from heatc.build import compile_heatmap
+    from heatc.heatmap.build import compile_heatmap
     from heatc.reference import scan
     from heatc_runtime import Verdict
 
-    ck = agg.CellKey
+    ck = CellKey
     candidates = [
         ck("aspirin", "number", "mg"), ck("versed", "number", "mg"), ck("versed", "number", "mcg"),
         ck("fentanyl", "number", "mg"), ck("fentanyl", "number", "mcg"),
@@ -674,27 +702,27 @@ def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
     lexicon = _lexicon_with("aspirin", "versed", "fentanyl", "weight", "patient")
     groups = lexicon.groups()
     hot = [ck("aspirin", "number", "mg"), ck("weight", "number", "pounds")]
-    guards = agg.unit_guards(candidates, hot, groups, ladders=())
+    guards = unit_guards(candidates, hot, groups, ladders=())
     # mg -> mcg: two keywords take both; mg -> cm and pounds -> kg: one keyword each, no guard
     assert guards == {ck("aspirin", "number", "mcg"): [(ck("aspirin", "number", "mg"), 1.0)]}
-    assert agg.guard_expected([0, 0, 1, 3, 0]) == pytest.approx(1 / 3)
-    assert agg.guard_expected([2, 3]) == 0.0
+    assert guard_expected([0, 0, 1, 3, 0]) == pytest.approx(1 / 3)
+    assert guard_expected([2, 3]) == 0.0
 
     docs = [f"Aspirin {v} mg daily." for v in (81, 325, 81, 81, 162)] * 8
     mg, mcg = ck("aspirin", "number", "mg"), ck("aspirin", "number", "mcg")
-    values = agg.collect_values(lexicon, [mg, mcg], docs)
-    c = agg.Couplings()
+    values = collect_values(lexicon, [mg, mcg], docs)
+    c = Couplings()
     c.pooled = [1.0, 2.0, 3.0]
     c.by_cell[mg] = [3.5] * 3
-    guard = agg.LearnedCell(mcg, 1.0, 3.5, 3, 40, {}, guards="mg", worth=20.0, expected=0.5)
-    cells = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75, guards=[guard])
+    guard = LearnedCell(mcg, 1.0, 3.5, 3, 40, {}, guards="mg", worth=20.0, expected=0.5)
+    cells = cell_table(values, c, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75, guards=[guard])
     assert [x.key for x in cells] == [mg, mcg] and cells[1].range == (0.0, 0.0)
-    doc = agg.heatmap_document(
+    doc = heatmap_document(
         name="guarded", title="t", lexicon=lexicon, cells=cells, provenance={}, sensitivity=0.75, rule_files=[],
         tokenizer={"bytes": True},
     )  # fmt: skip
     path = tmp_path / "guarded.yaml"
-    agg.write_heatmap(path, doc)
+    write_heatmap(path, doc)
     program = compile_heatmap(path)[0]
     for text, rejected in (("Aspirin 81 mg daily.", False), ("Aspirin 81 mcg daily.", True)):
         events, _, _ = scan(program, text.encode())
@@ -707,20 +735,20 @@ def test_a_unit_cell_is_narrowed_to_notice_values_of_a_unit_it_is_swapped_with()
     own values a range that accepts the tail is worth more (a range notices a slip of the
     values it accepts); against the days a swap would bring, the one that rejects the tail
     and the 30s is."""
-    ck = agg.CellKey
+    ck = CellKey
     months, days = ck("within", "number", "months"), ck("within", "number", "days")
     cv = _spread_values([12.0] * 150 + [24.0] * 40 + [36.0] * 8 + [60.0] * 6)
     src = _spread_values([30.0] * 150 + [60.0] * 40 + [90.0] * 40 + [10.0] * 20 + [15.0] * 20)
-    swaps = agg.unit_swaps([ck(k, "number", u) for k in ("within", "period") for u in ("months", "days")])
+    swaps = unit_swaps([ck(k, "number", u) for k in ("within", "period") for u in ("months", "days")])
     assert swaps == {"months": {"days": 1.0}, "days": {"months": 1.0}}
-    sources = agg.swap_sources({months: cv, days: src}, swaps)
+    sources = swap_sources({months: cv, days: src}, swaps)
     assert len(sources[months]) == 1 and sources[months][0][0] == 1.0 and len(sources[months][0][1]) == 270
-    c = agg.Couplings()
+    c = Couplings()
     c.pooled = [1.0, 2.0, 3.0]
     c.by_cell[months] = [3.5] * 3
     ranges = []
     for swapped in (None, {months: sources[months]}):
-        [cell] = agg.cell_table(
+        [cell] = cell_table(
             {months: cv}, c, min_support=5, min_probes=3, sentences=2000, sensitivity=0.75, swapped=swapped
         )
         ranges.append(cell.range)
@@ -734,24 +762,24 @@ def test_a_keyword_cell_without_a_unit_is_fitted_to_the_values_written_without_o
     ten times a calcium pass; fitted to the values written without a unit, it rejects 89 and
     pays for the doses as false alarms."""
     lexicon = _lexicon_with("calcium")
-    key = agg.CellKey("calcium", "number", "")
+    key = CellKey("calcium", "number", "")
     labs = [f"Calcium {v} today." for v in (8.1, 8.9, 9.4, 9.9, 10.2, 8.6, 9.1, 9.6)] * 10
     doses = [f"Calcium {v} mg daily." for v in (500, 600, 1200)] * 4
-    values = agg.collect_values(lexicon, [key], labs + doses)
+    values = collect_values(lexicon, [key], labs + doses)
     cv = values[key]
     assert len(cv.values) == 92 and sorted(v for vs in cv.with_unit.values() for v in vs) == sorted(
         [500, 600, 1200] * 4
     )
     assert len(cv.bare().values) == 80 and max(cv.bare().values) == 10.2
-    c = agg.Couplings()
+    c = Couplings()
     c.pooled = [1.0, 2.0, 3.0]
     c.by_cell[key] = [3.5] * 3
-    [cell] = agg.cell_table(values, c, min_support=5, min_probes=3, sentences=10_000, sensitivity=0.75)
-    lo, hi = cell.range if cell.range is not None else agg.margin_range(agg.Stats(**cell.stats), 0.5, 2.0)
+    [cell] = cell_table(values, c, min_support=5, min_probes=3, sentences=10_000, sensitivity=0.75)
+    lo, hi = cell.range if cell.range is not None else margin_range(Stats(**cell.stats), 0.5, 2.0)
     assert lo <= 8.1 and 10.2 <= hi < 81 and cell.rejected == 12  # the doses are its false alarms
     assert cell.stats["n"] == 92 and cell.stats["q99"] < 11
     # a cell no unit ever follows is fitted to all its values, as before
-    plain = agg.collect_values(lexicon, [key], labs)[key]
+    plain = collect_values(lexicon, [key], labs)[key]
     assert not plain.with_unit and plain.bare() is plain
 
 
@@ -759,7 +787,7 @@ def test_keywords_too_rare_for_cells_of_their_own_are_pooled_by_the_units_they_t
     """Drugs named a few times each ("Coreg 6.25 mg", "Nexium 40 mg") never reach a cell's
     support alone; pooled by the units they take they do, and lex as one category. A keyword
     with a cell of its own, one that takes other units, or a family of one stays as it is."""
-    ck = agg.CellKey
+    ck = CellKey
     lexicon = _lexicon_with("coreg", "nexium", "plavix", "aspirin", "versed", "ancef")
     groups = lexicon.groups()
     candidates = [
@@ -768,9 +796,9 @@ def test_keywords_too_rare_for_cells_of_their_own_are_pooled_by_the_units_they_t
         ck("versed", "number", "mcg"), ck("ancef", "number", "grams"), ck("coreg", "number", "mg", "consistent"),
     ]  # fmt: skip
     support = dict.fromkeys(candidates, 6) | {ck("aspirin", "number", "mg"): 40}
-    families = agg.keyword_families(candidates, support, groups, 20, {c.name for c in lexicon.categories})
+    families = keyword_families(candidates, support, groups, 20, {c.name for c in lexicon.categories})
     assert families == {"keywords_mg": ["coreg", "nexium", "plavix"]}
-    assert agg.in_families(candidates, families) == sorted(
+    assert in_families(candidates, families) == sorted(
         {
             ck("keywords_mg", "number", "mg"), ck("keywords_mg", "number", "mg", "consistent"),
             ck("aspirin", "number", "mg"), ck("versed", "number", "mg"), ck("versed", "number", "mcg"),
@@ -781,44 +809,45 @@ def test_keywords_too_rare_for_cells_of_their_own_are_pooled_by_the_units_they_t
     assert "coreg" not in pooled.by_name() and pooled.by_name()["keywords_mg"].literals == ("coreg", "nexium", "plavix")
     cells = [ck("keywords_mg", "number", "mg")]
     docs = [f"{d} {v} mg daily." for d in ("Coreg", "Nexium", "Plavix") for v in (6.25, 40, 75)] * 3
-    assert len(agg.collect_values(pooled, cells, docs)[cells[0]].values) == 27
+    assert len(collect_values(pooled, cells, docs)[cells[0]].values) == 27
     # a keyword with a cell of its own (even one without a unit) is not pooled
     support[ck("coreg", "number", "")] = 25
-    assert agg.keyword_families(candidates, support, groups, 20, set()) == {"keywords_mg": ["nexium", "plavix"]}
+    assert keyword_families(candidates, support, groups, 20, set()) == {"keywords_mg": ["nexium", "plavix"]}
 
 
 def test_false_alarms_are_counted_in_the_sentences_the_budget_is_a_share_of():
     """The alarm budget is a share of the corpus's sentences; a fragment that is not counted
     as one (a table row over 400 characters) neither adds to the budget nor spends it: its
-    values are not counted (`pipeline.counted_text`)."""
-    from heatc.learn.pipeline import counted_text
+    values are not counted (`aggregate.counted_text`)."""
+    from heatc.learn.aggregate import counted_text
 
-    key = agg.CellKey("glucose", "number", "")
+    key = CellKey("glucose", "number", "")
     lexicon = _lexicon_with("glucose")
     table = "GLUCOSE TABLE glucose 1620 " + " ".join(["x"] * 200)
     text = f"Glucose was 162 this morning.\n\n{table}\n\nGlucose was 150 at noon."
     assert len(sentences(text)) == 2
-    assert agg.collect_values(lexicon, [key], [text])[key].values == [162, 1620, 150]
-    assert agg.collect_values(lexicon, [key], [counted_text(text)])[key].values == [162, 150]
+    assert collect_values(lexicon, [key], [text])[key].values == [162, 1620, 150]
+    assert collect_values(lexicon, [key], [counted_text(text)])[key].values == [162, 150]
 
 
 def test_a_rare_word_joins_a_family_on_less_evidence_than_a_cell_needs():
     """ "Keflex 500 mg" and "Celebrex 200 mg", each written twice in the discovery sample, are
     too rare for candidate cells (the plan's `candidate_count`, 5), but twice is enough to show
-    which unit a word takes: at `agg.FAMILY_COUNT` they join the mg family, whose guard then
+    which unit a word takes: at `FAMILY_COUNT` they join the mg family, whose guard then
     notices "Keflex 500 g". Words seen once, and words no unit follows, stay out."""
-    from heatc.learn.pipeline import LearnConfig, rare_word_cells
+    from heatc.learn.aggregate import rare_word_cells
+    from heatc.learn.config import LearnConfig
 
-    assert agg.FAMILY_COUNT < LearnConfig(corpus=[], output=Path("x")).candidate_count
+    assert FAMILY_COUNT < LearnConfig(corpus=[], output=Path("x")).candidate_count
     sample = [
         "Keflex 500 mg twice daily.", "Discharged on Keflex 500 mg.", "Celebrex 200 mg daily.",
         "Then Celebrex 200 mg at night.", "Lortab 5 mg once.", "Turned 45 today.", "Turned 46 today.",
     ]  # fmt: skip
-    wide, names, extra = rare_word_cells(Lexicon(), sample, agg.FAMILY_COUNT)
-    assert sorted(extra) == [agg.CellKey("celebrex", "number", "mg"), agg.CellKey("keflex", "number", "mg")]
+    wide, names, extra = rare_word_cells(Lexicon(), sample, FAMILY_COUNT)
+    assert sorted(extra) == [CellKey("celebrex", "number", "mg"), CellKey("keflex", "number", "mg")]
     assert {"keflex", "celebrex", "turned"} <= names and "lortab" not in names
     groups = wide.groups()
-    families = agg.keyword_families(extra, dict.fromkeys(extra, 2), groups, 20, {c.name for c in wide.categories})
+    families = keyword_families(extra, dict.fromkeys(extra, 2), groups, 20, {c.name for c in wide.categories})
     assert families == {"keywords_mg": ["celebrex", "keflex"]}
     # at the plan's count they have not shown it
     assert rare_word_cells(Lexicon(), sample, 5)[2] == []
@@ -831,19 +860,19 @@ def test_a_cell_without_a_unit_is_scored_where_no_unit_follows():
     lexicon = _lexicon_with("heart rate")
     groups = lexicon.groups()
     program = lexicon.program()
-    c = agg.Couplings()
+    c = Couplings()
     for text in ("Heart rate 88 bpm today.", "Heart rate 92 today."):
         s = lex_sentence(program, text)
-        [occ] = agg.occurrences(s, groups)
+        [occ] = occurrences(s, groups)
         coupling = [None if k == occ.value else 1.0 + k for k in range(len(s.lexemes))]
         c.add(s, occ, coupling)
-    bare, with_unit = agg.CellKey("heart_rate", "number", ""), agg.CellKey("heart_rate", "number", "bpm")
+    bare, with_unit = CellKey("heart_rate", "number", ""), CellKey("heart_rate", "number", "bpm")
     assert len(c.by_cell[bare]) == 1 and len(c.by_cell[with_unit]) == 1
-    assert agg.CellKey("", "number", "bpm") in c.by_cell
+    assert CellKey("", "number", "bpm") in c.by_cell
 
 
 def test_the_scores_and_the_top_up_count_the_same_occurrences_as_evidence():
-    """One predicate (`agg.evidence_of`) says which probed occurrence is evidence of which
+    """One predicate (`evidence_of`) says which probed occurrence is evidence of which
     cell: `Couplings.add` scores a cell from exactly those probes (where the teacher gave a
     coupling), and the top-up counts exactly those toward a cell's probes."""
     lexicon = _lexicon_with("heart rate", "within", "payment")
@@ -856,14 +885,14 @@ def test_the_scores_and_the_top_up_count_the_same_occurrences_as_evidence():
     counted, scored = Counter(), Counter()
     for text in texts:
         s = lex_sentence(program, text)
-        for occ in agg.occurrences(s, groups):
-            c = agg.Couplings()
+        for occ in occurrences(s, groups):
+            c = Couplings()
             c.add(s, occ, [None if k == occ.value else 1.0 + k for k in range(len(s.lexemes))])
             scored.update({k: len(xs) for k, xs in c.by_cell.items()})
-            counted.update(k for k in occ.keys if agg.evidence_of(occ, k))
+            counted.update(k for k in occ.keys if evidence_of(occ, k))
     assert scored == counted
-    assert counted[agg.CellKey("heart_rate", "number", "")] == 1  # "Heart rate 92" alone
-    assert counted[agg.CellKey("heart_rate", "number", "bpm")] == 2
+    assert counted[CellKey("heart_rate", "number", "")] == 1  # "Heart rate 92" alone
+    assert counted[CellKey("heart_rate", "number", "bpm")] == 2
     assert any(k.check == "consistent" for k in counted)
 
 
@@ -872,8 +901,10 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
     chloride 104" chloride is never probed and its cell gets no score. The top-up walks the
     discovery sample again and probes the values of the cells still short of probes_per_cell
     — chloride's, not sodium's again — within its limits, and never a value already probed."""
+    from heatc.learn.config import LearnConfig
     from heatc.learn.corpus import Document
-    from heatc.learn.pipeline import LearnConfig, _lexicon, _probe_lexemes, plan, topup_plan
+    from heatc.learn.labelling import _probe_lexemes, topup_plan
+    from heatc.learn.plan import plan, plan_lexicon
 
     rng = np.random.default_rng(0)
     docs = [
@@ -886,9 +917,9 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
     ]
     config = LearnConfig(corpus=[], output=Path("x.yaml"), label_sentences=0, candidate_count=3, probes_per_cell=8)
     p = plan(config, docs)
-    program = _lexicon(p).program()
-    groups = {c.name: c.group for c in _lexicon(p).categories}
-    chloride = agg.CellKey("chloride", "number", "")
+    program = plan_lexicon(p).program()
+    groups = {c.name: c.group for c in plan_lexicon(p).categories}
+    chloride = CellKey("chloride", "number", "")
     assert chloride in p.candidates
     # what the labeller probes: the first two values of each planned sentence
     records = []
@@ -901,7 +932,7 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
         n: Counter = Counter()
         for r in recs:
             lx = lex_sentence(program, r["text"])
-            for occ in agg.occurrences(lx, groups):
+            for occ in occurrences(lx, groups):
                 if occ.value in {v for v, _ in r["probes"]}:
                     n.update(occ.keys)
         return n
@@ -924,25 +955,25 @@ def test_units_next_to_each_other_on_a_ladder_are_a_plausible_swap_without_keywo
     "500 L" is the classic slip; where keywords show no swap within a unit's quantity, the
     seed lexicon's ladders of units make a swap with the next unit up or down plausible (mg
     with g, not kg), and a hot cell guards its own quantity's units first."""
-    ck = agg.CellKey
+    ck = CellKey
     takes = {
         "blood_loss": ["ml"], "fluids": ["ml"], "incision": ["cm", "ml"], "measuring": ["cm", "ml"],
         "lidocaine": ["ml", "minutes"], "marcaine": ["ml", "minutes"], "": ["liter_symbol"],
         "aspirin": ["mg"], "weight": ["kg"], "ancef": ["grams"],
     }  # fmt: skip
     candidates = [ck(k, "number", u) for k, units in takes.items() for u in units]
-    assert "liter_symbol" not in agg.unit_swaps(candidates, ladders=()).get("ml", {})
-    swaps = agg.unit_swaps(candidates)
+    assert "liter_symbol" not in unit_swaps(candidates, ladders=()).get("ml", {})
+    swaps = unit_swaps(candidates)
     assert swaps["ml"] == pytest.approx({"cm": 2 / 5, "minutes": 2 / 5, "liter_symbol": 1 / 5})
     assert swaps["liter_symbol"] == {"ml": 1.0}
     assert "liters" not in swaps["ml"]  # no candidate cell uses it
     assert set(swaps["mg"]) == {"grams"} and set(swaps["grams"]) == {"mg", "kg"}  # mg -> kg: two rungs apart
     # where keywords show a swap within the quantity, the ladder adds nothing (no dilution)
     time = {"within": ["days", "months"], "notice": ["days", "months"], "period": ["weeks"], "response": ["hours"]}
-    timed = agg.unit_swaps([ck(k, "number", u) for k, units in time.items() for u in units])
+    timed = unit_swaps([ck(k, "number", u) for k, units in time.items() for u in units])
     assert timed["days"] == {"months": 1.0} and set(timed["weeks"]) == {"days", "months"}
     groups = {k: "keyword" for k in takes if k}
-    guards = agg.unit_guards(candidates, [ck("blood_loss", "number", "ml")], groups)
+    guards = unit_guards(candidates, [ck("blood_loss", "number", "ml")], groups)
     assert sorted(g.unit for g in guards) == ["cm", "liter_symbol"]  # its quantity's first, then the likeliest
-    before = agg.unit_guards(candidates, [ck("blood_loss", "number", "ml")], groups, ladders=())
+    before = unit_guards(candidates, [ck("blood_loss", "number", "ml")], groups, ladders=())
     assert sorted(g.unit for g in before) == ["cm", "minutes"]

@@ -18,8 +18,10 @@ pytest.importorskip("torch", reason="heatc learn needs torch (pip install 'heatc
 from conftest import SHARED_DATA
 
 from heatc.errors import HeatError
-from heatc.heatmap import load_heatmap
-from heatc.learn.pipeline import LearnConfig, Plan, learn
+from heatc.heatmap.format import load_heatmap
+from heatc.learn.config import LearnConfig
+from heatc.learn.pipeline import learn
+from heatc.learn.plan import Plan
 
 CORPUS = SHARED_DATA / "medical/text/mtsamples_lab_values_subset_dedup.jsonl"
 needs_data = pytest.mark.skipif(not CORPUS.exists(), reason=f"shared data not found at {CORPUS}")

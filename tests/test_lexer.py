@@ -8,7 +8,7 @@ from strategies import LITERAL_POOL, NUMBER_PIECES, SEPARATORS, WORD_PIECES
 
 from heatc import ir
 from heatc.errors import HeatError
-from heatc.reference import lex
+from heatc.lexing import lex
 
 # Literals from the shared pool plus short random ones over an alphabet that makes
 # prefixes, boundaries and case collide.
@@ -54,6 +54,6 @@ def test_dfa_lexer_matches_regex_oracle(literals, data, chinese, stream):
 
 
 def _name(code: int) -> str:
-    if code >= ir.TOK_LITERAL0:
-        return f"lit{code - ir.TOK_LITERAL0}"
-    return ir.TOKEN_NAMES[code]
+    if code >= ir.LEX_LITERAL0:
+        return f"lit{code - ir.LEX_LITERAL0}"
+    return ir.LEXEME_NAMES[code]

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from oracle import decimal_value, to_chinese
 
 from heatc import ir
-from heatc.compile import _bare_program
-from heatc.reference import lex
+from heatc.lang.compiler import _bare_program
+from heatc.lexing import lex
 
 FULLWIDTH = str.maketrans("0123456789.", "０１２３４５６７８９．")
 
@@ -44,7 +44,7 @@ def arabic_numerals(draw):
 @example("９８.６")
 def test_arabic_numerals_are_correctly_rounded(text):
     x = only_number(text)
-    assert x.code == ir.TOK_NUMBER
+    assert x.code == ir.LEX_NUMBER
     exact = decimal_value(text)
     digits = "".join(c for c in text.translate({ord(c): None for c in ",．."}) if c.isdigit())
     if in_fast_path(exact, digits.lstrip("0")):
@@ -63,7 +63,7 @@ def test_chinese_integers(n, drop_leading_one):
     if drop_leading_one and 10 <= n < 20:
         text = text[1:]  # 十五 as well as 一十五
     x = only_number(text)
-    assert x.code == ir.TOK_NUMBER
+    assert x.code == ir.LEX_NUMBER
     assert x.value == float(n)
 
 
@@ -100,18 +100,18 @@ def test_percentages_have_the_value_of_their_number(numeral, sign):
     if sign != "百分之" and not arabic:
         return  # a trailing percent sign follows Arabic numerals only
     x = only_number(sign + numeral if sign == "百分之" else numeral + sign)
-    assert x.code == ir.TOK_PERCENT
+    assert x.code == ir.LEX_PERCENT
     assert x.value == only_number(numeral).value
 
 
 def test_chinese_numbers_only_when_enabled():
     lexemes = lex(_bare_program(False), "三十 30万".encode())
-    assert [x.code for x in lexemes] == [ir.TOK_OTHER, ir.TOK_OTHER, ir.TOK_NUMBER, ir.TOK_OTHER]
+    assert [x.code for x in lexemes] == [ir.LEX_OTHER, ir.LEX_OTHER, ir.LEX_NUMBER, ir.LEX_OTHER]
     assert lexemes[2].value == 30.0
 
 
 def test_thousands_groups_need_three_digits():
     values = [
-        x.value for x in lex(_bare_program(False), b"1,234 1,23 2020,2021 12,345,678.5") if x.code == ir.TOK_NUMBER
+        x.value for x in lex(_bare_program(False), b"1,234 1,23 2020,2021 12,345,678.5") if x.code == ir.LEX_NUMBER
     ]
     assert values == [1234.0, 1.0, 23.0, 2020.0, 2021.0, 12345678.5]

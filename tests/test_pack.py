@@ -1,11 +1,11 @@
-"""The skipper's word fingerprints (heatc.pack): whatever buckets the patterns get, a word
+"""The skipper's word fingerprints (heatc.wasm.skipper): whatever buckets the patterns get, a word
 start that begins a pattern must pass them — in any letter case, with any whitespace where
 the pattern has a space — or the skipper would count a literal as a plain word."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heatc.pack import ASCII_WHITESPACE, WORD_FINGERPRINT_BUCKETS, _fingerprint_buckets, _teddy
+from heatc.wasm.skipper import ASCII_WHITESPACE, WORD_FINGERPRINT_BUCKETS, _fingerprint_buckets, _teddy
 
 letters = st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 patterns = st.lists(

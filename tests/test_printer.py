@@ -5,9 +5,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heatc import ast
-from heatc.parse import RESERVED_WORDS, parse
-from heatc.printer import format_file
+from heatc.lang import ast
+from heatc.lang.parse import RESERVED_WORDS, parse
+from heatc.lang.unparse import format_file
 
 names = (
     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True).filter(lambda s: s not in RESERVED_WORDS).map(ast.Name)

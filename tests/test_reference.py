@@ -47,7 +47,7 @@ class _EveryRule(Machine):
     def __init__(self, program: ir.Program):
         super().__init__(program)
         everyone = tuple(range(len(program.rules)))
-        self._starting = {code: everyone for code in range(ir.TOK_LITERAL0 + len(program.literals))}
+        self._starting = {code: everyone for code in range(ir.LEX_LITERAL0 + len(program.literals))}
 
     def verdicts(self) -> dict[str, Verdict]:
         out = {}

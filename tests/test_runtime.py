@@ -4,6 +4,7 @@ portability (Node.js runs the same module), reproducible builds, isolation, thre
 import copy
 import hashlib
 import json
+import os
 import pickle
 import re
 import shutil
@@ -20,7 +21,7 @@ from conftest import REPO, compile_cached, wasm_validate
 
 import heatc_runtime as rt
 from heatc.backends import run_document
-from heatc.compile import compile_file
+from heatc.lang.compiler import compile_file
 from heatc.wasm import compile_wasm, write_module
 
 EXAMPLES = REPO / "examples"
@@ -201,10 +202,14 @@ def test_every_test_module_passes_wasm_validate(medical_dir):
 
 
 def _build_in_subprocess(seed: str, out: Path) -> str:
-    code = "import sys; from heatc.compile import compile_file; from heatc.wasm import compile_wasm; "
+    code = "import sys; from heatc.lang import compile_file; from heatc.wasm import compile_wasm; "
     code += f"sys.stdout.write(compile_wasm(compile_file({str(EXAMPLES / 'legal.heat')!r})).wasm.hex())"
     r = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONHASHSEED": seed}, check=True
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": seed},
+        check=True,
     )
     return r.stdout
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from strategies import chunkings, dense_texts, long_texts, rule_sets, texts, weak_start_rule_sets
 
 from heatc.backends import wasm_checker
-from heatc.pack import pack
 from heatc.reference import Machine
+from heatc.wasm.pack import pack
 
 
 def _snap(s):

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import Diagnostic, HeatError
+from heatc.errors import Diagnostic, HeatError
 
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 MIN_STRING = 40  # characters: shorter JSON strings are names, labels, keys

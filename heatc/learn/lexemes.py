@@ -17,11 +17,11 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .. import ir
-from ..compile import compile_source
-from ..parse import RESERVED_WORDS
-from ..printer import format_string
-from ..reference import Lexeme, lex
+from heatc import ir
+from heatc.lang.compiler import compile_source
+from heatc.lang.parse import RESERVED_WORDS
+from heatc.lang.unparse import format_string
+from heatc.lexing import Lexeme, lex
 
 
 @dataclass(frozen=True)
@@ -249,10 +249,10 @@ class SentenceLexemes:
     categories: list[str | None]
 
     def is_value(self, i: int) -> bool:
-        return self.lexemes[i].code in (ir.TOK_NUMBER, ir.TOK_PERCENT)
+        return self.lexemes[i].code in (ir.LEX_NUMBER, ir.LEX_PERCENT)
 
     def value_category(self, i: int) -> str:
-        return "percent" if self.lexemes[i].code == ir.TOK_PERCENT else "number"
+        return "percent" if self.lexemes[i].code == ir.LEX_PERCENT else "number"
 
 
 def lex_sentence(program: ir.Program, text: str) -> SentenceLexemes:
@@ -261,14 +261,14 @@ def lex_sentence(program: ir.Program, text: str) -> SentenceLexemes:
 
 
 def category_of(program: ir.Program, code: int) -> str | None:
-    """The category (class) name of a literal token code; None for words, numbers, others."""
-    if code < ir.TOK_LITERAL0:
+    """The category (class) name of a literal lexeme code; None for words, numbers, others."""
+    if code < ir.LEX_LITERAL0:
         return None
-    return program.classes[program.literals[code - ir.TOK_LITERAL0].class_id].name
+    return program.classes[program.literals[code - ir.LEX_LITERAL0].class_id].name
 
 
 def _word(x: Lexeme) -> str | None:
-    if x.code != ir.TOK_WORD:
+    if x.code != ir.LEX_WORD:
         return None
     w = x.raw.decode("utf-8", errors="replace")
     return w if w.isascii() and w.isalpha() and len(w) > 1 and w.lower() not in STOPWORDS else None

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import Diagnostic, HeatError
+from heatc.errors import Diagnostic, HeatError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import ir
+from heatc import ir
 
 
 def describe(p: ir.Program) -> str:
@@ -15,13 +15,13 @@ def describe(p: ir.Program) -> str:
         f"chinese numbers {'on' if p.chinese_numbers else 'off'}",
         f"  state: {layout.size} bytes per sequence",
         f"  triggers: window {p.window or 'off'}; "
-        f"{sum(1 for f in p.token_flags if f & ir.FLAG_TRIGGER)} trigger literals, "
-        f"{sum(1 for f in p.token_flags if f & ir.FLAG_BARRIER)} barrier literals",
+        f"{sum(1 for f in p.code_flags if f & ir.FLAG_TRIGGER)} trigger literals, "
+        f"{sum(1 for f in p.code_flags if f & ir.FLAG_BARRIER)} barrier literals",
         "",
         "classes:",
     ]
     for i, c in enumerate(p.classes):
-        lits = ", ".join(p.token_name(ir.TOK_LITERAL0 + x) for x in c.literals)
+        lits = ", ".join(p.code_name(ir.LEX_LITERAL0 + x) for x in c.literals)
         lines.append(f"  [{i}] {c.name} ({c.kind}{', exact' if c.exact else ''}): {lits}")
     if p.anchor_groups:
         lines += [
@@ -58,9 +58,9 @@ def _accepts(p: ir.Program, codes: list[int]) -> list[str]:
     codes_left = set(codes)
     names = []
     for c in p.classes:
-        lits = {ir.TOK_LITERAL0 + x for x in c.literals}
+        lits = {ir.LEX_LITERAL0 + x for x in c.literals}
         if lits and lits <= codes_left:
             names.append(c.name)
             codes_left -= lits
-    names += [p.token_name(x) for x in sorted(codes_left)]
+    names += [p.code_name(x) for x in sorted(codes_left)]
     return names

@@ -29,12 +29,11 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
+from heatc import ir
+from heatc.backends import open_session, run_document
+from heatc.lexing import lex
+from heatc.verify.expect import ExpectFailure, check_expects
 from heatc_runtime import Verdict
-
-from . import ir
-from .backends import open_session, run_document
-from .expect import ExpectFailure, check_expects
-from .reference import lex
 
 FILLERS = ("the", "was", "and", "today", "noted", "per", "then", "also")
 
@@ -72,7 +71,7 @@ class TestReport:
 
 def _fillers(program: ir.Program) -> list[bytes]:
     """Words that lex as plain words in this rule set (never as one of its literals)."""
-    out = [w.encode() for w in FILLERS if [x.code for x in lex(program, w.encode())] == [ir.TOK_WORD]]
+    out = [w.encode() for w in FILLERS if [x.code for x in lex(program, w.encode())] == [ir.LEX_WORD]]
     return out or [b"xq"]
 
 
@@ -89,7 +88,7 @@ def case_spellings(text: str) -> list[str]:
 
 
 def _literal_spellings(program: ir.Program, code: int) -> st.SearchStrategy[bytes]:
-    lit = program.literals[code - ir.TOK_LITERAL0]
+    lit = program.literals[code - ir.LEX_LITERAL0]
     text = lit.text
     if lit.exact or not any(c.isascii() and c.isalpha() for c in text):
         return st.just(text.encode())
@@ -130,9 +129,9 @@ def _cases(draw, program: ir.Program, rule: ir.Rule, fillers: list[bytes]) -> Ca
             parts += [b" " + draw(st.sampled_from(fillers)) for _ in range(n)]
             parts.append(b" ")
         code = draw(st.sampled_from(element.accepts))
-        if code in (ir.TOK_NUMBER, ir.TOK_PERCENT):
+        if code in (ir.LEX_NUMBER, ir.LEX_PERCENT):
             v = draw(st.sampled_from(_boundary_values(rule, element.capture)))
-            parts.append(_numeral(v, code == ir.TOK_PERCENT))
+            parts.append(_numeral(v, code == ir.LEX_PERCENT))
             if element.capture >= 0:
                 values[element.capture] = v
         else:

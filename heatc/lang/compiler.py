@@ -9,30 +9,24 @@ Public surface: `compile_source(text, path)`, `compile_file(path)`, `compile_tre
 from __future__ import annotations
 
 import difflib
-import itertools
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ast, ir
-from .errors import Diagnostic, HeatError, SourceText
-from .lexicon import LiteralConflictError, LiteralSpec, build_lexer
-from .parse import parse, parse_file
-from .printer import format_requirement, format_string
-from .reference import (
-    anchor_filter_hash,
-    anchor_key,
-    fnv1a64,
-    is_anchor_text,
-    join_anchor_run,
+from heatc import ir
+from heatc.errors import Diagnostic, HeatError, SourceText
+from heatc.lang import ast
+from heatc.lang.anchors import build_anchor_table
+from heatc.lang.emit import emit_rules
+from heatc.lang.lexicon import LiteralConflictError, LiteralSpec, build_lexer
+from heatc.lang.parse import parse, parse_file
+from heatc.lang.unparse import format_requirement, format_string
+from heatc.lexing import (
     lex,
-    normalise_anchor_text,
 )
 
 KNOWN_OPTIONS = ("chinese_numbers",)
-DEFAULT_HEAT = 0.5
-DEFAULT_FREQ = 1.0
 
 
 def compile_file(path: str | Path) -> ir.Program:
@@ -165,15 +159,15 @@ class _Compiler:
             channels=[],
             anchor_groups=[],
             anchors=ir.AnchorTable(0, [], [], 0),
-            token_flags=[],
+            code_flags=[],
             window=window,
             expects=expects,
         )
         self._check_literals(program)
-        self._anchor_table(program, name)
+        self._anchor_literals = build_anchor_table(program, self.anchors, self.literals, name, self.error)
         self.checkpoint()
-        program.rules, program.channels = self._lower_rules(rules, program)
-        program.token_flags = self._token_flags(at, barrier, program.rules)
+        program.rules, program.channels = emit_rules(rules, self.classes, self.anchors, self.error)
+        program.code_flags = self._code_flags(at, barrier, program.rules)
         self.checkpoint()
         return program
 
@@ -343,21 +337,21 @@ class _Compiler:
         return resolved_elements, captures
 
     def _atom(self, atom: ast.Atom) -> tuple[list[int], str, list[int]]:
-        """(accepted token codes, capture kind, class ids) of an atom."""
+        """(accepted lexeme codes, capture kind, class ids) of an atom."""
         if isinstance(atom, ast.AtomNumber):
-            return [ir.TOK_NUMBER], "number", []
+            return [ir.LEX_NUMBER], "number", []
         if isinstance(atom, ast.AtomPercent):
-            return [ir.TOK_PERCENT], "number", []
+            return [ir.LEX_PERCENT], "number", []
         if isinstance(atom, ast.AtomClass):
             c = self._resolve_class(atom.name)
             if c is None:
                 return [], "class", []
-            return [ir.TOK_LITERAL0 + i for i in self.classes[c].literal_ids], "class", [c]
+            return [ir.LEX_LITERAL0 + i for i in self.classes[c].literal_ids], "class", [c]
         if isinstance(atom, ast.AtomLiteral):
             lit = self._inline_literal(atom.text)
             if lit is None:
                 return [], "class", []
-            return [ir.TOK_LITERAL0 + lit], "class", [self.literals[lit].class_index]
+            return [ir.LEX_LITERAL0 + lit], "class", [self.literals[lit].class_index]
         codes: set[int] = set()
         kinds: set[str] = set()
         classes: list[int] = []
@@ -469,215 +463,32 @@ class _Compiler:
         for i, lit in enumerate(self.literals):
             data = lit.text.encode("utf-8")
             as_bare = lex(bare, data)
-            if len(as_bare) == 1 and as_bare[0].code in (ir.TOK_NUMBER, ir.TOK_PERCENT) and as_bare[0].end == len(data):
+            if len(as_bare) == 1 and as_bare[0].code in (ir.LEX_NUMBER, ir.LEX_PERCENT) and as_bare[0].end == len(data):
                 self.error(
                     lit.pos,
                     f"literal {format_string(lit.text)} reads as a number; match numbers with `number` or `percent`",
                 )
                 continue
             seen = lex(program, data)
-            if [x.code for x in seen] != [ir.TOK_LITERAL0 + i]:
-                shown = " ".join(program.token_name(x.code) for x in seen)
+            if [x.code for x in seen] != [ir.LEX_LITERAL0 + i]:
+                shown = " ".join(program.code_name(x.code) for x in seen)
                 self.error(
                     lit.pos, f"literal {format_string(lit.text)} can never be matched: its text reads as {shown}"
                 )
 
-    def _anchor_table(self, program: ir.Program, default_domain: str) -> None:
-        groups: list[ir.AnchorGroup] = []
-        entries: dict[int, tuple[int, ast.Str]] = {}
-        texts: list[bytes] = []  # normalised terms
-        last_lexemes: list[bytes] = []  # their last pieces
-        members: list[bytes] = []  # their letter runs and non-ASCII characters
-        longest = 0
-        for g, (name, d) in enumerate(self.anchors.items()):
-            domain = d.domain.text if d.domain is not None else default_domain
-            groups.append(ir.AnchorGroup(name, domain, len(d.terms)))
-            for term in d.terms:
-                lexemes = lex(program, term.text.encode("utf-8"))
-                breaks = [x for x in lexemes if not is_anchor_text(x.code, x.raw)]
-                if not lexemes:
-                    self.error(term.pos, "an anchor term cannot be empty")
-                    continue
-                if breaks:
-                    self.error(
-                        term.pos,
-                        f"anchor term {format_string(term.text)} contains {breaks[0].raw.decode('utf-8', 'replace')!r}, "
-                        "which breaks anchor text (numbers and ASCII punctuation); it could never be seen",
-                    )
-                    continue
-                if len(lexemes) > ir.MAX_ANCHOR_LEXEMES:
-                    self.error(
-                        term.pos,
-                        f"anchor term {format_string(term.text)} is {len(lexemes)} lexemes long; "
-                        f"the limit is {ir.MAX_ANCHOR_LEXEMES}",
-                    )
-                    continue
-                longest = max(longest, len(lexemes))
-                text = _normalised_run(lexemes)
-                key = anchor_key(domain, text)
-                if key in entries:
-                    _, other = entries[key]
-                    self.error(
-                        term.pos,
-                        f"anchor term {format_string(term.text)} is the same as {format_string(other.text)} "
-                        f"(line {other.pos.line}) once normalised",
-                    )
-                    continue
-                if key == 0:
-                    self.error(term.pos, "this anchor term hashes to 0, which the table reserves; reword it")
-                    continue
-                entries[key] = (g, term)
-                texts.append(text)
-                pieces = _anchor_pieces(text)
-                members += pieces
-                last_lexemes += pieces[-1:]  # none when the term is all punctuation literals
-        size = 1
-        while size < 2 * len(entries):
-            size *= 2
-        filter_bits = 64
-        while filter_bits < 16 * len(entries):
-            filter_bits *= 2
-        bloom = [0] * (filter_bits // 64) if entries else []
-        end_bloom = [0] * (filter_bits // 64) if entries else []
-        member_bloom = [0] * (filter_bits // 64) if entries else []
-        hashes = [(bloom, anchor_filter_hash(text)) for text in texts] + [(end_bloom, fnv1a64(x)) for x in last_lexemes]
-        hashes += [(member_bloom, fnv1a64(x)) for x in members]
-        for words, h in hashes:
-            for bit in (h % filter_bits, (h >> 32) % filter_bits):
-                words[bit // 64] |= 1 << (bit % 64)
-        keys = [0] * size if entries else []
-        slots = [-1] * size if entries else []
-        for key, (g, _) in entries.items():
-            slot = key & (size - 1)
-            while keys[slot]:
-                slot = (slot + 1) & (size - 1)
-            keys[slot], slots[slot] = key, g
-        program.anchor_groups = groups
-        program.anchors = ir.AnchorTable(
-            size if entries else 0,
-            keys,
-            slots,
-            longest,
-            filter_bits if entries else 0,
-            bloom,
-            end_bloom,
-            member_bloom,
-            sorted({x.decode("utf-8") for x in members}),
-        )
-        for i, lit in enumerate(self.literals):
-            norm = normalise_anchor_text(lit.text.encode("utf-8"))
-            if any(norm in t for t in texts):
-                self._anchor_literals[ir.TOK_LITERAL0 + i] = ir.FLAG_ANCHOR_MEMBER
-            if any(t.endswith(norm) for t in texts):
-                self._anchor_literals[ir.TOK_LITERAL0 + i] |= ir.FLAG_ANCHOR_END
-
-    def _token_flags(self, at: set[int], barrier: set[int], rules: list[ir.Rule]) -> list[int]:
-        flags = [0] * (ir.TOK_LITERAL0 + len(self.literals))
+    def _code_flags(self, at: set[int], barrier: set[int], rules: list[ir.Rule]) -> list[int]:
+        flags = [0] * (ir.LEX_LITERAL0 + len(self.literals))
         for i, lit in enumerate(self.literals):
             if lit.class_index in at:
-                flags[ir.TOK_LITERAL0 + i] |= ir.FLAG_TRIGGER
+                flags[ir.LEX_LITERAL0 + i] |= ir.FLAG_TRIGGER
             if lit.class_index in barrier:
-                flags[ir.TOK_LITERAL0 + i] |= ir.FLAG_BARRIER
+                flags[ir.LEX_LITERAL0 + i] |= ir.FLAG_BARRIER
         for rule in rules:
             for code in rule.elements[0].accepts:
                 flags[code] |= ir.FLAG_STARTS
         for code, flag in self._anchor_literals.items():
             flags[code] |= flag
         return flags
-
-    # -- IR rules ----------------------------------------------------------------------
-
-    def _lower_rules(self, rules, program: ir.Program) -> tuple[list[ir.Rule], list[ir.Channel]]:
-        channels: list[ir.Channel] = []
-        lock_slots: dict[str, int] = {}
-        anchor_ids = {name: i for i, name in enumerate(self.anchors)}
-        lowered: list[ir.Rule] = []
-        for d, order, elements, captures in rules:
-            cap_index = {name: i for i, name in enumerate(captures)}
-            heat = d.heat.value if d.heat is not None else DEFAULT_HEAT
-            freq = d.freq.value if d.freq is not None else DEFAULT_FREQ
-            gate = -1
-            requirements: list[ir.Requirement] = []
-            uses: list[ir.ChannelUse] = []
-            for s in d.stmts:
-                if isinstance(s, ast.WhenStmt):
-                    gate = anchor_ids[s.anchor.text]
-                elif isinstance(s, ast.RequireCmp):
-                    requirements.append(
-                        ir.Requirement(
-                            s.op, _operand(s.left, cap_index), _operand(s.right, cap_index), text=format_requirement(s)
-                        )
-                    )
-                elif isinstance(s, ast.RequireIn):
-                    requirements.append(
-                        ir.Requirement(
-                            "in",
-                            _operand(s.operand, cap_index),
-                            ir.Operand(),
-                            s.low.value,
-                            s.high.value,
-                            s.low_closed,
-                            s.high_closed,
-                            text=format_requirement(s),
-                        )
-                    )
-                elif isinstance(s, ast.ConsistentStmt):
-                    cap = captures[s.capture.text]
-                    if s.key is None:
-                        base = len(channels)
-                        channels.append(ir.Channel(f"{d.name.text}.{cap.name}", cap.kind))
-                        uses.append(ir.ChannelUse(base, cap_index[cap.name], text=f"consistent {cap.name}"))
-                    else:
-                        key = captures[s.key.text]
-                        base = len(channels)
-                        for c in key.key_classes:
-                            channels.append(ir.Channel(f"{d.name.text}.{cap.name}[{self.classes[c].name}]", cap.kind))
-                        uses.append(
-                            ir.ChannelUse(
-                                base, cap_index[cap.name], cap_index[key.name], list(key.key_classes),
-                                text=f"consistent {cap.name} per {key.name}",
-                            )
-                        )  # fmt: skip
-                elif isinstance(s, ast.LockStmt):
-                    cap = captures[s.capture.text]
-                    if s.channel.text not in lock_slots:
-                        lock_slots[s.channel.text] = len(channels)
-                        channels.append(ir.Channel(s.channel.text, cap.kind))
-                    slot = lock_slots[s.channel.text]
-                    if channels[slot].kind != cap.kind:
-                        self.error(
-                            s.capture.pos,
-                            f'channel "{s.channel.text}" holds {channels[slot].kind} values elsewhere, '
-                            f'but "{cap.name}" is a {cap.kind} capture',
-                        )
-                    uses.append(ir.ChannelUse(slot, cap_index[cap.name], text=f"lock {s.channel.text} = {cap.name}"))
-            ir_elements = []
-            for e, accepts in elements:
-                gap = int(e.gap.value) if e.gap is not None else 0
-                capture = cap_index[e.capture.text] if e.capture is not None and e.capture.text in cap_index else -1
-                ir_elements.append(ir.Element(gap, sorted(set(accepts)), capture))
-            lowered.append(
-                ir.Rule(
-                    name=d.name.text,
-                    description=d.description.text if d.description is not None else "",
-                    heat=heat,
-                    freq=freq,
-                    source_order=order,
-                    gate=gate,
-                    elements=ir_elements,
-                    captures=[ir.Capture(c.name, c.kind) for c in captures.values()],
-                    requirements=requirements,
-                    channels=uses,
-                )
-            )
-        lowered.sort(key=lambda r: (-(r.heat * r.freq), r.source_order))
-        return lowered, channels
-
-
-def _operand(o: ast.Operand, cap_index: dict[str, int]) -> ir.Operand:
-    if isinstance(o, ast.Name):
-        return ir.Operand(capture=cap_index[o.text])
-    return ir.Operand(const=o.value)
 
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
@@ -705,25 +516,6 @@ def _interval(s) -> tuple[str, float, bool, float, bool] | None:
     }.get(op)
 
 
-def _anchor_pieces(text: bytes) -> list[bytes]:
-    """The maximal ASCII-letter runs and the non-ASCII characters of a normalised term, in
-    order: whatever literals a stream's lexer used, a word or other-token in a run that
-    spells the term is one of these."""
-    pieces = []
-    for m in re.finditer(rb"[a-z]+|[^\x00-\x7f]+", text):
-        if m.group()[0] < 0x80:
-            pieces.append(m.group())
-        else:
-            pieces += [ch.encode("utf-8") for ch in m.group().decode("utf-8")]
-    return pieces
-
-
-def _normalised_run(lexemes) -> bytes:
-    parts = [(False, normalise_anchor_text(lexemes[0].raw))]
-    parts += [(x.start > prev.end, normalise_anchor_text(x.raw)) for prev, x in itertools.pairwise(lexemes)]
-    return join_anchor_run(parts)
-
-
 _BARE: dict[bool, ir.Program] = {}
 
 
@@ -742,7 +534,7 @@ def _bare_program(chinese: bool) -> ir.Program:
             channels=[],
             anchor_groups=[],
             anchors=ir.AnchorTable(0, [], [], 0),
-            token_flags=[0] * ir.TOK_LITERAL0,
+            code_flags=[0] * ir.LEX_LITERAL0,
             window=0,
         )
     return _BARE[chinese]

@@ -30,10 +30,9 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from heatc.errors import Diagnostic, HeatError
+from heatc.heatmap.format import Tokenizer
 from heatc_runtime.tables import TOKENS_MAGIC, TOKENS_VERSION
-
-from .errors import Diagnostic, HeatError
-from .heatmap import Tokenizer
 
 UNKNOWN = "\ufffd".encode()
 

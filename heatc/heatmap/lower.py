@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from . import ast
-from .heatmap import Cell, Heatmap, Stats
-from .parse import parse_file
+from heatc.heatmap.format import Cell, Heatmap, Stats
+from heatc.lang import ast
+from heatc.lang.parse import parse_file
 
 NOWHERE = ast.Pos()
 

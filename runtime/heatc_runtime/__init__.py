@@ -13,20 +13,16 @@ __all__ = [
 ]  # fmt: skip
 
 
+_LAZY = {
+    "ABI_MAJOR": "abi", "ABI_MINOR": "abi", "Batch": "batch", "Checker": "checker", "Limits": "limits",
+    "ModuleError": "errors", "ModuleTrap": "errors", "from_bytes": "loader", "load": "loader",
+}  # fmt: skip
+
+
 def __getattr__(name: str):
     # The WASM loader needs numpy and wasmtime; report types alone need neither.
-    if name in (
-        "ABI_MAJOR",
-        "ABI_MINOR",
-        "Batch",
-        "Checker",
-        "Limits",
-        "ModuleError",
-        "ModuleTrap",
-        "from_bytes",
-        "load",
-    ):
-        from . import module
+    if name in _LAZY:
+        import importlib
 
-        return getattr(module, name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(name)

@@ -14,25 +14,18 @@ from functools import cache
 import jinja2
 import wasmtime
 
-from . import __version__, ir
-from .pack import (
-    CHANNEL_USE,
+from heatc import __version__, ir
+from heatc.wasm.pack import CHANNEL_USE, CN_BIG_KIND, CN_DIGIT, CN_POINT, CN_SMALL_KIND, REQUIREMENT, Packed, pack
+from heatc.wasm.skipper import (
     CJK_CONTINUATIONS,
     CJK_KEY_MUL,
-    CN_BIG_KIND,
-    CN_DIGIT,
-    CN_POINT,
-    CN_SMALL_KIND,
     DIGIT_RUN_MAX,
-    FLAG_LOOK,
-    REQUIREMENT,
     SKIP_CJK_FINGERPRINTS,
     SKIP_CJK_TABLE,
     SKIP_KEY_MUL,
     SKIP_WORD_FINGERPRINTS,
-    Packed,
-    pack,
 )
+from heatc_runtime.abi import FLAG_LOOK
 
 ABI_MAJOR = 1
 ABI_MINOR = 1
@@ -58,7 +51,7 @@ class WasmModule:
 @cache
 def _template() -> jinja2.Template:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("heatc", "templates"),
+        loader=jinja2.PackageLoader("heatc.wasm", "templates"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -188,12 +181,12 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
         "WINDOW": program.window,
         "REQUIREMENT": REQUIREMENT,
         "CHANNEL_USE": CHANNEL_USE,
-        "TOK_SPACE": ir.TOK_SPACE,
-        "TOK_OTHER": ir.TOK_OTHER,
-        "TOK_WORD": ir.TOK_WORD,
-        "TOK_NUMBER": ir.TOK_NUMBER,
-        "TOK_PERCENT": ir.TOK_PERCENT,
-        "TOK_LITERAL0": ir.TOK_LITERAL0,
+        "LEX_SPACE": ir.LEX_SPACE,
+        "LEX_OTHER": ir.LEX_OTHER,
+        "LEX_WORD": ir.LEX_WORD,
+        "LEX_NUMBER": ir.LEX_NUMBER,
+        "LEX_PERCENT": ir.LEX_PERCENT,
+        "LEX_LITERAL0": ir.LEX_LITERAL0,
     }
     for name, offset in packed.offsets.items():
         consts[f"T_{name}"] = tables + offset

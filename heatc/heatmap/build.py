@@ -20,14 +20,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__, ir
-from .compile import compile_tree
-from .errors import Diagnostic, HeatError
-from .heatmap import Heatmap, load_heatmap
-from .lower import Lowered, lower
-from .pack import pack
-from .tokens import TokenTable, table_bytes, token_table
-from .wasm import ABI_MAJOR, ABI_MINOR, compile_wasm
+from heatc import __version__, ir
+from heatc.errors import Diagnostic, HeatError
+from heatc.heatmap.format import Heatmap, load_heatmap
+from heatc.heatmap.lower import Lowered, lower
+from heatc.heatmap.tokenizers import TokenTable, table_bytes, token_table
+from heatc.lang.compiler import compile_tree
+from heatc.wasm import ABI_MAJOR, ABI_MINOR, compile_wasm
+from heatc.wasm.pack import pack
 
 HCT_MAGIC = b"HEATCRUL"
 HCT_VERSION = 1
@@ -79,7 +79,7 @@ def _rules_section_size(offsets: dict[str, int]) -> int:
 
 
 def hct_bytes(program: ir.Program, blob: bytes, offsets: dict[str, int], tier_ends: tuple[int, int]) -> bytes:
-    """rules.hct, the CUDA bridge tables: a header, then the packed tables (heatc.pack) whose
+    """rules.hct, the CUDA bridge tables: a header, then the packed tables (heatc.wasm.pack) whose
     rule records are contiguous in heat order. Layout: docs/heatmap.md, "rules.hct"."""
     layout = ir.state_layout(program)
     sections = sorted(offsets.items(), key=lambda kv: kv[1])
@@ -160,8 +160,8 @@ def build(path: str | Path, out_root: str | Path = "build", tokenizer: TokenTabl
 
 
 def _check_expects(program: ir.Program) -> None:
-    from .backends import run_document
-    from .expect import check_expects
+    from heatc.backends import run_document
+    from heatc.verify.expect import check_expects
 
     failures = check_expects(program, lambda p, d: run_document("reference", p, d)[:2])
     if failures:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .heatmap import Heatmap
+from heatc.heatmap.format import Heatmap
 
 
 def render(hm: Heatmap, out: Path, top: int = 40) -> Path:

@@ -7,7 +7,7 @@ Public surface: `format_file(tree)`, `format_number(x)`, `format_string(s)`,
 
 from __future__ import annotations
 
-from . import ast
+from heatc.lang import ast
 
 
 def format_number(x: float) -> str:

@@ -9,21 +9,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from . import ir
-from .automaton import Dfa, Fragment, Nfa, determinize, minimize, product
+from heatc import ir
+from heatc.lang.automaton import Dfa, Fragment, Nfa, determinize, minimize, product
+from heatc.numbers import ARABIC_MULT_BIG, ARABIC_MULT_SMALL, CN_BIG, CN_DIGITS, CN_SMALL
 
 ASCII_LETTERS = frozenset(range(ord("A"), ord("Z") + 1)) | frozenset(range(ord("a"), ord("z") + 1))
 ASCII_SPACE = frozenset(b" \t\n\v\f\r")
 
-CN_DIGITS = {
-    "零": 0, "〇": 0, "一": 1, "壹": 1, "二": 2, "两": 2, "兩": 2, "贰": 2, "三": 3, "叁": 3,
-    "四": 4, "肆": 4, "五": 5, "伍": 5, "六": 6, "陆": 6, "七": 7, "柒": 7, "八": 8, "捌": 8,
-    "九": 9, "玖": 9,
-}  # fmt: skip
-CN_SMALL = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000}
-CN_BIG = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
-ARABIC_MULT_SMALL = {"十": 1, "百": 2, "千": 3}  # exponents
-ARABIC_MULT_BIG = {"万": 4, "萬": 4, "亿": 8, "億": 8}
 FULLWIDTH_DIGITS = [chr(0xFF10 + d) for d in range(10)]
 
 # Priorities on equal length (lower wins), docs/semantics.md §1.
@@ -39,7 +31,7 @@ class LiteralSpec:
 @dataclass(frozen=True)
 class _Label:
     priority: int
-    token: int  # token code
+    token: int  # lexeme code
     boundary: bool  # literal ending in an ASCII letter
 
 
@@ -134,11 +126,11 @@ def _base_dfa(chinese_numbers: bool) -> Dfa:
         nfa.accepts[frag.end] = label
 
     number, percent = _number_fragments(nfa, chinese_numbers)
-    token(number, _Label(PRIO_NUMBER, ir.TOK_NUMBER, False))
-    token(percent, _Label(PRIO_NUMBER, ir.TOK_PERCENT, False))
-    token(nfa.plus(lambda: nfa.byteset(ASCII_LETTERS)), _Label(PRIO_WORD, ir.TOK_WORD, False))
+    token(number, _Label(PRIO_NUMBER, ir.LEX_NUMBER, False))
+    token(percent, _Label(PRIO_NUMBER, ir.LEX_PERCENT, False))
+    token(nfa.plus(lambda: nfa.byteset(ASCII_LETTERS)), _Label(PRIO_WORD, ir.LEX_WORD, False))
     space = nfa.alt(nfa.plus(lambda: nfa.byteset(ASCII_SPACE)), _chars(nfa, ["\u00a0", "\u3000"]))
-    token(space, _Label(PRIO_SPACE, ir.TOK_SPACE, False))
+    token(space, _Label(PRIO_SPACE, ir.LEX_SPACE, False))
     cont = frozenset(range(0x80, 0xC0))
     other = nfa.alt(
         nfa.byteset(frozenset(range(256))),
@@ -146,7 +138,7 @@ def _base_dfa(chinese_numbers: bool) -> Dfa:
         nfa.seq(nfa.byteset(frozenset(range(0xE0, 0xF0))), nfa.byteset(cont), nfa.byteset(cont)),
         nfa.seq(nfa.byteset(frozenset(range(0xF0, 0xF5))), nfa.byteset(cont), nfa.byteset(cont), nfa.byteset(cont)),
     )
-    token(other, _Label(PRIO_OTHER, ir.TOK_OTHER, False))
+    token(other, _Label(PRIO_OTHER, ir.LEX_OTHER, False))
     return minimize(determinize(nfa, start))
 
 
@@ -157,7 +149,7 @@ def _literal_dfa(literals: list[LiteralSpec]) -> Dfa:
         frag = _literal_fragment(nfa, lit)
         nfa.epsilon(start, frag.start)
         boundary = lit.text.encode("utf-8")[-1] in ASCII_LETTERS
-        nfa.accepts[frag.end] = _Label(PRIO_EXACT if lit.exact else PRIO_LITERAL, ir.TOK_LITERAL0 + i, boundary)
+        nfa.accepts[frag.end] = _Label(PRIO_EXACT if lit.exact else PRIO_LITERAL, ir.LEX_LITERAL0 + i, boundary)
     return determinize(nfa, start)
 
 
@@ -167,18 +159,18 @@ def build_lexer(literals: list[LiteralSpec], chinese_numbers: bool) -> ir.Lexer:
     accept, boundary, fallback = [], [], []
     for labels in dfa.labels:
         if not labels:
-            accept.append(ir.TOK_NONE)
+            accept.append(ir.LEX_NONE)
             boundary.append(0)
-            fallback.append(ir.TOK_NONE)
+            fallback.append(ir.LEX_NONE)
             continue
         ranked = sorted(set(labels), key=lambda lb: (lb.priority, lb.token))
         best = ranked[0]
         if len(ranked) > 1 and ranked[1].priority == best.priority and best.priority <= PRIO_LITERAL:
-            raise LiteralConflictError(best.token - ir.TOK_LITERAL0, ranked[1].token - ir.TOK_LITERAL0)
+            raise LiteralConflictError(best.token - ir.LEX_LITERAL0, ranked[1].token - ir.LEX_LITERAL0)
         accept.append(best.token)
         boundary.append(1 if best.boundary else 0)
-        alt = next((lb.token for lb in ranked if not lb.boundary), ir.TOK_NONE)
-        fallback.append(alt if best.boundary else ir.TOK_NONE)
+        alt = next((lb.token for lb in ranked if not lb.boundary), ir.LEX_NONE)
+        fallback.append(alt if best.boundary else ir.LEX_NONE)
     flat = [x for row in dfa.next for x in row]
     return ir.Lexer(
         byte_class=dfa.byte_class,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import Diagnostic, HeatError, SourceText
+from heatc.errors import Diagnostic, HeatError, SourceText
 
 HEATMAP_VERSION = 1
 BUILTIN_CATEGORIES = ("number", "percent")

@@ -1,6 +1,6 @@
 """Byte-level NFA → DFA (subset construction over byte equivalence classes).
 
-Small on purpose: the lexer (`heatc.lexicon`) builds one NFA out of Thompson fragments
+Small on purpose: the lexer (`heatc.lang.lexicon`) builds one NFA out of Thompson fragments
 and asks for a deterministic, reproducible DFA: states are numbered in breadth-first order
 from the start state, classes in order of their smallest byte, so the same input always
 gives the same tables.

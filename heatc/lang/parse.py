@@ -1,4 +1,4 @@
-"""`.heat` source → syntax tree (`heatc.ast`), with errors a person can act on.
+"""`.heat` source → syntax tree (`heatc.lang.ast`), with errors a person can act on.
 
 Public surface: `parse(text, path)`, `parse_file(path)`, `grammar_text()`.
 """
@@ -12,22 +12,17 @@ from pathlib import Path
 import lark
 from lark import Lark, Token, Transformer, v_args
 
-from . import ast
-from .errors import HeatError, SourceText
-
-# The grammar is data (grammar/heat.lark at the repository root), installed as the
-# package `heatc.grammar`; a plain source checkout reads it from the repository.
-_SOURCE_GRAMMAR = Path(__file__).resolve().parent.parent / "grammar" / "heat.lark"
+from heatc.errors import HeatError, SourceText
+from heatc.lang import ast
 
 
+# The grammar is data: grammar/heat.lark at the repository root, reached from the package
+# through the link heatc/lang/heat.lark (a wheel holds the file itself).
 def grammar_text() -> str:
     """The text of grammar/heat.lark."""
-    try:
-        from importlib.resources import files
+    from importlib.resources import files
 
-        return (files("heatc.grammar") / "heat.lark").read_text(encoding="utf-8")
-    except (ModuleNotFoundError, FileNotFoundError):
-        return _SOURCE_GRAMMAR.read_text(encoding="utf-8")
+    return (files("heatc.lang") / "heat.lark").read_text(encoding="utf-8")
 
 
 # What each terminal means, in words (lark's own names are internal).

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from heatc import ir
 from heatc_runtime import Event, Verdict
-
-from . import ir
 
 #: A backend run over one complete document: (events, final verdicts).
 RunDocument = Callable[[ir.Program, bytes], tuple[list[Event], dict[str, Verdict]]]

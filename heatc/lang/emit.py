@@ -1,0 +1,114 @@
+"""Checked rules → IR rules and channels: the last step of compiling a rule file.
+
+Public surface: `emit_rules(rules, classes, anchors, error)`, `DEFAULT_HEAT`, `DEFAULT_FREQ`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from heatc import ir
+from heatc.lang import ast
+from heatc.lang.unparse import format_requirement
+
+DEFAULT_HEAT = 0.5
+DEFAULT_FREQ = 1.0
+
+
+def emit_rules(
+    rules, classes, anchors: dict, error: Callable[[ast.Pos, str], None]
+) -> tuple[list[ir.Rule], list[ir.Channel]]:
+    """The checked rules as IR rules in heat order (heat × freq, then source order), and
+    the channels their consistency and lock statements use. `rules` are the compiler's
+    (declaration, source order, [(element, accepted codes)], captures by name) tuples;
+    `classes` its classes (`.name`), `anchors` its anchor declarations by name."""
+    channels: list[ir.Channel] = []
+    lock_slots: dict[str, int] = {}
+    anchor_ids = {name: i for i, name in enumerate(anchors)}
+    lowered: list[ir.Rule] = []
+    for d, order, elements, captures in rules:
+        cap_index = {name: i for i, name in enumerate(captures)}
+        heat = d.heat.value if d.heat is not None else DEFAULT_HEAT
+        freq = d.freq.value if d.freq is not None else DEFAULT_FREQ
+        gate = -1
+        requirements: list[ir.Requirement] = []
+        uses: list[ir.ChannelUse] = []
+        for s in d.stmts:
+            if isinstance(s, ast.WhenStmt):
+                gate = anchor_ids[s.anchor.text]
+            elif isinstance(s, ast.RequireCmp):
+                requirements.append(
+                    ir.Requirement(
+                        s.op, _operand(s.left, cap_index), _operand(s.right, cap_index), text=format_requirement(s)
+                    )
+                )
+            elif isinstance(s, ast.RequireIn):
+                requirements.append(
+                    ir.Requirement(
+                        "in",
+                        _operand(s.operand, cap_index),
+                        ir.Operand(),
+                        s.low.value,
+                        s.high.value,
+                        s.low_closed,
+                        s.high_closed,
+                        text=format_requirement(s),
+                    )
+                )
+            elif isinstance(s, ast.ConsistentStmt):
+                cap = captures[s.capture.text]
+                if s.key is None:
+                    base = len(channels)
+                    channels.append(ir.Channel(f"{d.name.text}.{cap.name}", cap.kind))
+                    uses.append(ir.ChannelUse(base, cap_index[cap.name], text=f"consistent {cap.name}"))
+                else:
+                    key = captures[s.key.text]
+                    base = len(channels)
+                    for c in key.key_classes:
+                        channels.append(ir.Channel(f"{d.name.text}.{cap.name}[{classes[c].name}]", cap.kind))
+                    uses.append(
+                        ir.ChannelUse(
+                            base, cap_index[cap.name], cap_index[key.name], list(key.key_classes),
+                            text=f"consistent {cap.name} per {key.name}",
+                        )
+                    )  # fmt: skip
+            elif isinstance(s, ast.LockStmt):
+                cap = captures[s.capture.text]
+                if s.channel.text not in lock_slots:
+                    lock_slots[s.channel.text] = len(channels)
+                    channels.append(ir.Channel(s.channel.text, cap.kind))
+                slot = lock_slots[s.channel.text]
+                if channels[slot].kind != cap.kind:
+                    error(
+                        s.capture.pos,
+                        f'channel "{s.channel.text}" holds {channels[slot].kind} values elsewhere, '
+                        f'but "{cap.name}" is a {cap.kind} capture',
+                    )
+                uses.append(ir.ChannelUse(slot, cap_index[cap.name], text=f"lock {s.channel.text} = {cap.name}"))
+        ir_elements = []
+        for e, accepts in elements:
+            gap = int(e.gap.value) if e.gap is not None else 0
+            capture = cap_index[e.capture.text] if e.capture is not None and e.capture.text in cap_index else -1
+            ir_elements.append(ir.Element(gap, sorted(set(accepts)), capture))
+        lowered.append(
+            ir.Rule(
+                name=d.name.text,
+                description=d.description.text if d.description is not None else "",
+                heat=heat,
+                freq=freq,
+                source_order=order,
+                gate=gate,
+                elements=ir_elements,
+                captures=[ir.Capture(c.name, c.kind) for c in captures.values()],
+                requirements=requirements,
+                channels=uses,
+            )
+        )
+    lowered.sort(key=lambda r: (-(r.heat * r.freq), r.source_order))
+    return lowered, channels
+
+
+def _operand(o: ast.Operand, cap_index: dict[str, int]) -> ir.Operand:
+    if isinstance(o, ast.Name):
+        return ir.Operand(capture=cap_index[o.text])
+    return ir.Operand(const=o.value)

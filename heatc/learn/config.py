@@ -1,0 +1,96 @@
+"""`heatc learn`'s configuration, and what every stage shares: progress callbacks, the
+ranks of a `torchrun` run, seeded hashing.
+
+Public surface: `LearnConfig`, `Progress`, `quiet`, `rank_and_world`, `barrier`,
+`seeded_hash`, `WORK_VERSION`, `TOPUP_VERSION`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from heatc.learn.evidence import (
+    ALARM_BUDGET,
+)
+from heatc.learn.lexemes import SEED_CATEGORIES, STOPWORDS
+
+WORK_VERSION = 2  # the format of a run's working files (<output>.learn/); another version starts afresh
+TOPUP_VERSION = 1  # how `topup_plan` chooses; another version redoes the top-up alone
+
+
+@dataclass
+class LearnConfig:
+    corpus: list[Path]
+    output: Path
+    name: str | None = None
+    title: str | None = None
+    teacher: Path | None = None  # None: the embedded MiniLM
+    device: str = "cpu"
+    seed: int = 0
+    epsilon: float = 0.05  # perturbation radius relative to the token's embedding norm
+    probes: int = 4  # Jacobian probes per sentence (encoder teachers)
+    directions: int = 1  # random directions per coupling probe
+    discovery_sentences: int = 60000  # sentences read to learn keywords and candidate cells
+    label_sentences: int = 1500  # random sentences labelled for the student
+    probes_per_cell: int = 8  # sentences the teacher probes per candidate cell
+    max_probe_sentences: int = 3000
+    probes_per_sentence: int = 2
+    # values probed besides, for the candidate cells the sentences above left with fewer than
+    # min_probes probed occurrences (`topup_plan`); 0 turns the top-up off
+    topup_probes: int = 1500
+    topup_per_sentence: int = 4
+    candidate_count: int = 5  # occurrences in the discovery sample that make a candidate cell
+    min_support: int = 20  # corpus occurrences a cell needs
+    min_probes: int = 3  # probed occurrences a cell needs
+    max_keywords: int = 200
+    max_cells: int = 400
+    sensitivity: float = 0.75
+    alarm_budget: float = ALARM_BUDGET  # clean-corpus rejections allowed per sentence, all cells together
+    batch_size: int = 16
+    chunk_size: int = 64
+    epochs: int = 8
+    heldout: float = 0.1  # share of documents held out to evaluate the student
+    rules: list[Path] = field(default_factory=list)  # hand-written rule files merged in
+    student: bool = True  # train and export the student detector
+
+    def fingerprint(self) -> str:
+        """What the teacher's labels depend on (changing anything else reuses them)."""
+        keys = ("teacher", "seed", "epsilon", "probes", "directions", "discovery_sentences", "label_sentences",
+                "probes_per_cell", "max_probe_sentences", "probes_per_sentence", "candidate_count", "max_keywords",
+                "chunk_size", "heldout", "rules")  # fmt: skip
+        d = {k: str(getattr(self, k)) for k in keys}
+        d["corpus"] = [str(Path(x).resolve()) for x in self.corpus]
+        d["rules"] = [hashlib.sha256(Path(r).read_bytes()).hexdigest() for r in self.rules if Path(r).is_file()]
+        # the seed lexicon decides the keywords and candidate cells of the plan
+        d["lexicon"] = hashlib.sha256(repr((SEED_CATEGORIES, sorted(STOPWORDS))).encode()).hexdigest()
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+def quiet(stage: str, done: int, total: int) -> None:
+    pass
+
+
+def rank_and_world() -> tuple[int, int]:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.getrank_and_world(), dist.get_world_size()
+    return 0, 1
+
+
+def barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def seeded_hash(seed: int, text: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}\0{text}".encode()).digest()[:8], "little")

@@ -1,0 +1,215 @@
+"""The learned cells written out as a heatmap document (`heatmap.yaml`), with expect
+examples for each rule, atomically.
+
+Public surface: `heatmap_document`, `dump_heatmap`, `write_heatmap`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, HEATMAP_VERSION, Stats
+from heatc.heatmap.lower import margin_range
+from heatc.lang.unparse import format_number
+from heatc.learn.evidence import CellKey, LearnedCell
+from heatc.learn.lexemes import Lexicon
+
+
+def _decimal(x: float) -> str:
+    """Plain decimal text, as heatc's lexer reads numbers (no exponent)."""
+    text = f"{x:.6f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def _yaml_float(x: float) -> str:
+    """A float YAML 1.1 reads back as a float (it needs a dot before an exponent)."""
+    text = format_number(x)
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}.0e{exponent}"
+    return text
+
+
+def heatmap_document(
+    *,
+    name: str,
+    title: str,
+    lexicon: Lexicon,
+    cells: list[LearnedCell],
+    provenance: dict,
+    sensitivity: float,
+    rule_files: list[str],
+    tokenizer: dict,
+) -> dict:
+    """The heatmap (format 1) as a plain document, categories limited to those it uses."""
+    used = {"sentence_end", "abbreviation"}
+    for c in cells:
+        used.update(x for x in (c.key.keyword, c.key.unit) if x)
+    categories = {}
+    for cat in lexicon.categories:
+        if cat.name in used:
+            entry: dict = {"kind": cat.kind, "literals": list(cat.literals)}
+            if cat.exact:
+                entry["exact"] = True
+            categories[cat.name] = entry
+    taken: set[str] = set()
+    cell_docs = []
+    literal = {c.name: c.literals[0] for c in lexicon.categories}
+    expects: list[dict] = []
+    rules: dict[CellKey, tuple[str, LearnedCell]] = {}
+    for c in cells:
+        base = c.key.name
+        rule, k = base, 2
+        while rule in taken:
+            rule, k = f"{base}_{k}", k + 1
+        taken.add(rule)
+        if c.key.keyword:
+            doc: dict = {"name": rule, "pair": [c.key.keyword, c.key.value]}
+            if c.key.unit:
+                doc["unit"] = c.key.unit
+            doc["gap"] = c.key.gap
+        else:
+            doc = {"name": rule, "pair": [c.key.value, c.key.unit]}
+        doc.update(score=c.score, support=c.support, stats=c.stats)
+        if c.range is not None:
+            doc["range"] = [c.range[0], c.range[1]]
+        if c.key.check != "range":
+            doc["check"] = c.key.check
+        if c.guards:
+            del doc["stats"]
+            doc["description"] = (
+                f"learned: a unit guard; the corpus writes {c.support} values in {c.guards} after "
+                f"{c.key.keyword} and {c.rejected} in {c.key.unit}, so any value in {c.key.unit} is rejected"
+            )
+            cell_docs.append(doc)
+            continue
+        doc["description"] = (
+            f"learned: coupling {c.strength:g}× the mean over {c.probes} probed occurrences; "
+            f"values {_decimal(c.stats['q01'])}–{_decimal(c.stats['q99'])} (1st–99th percentile)"
+        )
+        if c.key.check == "range" and c.rejected:
+            doc["description"] += f"; {c.rejected / c.support * 100:.2g} % of the values seen fall outside its range"
+        if c.key.check == "consistent":
+            doc["description"] += (
+                f"; {c.rejected} of the corpus's values disagree with an earlier one in their document"
+            )
+        cell_docs.append(doc)
+        rules[c.key] = (rule, c)
+    for rule, c in rules.values():
+        if c.key.check == "range" and not c.guards and c.score >= sensitivity and len(expects) < 12:
+            expects.extend(_expects_for(c, rule, literal, rules, sensitivity))
+    return {
+        "heatmap": HEATMAP_VERSION,
+        "name": name,
+        "title": title,
+        "provenance": provenance,
+        "options": {"chinese_numbers": lexicon.chinese_numbers},
+        "tokenizer": tokenizer,
+        "thresholds": {"sensitivity": sensitivity},
+        "targets": ["wasm", "cuda"],
+        "categories": categories,
+        "triggers": {"at": ["sentence_end"], "barrier": ["sentence_end"]},
+        "cells": cell_docs,
+        "rules": rule_files,
+        "expects": expects,
+    }
+
+
+def _expects_for(
+    c: LearnedCell,
+    rule: str,
+    literal: dict[str, str],
+    rules: dict[CellKey, tuple[str, LearnedCell]],
+    sensitivity: float,
+) -> list[dict]:
+    """A typical value passes and one a thousand times the largest seen is rejected — by this
+    rule and by every other lowered range rule that reads the same text: "aldactone 750000 mg"
+    is also a value of `keywords_mg … number` and of `number mg` (an expect's `rejects` lists
+    exactly the rules that reject). If another rule rejects the typical value, no expect."""
+    typical = c.stats["q50"]
+    wild = float(f"{max(abs(c.stats['max']), 1.0) * 1000:.3g}")
+
+    def text(v: float) -> str:
+        kw = f"{literal[c.key.keyword]} " if c.key.keyword else ""
+        number = _decimal(v) + ("%" if c.key.value == "percent" else "")
+        unit = f" {literal[c.key.unit]}" if c.key.unit else ""
+        return f"{kw}{number}{unit}."
+
+    readers = {c.key} | {  # the cells whose rules also capture this text's value
+        CellKey(k, c.key.value, u) for k, u in ((c.key.keyword, ""), ("", c.key.unit)) if (k or u) and c.key.unit
+    }
+
+    def rejecting(v: float) -> list[str]:
+        out = []
+        for key in sorted(readers):
+            if key not in rules:
+                continue
+            name, cell = rules[key]
+            if cell.score < sensitivity or cell.guards:
+                continue
+            lo, hi = cell.range if cell.range is not None else _margin(cell.stats)
+            if not lo <= v <= hi:
+                out.append(name)
+        return out
+
+    if rejecting(typical):
+        return []
+    return [
+        {"text": text(typical), "passes": [rule]},
+        {"text": text(wild), "rejects": sorted(set(rejecting(wild)) | {rule})},
+    ]
+
+
+def _margin(stats: dict) -> tuple[float, float]:
+    return margin_range(Stats(**stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
+
+
+# --- YAML ------------------------------------------------------------------------------
+
+
+def _flow(value) -> str:
+    """A YAML flow value; JSON scalars are valid YAML and keep Chinese text readable."""
+    import json
+
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, float):
+        return _yaml_float(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def dump_heatmap(doc: dict, header: str = "") -> str:
+    lines = [f"# {x}" if x else "#" for x in header.splitlines()]
+    for key, value in doc.items():
+        if isinstance(value, dict) and value and key in ("provenance", "categories"):
+            lines.append(f"{key}:")
+            lines.extend(f"  {k}: {_flow(v)}" for k, v in value.items())
+        elif isinstance(value, list) and value and key in ("cells", "expects"):
+            lines.append(f"{key}:")
+            lines.extend(f"  - {_flow(v)}" for v in value)
+        else:
+            lines.append(f"{key}: {_flow(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def write_heatmap(path: str | Path, doc: dict, header: str = "") -> None:
+    """Write atomically: a killed run never leaves half a heatmap."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(dump_heatmap(doc, header))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a heatmap is not
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

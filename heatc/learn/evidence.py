@@ -1,0 +1,286 @@
+"""Cells and their evidence: which lexeme pairs are candidate cells, the values each
+cell's rule captures in the corpus, and the teacher's pair couplings that score it.
+
+A *cell* is a keyword category, a value (number or percent) and optionally the unit right
+after it — `glucose … 162 mg/dL` — or a value and its unit alone (`500 mg`).
+
+- **support and value statistics** come from the whole corpus, by compiling every
+  candidate cell into a rule without requirements and scanning every document with the WASM
+  backend: the values are exactly those the lowered rule will capture;
+- **score** comes from the teacher: for each probed occurrence, the pair coupling of the
+  value with the cell's keyword (and unit), divided by the value's mean coupling with all
+  lexemes of the sentence; the cell's strength is the median over its probed occurrences
+  (geometric mean of keyword and unit coupling when it has both), and its score is the
+  percentile of that strength among all (value, lexeme) couplings seen — 0.5 is an ordinary
+  neighbour, 0.9 is coupled more strongly than 90 % of them.
+
+Public surface: `CellKey`, `Occurrence`, `occurrences`, `evidence_of`, `candidate_cells`,
+`stats_rules`, `CellValues`, `collect_values`, `ProbeRecord`, `Couplings`, `LearnedCell`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from heatc.backends import wasm_checker
+from heatc.learn.lexemes import Lexicon, SentenceLexemes
+
+MAX_REJECTED = 0.10  # a range cell may reject at most this share of the clean values it was learned from
+# All cells together may reject at most this many values per corpus sentence: the share of clean
+# sentences that may be flagged (issue 5: at most 2 %); cross-validation prices it for unseen text.
+ALARM_BUDGET = 0.02
+KEY_GROUPS = frozenset({"keyword", "numeral", "constraint", "date", "article", "currency"})
+DEFAULT_GAP = 3
+
+
+@dataclass(frozen=True, order=True)
+class CellKey:
+    keyword: str  # a category; "" for a value-and-unit cell
+    value: str  # number | percent
+    unit: str  # a unit category; "" when none
+    check: str = "range"  # range | consistent
+
+    @property
+    def name(self) -> str:
+        """`glucose_value`, `glucose_mg_dl`, `hba1c_percent`, `mg_amount`, `payment_days_consistent`."""
+        if not self.keyword:
+            return f"{self.unit}_amount" if self.value == "number" else f"percent_{self.unit}"
+        tail = self.unit or ("percent" if self.value == "percent" else "value")
+        return f"{self.keyword}_{tail}" + ("_consistent" if self.check == "consistent" else "")
+
+    @property
+    def gap(self) -> int:
+        return WIDE_GAP if self.check == "consistent" else DEFAULT_GAP
+
+    def pattern(self) -> str:
+        """The rule pattern `heatc lower` writes for this cell (docs/heatmap.md)."""
+        if not self.keyword:
+            return f"v:{self.value} {self.unit}"
+        if self.check == "consistent":
+            return f"k:{self.keyword} ..{self.gap} v:{self.value} ..1 {self.unit}"
+        return f"{self.keyword} ..{self.gap} v:{self.value}" + (f" {self.unit}" if self.unit else "")
+
+
+WIDE_GAP = 8  # how far a term's keyword may stand from its value: "payment is due within thirty (30) days"
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    value: int  # lexeme index of the number or percent
+    keyword: int | None  # lexeme index of the keyword before it, within the gap
+    unit: int | None  # lexeme index of the unit right after it
+    term_keyword: int | None  # the keyword of a term (value + unit, maybe in parentheses) within WIDE_GAP
+    term_unit: int | None
+    keys: tuple[CellKey, ...]
+
+
+def _unit(s: SentenceLexemes, groups: dict[str, str], j: int) -> bool:
+    return 0 <= j < len(s.lexemes) and groups.get(s.categories[j] or "") == "unit"
+
+
+def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
+    """Every value lexeme of the sentence with what the rules would pair it with: the
+    nearest keyword-like category at most 3 lexemes before it (the search stops at other
+    values and at units, sentence ends and other structure) and the unit right after it;
+    and, for terms — a value with a unit at most one lexeme later, as in "thirty (30) days" —
+    the nearest keyword at most 8 lexemes before it, looking past constraint words."""
+    out = []
+    for i in range(len(s.lexemes)):
+        if not s.is_value(i):
+            continue
+        value = s.value_category(i)
+        keyword = term_keyword = None
+        for j in range(i - 1, max(-1, i - DEFAULT_GAP - 2), -1):
+            if s.is_value(j):
+                break
+            cat = s.categories[j]
+            if cat is not None:
+                if groups.get(cat) in KEY_GROUPS:
+                    keyword = j
+                break
+        unit = i + 1 if _unit(s, groups, i + 1) else None
+        term_unit = unit if unit is not None else (i + 2 if _unit(s, groups, i + 2) and not s.is_value(i + 1) else None)
+        if term_unit is not None:
+            for j in range(i - 1, max(-1, i - WIDE_GAP - 2), -1):
+                if s.is_value(j):
+                    break
+                cat = s.categories[j]
+                group = groups.get(cat, "") if cat else ""
+                if group in ("", "constraint", "numeral"):  # "within thirty (30) days"
+                    continue
+                if group == "keyword":
+                    term_keyword = j
+                break
+        keys = []
+        kw = s.categories[keyword] if keyword is not None else ""
+        un = s.categories[unit] if unit is not None else ""
+        if kw:
+            keys.append(CellKey(kw, value, ""))
+            if un:
+                keys.append(CellKey(kw, value, un))
+        if un:
+            keys.append(CellKey("", value, un))
+        if term_keyword is not None:
+            keys.append(CellKey(s.categories[term_keyword], value, s.categories[term_unit], "consistent"))
+        out.append(Occurrence(i, keyword, unit, term_keyword, term_unit, tuple(keys)))
+    return out
+
+
+def evidence_of(occ: Occurrence, key: CellKey) -> bool:
+    """Whether a probe of this occurrence is evidence of the cell (`Couplings.add` scores it
+    from such probes; the top-up counts them): one of the occurrence's cells, and a keyword
+    cell without a unit only where no unit follows the value — it is meant for values written
+    without one ("heart rate 88"); where a unit follows ("heart rate 88 bpm") the value couples
+    with it, and that occurrence is the evidence of the cell with the unit."""
+    return key in occ.keys and (key.check != "range" or bool(key.unit) or not key.keyword or occ.unit is None)
+
+
+def candidate_cells(lexed: Iterable[SentenceLexemes], groups: dict[str, str], min_count: int) -> list[CellKey]:
+    counts: Counter[CellKey] = Counter()
+    for s in lexed:
+        for occ in occurrences(s, groups):
+            counts.update(occ.keys)
+    return sorted(k for k, n in counts.items() if n >= min_count)
+
+
+def stats_rules(cells: list[CellKey]) -> str:
+    """One requirement-free rule per cell, `c0`, `c1`, …: its matches are the cell's values."""
+    return "".join(f'rule c{i} "" heat 0.5 {{\n  match {k.pattern()}\n}}\n' for i, k in enumerate(cells))
+
+
+@dataclass
+class CellValues:
+    values: list[float] = field(default_factory=list)
+    per_document: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # per document, the values a unit follows, for a keyword cell without a unit (`collect_values`)
+    with_unit: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+    def bare(self) -> CellValues:
+        """The values written without a unit: a cell `keyword … value` is meant for "potassium
+        4.9", but its rule also captures "calcium 500 mg" (a supplement dose; the rule language
+        cannot say "no unit after"). Its range is fitted to these; every value is still a false
+        alarm where the range rejects it."""
+        if not self.with_unit:
+            return self
+        out = CellValues()
+        for d, vs in self.per_document.items():
+            drop = Counter(self.with_unit.get(d, ()))
+            for v in vs:
+                if drop[v] > 0:
+                    drop[v] -= 1
+                    continue
+                out.values.append(v)
+                out.per_document[d].append(v)
+        return out if len(out.values) else self
+
+
+def _unit_followed_rules(cells: list[CellKey], units: list[str]) -> str:
+    """`u<i>`: cell i's pattern with any unit after the value, for keyword cells without one."""
+    if not units:
+        return ""
+    any_unit = "(" + " | ".join(units) + ")"
+    return "".join(
+        f'rule u{i} "" heat 0.5 {{\n  match {k.pattern()} {any_unit}\n}}\n'
+        for i, k in enumerate(cells)
+        if k.keyword and not k.unit and k.check == "range"
+    )
+
+
+def collect_values(lexicon: Lexicon, cells: list[CellKey], documents: Iterable[str]) -> dict[CellKey, CellValues]:
+    """Scan every document with the cells compiled into rules (WASM backend); for a keyword
+    cell without a unit, also which of its values a unit follows (`CellValues.bare`)."""
+    units = [c.name for c in lexicon.categories if c.group == "unit"]
+    program = lexicon.program(stats_rules(cells) + _unit_followed_rules(cells, units))
+    checker = wasm_checker(program)
+    out = {k: CellValues() for k in cells}
+    for d, text in enumerate(documents):
+        for e in checker.scan(text).events:
+            if e.kind == "match":
+                v = float(dict(e.captures)["v"])
+                cell = out[cells[int(e.name[1:])]]
+                if e.name[0] == "u":
+                    cell.with_unit[d].append(v)
+                    continue
+                cell.values.append(v)
+                cell.per_document[d].append(v)
+    return out
+
+
+@dataclass
+class ProbeRecord:
+    """The teacher's pair couplings of one value lexeme with every lexeme of its sentence."""
+
+    sentence: str
+    value: int  # lexeme index
+    coupling: list[float | None]  # per lexeme; None: no teacher token (truncated) or itself
+
+
+class Couplings:
+    """Normalised couplings per cell and the pooled distribution their scores are read from."""
+
+    def __init__(self) -> None:
+        self.pooled: list[float] = []
+        self.by_cell: dict[CellKey, list[float]] = defaultdict(list)
+
+    def add(
+        self, s: SentenceLexemes, occ: Occurrence, coupling: list[float | None], *, only: set[CellKey] | None = None
+    ) -> None:
+        """`only` given: evidence of those of the occurrence's cells alone, left out of the
+        pooled distribution that scores are percentiles of (a top-up's probes, chosen for the
+        cells they stand for, are no sample of all values)."""
+        others = [c for k, c in enumerate(coupling) if k != occ.value and c is not None]
+        mean = sum(others) / len(others) if len(others) >= 2 else 0.0
+        if mean <= 0:
+            return
+        if only is None:
+            self.pooled.extend(c / mean for c in others)
+
+        def rel(k: int | None) -> float | None:
+            return None if k is None or coupling[k] is None else coupling[k] / mean
+
+        ck, cu = rel(occ.keyword), rel(occ.unit)
+        for key in occ.keys:
+            if (only is not None and key not in only) or not evidence_of(occ, key):
+                continue
+            if key.check == "consistent":
+                tk, tu = rel(occ.term_keyword), rel(occ.term_unit)
+                if tk is not None and tu is not None:
+                    self.by_cell[key].append(math.sqrt(tk * tu))
+            elif key.keyword and key.unit:
+                if ck is not None and cu is not None:
+                    self.by_cell[key].append(math.sqrt(ck * cu))
+            elif key.keyword:
+                if ck is not None:
+                    self.by_cell[key].append(ck)
+            elif cu is not None:
+                self.by_cell[key].append(cu)
+
+    def strength(self, key: CellKey) -> tuple[float, int]:
+        xs = self.by_cell.get(key, [])
+        return (float(np.median(xs)) if xs else 0.0), len(xs)
+
+    def percentile(self, strength: float) -> float:
+        pooled = np.sort(np.asarray(self.pooled))
+        if not len(pooled):
+            return 0.0
+        return float(np.searchsorted(pooled, strength, side="right")) / len(pooled)
+
+
+@dataclass
+class LearnedCell:
+    key: CellKey
+    score: float
+    strength: float
+    probes: int
+    support: int
+    stats: dict
+    rejected: int = 0  # clean corpus values (range) or matches (consistent) the cell's rule rejects
+    range: tuple[float, float] | None = None  # a range chosen by `allocate`; None: the margin policy's
+    guards: str = ""  # a unit guard (`unit_guards`): the units its keyword takes instead of this cell's
+    worth: float = 0.0  # a unit guard's worth: the values at which it would notice a swapped unit
+    expected: float = 0.0  # a unit guard's false alarms expected in unseen documents

@@ -1,0 +1,227 @@
+"""Unit guards and keyword families: a keyword's rule that notices a unit swapped for
+one of the same quantity that the keyword never takes (`glucose … 5.5 mg/dL` written
+`… 5.5 g/dL`), and families that pool keywords too rare for cells of their own by the
+units they take.
+
+Public surface: `unit_swaps`, `swap_sources`, `unit_guards`, `keyword_families`,
+`in_families`, `guard_expected`, `quantity_of`, `ladder_neighbours`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
+import numpy as np
+
+from heatc.learn.evidence import CellKey, CellValues
+from heatc.learn.lexemes import UNIT_LADDERS
+
+SWAP_KEYWORDS = 2  # keywords that must take both units before a swap between them is plausible
+QUANTITY_EVIDENCE = 1.0  # the evidence two units of one quantity have before any keyword takes both
+GUARDS_PER_CELL = 2  # guards a hot unit cell may add: its unit's most plausible swaps
+
+
+def _units_by_keyword(candidates: Iterable[CellKey]) -> dict[str, set[str]]:
+    """The units each keyword takes before a value, among the candidate range cells."""
+    units_of: dict[str, set[str]] = defaultdict(set)
+    for k in candidates:
+        if k.keyword and k.unit and k.check == "range":
+            units_of[k.keyword].add(k.unit)
+    return units_of
+
+
+Ladders = tuple[tuple[tuple[str, ...], ...], ...]
+
+
+def quantity_of(ladders: Ladders) -> dict[str, int]:
+    """Each unit's quantity (the index of its ladder)."""
+    return {u: q for q, ladder in enumerate(ladders) for rung in ladder for u in rung}
+
+
+def ladder_neighbours(ladders: Ladders) -> set[tuple[str, str]]:
+    """The pairs of units on one rung of a ladder or on two next to each other."""
+    out = set()
+    for ladder in ladders:
+        for i, rung in enumerate(ladder):
+            near = rung + (ladder[i + 1] if i + 1 < len(ladder) else ())
+            out |= {(a, b) for a in rung for b in near if a != b}
+    return out | {(b, a) for a, b in out}
+
+
+def unit_swaps(candidates: Iterable[CellKey], ladders: Ladders = UNIT_LADDERS) -> dict[str, dict[str, float]]:
+    """Which units a unit is plausibly swapped with, and the share of its swaps each takes,
+    learned from the candidate cells: a keyword that takes both units ("versed … mg",
+    "versed … mcg") is evidence that one may stand for the other.
+
+    One keyword is one observation, and a broad one proves little: "patient" is followed by
+    mg, grams, days and degrees, "at most" by mg, cm and minutes, which would make every unit
+    an alternative of every other. So each keyword spreads one unit of evidence over the
+    other units it takes (a keyword with units U gives 1 / (|U| − 1) to each pair, so
+    "weight" with pounds, kg and grams says more about pounds ↔ kg than "patient" with seven
+    units), a swap needs `SWAP_KEYWORDS` keywords that take both units, and a unit's swaps
+    are shared among its plausible alternatives in proportion to that evidence.
+
+    Where keywords show no swap of a unit within its quantity, its neighbours on the
+    quantity's ladder (`ladders`, the seed lexicon's: mcg, mg, g, kg; mL, L; thousand,
+    million, billion) are plausible swaps — a wrong prefix or scale is the error that keeps a
+    value looking right — and the lexicon's word counts as `QUANTITY_EVIDENCE` of each: no
+    two keywords of half of MTSamples take both mL and L, one of TAT-QA million and billion.
+    The lexicon fills a gap in the evidence and never dilutes it: days, whose swaps keywords
+    show (months, years, hours), get no weeks. Only units some candidate cell uses take part."""
+    candidates = list(candidates)
+    units_of = _units_by_keyword(candidates)
+    evidence: dict[tuple[str, str], float] = defaultdict(float)
+    keywords: Counter[tuple[str, str]] = Counter()
+    for units in units_of.values():
+        for a in units:
+            for b in units - {a}:
+                evidence[a, b] += 1.0 / (len(units) - 1)
+                keywords[a, b] += 1
+    used = {k.unit for k in candidates if k.unit}
+    quantity = quantity_of(ladders)
+    shown = {  # units with a swap of their own quantity that keywords show
+        a for (a, b), n in keywords.items() if n >= SWAP_KEYWORDS and a in quantity and quantity.get(b) == quantity[a]
+    }
+    for a, b in ladder_neighbours(ladders):
+        if a in used and b in used and a not in shown:
+            evidence[a, b] += QUANTITY_EVIDENCE
+            keywords[a, b] += SWAP_KEYWORDS
+    plausible: dict[str, dict[str, float]] = defaultdict(dict)
+    for (a, b), e in evidence.items():
+        if keywords[a, b] >= SWAP_KEYWORDS:
+            plausible[a][b] = e
+    return {a: {b: e / sum(alts.values()) for b, e in alts.items()} for a, alts in plausible.items()}
+
+
+def swap_sources(
+    values: dict[CellKey, CellValues], swaps: dict[str, dict[str, float]]
+) -> dict[CellKey, list[tuple[float, np.ndarray]]]:
+    """Per range cell `keyword … value unit` (or `value unit`), the values a swapped unit would
+    put in it: for every unit U′ that its unit U is a plausible swap of (`unit_swaps`), the
+    values of the same keyword's cell in U′ and the share of U′'s swaps that go to U. "within
+    30 days" written "within 30 months" is a months value of 30 after "within"; a range of
+    "within … months" that accepts 2–27 notices it, one that accepts 2–72 does not."""
+    out: dict[CellKey, list[tuple[float, np.ndarray]]] = {}
+    for key in values:
+        if key.check != "range" or not key.unit:
+            continue
+        sources = []
+        for unit, alts in sorted(swaps.items()):
+            share = alts.get(key.unit, 0.0)
+            other = values.get(CellKey(key.keyword, key.value, unit))
+            if share > 0 and other is not None and other.values:
+                sources.append((share, np.asarray(other.values, dtype=np.float64)))
+        if sources:
+            out[key] = sources
+    return out
+
+
+def unit_guards(
+    candidates: Iterable[CellKey],
+    hot: Iterable[CellKey],
+    groups: dict[str, str],
+    ladders: Ladders = UNIT_LADDERS,
+) -> dict[CellKey, list[tuple[CellKey, float]]]:
+    """Unit guards: cells that reject a value in a unit its keyword never takes.
+
+    "Zocor 20 mg" written "Zocor 20 g" stays plausible for grams alone ("Ancef 1 g",
+    "specimen 350 g"); what is wrong is the unit after this keyword. Which units stand in
+    for one another, and how often, is learned from the candidate cells (`unit_swaps`).
+    For every hot cell `keyword … number unit` (a domain keyword), the `GUARDS_PER_CELL`
+    most plausible swaps of its unit — those of the same quantity first — that the keyword
+    never takes in the sample each get a guard `keyword … number unit'` whose range is [0, 0]
+    ("aspirin … mg" guards grams, not centimetres: no two keywords take both mg and cm). A
+    guard maps to the cells it stands for, each with the share of that unit's swaps it would
+    notice.
+
+    The teacher's evidence is the guarded cell's: its keyword, value and unit are coupled;
+    the corpus's evidence is the absence. `select_cells` prices each guard by its false
+    alarms (every value the corpus writes in that unit after the keyword) and the ones
+    expected in unseen documents (Good–Turing, `guard_expected`)."""
+    candidates = list(candidates)
+    units_of = _units_by_keyword(candidates)
+    swaps = unit_swaps(candidates, ladders)
+    quantity = quantity_of(ladders)
+    out: dict[CellKey, list[tuple[CellKey, float]]] = defaultdict(list)
+    for k in hot:
+        if not (k.keyword and k.unit and k.check == "range") or groups.get(k.keyword) != "keyword":
+            continue
+        alts = swaps.get(k.unit, {})
+        # units of the same quantity first (a swap that keeps the value looking right), then
+        # the most plausible; between equals, the unit's name, so that runs agree
+        q = quantity.get(k.unit)
+        ranked = sorted(alts, key=lambda u: (q is None or quantity.get(u) != q, -alts[u], u))[:GUARDS_PER_CELL]
+        for u in ranked:
+            if u not in units_of.get(k.keyword, ()):
+                out[CellKey(k.keyword, k.value, u)].append((k, alts[u]))
+    return dict(out)
+
+
+FAMILY_MEMBERS = 2  # keywords a family needs
+FAMILY_COUNT = 2  # occurrences of a word with its unit in the discovery sample that let it join a family
+
+
+def keyword_families(
+    candidates: Iterable[CellKey],
+    support: dict[CellKey, int],
+    groups: dict[str, str],
+    min_support: int,
+    taken: set[str],
+) -> dict[str, list[str]]:
+    """Keywords too rare for a cell of their own, pooled by the units they take.
+
+    A medication list names many drugs a few times each ("Coreg 6.25 mg", "Nexium 40 mg"):
+    each drug is a keyword with a candidate cell `drug … number mg`, but none reaches the
+    support a cell needs, so none gets a range or a unit guard, and "Nexium 40 g" passes.
+    Keywords (of the group `keyword`) whose every range cell (with a unit or without) has
+    less than `min_support` values, and which take the same units among the candidate cells,
+    form a family
+    `keywords_<units>` — one category with all their literals — when at least
+    `FAMILY_MEMBERS` share those units. The family's cells then have the support, the
+    teacher's couplings (of each member with its value) and the unit guards that the members
+    lacked — cells with a unit only (`in_families`): what the members share is the units they
+    take, not what their bare numbers measure. `support` gives the corpus values of each
+    candidate range cell."""
+    candidates = list(candidates)
+    units_of = _units_by_keyword(candidates)
+    rare: dict[frozenset[str], list[str]] = defaultdict(list)
+    for kw, units in units_of.items():
+        if groups.get(kw) != "keyword":
+            continue
+        cells = [k for k in candidates if k.keyword == kw and k.check == "range"]
+        if all(support.get(k, 0) < min_support for k in cells):
+            rare[frozenset(units)].append(kw)
+    out = {}
+    for units, members in sorted(rare.items(), key=lambda x: sorted(x[0])):
+        if len(members) < FAMILY_MEMBERS:
+            continue
+        base = "keywords_" + "_".join(sorted(units))
+        name, k = base, 2
+        while name in taken or name in out:
+            name, k = f"{base}_{k}", k + 1
+        out[name] = sorted(members)
+    return out
+
+
+def in_families(candidates: Iterable[CellKey], families: dict[str, list[str]]) -> list[CellKey]:
+    """The candidate cells with each family member's keyword replaced by its family; a
+    family's cells without a unit are left out."""
+    family_of = {m: f for f, ms in families.items() for m in ms}
+    return sorted(
+        {
+            dataclasses.replace(k, keyword=family_of.get(k.keyword, k.keyword))
+            for k in candidates
+            if k.keyword not in family_of or k.unit
+        }
+    )
+
+
+def guard_expected(counts: Iterable[int]) -> float:
+    """The false alarms a guard of a pair the corpus never wrote is expected to raise in a
+    corpus as large again (Good–Turing): the pairs seen once say how much of what is unseen
+    turns up, shared among the unseen pairs."""
+    counts = list(counts)
+    unseen = sum(c == 0 for c in counts)
+    return sum(c == 1 for c in counts) / unseen if unseen else 0.0

@@ -1,0 +1,150 @@
+"""The plan stage: read the corpus, learn keywords, find candidate cells, and choose the
+sentences the teacher reads.
+
+Public surface: `Plan`, `plan(config, documents)`, `plan_lexicon`, `rule_file_literals`,
+`discovery_sample`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from heatc.errors import Diagnostic, HeatError
+from heatc.learn.config import (
+    LearnConfig,
+    Progress,
+    quiet,
+    seeded_hash,
+)
+from heatc.learn.corpus import sentences
+from heatc.learn.evidence import (
+    CellKey,
+    candidate_cells,
+    occurrences,
+)
+from heatc.learn.lexemes import Lexicon, discover_keywords, lex_sentence
+
+
+@dataclass
+class Plan:
+    corpus_sha256: str
+    documents: int
+    sentences: int
+    keywords: list[tuple[str, int]]
+    candidates: list[CellKey]
+    teacher_sentences: list[str]
+    heldout: list[bool]  # per teacher sentence: its document is held out from student training
+    probe_cells: dict[str, list[str]]  # sentence -> the candidate cells it was chosen for
+    excluded: list[str]  # literals that hand-written rule files declare
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["candidates"] = [[k.keyword, k.value, k.unit, k.check] for k in self.candidates]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Plan:
+        d = dict(d)
+        d["candidates"] = [CellKey(*k) for k in d["candidates"]]
+        d["keywords"] = [tuple(k) for k in d["keywords"]]
+        return cls(**d)
+
+
+def plan_lexicon(p: Plan) -> Lexicon:
+    return Lexicon().without_literals(p.excluded).with_keywords(k for k, _ in p.keywords)
+
+
+def rule_file_literals(paths: list[Path]) -> list[str]:
+    """Every literal the classes of hand-written rule files declare: learning leaves them to
+    those files, since a literal belongs to one class."""
+    from heatc.lang.ast import ClassDecl
+    from heatc.lang.parse import parse
+
+    out = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read the rule file: {e.strerror}")) from None
+        for decl in parse(text, str(path)).decls:
+            if isinstance(decl, ClassDecl):
+                out.extend(x.text for x in decl.literals)
+    return sorted(set(out))
+
+
+def discovery_sample(config: LearnConfig, all_sentences: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The sentences keyword discovery reads: up to `discovery_sentences`, in hash order."""
+    order = sorted(range(len(all_sentences)), key=lambda k: seeded_hash(config.seed, all_sentences[k][1]))
+    return [all_sentences[k] for k in order[: config.discovery_sentences]]
+
+
+def plan(config: LearnConfig, documents, progress: Progress = quiet) -> Plan:
+    digest = hashlib.sha256()
+    per_doc: list[list[str]] = []
+    for d in documents:
+        digest.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
+        per_doc.append(sentences(d.text))
+    all_sentences = [(i, s) for i, ss in enumerate(per_doc) for s in ss]
+    if not all_sentences:
+        raise HeatError(Diagnostic("corpus", 0, 0, "no sentences found in the corpus"))
+    sample = discovery_sample(config, all_sentences)
+    progress("keywords", 0, 1)
+    excluded = rule_file_literals(config.rules)
+    base = Lexicon().without_literals(excluded)
+    keywords = discover_keywords(
+        base,
+        (s for _, s in sample),
+        min_support=max(2, config.candidate_count),
+        max_keywords=config.max_keywords,
+    )
+    lexicon = base.with_keywords(k for k, _ in keywords)
+    program = lexicon.program()
+    groups = lexicon.groups()
+    progress("keywords", 1, 1)
+    lexed = []
+    for n, (_, s) in enumerate(sample):
+        lexed.append(lex_sentence(program, s))
+        if n % 2000 == 0:
+            progress("candidate cells", n, len(sample))
+    progress("candidate cells", len(sample), len(sample))
+    candidates = candidate_cells(lexed, groups, config.candidate_count)
+    wanted = set(candidates)
+
+    # Coverage: every candidate cell gets up to probes_per_cell sentences, in hash order.
+    taken: dict[CellKey, int] = dict.fromkeys(candidates, 0)
+    probe_cells: dict[str, list[str]] = {}
+    for (_, s), lx in zip(sample, lexed, strict=True):
+        if len(probe_cells) >= config.max_probe_sentences:
+            break
+        keys = {k for occ in occurrences(lx, groups) for k in occ.keys if k in wanted}
+        need = [k for k in keys if taken[k] < config.probes_per_cell]
+        if need and s not in probe_cells:
+            for k in keys:
+                taken[k] += 1
+            probe_cells[s] = sorted(k.name for k in keys)
+    chosen = list(probe_cells)
+    seen = set(chosen)
+    for _, s in sample:
+        if len(chosen) >= len(probe_cells) + config.label_sentences:
+            break
+        if s not in seen:
+            seen.add(s)
+            chosen.append(s)
+    doc_of = {}
+    for i, s in all_sentences:
+        doc_of.setdefault(s, i)
+    heldout = [(seeded_hash(config.seed + 1, documents[doc_of[s]].id) % 1000) < config.heldout * 1000 for s in chosen]
+    return Plan(
+        digest.hexdigest(),
+        len(documents),
+        len(all_sentences),
+        keywords,
+        candidates,
+        chosen,
+        heldout,
+        probe_cells,
+        excluded,
+    )
