@@ -35,7 +35,8 @@ native_checker = ProgramCache(lambda program: _load(program, "native"))
 _CHECKERS = {"wasm": wasm_checker, "native": native_checker}
 
 _session_batch = {
-    name: ProgramCache(lambda program, checker=checker: checker(program).batch(1)) for name, checker in _CHECKERS.items()
+    name: ProgramCache(lambda program, checker=checker: checker(program).batch(1))
+    for name, checker in _CHECKERS.items()
 }
 """One reusable sequence per program's checker (sessions reset it rather than open batches)."""
 

@@ -54,7 +54,10 @@ def native_header() -> str:
         lines.append("")
 
     block("ABI version (heatc_runtime.abi)", {"abi_major": abi.ABI_MAJOR, "abi_minor": abi.ABI_MINOR})
-    block("control block words (heatc_runtime.abi.CONTROL_FIELDS)", {f"ctl_{f}": i for i, f in enumerate(abi.CONTROL_FIELDS)})
+    block(
+        "control block words (heatc_runtime.abi.CONTROL_FIELDS)",
+        {f"ctl_{f}": i for i, f in enumerate(abi.CONTROL_FIELDS)},
+    )
     block("status codes (heatc_runtime.abi.STATUS_TEXT)", {"status_bad_token": 1, "status_finished": 2})
     assert set(abi.STATUS_TEXT) == {1, 2}
     block("lexeme codes (heatc.ir)", {n: getattr(ir, n) for n in ("LEX_NONE", "LEX_SPACE", "LEX_OTHER", "LEX_WORD", "LEX_NUMBER", "LEX_PERCENT", "LEX_LITERAL0")})  # fmt: skip

@@ -14,12 +14,16 @@
 // --fmad=false) so that nothing is fused.
 #pragma once
 
+// HEATC_CALL: a function the GPU build keeps out of line (inlining every entry point's
+// whole call tree made the device code ten times larger and slow to compile)
 #if defined(__CUDACC__)
 #define HEATC_HD __host__ __device__
 #define HEATC_INLINE __forceinline__
+#define HEATC_CALL __noinline__
 #else
 #define HEATC_HD
 #define HEATC_INLINE inline __attribute__((always_inline))
+#define HEATC_CALL inline
 #endif
 
 #if defined(__CUDACC_RTC__)
@@ -141,7 +145,7 @@ HEATC_HD HEATC_INLINE uint8_t* new_event(const Program& g, Io& io, uint8_t* s, u
 
 // ---- verdicts and snapshots -------------------------------------------------------------
 
-HEATC_HD bool accepts(const uint8_t* rec, const uint8_t* el, uint32_t code);
+HEATC_HD HEATC_CALL bool accepts(const uint8_t* rec, const uint8_t* el, uint32_t code);
 
 // A late-starting rule (ir.starts_late) has, in the reference, a thread waiting for its
 // second element exactly when the look-behind lexeme is the `lexemes`-th and its first
@@ -161,11 +165,11 @@ HEATC_HD HEATC_INLINE uint32_t verdict(const Program& g, const uint8_t* s, uint3
   return look_thread(g, s, rec, SF(uint64_t, LEXEMES)) ? 1 : 0;
 }
 
-HEATC_HD inline void verdicts(const Program& g, const uint8_t* s, uint8_t* out) {
+HEATC_HD HEATC_CALL void verdicts(const Program& g, const uint8_t* s, uint8_t* out) {
   for (uint32_t r = 0; r < HP(N_RULES); r++) out[r] = (uint8_t)verdict(g, s, r);
 }
 
-HEATC_HD inline void publish(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t final_) {
+HEATC_HD HEATC_CALL void publish(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t final_) {
   uint8_t* o = io.snap + (uint64_t)io.snap_count * HP(SNAPSHOT_SIZE);
   io.snap_count++;
   st<uint32_t>(o + 0, seq);
@@ -191,7 +195,7 @@ HEATC_HD HEATC_INLINE double scale(const Program& g, double m, int32_t e) {
 }
 
 // kind << 16 | value of a Chinese numeral character, or 0
-HEATC_HD inline uint32_t cn(const Program& g, uint32_t cp) {
+HEATC_HD HEATC_CALL uint32_t cn(const Program& g, uint32_t cp) {
   const uint8_t* t = HT(CN_TABLE);
   uint32_t lo = 0, hi = HP(N_CN);
   while (lo < hi) {
@@ -232,7 +236,7 @@ HEATC_HD HEATC_INLINE int32_t arabic_digit(uint32_t cp) {
 }
 
 // The value of a number or percent lexeme's bytes: heatc/numbers.py, step by step.
-HEATC_HD inline double number_value(const Program& g, const uint8_t* p, uint32_t len) {
+HEATC_HD HEATC_CALL double number_value(const Program& g, const uint8_t* p, uint32_t len) {
   const uint8_t* end = p + len;
   // a 百分之 prefix (E7 99 BE E5 88 86 E4 B9 8B) carries no value
   if (len >= 9 && p[0] == 0xE7 && p[1] == 0x99 && p[2] == 0xBE && p[3] == 0xE5 && p[4] == 0x88 && p[5] == 0x86 &&
@@ -336,7 +340,7 @@ struct Sha256 {
 
 HEATC_HD HEATC_INLINE uint32_t rotr(uint32_t x, uint32_t n) { return x >> n | x << (32 - n); }
 
-HEATC_HD inline void sha_block(const Program& g, Sha256& c) {
+HEATC_HD HEATC_CALL void sha_block(const Program& g, Sha256& c) {
   const uint8_t* kt = HT(SHA256_K);
   uint32_t w[64];
   for (int i = 0; i < 16; i++)
@@ -363,7 +367,7 @@ HEATC_HD inline void sha_block(const Program& g, Sha256& c) {
   c.h[0] += a, c.h[1] += b, c.h[2] += cc, c.h[3] += d, c.h[4] += e, c.h[5] += f, c.h[6] += gg, c.h[7] += h;
 }
 
-HEATC_HD inline void sha_init(Sha256& c) {
+HEATC_HD HEATC_CALL void sha_init(Sha256& c) {
   const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                           0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   for (int i = 0; i < 8; i++) c.h[i] = iv[i];
@@ -371,7 +375,7 @@ HEATC_HD inline void sha_init(Sha256& c) {
   c.total = 0;
 }
 
-HEATC_HD inline void sha_put(const Program& g, Sha256& c, const uint8_t* p, uint32_t n) {
+HEATC_HD HEATC_CALL void sha_put(const Program& g, Sha256& c, const uint8_t* p, uint32_t n) {
   c.total += n;
   for (uint32_t i = 0; i < n; i++) {
     c.block[c.fill++] = p[i];
@@ -382,7 +386,7 @@ HEATC_HD inline void sha_put(const Program& g, Sha256& c, const uint8_t* p, uint
   }
 }
 
-HEATC_HD inline uint64_t sha_key(const Program& g, Sha256& c) {
+HEATC_HD HEATC_CALL uint64_t sha_key(const Program& g, Sha256& c) {
   uint64_t bits = c.total * 8;
   uint8_t pad = 0x80;
   sha_put(g, c, &pad, 1);
@@ -398,7 +402,7 @@ HEATC_HD inline uint64_t sha_key(const Program& g, Sha256& c) {
   return key;
 }
 
-HEATC_HD inline int32_t anchor_lookup(const Program& g, uint64_t key) {
+HEATC_HD HEATC_CALL int32_t anchor_lookup(const Program& g, uint64_t key) {
   uint32_t mask = HP(ANCHOR_SIZE) - 1;
   uint32_t slot = (uint32_t)key & mask;
   for (;;) {
@@ -423,7 +427,7 @@ HEATC_HD HEATC_INLINE uint8_t* ring_entry(const Program& g, uint8_t* s, uint32_t
 
 HEATC_HD HEATC_INLINE uint64_t fnv(uint64_t h, uint32_t b) { return (h ^ b) * HEATC_FNV_PRIME; }
 
-HEATC_HD inline void anchor_step(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t code, uint32_t len,
+HEATC_HD HEATC_CALL void anchor_step(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t code, uint32_t len,
                                  uint64_t start, uint64_t end, uint32_t space) {
   const uint8_t* buf = s + HP(OFF_BUF);
   if (!(code == HEATC_LEX_WORD || code >= HEATC_LEX_LITERAL0 || (code == HEATC_LEX_OTHER && buf[0] >= 0x80))) {
@@ -519,7 +523,7 @@ HEATC_HD HEATC_INLINE bool gate_open(const Program& g, const uint8_t* s, int32_t
 // ---- matching (docs/semantics.md §3–4) --------------------------------------------------
 
 // does element `el` of rule `rec` accept token `code`? (binary search of its sorted list)
-HEATC_HD inline bool accepts(const uint8_t* rec, const uint8_t* el, uint32_t code) {
+HEATC_HD HEATC_CALL bool accepts(const uint8_t* rec, const uint8_t* el, uint32_t code) {
   const uint8_t* ap = rec + ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS);
   uint32_t lo = 0, hi = ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS);
   while (lo < hi) {
@@ -545,7 +549,7 @@ HEATC_HD HEATC_INLINE double operand(const uint8_t* thread, int32_t cap, double 
   return cap >= 0 ? ld<double>(thread + HEATC_THREAD_CAPTURES + 8 * cap) : c;
 }
 
-HEATC_HD inline bool holds(const uint8_t* q, const uint8_t* thread) {
+HEATC_HD HEATC_CALL bool holds(const uint8_t* q, const uint8_t* thread) {
   uint32_t op = ld<uint32_t>(q + HEATC_REQ_OP);
   double a = operand(thread, ld<int32_t>(q + HEATC_REQ_LEFT), ld<double>(q + HEATC_REQ_LEFT_CONST));
   if (op == HEATC_OP_IN) {
@@ -565,7 +569,7 @@ HEATC_HD inline bool holds(const uint8_t* q, const uint8_t* thread) {
   }
 }
 
-HEATC_HD inline uint32_t channel_slot(const uint8_t* rec, const uint8_t* u, const uint8_t* thread) {
+HEATC_HD HEATC_CALL uint32_t channel_slot(const uint8_t* rec, const uint8_t* u, const uint8_t* thread) {
   int32_t key = ld<int32_t>(u + HEATC_CHAN_KEY);
   uint32_t base = ld<uint32_t>(u + HEATC_CHAN_CHANNEL);
   if (key < 0) return base;
@@ -578,7 +582,7 @@ HEATC_HD inline uint32_t channel_slot(const uint8_t* rec, const uint8_t* u, cons
   return base + i;
 }
 
-HEATC_HD inline void complete(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t r, const uint8_t* rec,
+HEATC_HD HEATC_CALL void complete(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t r, const uint8_t* rec,
                               const uint8_t* thread, uint64_t end) {
   int32_t failed = -1, conflict = -1;
   uint8_t* rs = s + ld<uint32_t>(rec + HEATC_RULE_STATE);
@@ -639,7 +643,7 @@ HEATC_HD inline void complete(const Program& g, Io& io, uint8_t* s, uint32_t seq
 }
 
 // one rule's step for one lexeme (docs/semantics.md §3)
-HEATC_HD inline void step_rule(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t r, uint32_t code,
+HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t r, uint32_t code,
                                uint64_t start, uint64_t end, double value, bool barrier) {
   const uint8_t* rec = rule_rec(g, r);
   int32_t gate = ld<int32_t>(rec + HEATC_RULE_GATE);
@@ -709,7 +713,7 @@ HEATC_HD inline void step_rule(const Program& g, Io& io, uint8_t* s, uint32_t se
 }
 
 // visit, in rule order, the rules with live threads and those this token can start
-HEATC_HD inline void rules_step(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t code, uint64_t start,
+HEATC_HD HEATC_CALL void rules_step(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t code, uint64_t start,
                                 uint64_t end, double value) {
   if (!HP(N_RULES)) return;
   bool barrier = (HT(CODE_FLAGS)[code] & HEATC_FLAG_BARRIER) != 0;
@@ -744,7 +748,7 @@ HEATC_HD HEATC_INLINE void keep_look(const Program& g, uint8_t* s, uint64_t star
   copy(s + HP(OFF_LOOK_BUF), s + HP(OFF_BUF), HP(MAX_LEXEME));
 }
 
-HEATC_HD inline void emit(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t code, uint32_t len) {
+HEATC_HD HEATC_CALL void emit(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t code, uint32_t len) {
   if (code == HEATC_LEX_SPACE) return;
   uint64_t start = SF(uint64_t, TOK_START), end = start + len;
   uint32_t space = start > SF(uint64_t, LAST_END);
@@ -775,7 +779,7 @@ HEATC_HD HEATC_INLINE void clear_lexer(const Program& g, uint8_t* s) {
 }
 
 // emit the longest accepted token; move the n - last_len bytes after it to the front
-HEATC_HD inline uint32_t emit_last(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t n) {
+HEATC_HD HEATC_CALL uint32_t emit_last(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t n) {
   uint32_t len = SF(uint32_t, LAST_LEN);
   emit(g, io, s, seq, SF(uint32_t, LAST_TOK), len);
   uint8_t* buf = s + HP(OFF_BUF);
@@ -809,7 +813,7 @@ HEATC_HD HEATC_INLINE uint32_t dfa_accept(const Program& g, uint32_t row) {
 }
 
 // try to extend the current token with b: true if it fit, false if the token must be emitted
-HEATC_HD inline bool advance(const Program& g, uint8_t* s, uint32_t b) {
+HEATC_HD HEATC_CALL bool advance(const Program& g, uint8_t* s, uint32_t b) {
   if (SF(uint32_t, PEND_TOK)) resolve_pending(g, s, b);
   uint32_t len = SF(uint32_t, BUF_LEN);
   if (len >= HP(MAX_LEXEME)) return false;
@@ -834,7 +838,7 @@ HEATC_HD inline bool advance(const Program& g, uint8_t* s, uint32_t b) {
 }
 
 // lex again the n bytes at the front of buf (left over after an emission)
-HEATC_HD inline void relex(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t n) {
+HEATC_HD HEATC_CALL void relex(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t n) {
   uint32_t r = 0;
   while (r < n) {
     if (advance(g, s, s[HP(OFF_BUF) + r])) {
@@ -848,14 +852,14 @@ HEATC_HD inline void relex(const Program& g, Io& io, uint8_t* s, uint32_t seq, u
 
 // the slow path of one byte: it ends the current token (callers count it in pos first, so
 // snapshot counters include the byte whose arrival emitted a trigger lexeme)
-HEATC_HD inline void push_byte(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t b) {
+HEATC_HD HEATC_CALL void push_byte(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t b) {
   if (advance(g, s, b)) return;
   uint32_t n = emit_last(g, io, s, seq, SF(uint32_t, BUF_LEN));
   s[HP(OFF_BUF) + n] = (uint8_t)b;
   relex(g, io, s, seq, n + 1);
 }
 
-HEATC_HD inline void end_token(const Program& g, Io& io, uint8_t* s, uint32_t seq) {
+HEATC_HD HEATC_CALL void end_token(const Program& g, Io& io, uint8_t* s, uint32_t seq) {
   uint64_t tokens = SF(uint64_t, TOKENS) + 1;
   SSET(uint64_t, TOKENS, tokens);
   if (HP(WINDOW) && tokens % HP(WINDOW) == 0 && !io.quiet) publish(g, io, s, seq, 0);
@@ -867,7 +871,7 @@ HEATC_HD inline void end_token(const Program& g, Io& io, uint8_t* s, uint32_t se
 // anchor term (they are only counted). Stops, with the lexer state written back, at the end
 // of the input, after a literal that waits for its word-boundary byte, at the 64-byte cap,
 // or before a byte that ends a token that needs more. Returns the new input index.
-HEATC_HD inline uint32_t scan(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i,
+HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i,
                               uint32_t len) {
   const uint8_t* dfa = HT(DFA);
   const uint8_t* cls = HT(BYTE_CLASS);
@@ -940,7 +944,7 @@ HEATC_HD inline uint32_t scan(const Program& g, const Io& io, uint8_t* s, const 
 
 // feed bytes: `scan` does the common work; this loop handles what stops it. Stops early
 // (returning the bytes consumed) when an emission could overflow a buffer.
-HEATC_HD inline uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, uint32_t seq, const uint8_t* in,
+HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, uint32_t seq, const uint8_t* in,
                                     uint32_t len) {
   uint64_t pos0 = SF(uint64_t, POS);
   uint32_t i = 0;
@@ -975,12 +979,12 @@ HEATC_HD inline uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, uint32
 
 // ---- entry points (docs/abi.md, "Functions") --------------------------------------------
 
-HEATC_HD inline void reset(const Program& g, uint8_t* s) {
+HEATC_HD HEATC_CALL void reset(const Program& g, uint8_t* s) {
   zero(s, HP(STATE_SIZE));
   SSET(uint32_t, DFA_STATE, HP(DFA_WIDTH));
 }
 
-HEATC_HD inline uint32_t feed(const Program& g, Io& io, uint8_t* s, uint32_t seq, const uint8_t* in, uint32_t len,
+HEATC_HD HEATC_CALL uint32_t feed(const Program& g, Io& io, uint8_t* s, uint32_t seq, const uint8_t* in, uint32_t len,
                               uint32_t end) {
   if (SF(uint32_t, FLAGS) & 1) {
     io.status = HEATC_STATUS_FINISHED;
@@ -993,7 +997,7 @@ HEATC_HD inline uint32_t feed(const Program& g, Io& io, uint8_t* s, uint32_t seq
 
 // end of stream: flush the lexer, end every thread, publish the final snapshot. Returns 0
 // (having done nothing) when the buffers lack room.
-HEATC_HD inline uint32_t finish(const Program& g, Io& io, uint8_t* s, uint32_t seq) {
+HEATC_HD HEATC_CALL uint32_t finish(const Program& g, Io& io, uint8_t* s, uint32_t seq) {
   if (!room_for_bytes(g, io, s, 0)) return 0;
   while (SF(uint32_t, BUF_LEN)) {
     if (SF(uint32_t, PEND_TOK)) {
@@ -1023,7 +1027,7 @@ HEATC_HD inline uint32_t finish(const Program& g, Io& io, uint8_t* s, uint32_t s
   return 1;
 }
 
-HEATC_HD inline uint32_t snapshot(const Program& g, Io& io, uint8_t* s, uint32_t seq) {
+HEATC_HD HEATC_CALL uint32_t snapshot(const Program& g, Io& io, uint8_t* s, uint32_t seq) {
   if (!snap_room(io, 1)) return 0;
   publish(g, io, s, seq, 0);
   return 1;
@@ -1031,7 +1035,7 @@ HEATC_HD inline uint32_t snapshot(const Program& g, Io& io, uint8_t* s, uint32_t
 
 // a whole document in one call: reset, feed, finish. Returns the bytes consumed; the stream
 // is finished only when all were and there was room to finish.
-HEATC_HD inline uint32_t scan_document(const Program& g, Io& io, uint8_t* s, uint32_t seq, const uint8_t* in,
+HEATC_HD HEATC_CALL uint32_t scan_document(const Program& g, Io& io, uint8_t* s, uint32_t seq, const uint8_t* in,
                                        uint32_t len) {
   reset(g, s);
   uint32_t n = feed(g, io, s, seq, in, len, 1);
@@ -1042,7 +1046,7 @@ HEATC_HD inline uint32_t scan_document(const Program& g, Io& io, uint8_t* s, uin
 // One token through the token table for sequence `seq`: 1 if stepped; 0 when the buffers
 // lack room for it (nothing done) or it was refused (io.status set: a token id out of
 // range, or a finished stream).
-HEATC_HD inline uint32_t step(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t id) {
+HEATC_HD HEATC_CALL uint32_t step(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t id) {
   if (id >= io.n_tokens) {
     io.status = HEATC_STATUS_BAD_TOKEN;
     return 0;

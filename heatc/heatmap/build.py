@@ -22,12 +22,12 @@ from pathlib import Path
 
 from heatc import __version__, ir
 from heatc.errors import Diagnostic, HeatError
+from heatc.hct import hct_bytes
 from heatc.heatmap.format import Heatmap, load_heatmap
 from heatc.heatmap.lower import Lowered, lower
-from heatc.hct import hct_bytes
 from heatc.heatmap.tokenizers import TokenTable, table_bytes, token_table
 from heatc.lang.compiler import compile_tree
-from heatc.wasm import ABI_MAJOR, ABI_MINOR, compile_wasm
+from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
 from heatc_runtime.hct import HCT_MAGIC, HCT_VERSION  # noqa: F401  (re-exported: the format is the runtime's)
 

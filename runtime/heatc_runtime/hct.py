@@ -67,8 +67,8 @@ def read_hct(data: bytes, where: str = "rules.hct") -> Hct:
     parameter a core needs. Raises ModuleError with the reason."""
     if len(data) < HEAD.size or data[:8] != HCT_MAGIC:
         raise ModuleError(f"{where}: not a heatc rules.hct file (bad magic)")
-    _, version, major, minor, n_rules, state_size, blob_size, l2_end, device_end, digest, n_sections = (
-        HEAD.unpack_from(data)
+    _, version, major, minor, n_rules, state_size, blob_size, l2_end, device_end, digest, n_sections = HEAD.unpack_from(
+        data
     )
     if version != HCT_VERSION:
         raise ModuleError(

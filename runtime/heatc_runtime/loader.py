@@ -104,5 +104,7 @@ def _native_checker(manifest: dict, data: bytes, limits: Limits, where: str) -> 
         raise ModuleError(f"{where}: checksum mismatch: the tables are corrupt or were changed after the build")
     hct = read_hct(data, where)
     if hct.abi != (manifest["abi"]["major"], manifest["abi"]["minor"]):
-        raise ModuleError(f"{where}: the tables say ABI {hct.abi[0]}.{hct.abi[1]} but the manifest says {manifest['abi']}")
+        raise ModuleError(
+            f"{where}: the tables say ABI {hct.abi[0]}.{hct.abi[1]} but the manifest says {manifest['abi']}"
+        )
     return NativeChecker(manifest, hct, limits, where)
