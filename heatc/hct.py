@@ -54,6 +54,8 @@ def hct_params(program: ir.Program, packed: Packed) -> dict[str, int]:
         "n_cn": k["n_cn"],
         "max_captures": k["max_captures"],
         "n_channels": len(program.channels),
+        "word_row": k["word_row"],
+        "skip_log2": k["skip_log2"],
     }
     for name in _FIXED:
         values[f"off_{name}"] = layout.field(name).offset

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from heatc import ir
 from heatc.lexing import FNV_OFFSET, FNV_PRIME
-from heatc.wasm import pack
+from heatc.wasm import pack, skipper
 from heatc.wasm.codegen import EVENT_HEADER, SNAPSHOT_HEADER
 from heatc_runtime import abi, hct
 
@@ -79,6 +79,8 @@ def native_header() -> str:
         {f"ev_{n}": v for n, v in _EVENT.items()} | {"snapshot_head": SNAPSHOT_HEADER},
     )
     block("state record parts (docs/abi.md)", {f"thread_{n}": v for n, v in _THREAD.items()} | {f"ring_{n}": v for n, v in _RING.items()} | {"ring_entry": 80})  # fmt: skip
+    block("the skipper's tables (heatc.wasm.skipper)", {"skip_word_fingerprints": skipper.SKIP_WORD_FINGERPRINTS})
+    lines.append(f"#define HEATC_SKIP_KEY_MUL 0x{skipper.SKIP_KEY_MUL:016X}ull")
     lines.append(f"#define HEATC_FNV_OFFSET 0x{FNV_OFFSET:016X}ull")
     lines.append(f"#define HEATC_FNV_PRIME 0x{FNV_PRIME:016X}ull")
     lines.append("")

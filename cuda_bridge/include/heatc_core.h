@@ -39,6 +39,11 @@ typedef long long int64_t;
 
 #include "heatc_native_abi.h"
 
+#if !defined(__CUDA_ARCH__) && defined(__SSE2__)
+#include <emmintrin.h>
+#define HEATC_SSE2 1
+#endif
+
 namespace heatc {
 
 // ---- memory helpers (aligned on the GPU; any alignment on the host) ----------------------
@@ -88,6 +93,23 @@ HEATC_HD HEATC_INLINE uint32_t ctz64(uint64_t x) {
 #else
   return (uint32_t)__builtin_ctzll(x);
 #endif
+}
+
+// how many of the (at most) n bytes at p are ASCII letters, from the first
+HEATC_HD HEATC_INLINE uint32_t letter_run(const uint8_t* p, uint32_t n) {
+  uint32_t i = 0;
+#if defined(HEATC_SSE2)
+  // (b | 0x20) + 0x1F lands in -128..-103 exactly for a–z: one signed comparison
+  const __m128i fold = _mm_set1_epi8(0x20), add = _mm_set1_epi8(0x1F), lim = _mm_set1_epi8(-102);
+  while (i + 16 <= n) {
+    __m128i v = _mm_loadu_si128((const __m128i*)(p + i));
+    uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmplt_epi8(_mm_add_epi8(_mm_or_si128(v, fold), add), lim));
+    if (m != 0xFFFF) return i + (uint32_t)__builtin_ctz(~m);
+    i += 16;
+  }
+#endif
+  while (i < n && (uint32_t)((p[i] | 32) - 97) < 26) i++;
+  return i;
 }
 
 // ---- the program and the outputs -------------------------------------------------------
@@ -865,6 +887,14 @@ HEATC_HD HEATC_CALL void end_token(const Program& g, Io& io, uint8_t* s, uint32_
   if (HP(WINDOW) && tokens % HP(WINDOW) == 0 && !io.quiet) publish(g, io, s, seq, 0);
 }
 
+#if defined(HEATC_WITH_SKIPPER)
+// The host's idle-stretch skipper (docs/abi.md, "The skipper"; heatc_native.cpp): from a
+// token start in `in` at i, with no live thread, counts the plain words, whitespace and
+// plain bytes it can vouch for; returns where the automaton takes over (a token start).
+uint32_t skip_plain(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i, uint32_t len,
+                    uint64_t* tok_start, uint64_t* lexemes);
+#endif
+
 // The common work of feeding bytes, kept in locals: extend the current token while the
 // automaton can, and finish in place the tokens that need nothing else — spaces and, while
 // no rule has a live thread, lexemes that start no rule, trigger nothing and are in no
@@ -880,6 +910,7 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
   const uint32_t matters = io.quiet ? HEATC_FLAG_STARTS : (HEATC_FLAG_STARTS | HEATC_FLAG_TRIGGER);
   const bool idle = SF(uint32_t, N_ACTIVE) == 0;
   const bool anchors = HP(ANCHOR_LEXEMES) != 0, late = HP(LATE) != 0;
+  const uint32_t word_row = anchors ? 0 : HP(WORD_ROW);
   uint8_t* buf = s + HP(OFF_BUF);
   uint32_t row = SF(uint32_t, DFA_STATE), q = SF(uint32_t, BUF_LEN);
   uint32_t last_tok = SF(uint32_t, LAST_TOK), last_q = SF(uint32_t, LAST_LEN);
@@ -915,6 +946,9 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
       row = width;
       last_tok = 0;
       last_q = 0;
+#if defined(HEATC_WITH_SKIPPER)
+      if (idle && HP(SKIP_LOG2) && len - i >= 40) i = skip_plain(g, io, s, in, i, len, &tok_start, &lexemes);
+#endif
       continue;
     }
     if (q >= cap) break;
@@ -931,6 +965,14 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
       }
       last_tok = a & 0x7FFF;
       last_q = q;
+      // inside a plain word every letter loops back here: take the run of letters at once
+      // (its bytes are not copied: without anchors nothing reads a word's bytes again)
+      if (t == word_row) {
+        uint32_t n = letter_run(in + i, (len - i < cap - q) ? len - i : cap - q);
+        i += n;
+        q += n;
+        last_q = q;
+      }
     }
   }
   SSET(uint32_t, DFA_STATE, row);

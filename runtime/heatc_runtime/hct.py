@@ -8,7 +8,7 @@ record sizes and the program's constants. `PARAMS` is their order in the C core'
 `HEATC_P_<NAME>`); `read_hct` returns them in that order.
 
 Public surface: `HCT_MAGIC`, `HCT_VERSION`, `HEAD`, `SECTION`, `PARAM`, `VALUES`, `TABLES`,
-`PARAMS`, `Hct`, `read_hct(data, where)`.
+`OPTIONAL_TABLES`, `PARAMS`, `Hct`, `read_hct(data, where)`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ PARAM = struct.Struct("<24sI")  # name, value
 VALUES = (
     "state_size", "event_size", "snapshot_size", "n_rules", "n_codes", "dfa_width", "dfa_words", "max_lexeme",
     "plm", "window", "late", "anchor_lexemes", "n_groups", "anchor_size", "filter_bits", "n_domains", "n_cn",
-    "max_captures", "n_channels",
+    "max_captures", "n_channels", "word_row", "skip_log2",
     "off_pos", "off_lexemes", "off_tokens", "off_matches", "off_rejections", "off_tok_start", "off_last_end",
     "off_dfa_state", "off_buf_len", "off_last_tok", "off_last_len", "off_pend_tok", "off_pend_fallback",
     "off_pend_len", "off_flags", "off_pending_events", "off_n_active", "off_buf", "off_active_rules",
@@ -43,8 +43,10 @@ VALUES = (
 TABLES = (
     "byte_class", "dfa", "code_flags", "inert", "literal_class", "start_off", "start_rules", "rules", "rule_off",
     "anchor_keys", "anchor_groups", "anchor_filter", "anchor_end_filter", "anchor_member_filter", "domain_index",
-    "domain_bytes", "pow10", "cn_table", "sha256_k",
+    "domain_bytes", "pow10", "cn_table", "sha256_k", "skip_plain", "skip_words",
 )  # fmt: skip
+#: Sections only some programs have (0 when absent: the skipper's, heatc.wasm.skipper).
+OPTIONAL_TABLES = ("skip_plain", "skip_words")
 PARAMS = VALUES + tuple(f"t_{name}" for name in TABLES)
 
 
@@ -100,7 +102,7 @@ def read_hct(data: bytes, where: str = "rules.hct") -> Hct:
     params = []
     for name in PARAMS:
         if name.startswith("t_"):
-            value = sections.get(name[2:][:16])
+            value = sections.get(name[2:][:16], 0 if name[2:] in OPTIONAL_TABLES else None)
             what = "section"
         else:
             value = values.get(name)
