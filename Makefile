@@ -5,9 +5,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long bench bench-learn clean
+.PHONY: demo test test-long bench bench-learn native clean
 
-$(STAMP): pyproject.toml
+# (the native backend's C++ core is compiled by the install: a changed source reinstalls)
+$(STAMP): pyproject.toml setup.py cuda_bridge/include/heatc_core.h cuda_bridge/include/heatc_native_abi.h cuda_bridge/src/heatc_native.cpp
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -42,6 +43,11 @@ bench-learn: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/learn_fidelity.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/learn_usefulness.py
+
+# Rebuild the native backend's extension in place (heatc_runtime/_native*.so) after editing
+# cuda_bridge/; bench/native.py compares it with the WASM backend.
+native: $(STAMP)
+	$(BIN)/python setup.py -q build_ext --inplace
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .ruff_cache

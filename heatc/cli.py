@@ -21,7 +21,7 @@ except ModuleNotFoundError as missing:  # the runtime-only install has no CLI de
 
 from heatc import __version__
 from heatc.errors import HeatError
-from heatc_runtime import Verdict, worst
+from heatc_runtime import ModuleError, Verdict, worst
 
 app = typer.Typer(
     add_completion=False,
@@ -221,16 +221,35 @@ def show(
 def test_cmd(
     file: Annotated[Path, typer.Argument(help="A heatmap (.yaml) or a .heat rule file.")],
     examples: Annotated[int, typer.Option("--examples", "-n", help="Generated inputs per rule.")] = 200,
+    backend: Annotated[
+        list[str] | None,
+        typer.Option("--backend", help="Test on this backend (repeatable; the reference always runs). Default: all."),
+    ] = None,
 ) -> None:
     """Check the expect examples and property-test every rule on every backend."""
     from heatc.backends import BACKENDS
     from heatc.verify.properties import run_tests
 
+    unknown = [b for b in backend or [] if b not in BACKENDS]
+    if unknown:
+        raise _fail(f"heatc test: unknown backend {unknown[0]!r} (available: {', '.join(BACKENDS)})")
+    chosen = ["reference", *[b for b in BACKENDS if b != "reference" and (not backend or b in backend)]]
+    if not backend and "native" in chosen:
+        from heatc_runtime.native import native_extension
+
+        try:
+            native_extension()
+        except ModuleError as e:  # (asked for by name, it fails below with this message)
+            out.print(f"[yellow]native backend skipped[/]: {escape(str(e))}")
+            chosen.remove("native")
     try:
         program = _compile(file)
     except HeatError as e:
         raise _fail(e.render()) from None
-    report = run_tests(program, examples, list(BACKENDS))
+    try:
+        report = run_tests(program, examples, chosen)
+    except ModuleError as e:
+        raise _fail(f"heatc test: {e}") from None
     for backend, failures in report.expect_failures.items():
         for f in failures:
             out.print(
@@ -427,7 +446,11 @@ def scan(
     lines: Annotated[bool, typer.Option("--lines", help="Each input line is a separate document.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per document.")] = False,
     backend: Annotated[
-        str, typer.Option("--backend", help="reference (the spec) or wasm (a build's module, or compiled on the fly).")
+        str,
+        typer.Option(
+            "--backend",
+            help="reference (the spec), wasm (a build's module, or compiled on the fly) or native (the C++ core).",
+        ),
     ] = "",
 ) -> None:
     """Run a rule set over text and report verdicts and events.
@@ -451,11 +474,18 @@ def scan(
     def run(doc: bytes):
         return run_document(backend, program, doc)
 
-    if rules.is_dir() and backend == "wasm":
-        from heatc_runtime import ModuleError, load
+    if backend == "native":
+        from heatc_runtime.native import native_extension
 
         try:
-            checker = load(rules)
+            native_extension()
+        except ModuleError as e:
+            raise _fail(f"heatc scan: {e}") from None
+    if rules.is_dir() and backend in ("wasm", "native"):
+        from heatc_runtime import load
+
+        try:
+            checker = load(rules, backend=backend)
         except ModuleError as e:
             raise _fail(f"{rules}: error: {e}") from None
 

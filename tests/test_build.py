@@ -67,7 +67,7 @@ def test_rules_hct_header(tmp_path):
     version, major, _minor, n_rules, state_size, blob_size, l2_end, device_end, digest, _n_sections = (
         struct.unpack_from("<IIIIIIQQ32sI", data, 8)
     )
-    assert (version, major, n_rules) == (1, 1, 1)
+    assert (version, major, n_rules) == (2, 1, 1)
     blob = data[-blob_size:]
     assert hashlib.sha256(blob).digest() == digest
     assert 0 < l2_end <= device_end <= blob_size

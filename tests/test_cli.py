@@ -126,11 +126,11 @@ def test_installed_entry_point():
 )
 def test_scan_backends_print_the_same_json(name, text):
     outputs = []
-    for backend in ("reference", "wasm"):
+    for backend in ("reference", "wasm", "native"):
         r = heatc("scan", EXAMPLES / f"{name}.heat", EXAMPLES / "texts" / text, "--json", "--backend", backend)
         assert r.exit_code == 3, r.output
         doc = json.loads(r.output)
         assert doc.pop("backend") == backend
         doc.pop("elapsed_ms")
         outputs.append(doc)
-    assert outputs[0] == outputs[1]
+    assert outputs[0] == outputs[1] == outputs[2]

@@ -22,15 +22,15 @@ from pathlib import Path
 
 from heatc import __version__, ir
 from heatc.errors import Diagnostic, HeatError
+from heatc.hct import hct_bytes
 from heatc.heatmap.format import Heatmap, load_heatmap
 from heatc.heatmap.lower import Lowered, lower
 from heatc.heatmap.tokenizers import TokenTable, table_bytes, token_table
 from heatc.lang.compiler import compile_tree
-from heatc.wasm import ABI_MAJOR, ABI_MINOR, compile_wasm
+from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
+from heatc_runtime.hct import HCT_MAGIC, HCT_VERSION  # noqa: F401  (re-exported: the format is the runtime's)
 
-HCT_MAGIC = b"HEATCRUL"
-HCT_VERSION = 1
 ARTIFACTS = ("module.wasm", "tokens.bin", "rules.hct", "program.json")
 
 
@@ -78,22 +78,6 @@ def _rules_section_size(offsets: dict[str, int]) -> int:
     return later[0] - offsets["rules"]
 
 
-def hct_bytes(program: ir.Program, blob: bytes, offsets: dict[str, int], tier_ends: tuple[int, int]) -> bytes:
-    """rules.hct, the CUDA bridge tables: a header, then the packed tables (heatc.wasm.pack) whose
-    rule records are contiguous in heat order. Layout: docs/heatmap.md, "rules.hct"."""
-    layout = ir.state_layout(program)
-    sections = sorted(offsets.items(), key=lambda kv: kv[1])
-    table = b""
-    for name, off in sections:
-        table += struct.pack("<16sI", name.encode()[:16], off)
-    header = HCT_MAGIC + struct.pack(
-        "<IIIIIIQQ32sI",
-        HCT_VERSION, ABI_MAJOR, ABI_MINOR, len(program.rules), layout.size, len(blob),
-        tier_ends[0], tier_ends[1], hashlib.sha256(blob).digest(), len(sections),
-    )  # fmt: skip
-    return header + table + blob
-
-
 def _relative(path: Path, base: Path) -> str:
     try:
         return os.path.relpath(path, base)
@@ -123,7 +107,7 @@ def build(path: str | Path, out_root: str | Path = "build", tokenizer: TokenTabl
     artifacts = {
         "module.wasm": module.wasm,
         "tokens.bin": table_bytes(table),
-        "rules.hct": hct_bytes(program, packed.blob, packed.offsets, (l2_end, device_end)),
+        "rules.hct": hct_bytes(program, packed, (l2_end, device_end)),
         "program.json": (json.dumps(portable, ensure_ascii=False, separators=(",", ":")) + "\n").encode(),
     }
     inputs = [{"role": "heatmap", "path": _relative(path, base), "sha256": _sha(path.read_bytes())}]

@@ -160,6 +160,29 @@ class Batch:
             c._call("fork", self.states + dst * c.state_size, self.states + src * c.state_size)
             self._pending[dst] = list(self._pending.get(src, []))
 
+    def fork_from(self, dst: int, other: Batch, src: int) -> None:
+        """Make sequence `dst` a copy of sequence `src` of `other` — a batch of the same module
+        on any backend (WASM or native: they share the state record) — with its undelivered
+        events. Refused with the reason when the records differ in size or, on the native
+        backend, when the record's fields are out of range (then `dst` is reset)."""
+        c = self.checker
+        if not 0 <= dst < self.n:
+            raise IndexError(f"sequence {dst} is not in this batch of {self.n}")
+        data = other.state(src)
+        if len(data) != c.state_size:
+            raise ValueError(
+                f"a state record of {len(data)} bytes cannot run on this module, whose records are {c.state_size} bytes"
+            )
+        with c._lock:
+            at = self.states + dst * c.state_size
+            c._view()[at : at + c.state_size] = np.frombuffer(data, np.uint8)
+            problem = c._check_state(at)
+            if problem is not None:
+                c._call("reset", at)
+                self._pending.pop(dst, None)
+                raise ValueError(f"the state record cannot run on this module: {problem}")
+            self._pending[dst] = list(other._pending.get(src, []))
+
     def state(self, i: int) -> bytes:
         """The raw fixed-size state record of sequence `i`."""
         c = self.checker

@@ -101,10 +101,14 @@ class Checker:
                 raise ModuleError(f"the module's {name!r} has the wrong signature for ABI {ABI_MAJOR}")
             self._calls[name] = RawCall(self.store, func, n_params, n_results)
         self._refresh_view()
-        self._decoder = RecordDecoder(manifest, self.event_size, self.snapshot_size)
+        self._init_buffers(consts["lexeme_events"])
+
+    # -- shared by every backend (native.NativeChecker sets up its memory, then calls it) --
+
+    def _init_buffers(self, plm: int) -> None:
+        self._decoder = RecordDecoder(self.manifest, self.event_size, self.snapshot_size)
         self.rule_names = self._decoder.rule_names
         # Buffers: room for what one input byte can produce (a 64-byte token flushed at once).
-        plm = consts["lexeme_events"]
         self.ev_cap = max(4096, 4 * 65 * plm)
         self.snap_cap = 1024
         self._ev_ptr = self._alloc(self.ev_cap * self.event_size)
@@ -128,6 +132,11 @@ class Checker:
 
     def _view(self) -> np.ndarray:
         return self._mem
+
+    def _check_state(self, at: int) -> str | None:
+        """Why the state record at `at` cannot be run, or None (the sandbox contains any
+        state a WASM kernel is given; the native backend checks its fields)."""
+        return None
 
     def _alloc(self, size: int, align: int = 16) -> int:
         start = -(-self._top // align) * align

@@ -1,0 +1,116 @@
+"""rules.hct, the tables a native or CUDA core steps (format: docs/heatmap.md, "rules.hct"):
+a header, a section table, the program's parameters, then the packed tables — the same blob
+as the WASM module's data segment.
+
+The parameters are what a core needs besides the tables: the state record's field offsets,
+record sizes and the program's constants. `PARAMS` is their order in the C core's
+`heatc_program.p` array (the generated cuda_bridge/include/heatc_native_abi.h numbers them
+`HEATC_P_<NAME>`); `read_hct` returns them in that order.
+
+Public surface: `HCT_MAGIC`, `HCT_VERSION`, `HEAD`, `SECTION`, `PARAM`, `VALUES`, `TABLES`,
+`OPTIONAL_TABLES`, `PARAMS`, `Hct`, `read_hct(data, where)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+
+from .abi import check_abi
+from .errors import ModuleError
+
+HCT_MAGIC = b"HEATCRUL"
+HCT_VERSION = 2
+#: magic, version, ABI major, minor, rules, state size, blob size, end of the L2 tier, end of
+#: the device tier, sha256 of the blob, number of sections
+HEAD = struct.Struct("<8sIIIIIIQQ32sI")
+SECTION = struct.Struct("<16sI")  # name (truncated to 16 bytes), offset in the blob
+PARAM = struct.Struct("<24sI")  # name, value
+
+#: The parameters rules.hct holds by name (a u32 count, then PARAM records).
+VALUES = (
+    "state_size", "event_size", "snapshot_size", "n_rules", "n_codes", "dfa_width", "dfa_words", "max_lexeme",
+    "plm", "window", "late", "anchor_lexemes", "n_groups", "anchor_size", "filter_bits", "n_domains", "n_cn",
+    "max_captures", "n_channels", "word_row", "skip_log2",
+    "off_pos", "off_lexemes", "off_tokens", "off_matches", "off_rejections", "off_tok_start", "off_last_end",
+    "off_dfa_state", "off_buf_len", "off_last_tok", "off_last_len", "off_pend_tok", "off_pend_fallback",
+    "off_pend_len", "off_flags", "off_pending_events", "off_n_active", "off_buf", "off_active_rules",
+    "off_look_mark", "off_look_start", "off_look_code", "off_look_len", "off_look_buf", "off_anchor_count",
+    "off_anchor_head", "off_ring", "off_anchor_active", "off_channels",
+)  # fmt: skip
+#: The sections of the blob a core reads; their offsets follow VALUES in PARAMS, as `t_<name>`.
+TABLES = (
+    "byte_class", "dfa", "code_flags", "inert", "literal_class", "start_off", "start_rules", "rules", "rule_off",
+    "anchor_keys", "anchor_groups", "anchor_filter", "anchor_end_filter", "anchor_member_filter", "domain_index",
+    "domain_bytes", "pow10", "cn_table", "sha256_k", "skip_plain", "skip_words",
+)  # fmt: skip
+#: Sections only some programs have (0 when absent: the skipper's, heatc.wasm.skipper).
+OPTIONAL_TABLES = ("skip_plain", "skip_words")
+PARAMS = VALUES + tuple(f"t_{name}" for name in TABLES)
+
+
+@dataclass(frozen=True)
+class Hct:
+    abi: tuple[int, int]
+    n_rules: int
+    state_size: int
+    tier_ends: tuple[int, int]
+    blob: bytes
+    sections: dict[str, int]
+    params: list[int]  # in PARAMS order
+
+    def param(self, name: str) -> int:
+        return self.params[PARAMS.index(name)]
+
+
+def read_hct(data: bytes, where: str = "rules.hct") -> Hct:
+    """Parse and verify rules.hct: magic, version, ABI, the blob's sha256, every section and
+    parameter a core needs. Raises ModuleError with the reason."""
+    if len(data) < HEAD.size or data[:8] != HCT_MAGIC:
+        raise ModuleError(f"{where}: not a heatc rules.hct file (bad magic)")
+    _, version, major, minor, n_rules, state_size, blob_size, l2_end, device_end, digest, n_sections = HEAD.unpack_from(
+        data
+    )
+    if version != HCT_VERSION:
+        raise ModuleError(
+            f"{where}: rules.hct version {version} is not supported (this runtime reads version {HCT_VERSION}); "
+            "rebuild it with a matching heatc"
+        )
+    check_abi(where, major, minor)
+    at = HEAD.size
+    try:
+        sections = {}
+        for _ in range(n_sections):
+            name, offset = SECTION.unpack_from(data, at)
+            sections[name.rstrip(b"\0").decode("ascii")] = offset
+            at += SECTION.size
+        (n_values,) = struct.unpack_from("<I", data, at)
+        at += 4
+        values = {}
+        for _ in range(n_values):
+            name, value = PARAM.unpack_from(data, at)
+            values[name.rstrip(b"\0").decode("ascii")] = value
+            at += PARAM.size
+    except (struct.error, UnicodeDecodeError):
+        raise ModuleError(f"{where}: the header is truncated or corrupt") from None
+    blob = data[at:]
+    if len(blob) != blob_size:
+        raise ModuleError(f"{where}: the tables are {len(blob)} bytes, the header says {blob_size}")
+    if hashlib.sha256(blob).digest() != digest:
+        raise ModuleError(f"{where}: checksum mismatch: the tables are corrupt or were changed after the build")
+    params = []
+    for name in PARAMS:
+        if name.startswith("t_"):
+            value = sections.get(name[2:][:16], 0 if name[2:] in OPTIONAL_TABLES else None)
+            what = "section"
+        else:
+            value = values.get(name)
+            what = "parameter"
+        if value is None:
+            raise ModuleError(f"{where}: no {what} {name.removeprefix('t_')!r}")
+        params.append(value)
+    hct = Hct((major, minor), n_rules, state_size, (l2_end, device_end), blob, sections, params)
+    if hct.param("state_size") != state_size or hct.param("n_rules") != n_rules:
+        raise ModuleError(f"{where}: the header and the parameters disagree on the state size or rule count")
+    return hct
