@@ -9,7 +9,7 @@ import pytest
 from conftest import compile_cached
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import chunkings, dense_texts, long_texts, rule_sets, texts, weak_start_rule_sets
+from strategies import chunkings, dense_texts, long_texts, reported, rule_sets, texts, weak_start_rule_sets
 
 from heatc.backends import native_checker, wasm_checker
 from heatc.reference import Machine
@@ -26,24 +26,24 @@ def _snap(s):
 @st.composite
 def cases(draw):
     g = draw(rule_sets())
-    program = compile_cached(g.source)
-    streams = draw(st.lists(texts(g.pieces), min_size=1, max_size=4))
-    return program, streams
+    return g.source, draw(st.lists(texts(g.pieces), min_size=1, max_size=4))  # (a Program's repr is pages long)
 
 
 @BACKENDS
 @settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")))
 @given(cases(), st.data())
 def test_scan_matches_reference(checker_for, case, data):
-    program, streams = case
+    source, streams = case
+    program = compile_cached(source)
     checker = checker_for(program)
     for stream in streams:
-        m = Machine(program)
-        snaps = m.feed(stream) + m.finish()
-        report = checker.scan(stream)
-        assert report.events == [e for s in snaps for e in s.events]
-        assert report.verdicts == snaps[-1].verdicts
-        assert report.counters == snaps[-1].counters
+        with reported(source, [stream]):
+            m = Machine(program)
+            snaps = m.feed(stream) + m.finish()
+            report = checker.scan(stream)
+            assert report.events == [e for s in snaps for e in s.events]
+            assert report.verdicts == snaps[-1].verdicts
+            assert report.counters == snaps[-1].counters
 
 
 @BACKENDS
@@ -54,21 +54,25 @@ def test_long_plain_stretches_match_reference(checker_for, g, data):
     quiet whole-document scan, and the same text fed in random pieces (every trigger
     published, so trigger literals are not plain there)."""
     program = compile_cached(g.source)
-    _long_stream_agrees(program, checker_for(program), data.draw(long_texts(g.pieces)), data)
+    _long_stream_agrees(g.source, checker_for(program), data.draw(long_texts(g.pieces)), data)
 
 
-def _long_stream_agrees(program, checker, stream: bytes, data) -> None:
-    m = Machine(program)
-    snaps = m.feed(stream) + m.finish()
-    report = checker.scan(stream)
-    assert report.events == [e for s in snaps for e in s.events]
-    assert (report.verdicts, report.counters) == (snaps[-1].verdicts, snaps[-1].counters)
+def _long_stream_agrees(source: str, checker, stream: bytes, data) -> None:
+    program = compile_cached(source)
+    with reported(source, [stream]):
+        m = Machine(program)
+        snaps = m.feed(stream) + m.finish()
+        report = checker.scan(stream)
+        assert report.events == [e for s in snaps for e in s.events]
+        assert (report.verdicts, report.counters) == (snaps[-1].verdicts, snaps[-1].counters)
     batch = checker.batch(1)
     m = Machine(program)
-    for piece in data.draw(chunkings(stream)):
-        got = batch.feed_text(0, piece)
-        assert [_snap(s) for s in got] == [_snap(s) for s in m.feed(piece)]
-    assert [_snap(s) for s in batch.finish().get(0, [])] == [_snap(s) for s in m.finish()]
+    pieces = data.draw(chunkings(stream))
+    with reported(source, pieces):
+        for piece in pieces:
+            got = batch.feed_text(0, piece)
+            assert [_snap(s) for s in got] == [_snap(s) for s in m.feed(piece)]
+        assert [_snap(s) for s in batch.finish().get(0, [])] == [_snap(s) for s in m.finish()]
 
 
 @BACKENDS
@@ -78,17 +82,17 @@ def test_weak_starts_match_reference(checker_for, g, data):
     """Keywords a kernel counts as plain words while their threads cannot yet have advanced
     (pack._weak_starts), in long mostly-plain text: it must come back to each one whenever
     something that matters follows within its gap."""
-    program = compile_cached(g.source)
-    assert pack(program).consts["skip_weak"], "the generated rule set has no weak start"
+    assert pack(compile_cached(g.source)).consts["skip_weak"], "the generated rule set has no weak start"
     stream = data.draw(st.one_of(long_texts(g.pieces), dense_texts(g.pieces)))
-    _long_stream_agrees(program, checker_for(program), stream, data)
+    _long_stream_agrees(g.source, checker_for(compile_cached(g.source)), stream, data)
 
 
 @BACKENDS
 @settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")))
 @given(cases(), st.data())
 def test_batches_forks_and_chunkings_match_reference(checker_for, case, data):
-    program, streams = case
+    source, streams = case
+    program = compile_cached(source)
     checker = checker_for(program)
     n = len(streams)
     pieces = [data.draw(chunkings(s)) for s in streams]
@@ -97,24 +101,28 @@ def test_batches_forks_and_chunkings_match_reference(checker_for, case, data):
     checker.set_token_table(vocabulary)
     batch = checker.batch(n)
     machines = [Machine(program) for _ in range(n)]
+    fed: list[list[bytes]] = [[] for _ in range(n)]  # each sequence's stream as fed, forks included
     rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
     steps = max(len(p) for p in pieces)
-    for step in range(steps):
-        tokens = [p[step] if step < len(p) else b"" for p in pieces]
-        got = batch.feed_ids([token_id[t] for t in tokens])
-        for i, (m, t) in enumerate(zip(machines, tokens, strict=True)):
-            assert [_snap(s) for s in got.get(i, [])] == [_snap(s) for s in m.feed(t)], f"seq {i} step {step}"
-        if n > 1 and rng.random() < 0.2:
-            src, dst = rng.sample(range(n), 2)
-            batch.fork(dst, src)
-            machines[dst] = machines[src].fork()
-        if rng.random() < 0.1:
-            got = batch.snapshot()
-            for i, m in enumerate(machines):
-                assert [_snap(s) for s in got[i]] == [_snap(m.snapshot())]
-    got = batch.finish()
-    for i, m in enumerate(machines):
-        assert [_snap(s) for s in got[i]] == [_snap(s) for s in m.finish()]
+    with reported(source, *fed):
+        for step in range(steps):
+            tokens = [p[step] if step < len(p) else b"" for p in pieces]
+            got = batch.feed_ids([token_id[t] for t in tokens])
+            for i, (m, t) in enumerate(zip(machines, tokens, strict=True)):
+                fed[i].append(t)
+                assert [_snap(s) for s in got.get(i, [])] == [_snap(s) for s in m.feed(t)], f"seq {i} step {step}"
+            if n > 1 and rng.random() < 0.2:
+                src, dst = rng.sample(range(n), 2)
+                batch.fork(dst, src)
+                machines[dst] = machines[src].fork()
+                fed[dst][:] = fed[src]
+            if rng.random() < 0.1:
+                got = batch.snapshot()
+                for i, m in enumerate(machines):
+                    assert [_snap(s) for s in got[i]] == [_snap(m.snapshot())]
+        got = batch.finish()
+        for i, m in enumerate(machines):
+            assert [_snap(s) for s in got[i]] == [_snap(s) for s in m.finish()]
 
 
 @BACKENDS
@@ -132,11 +140,12 @@ def test_long_letter_runs(checker_for, words, source):
     """Letter runs of every length around the 16-byte skip and the 64-byte cap."""
     program = compile_cached(source)
     stream = "".join(words).encode()
-    m = Machine(program)
-    snaps = m.feed(stream) + m.finish()
-    report = checker_for(program).scan(stream)
-    assert report.events == [e for s in snaps for e in s.events]
-    assert report.counters == snaps[-1].counters
+    with reported(source, [stream]):
+        m = Machine(program)
+        snaps = m.feed(stream) + m.finish()
+        report = checker_for(program).scan(stream)
+        assert report.events == [e for s in snaps for e in s.events]
+        assert report.counters == snaps[-1].counters
 
 
 @BACKENDS
