@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long bench bench-learn clean
+.PHONY: demo test test-long bench bench-learn bench-pdf clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ bench-learn: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/learn_fidelity.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/learn_usefulness.py
+
+# PDF text against pypdfium2's own, pypdf and pdfplumber (bench/README.md).
+bench-pdf: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python bench/extract.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .ruff_cache

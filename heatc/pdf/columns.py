@@ -96,7 +96,8 @@ def _cut(boxes: list[Box], region: list[int], gutter: float, out: list[int]) -> 
         if len(region) == 1:
             out.append(region[0])
             continue
-        columns = _columns(boxes, region, gutter)
+        # Two columns of _MIN_LINES lines need at least that many segments.
+        columns = _columns(boxes, region, gutter) if len(region) >= 2 * _MIN_LINES else None
         if columns is not None:
             split = [_footnotes(boxes, part) for part in columns]
             # Each column's body, then each column's footnotes.
@@ -124,11 +125,14 @@ def _columns(boxes: list[Box], region: list[int], gutter: float) -> list[list[in
     for i in region:
         parts[sum(1 for c in cuts if boxes[i].left > c)].append(i)
     span = max(boxes[i].right for i in region) - min(boxes[i].left for i in region)
-    for part in parts:
-        left = min(boxes[i].left for i in part)
-        width = max(boxes[i].right for i in part) - left
+    widths = [max(boxes[i].right for i in part) - min(boxes[i].left for i in part) for part in parts]
+    if any(
+        len(part) < _MIN_LINES or width < _MIN_WIDTH_SHARE * span for part, width in zip(parts, widths, strict=True)
+    ):
+        return None
+    for part, width in zip(parts, widths, strict=True):
         lines = _lines(boxes, part)
-        if len(lines) < _MIN_LINES or width < _MIN_WIDTH_SHARE * span:
+        if len(lines) < _MIN_LINES:
             return None
         if median(right - lo for lo, right, _ in lines) < _MIN_FILL * width:
             return None

@@ -19,6 +19,7 @@ _REPEAT = re.compile(r"(\S.{0,39}?)(\s*)\1", re.S)
 # Two boxes coincide when every edge is within this share of the taller box's height: the
 # height, not the width, since a line's width says nothing about how far its copy may be.
 _TOLERANCE = 0.2
+_BAND = 8.0  # points; wider than any copy's offset in the PDFs we measured (under 1)
 
 
 def same_place(a: CharBox, b: CharBox) -> bool:
@@ -45,15 +46,18 @@ def repeats_in_line(text: str, box: Callable[[int], CharBox]) -> list[range]:
 
 def repeated_lines(lines: Sequence[tuple[str, CharBox]]) -> set[int]:
     """Indices of lines whose text and box repeat an earlier line's."""
-    seen: dict[str, list[CharBox]] = {}
+    # Earlier lines by text and by their top edge in bands of _BAND points: a copy lies in
+    # its original's band or the next one.
+    seen: dict[tuple[str, int], list[CharBox]] = {}
     drop = set()
     for i, (text, box) in enumerate(lines):
         key = text.strip()
         if not key:
             continue
-        earlier = seen.setdefault(key, [])
-        if any(same_place(box, other) for other in earlier):
+        band = int(box[3] // _BAND)
+        earlier = (prior for b in (band - 1, band, band + 1) for prior in seen.get((key, b), ()))
+        if any(same_place(box, prior) for prior in earlier):
             drop.add(i)
         else:
-            earlier.append(box)
+            seen.setdefault((key, band), []).append(box)
     return drop

@@ -11,7 +11,7 @@ PDFs we measured, nearly every line-end hyphen belongs to the word) unless the d
 spells the joined word more often than the hyphenated one, when it was a break ("treat-
 ment" where "treatment" occurs).
 
-Public surface: HYPHEN, RADICALS, fold_radicals, nfkc, clean, resolve_hyphens.
+Public surface: HYPHEN, RADICALS, KEEP_TAGS, KEEP_BLOCKS, fold_radicals, nfkc, clean, resolve_hyphens.
 """
 
 from __future__ import annotations

@@ -38,7 +38,6 @@ class PageText:
     text: str  # cleaned, with HYPHEN marks where a word may carry on over a line break
     scanned: bool  # no characters, and an image: a scan without a text layer
     error: str | None  # why the page could not be read; then text is ""
-    chars: int  # characters PDFium found (before copies were dropped)
 
 
 @dataclass
@@ -54,16 +53,16 @@ def read_page(pdf: pdfium.PdfDocument, index: int) -> PageText:
     try:
         page = pdf[index]
     except pdfium.PdfiumError as e:
-        return PageText("", False, f"page cannot be loaded (PDFium: {e})", 0)
+        return PageText("", False, f"page cannot be loaded (PDFium: {e})")
     try:
         textpage = page.get_textpage()
         n = textpage.count_chars()
         raw = _page_chars(textpage, n)
         if not raw.strip():
-            return PageText("", _has_image(page), None, n)
-        return PageText(_text(textpage, raw), False, None, n)
+            return PageText("", _has_image(page), None)
+        return PageText(_text(textpage, raw), False, None)
     except pdfium.PdfiumError as e:
-        return PageText("", False, f"page text cannot be read (PDFium: {e})", 0)
+        return PageText("", False, f"page text cannot be read (PDFium: {e})")
     finally:
         page.close()
 
