@@ -60,7 +60,11 @@ def pypdf_pages(path: Path) -> list[str]:
 
 
 def pdfplumber_pages(path: Path) -> list[str]:
+    import logging
+
     import pdfplumber
+
+    logging.getLogger("pdfminer").setLevel(logging.ERROR)  # a warning per glyph of some fonts
 
     with pdfplumber.open(path) as pdf:
         return [page.extract_text() or "" for page in pdf.pages]
