@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long bench bench-learn native clean
+.PHONY: demo test test-long bench bench-learn bench-pdf native clean
 
 # (the native backend's C++ core is compiled by the install: a changed source reinstalls)
 $(STAMP): pyproject.toml setup.py cuda_bridge/include/heatc_core.h cuda_bridge/include/heatc_native_abi.h cuda_bridge/src/heatc_native.cpp
@@ -48,6 +48,11 @@ bench-learn: $(STAMP)
 # cuda_bridge/; bench/native.py compares it with the WASM backend.
 native: $(STAMP)
 	$(BIN)/python setup.py -q build_ext --inplace
+
+# PDF text against pypdfium2's own, pypdf and pdfplumber (bench/README.md).
+bench-pdf: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python bench/extract.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .ruff_cache
