@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long bench bench-learn clean
+.PHONY: demo test test-long bench bench-learn abi clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ bench-learn: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/learn_fidelity.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/learn_usefulness.py
+
+# The module ABI's generated readers (heatc_runtime/abi.py is the source; tests/test_abi.py
+# fails when they are stale).
+abi: $(STAMP)
+	$(BIN)/python -c 'from heatc_runtime import abi; print(abi.js_module(), end="")' > runtime/js/abi.mjs
+	$(BIN)/python -c 'from heatc_runtime import abi; print(abi.c_header(), end="")' > cuda_bridge/include/heatc_abi.h
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .ruff_cache

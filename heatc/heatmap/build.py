@@ -6,7 +6,8 @@ of its contents. A build writes a fresh directory, then swaps the link in one re
 killed build leaves the previous build/<name> exactly as it was.
 
 Public surface: `build(path, out_root) -> BuildResult`, `compile_heatmap(path) -> (Program,
-Lowered, Heatmap)`, `HCT_MAGIC`, `HCT_VERSION`.
+Lowered, Heatmap)`, `HCT_MAGIC`, `HCT_VERSION` (rules.hct's layout is the ABI's:
+heatc_runtime.abi.HCT_HEADER).
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ from heatc.heatmap.tokenizers import TokenTable, table_bytes, token_table
 from heatc.lang.compiler import compile_tree
 from heatc.wasm import ABI_MAJOR, ABI_MINOR, compile_wasm
 from heatc.wasm.pack import pack
+from heatc_runtime.abi import HCT_HEADER, HCT_MAGIC, HCT_SECTION, HCT_VERSION
 
-HCT_MAGIC = b"HEATCRUL"
-HCT_VERSION = 1
 ARTIFACTS = ("module.wasm", "tokens.bin", "rules.hct", "program.json")
 
 
@@ -85,10 +85,9 @@ def hct_bytes(program: ir.Program, blob: bytes, offsets: dict[str, int], tier_en
     sections = sorted(offsets.items(), key=lambda kv: kv[1])
     table = b""
     for name, off in sections:
-        table += struct.pack("<16sI", name.encode()[:16], off)
-    header = HCT_MAGIC + struct.pack(
-        "<IIIIIIQQ32sI",
-        HCT_VERSION, ABI_MAJOR, ABI_MINOR, len(program.rules), layout.size, len(blob),
+        table += HCT_SECTION.struct.pack(name.encode()[:16], off)
+    header = HCT_HEADER.struct.pack(
+        HCT_MAGIC, HCT_VERSION, ABI_MAJOR, ABI_MINOR, len(program.rules), layout.size, len(blob),
         tier_ends[0], tier_ends[1], hashlib.sha256(blob).digest(), len(sections),
     )  # fmt: skip
     return header + table + blob
