@@ -104,6 +104,9 @@ def test_the_template_spells_no_abi_offset_as_a_number():
     access = r"\((?:i32|i64|f64|v128)\.(?:load|store)\w* (?:offset=\d+ )?\(local\.get \$(%s)\)"
     bare = re.findall(access % "|".join(RECORD_POINTERS), src)
     assert not bare, f"record fields accessed by a numeric offset through: {sorted(set(bare))}"
+    # the comparisons' br_table takes its labels in the ABI's operator order
+    labels = re.search(r"\(br_table ((?:\$\w+ )+)\(local\.get \$op\)\)", src).group(1).split()
+    assert [abi.constants()[f"OP_{label[1:].upper()}"] for label in labels] == list(range(len(labels)))
     # flag bits by name: a test of a code's flags names the bit
     flags = re.findall(r"T_code_flags[^\n]*?\)\) \(i32\.const (\d+)\)", src)
     assert not flags, f"code flags tested as bare numbers: {flags}"

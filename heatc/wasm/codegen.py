@@ -23,7 +23,10 @@ from heatc.wasm.skipper import (
     SKIP_CJK_FINGERPRINTS,
     SKIP_CJK_TABLE,
     SKIP_KEY_MUL,
+    SKIP_NIBBLE_BITS,
+    SKIP_PLAIN_QUIET,
     SKIP_WORD_FINGERPRINTS,
+    word_table_layout,
 )
 from heatc_runtime import abi
 from heatc_runtime.abi import ABI_MAJOR, ABI_MINOR, PAGE, SCRATCH, TABLES_ALIGN
@@ -129,6 +132,8 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
         "BULK_AGING": int(bool(program.rules) and not a),
         "LATE": k["late"],
         "SKIP_CJK": k["skip_cjk"],
+        "SKIP_PLAIN_QUIET": SKIP_PLAIN_QUIET,
+        "SKIP_NIBBLE_BITS": SKIP_NIBBLE_BITS,
         "SKIP_WORD_FINGERPRINTS": SKIP_WORD_FINGERPRINTS,
         "SKIP_CJK_FINGERPRINTS": SKIP_CJK_FINGERPRINTS,
         "SKIP_CJK_TABLE": SKIP_CJK_TABLE,
@@ -158,6 +163,9 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
     }
     for name, offset in packed.offsets.items():
         consts[f"T_{name}"] = tables + offset
+    if k["skip_log2"]:
+        for part, offset in word_table_layout(k["skip_log2"]).items():
+            consts[f"T_skip_{part}"] = consts["T_skip_words"] + offset
     wat = _template().render(ABI=abi.constants(), C=consts, F=fields)
     wasm = wasmtime.wat2wasm(wat)
     return WasmModule(bytes(wasm), wat, manifest(program, bytes(wasm), consts))
