@@ -5,6 +5,8 @@ Events, verdicts, counters and every published snapshot must be identical."""
 import random
 
 from conftest import compile_cached
+from differential import snapshot_fields as _snap
+from differential import stream_agrees
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import chunkings, dense_texts, long_texts, rule_sets, texts, weak_start_rule_sets
@@ -12,10 +14,6 @@ from strategies import chunkings, dense_texts, long_texts, rule_sets, texts, wea
 from heatc.backends import wasm_checker
 from heatc.reference import Machine
 from heatc.wasm.pack import pack
-
-
-def _snap(s):
-    return (s.events, s.verdicts, s.counters, s.final)
 
 
 @st.composite
@@ -50,18 +48,7 @@ def test_long_plain_stretches_match_reference(g, data):
 
 
 def _long_stream_agrees(program, stream: bytes, data) -> None:
-    checker = wasm_checker(program)
-    m = Machine(program)
-    snaps = m.feed(stream) + m.finish()
-    report = checker.scan(stream)
-    assert report.events == [e for s in snaps for e in s.events]
-    assert (report.verdicts, report.counters) == (snaps[-1].verdicts, snaps[-1].counters)
-    batch = checker.batch(1)
-    m = Machine(program)
-    for piece in data.draw(chunkings(stream)):
-        got = batch.feed_text(0, piece)
-        assert [_snap(s) for s in got] == [_snap(s) for s in m.feed(piece)]
-    assert [_snap(s) for s in batch.finish().get(0, [])] == [_snap(s) for s in m.finish()]
+    stream_agrees(program, stream, data.draw(chunkings(stream)))
 
 
 @settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")) // 2)

@@ -2,7 +2,8 @@
 tables and the program's state layout, then assemble it with wasmtime's wat2wasm.
 
 Public surface: `ABI_MAJOR`, `ABI_MINOR`, `compile_wasm(program, packed=None) -> WasmModule`,
-`write_module(module, directory)`, `manifest(program, wasm, consts) -> dict`.
+`write_module(module, directory)`, `manifest(program, wasm, consts) -> dict`, `SWITCHES`,
+`kernel_switches(program, packed=None) -> dict`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ from heatc.wasm.skipper import (
 )
 from heatc_runtime import abi
 from heatc_runtime.abi import ABI_MAJOR, ABI_MINOR, PAGE, SCRATCH, TABLES_ALIGN
+
+#: The kernel template's feature switches (`{% if C.NAME %}`): which code a program's module
+#: holds. docs/testing.md ("Kernel feature combinations") says which combinations rule sets
+#: reach; tests/test_kernel_features.py builds each.
+SWITCHES = (
+    "N_RULES", "ANCHORS", "LATE", "NUMBER_LOOK", "BULK_AGING", "WINDOW", "WORD_ROW", "SKIP_LOG2", "SKIP_CJK",
+    "SKIP_WEAK", "SKIP_DIGITS", "DIGIT_ALWAYS", "DIGIT_BEFORE_DIGIT", "DIGIT_DECIMALS", "DIGIT_PERCENT",
+)  # fmt: skip
 
 
 @dataclass
@@ -98,6 +107,22 @@ def write_module(module: WasmModule, directory) -> None:
 def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModule:
     """`packed`: the program's `pack(program)`, when the caller has it already."""
     packed = packed or pack(program)
+    consts, fields = _constants(program, packed)
+    consts["DATA"] = _wat_bytes(packed.blob)
+    wat = _template().render(ABI=abi.constants(), C=consts, F=fields)
+    wasm = wasmtime.wat2wasm(wat)
+    return WasmModule(bytes(wasm), wat, manifest(program, bytes(wasm), consts))
+
+
+def kernel_switches(program: ir.Program, packed: Packed | None = None) -> dict[str, bool]:
+    """The feature switches (`SWITCHES`) `compile_wasm` renders the program's kernel with."""
+    consts, _ = _constants(program, packed or pack(program))
+    return {name: bool(consts[name]) for name in SWITCHES}
+
+
+def _constants(program: ir.Program, packed: Packed) -> tuple[dict, dict[str, int]]:
+    """The template's `C` (this program's constants and switches, the data segment apart) and
+    `F` (its state-record offsets)."""
     assert DIGIT_RUN_MAX == 8, "the kernel's test for long digit runs is written for 8"
     fields, state_size, ring_entry = _layout_consts(program)
     k = packed.consts
@@ -124,7 +149,6 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
         "TABLES": tables,
         "HEAP_BASE": heap_base,
         "INITIAL_PAGES": max(1, -(-heap_base // PAGE)),
-        "DATA": _wat_bytes(packed.blob),
         "N_CLASSES": program.lexer.n_classes,
         "DFA_WIDTH": k["dfa_width"],
         "WORD_ROW": k["word_row"],
@@ -166,9 +190,7 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
     if k["skip_log2"]:
         for part, offset in word_table_layout(k["skip_log2"]).items():
             consts[f"T_skip_{part}"] = consts["T_skip_words"] + offset
-    wat = _template().render(ABI=abi.constants(), C=consts, F=fields)
-    wasm = wasmtime.wat2wasm(wat)
-    return WasmModule(bytes(wasm), wat, manifest(program, bytes(wasm), consts))
+    return consts, fields
 
 
 def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:

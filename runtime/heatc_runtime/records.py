@@ -72,8 +72,8 @@ class RecordDecoder:
         for raw in runs:
             for rec in self.event_record.iter_unpack(raw):
                 r = rec[4]
-                names = number_names[r]
-                if rec[1] or rec[5] >= 0 or rec[8] >= 0 or names is None:
+                # (an anchor event's index is its group's, which may be past the last rule)
+                if rec[1] or rec[5] >= 0 or rec[8] >= 0 or (names := number_names[r]) is None:
                     add(general(rec))
                     continue
                 event = new(event_type)
