@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long bench bench-learn bench-pdf native clean
+.PHONY: demo test test-long bench bench-learn bench-pdf native abi clean
 
 # (the native backend's C++ core is compiled by the install: a changed source reinstalls)
 $(STAMP): pyproject.toml setup.py cuda_bridge/include/heatc_core.h cuda_bridge/include/heatc_native_abi.h cuda_bridge/src/heatc_native.cpp
@@ -53,6 +53,12 @@ native: $(STAMP)
 bench-pdf: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/extract.py
+
+# The module ABI's generated readers (heatc_runtime/abi.py is the source; tests/test_abi.py
+# fails when they are stale).
+abi: $(STAMP)
+	$(BIN)/python -c 'from heatc_runtime import abi; print(abi.js_module(), end="")' > runtime/js/abi.mjs
+	$(BIN)/python -c 'from heatc_runtime import abi; print(abi.c_header(), end="")' > cuda_bridge/include/heatc_abi.h
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .ruff_cache

@@ -6,7 +6,8 @@ of its contents. A build writes a fresh directory, then swaps the link in one re
 killed build leaves the previous build/<name> exactly as it was.
 
 Public surface: `build(path, out_root) -> BuildResult`, `compile_heatmap(path) -> (Program,
-Lowered, Heatmap)`, `HCT_MAGIC`, `HCT_VERSION`.
+Lowered, Heatmap)`, `HCT_MAGIC`, `HCT_VERSION` (rules.hct's layout is the ABI's:
+heatc_runtime.abi.HCT_HEADER).
 """
 
 from __future__ import annotations

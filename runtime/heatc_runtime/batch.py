@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .abi import EV_COUNT, SNAP_COUNT, STATUS, STATUS_TEXT
+from .abi import EV_COUNT, SNAP_COUNT, STATUS, STATUS_FINISHED, STATUS_TEXT
 from .report import Event, Snapshot
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class Batch:
                     break
                 if c._ctl_get("status"):
                     c._ctl(status=0)
-                    raise ValueError(f"sequence {i}: {STATUS_TEXT[2]}")
+                    raise ValueError(f"sequence {i}: {STATUS_TEXT[STATUS_FINISHED]}")
         return out.get(i, [])
 
     def _each(self, name: str) -> dict[int, list[Snapshot]]:

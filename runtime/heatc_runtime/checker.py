@@ -19,7 +19,7 @@ import weakref
 import numpy as np
 import wasmtime
 
-from .abi import ABI_MAJOR, CONTROL_FIELDS, EV_COUNT, QUIET, SNAP_COUNT, check_abi
+from .abi import ABI_MAJOR, CONTROL_FIELDS, EV_COUNT, QUIET, SNAP_COUNT, STATE_FINISHED, check_abi
 from .batch import Batch
 from .errors import ModuleError, ModuleTrap
 from .limits import Limits
@@ -250,7 +250,7 @@ class Checker:
         return Report(final.verdicts, lambda: decoder.scan_events(records), final.counters)
 
     def _finished(self, st: int) -> bool:
-        return bool(self._mem[st + self._flags_offset()] & 1)
+        return bool(self._mem[st + self._flags_offset()] & STATE_FINISHED)
 
     def _flags_offset(self) -> int:
         return int(self.manifest["layout"]["flags_offset"])

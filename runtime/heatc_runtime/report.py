@@ -6,13 +6,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from .abi import VERDICT_CONFIRMED, VERDICT_PENDING, VERDICT_REJECTED
+
 
 class Verdict(IntEnum):
-    """Ordered by severity: the verdict of a group is the worst of its members."""
+    """Ordered by severity: the verdict of a group is the worst of its members. The values
+    are the ABI's verdict codes."""
 
-    CONFIRMED = 0
-    PENDING = 1
-    REJECTED = 2
+    CONFIRMED = VERDICT_CONFIRMED
+    PENDING = VERDICT_PENDING
+    REJECTED = VERDICT_REJECTED
 
     def __str__(self) -> str:
         return self.name
