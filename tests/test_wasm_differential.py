@@ -66,7 +66,7 @@ def _long_stream_agrees(source: str, checker, stream: bytes, data) -> None:
 @given(weak_start_rule_sets(), st.data())
 def test_weak_starts_match_reference(checker_for, g, data):
     """Keywords a kernel counts as plain words while their threads cannot yet have advanced
-    (pack._weak_starts), in long mostly-plain text: it must come back to each one whenever
+    (skipper._weak_starts), in long mostly-plain text: it must come back to each one whenever
     something that matters follows within its gap."""
     assert pack(compile_cached(g.source)).consts["skip_weak"], "the generated rule set has no weak start"
     stream = data.draw(st.one_of(long_texts(g.pieces), dense_texts(g.pieces)))

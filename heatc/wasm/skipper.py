@@ -462,9 +462,9 @@ def _fingerprint_buckets(patterns: set[bytes], n: int = WORD_FINGERPRINT_BUCKETS
     the costliest first, where they add least to the share of English words that would pass:
     (how often words begin with each of the bucket's letters) × (the share of those words
     whose second byte fits: a space for "a" and "I", else the letters that fit). 8 buckets
-    pass more words than 16 keyed by first letter alone did (44 against 38 per KB of
-    contracts, 52 against 29 of clinical notes) for half the swizzles per block, which pays:
-    the scan is 3–9 % faster (docs/abi.md, "The skipper")."""
+    let a few more words through to the exact lookup than 16 keyed by first letter alone,
+    but need half the swizzles per block: the better trade on English text
+    (docs/experiments.md, "Word fingerprints")."""
     seconds: dict[int, set[int]] = {}
     for text in patterns:
         s = seconds.setdefault(text[0] | 0x20, set())
