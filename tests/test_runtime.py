@@ -81,7 +81,7 @@ def test_truncated_module_is_refused(medical_dir, tmp_path):
     d = _copy(medical_dir, tmp_path / "m")
     wasm = (d / "module.wasm").read_bytes()
     (d / "module.wasm").write_bytes(wasm[: len(wasm) // 2])
-    with pytest.raises(rt.ModuleError, match="size mismatch .* corrupt or was changed after"):
+    with pytest.raises(rt.ModuleError, match=r"size mismatch .* corrupt or was changed after"):
         rt.load(d)
 
 

@@ -370,4 +370,3 @@ class Checker:
         if self._token_table is not None:
             twin.set_token_table(self._token_table)
         return twin
-

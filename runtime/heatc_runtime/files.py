@@ -20,7 +20,7 @@ class UnreadableFile(Exception):  # noqa: N818 (reads as what it says)
     after the file's name: "is a FIFO, not a regular file", "cannot be read: …"."""
 
 
-class WrongSize(UnreadableFile):  # noqa: N818
+class WrongSize(UnreadableFile):
     """A file whose size is not the one it should have."""
 
 
