@@ -16,8 +16,8 @@ from pathlib import Path
 
 
 class UnreadableFile(Exception):  # noqa: N818 (reads as what it says)
-    """A file refused before (or while) reading it. The message, without the path, reads
-    after the file's name: "is a FIFO, not a regular file", "cannot be read: …"."""
+    """A file refused before (or while) reading it. The message, without the path, is the
+    reason alone: "a FIFO, not a regular file", "No such file or directory"."""
 
 
 class WrongSize(UnreadableFile):
@@ -34,16 +34,16 @@ def read_file(path: str | Path, limit: int, size: int | None = None, follow_link
         fd = os.open(path, flags)
     except OSError as e:
         if not follow_links and os.path.islink(path):
-            raise UnreadableFile("is a symbolic link, not a regular file") from None
-        raise UnreadableFile(f"cannot be read: {e.strerror or e}") from None
+            raise UnreadableFile("a symbolic link, not a regular file") from None
+        raise UnreadableFile(e.strerror or str(e)) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise UnreadableFile(f"is {_kind(info.st_mode)}, not a regular file")
+            raise UnreadableFile(f"{_kind(info.st_mode)}, not a regular file")
         if size is not None and info.st_size != size:
             raise WrongSize(f"size mismatch ({info.st_size:,} bytes, its manifest says {size:,})")
         if info.st_size > limit:
-            raise UnreadableFile(f"is {info.st_size:,} bytes, more than the {limit:,} this reader accepts")
+            raise UnreadableFile(f"{info.st_size:,} bytes, more than the {limit:,} it may have")
         os.set_blocking(fd, True)
         with open(fd, "rb", closefd=False) as f:
             data = f.read(info.st_size + 1)  # one byte past the size: a file that grows is noticed
@@ -51,7 +51,7 @@ def read_file(path: str | Path, limit: int, size: int | None = None, follow_link
             raise UnreadableFile("changed size while it was read")
         return data
     except OSError as e:
-        raise UnreadableFile(f"cannot be read: {e.strerror or e}") from None
+        raise UnreadableFile(e.strerror or str(e)) from None
     finally:
         os.close(fd)
 

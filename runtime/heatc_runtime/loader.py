@@ -60,7 +60,7 @@ def _read(path: Path, size: int | None, what: str) -> bytes:
     except WrongSize as e:
         raise ModuleError(f"{path}: {e}: the build is corrupt or was changed after it was made") from None
     except UnreadableFile as e:
-        raise ModuleError(f"{path}: {what} {e}") from None
+        raise ModuleError(f"{path}: cannot read {what}: {e}") from None
 
 
 def from_bytes(manifest: dict, wasm: bytes, limits: Limits | None = None, where: str = "module") -> Checker:

@@ -29,7 +29,7 @@ def read_manifest(path: Path) -> tuple[dict, Path]:
         # inside a directory, a build's files are plain files: a link there is refused
         data = read_file(manifest_path, MAX_MANIFEST_BYTES, follow_links=not is_dir)
     except UnreadableFile as e:
-        raise ModuleError(f"{manifest_path}: the manifest {e}") from None
+        raise ModuleError(f"{manifest_path}: cannot read the manifest: {e}") from None
     try:
         manifest = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
