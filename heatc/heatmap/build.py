@@ -34,6 +34,7 @@ from heatc.heatmap.tokenizers import TokenTable, table_bytes, token_table
 from heatc.lang.compiler import compile_tree
 from heatc.wasm import ABI_MAJOR, ABI_MINOR, compile_wasm
 from heatc.wasm.pack import pack
+from heatc_runtime.manifest import manifest_digest
 
 HCT_MAGIC = b"HEATCRUL"
 HCT_VERSION = 1
@@ -161,6 +162,7 @@ def build(path: str | Path, out_root: str | Path = "build", tokenizer: TokenTabl
             for i, r in enumerate(program.rules)
         ],
     }
+    manifest["manifest_sha256"] = manifest_digest(manifest)  # (so a changed manifest is refused too)
     artifacts["manifest.json"] = (json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
     return _install(Path(out_root), hm.name, artifacts, manifest, program)
 

@@ -63,6 +63,8 @@ def token_ids(ids: object, n: int, n_tokens: int) -> np.ndarray:
             arr = np.asarray(ids)
         except (TypeError, ValueError):
             raise TypeError(f"token ids: expected a sequence of {n} integers, got {type(ids).__name__}") from None
+        if arr.ndim == 0:
+            raise TypeError(f"token ids: expected a sequence of {n} integers, got {type(ids).__name__}")
         if arr.dtype.kind not in "iu":
             raise TypeError(f"token ids must be integers, got {arr.dtype} values")
         if arr.shape != (n,):

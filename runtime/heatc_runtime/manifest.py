@@ -3,11 +3,12 @@ field the runtime reads (docs/abi.md, "Manifest") before anything uses one — a
 wrong type is refused with its name, never an AttributeError or KeyError later.
 
 Public surface: `read_manifest(path)`, `check_manifest(manifest, where)`,
-`check_layout(consts, manifest, where)`, `MAX_MANIFEST_BYTES`.
+`check_layout(consts, manifest, where)`, `manifest_digest(manifest)`, `MAX_MANIFEST_BYTES`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -40,10 +41,22 @@ def read_manifest(path: Path) -> tuple[dict, Path]:
     return manifest, manifest_path.parent
 
 
+def manifest_digest(manifest: dict) -> str:
+    """The sha256 of a manifest's canonical JSON without its `manifest_sha256` field: a build
+    records it, so that a manifest changed after the build (a rule renamed, a bit flipped
+    that still reads as JSON) is refused like any other changed file."""
+    rest = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    canonical = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def check_manifest(manifest: object, where: str) -> None:
-    """Refuse a manifest whose fields the runtime reads are missing or of the wrong type."""
+    """Refuse a manifest whose fields the runtime reads are missing or of the wrong type, or
+    whose recorded digest does not match."""
     if not isinstance(manifest, dict) or manifest.get("format") != "heatc-module":
         raise ModuleError(f"{where}: not a heatc module manifest")
+    if "manifest_sha256" in manifest and manifest_digest(manifest) != manifest["manifest_sha256"]:
+        raise ModuleError(f"{where}: checksum mismatch: the manifest was changed after the build")
     for key in ("abi", "wasm", "layout", "rules", "classes", "channels", "anchor_groups"):
         if key not in manifest:
             raise ModuleError(f"{where}: the manifest has no {key!r}")
