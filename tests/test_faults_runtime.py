@@ -234,7 +234,7 @@ def _load_in_time(path: Path, seconds: float = 10.0):
     def run():
         try:
             result.append(rt.load(path))
-        except BaseException as e:  # noqa: BLE001 (reported below)
+        except BaseException as e:
             result.append(e)
 
     thread = threading.Thread(target=run, daemon=True)
@@ -306,7 +306,7 @@ def test_an_artifact_outside_the_build_directory_is_refused(tmp_path):
     (d / "tokens.bin").unlink()
     (d / "tokens.bin").symlink_to("/dev/zero")
     _edit_manifest(d, lambda m: m["build"]["artifacts"].pop("../../../../dev/zero"))
-    with pytest.raises(rt.ModuleError, match="tokens.bin: cannot read the build artifact: a symbolic link"):
+    with pytest.raises(rt.ModuleError, match=r"tokens\.bin: cannot read the build artifact: a symbolic link"):
         rt.load(d)
 
 
@@ -352,7 +352,7 @@ def test_a_short_token_table_with_a_matching_checksum_is_refused(tmp_path):
         m.pop("manifest_sha256", None)
 
     _edit_manifest(d, match)
-    with pytest.raises(rt.ModuleError, match="tokens.bin: the token table is truncated"):
+    with pytest.raises(rt.ModuleError, match=r"tokens\.bin: the token table is truncated"):
         rt.load(d)
 
 
@@ -386,7 +386,7 @@ def test_a_manifest_changed_after_the_build_is_refused(tmp_path):
     ],
 )
 def test_limits_out_of_range_are_refused(kwargs, error):
-    with pytest.raises(error, match="Limits."):
+    with pytest.raises(error, match=r"Limits\."):
         rt.Limits(**kwargs)
 
 

@@ -32,6 +32,7 @@ from heatc.heatmap.format import Heatmap, load_heatmap
 from heatc.heatmap.lower import Lowered, lower
 from heatc.heatmap.tokenizers import TokenTable, table_bytes, token_table
 from heatc.lang.compiler import compile_tree
+from heatc.lang.parse import read_source
 from heatc.wasm import ABI_MAJOR, ABI_MINOR, compile_wasm
 from heatc.wasm.pack import pack
 from heatc_runtime.manifest import manifest_digest
@@ -53,7 +54,7 @@ class BuildResult:
 def compile_heatmap(path: str | Path) -> tuple[ir.Program, Lowered, Heatmap]:
     hm = load_heatmap(path)
     lowered = lower(hm)
-    program = compile_tree(lowered.tree, Path(path).read_text(encoding="utf-8"))
+    program = compile_tree(lowered.tree, read_source(path, "the heatmap"))
     return program, lowered, hm
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from heatc.errors import Diagnostic, HeatError, SourceText
-from heatc.heatmap.yamlread import Reader, compose, describe
+from heatc.heatmap.yamlread import Reader, compose, describe, quote
 from heatc_runtime.files import UnreadableFile, read_file
 
 HEATMAP_VERSION = 1
@@ -206,14 +206,14 @@ def _read(r: Reader, path: Path, root, top: dict, cells: _Cells) -> Heatmap:
             elif kind == "embedded":
                 v = r.string(vnode, "tokenizer.embedded")
                 if v is not None and v != "minilm":
-                    r.error(vnode, "tokenizer.embedded", f"unknown embedded tokenizer {v!r} (known: minilm)")
+                    r.error(vnode, "tokenizer.embedded", f"unknown embedded tokenizer {quote(v)} (known: minilm)")
                 hm.tokenizer = Tokenizer("embedded", v or "minilm", _where(vnode))
             else:
                 v = r.string(vnode, f"tokenizer.{kind}")
                 if v is not None:
                     target = (path.parent / v).resolve()
                     if not target.exists():
-                        r.error(vnode, f"tokenizer.{kind}", f"{v!r} does not exist (resolved to {target})")
+                        r.error(vnode, f"tokenizer.{kind}", f"{quote(v)} does not exist (resolved to {target})")
                     hm.tokenizer = Tokenizer(kind, str(target), _where(vnode))
 
     _read_categories(r, top, hm, root)
@@ -228,7 +228,7 @@ def _read(r: Reader, path: Path, root, top: dict, cells: _Cells) -> Heatmap:
                 names = r.names(tr[key][1], f"triggers.{key}")
                 for i, n in enumerate(names):
                     if n not in hm.categories:
-                        r.error(tr[key][1].value[i], f"triggers.{key}[{i}]", f"unknown category {n!r}")
+                        r.error(tr[key][1].value[i], f"triggers.{key}[{i}]", f"unknown category {quote(n)}")
                 hm.triggers[key] = names
         if "every" in tr:
             hm.triggers["every"] = r.number(tr["every"][1], "triggers.every", 1, 1_000_000, integer=True)
@@ -265,7 +265,9 @@ def _read(r: Reader, path: Path, root, top: dict, cells: _Cells) -> Heatmap:
         for i, t in enumerate(targets):
             if t not in TARGETS:
                 r.error(
-                    top["targets"][1].value[i], f"targets[{i}]", f"unknown target {t!r} (known: {', '.join(TARGETS)})"
+                    top["targets"][1].value[i],
+                    f"targets[{i}]",
+                    f"unknown target {quote(t)} (known: {', '.join(TARGETS)})",
                 )
         hm.targets = targets
     if "tiers" in top:
@@ -284,7 +286,7 @@ def _read_categories(r: Reader, top: dict, hm: Heatmap, root) -> None:
     for name, knode, vnode in r.named_entries(top["categories"][1], "categories", "category"):
         fp = f"categories.{name}"
         if name in BUILTIN_CATEGORIES:
-            r.error(knode, fp, f"{name!r} is built in (numbers are recognised without a category)")
+            r.error(knode, fp, f"{quote(name)} is built in (numbers are recognised without a category)")
             continue
         if name in hm.categories:
             r.error(knode, fp, "declared twice")
@@ -296,7 +298,7 @@ def _read_categories(r: Reader, top: dict, hm: Heatmap, root) -> None:
         if "kind" not in c:
             r.error(vnode, f"{fp}.kind", f"missing (one of {', '.join(CATEGORY_KINDS)})")
         elif kind is not None and kind not in CATEGORY_KINDS:
-            r.error(c["kind"][1], f"{fp}.kind", f"unknown kind {kind!r} (one of {', '.join(CATEGORY_KINDS)})")
+            r.error(c["kind"][1], f"{fp}.kind", f"unknown kind {quote(kind)} (one of {', '.join(CATEGORY_KINDS)})")
         literals = r.strings(c["literals"][1], f"{fp}.literals") if "literals" in c else []
         if not literals:
             r.error(c.get("literals", (None, vnode))[1], f"{fp}.literals", "a category needs at least one literal")
@@ -371,7 +373,7 @@ class _Cells:
         for kind, name, mark, field_path in self.refs:
             if kind == "anchor":
                 if name not in hm.anchors:
-                    r.error(mark, field_path, f"unknown anchor {name!r}")
+                    r.error(mark, field_path, f"unknown anchor {quote(name)}")
             elif name not in known[kind]:
                 r.error(mark, field_path, _unknown_category(name, known[kind]))
         hm.cells = self.cells
@@ -417,7 +419,7 @@ def _read_cell(r: Reader, node, i: int, refs: list) -> Cell | None:
     if "check" in c:
         chk = r.string(c["check"][1], f"{fp}.check")
         if chk is not None and chk not in CHECKS:
-            r.error(c["check"][1], f"{fp}.check", f"unknown check {chk!r} (one of {', '.join(CHECKS)})")
+            r.error(c["check"][1], f"{fp}.check", f"unknown check {quote(chk)} (one of {', '.join(CHECKS)})")
         cell.check = chk if chk in CHECKS else cell.check
     if "stats" in c:
         s = r.mapping(c["stats"][1], f"{fp}.stats", STATS_FIELDS) or {}
@@ -461,4 +463,4 @@ def _unknown_category(name: str, known: set[str]) -> str:
     import difflib
 
     close = difflib.get_close_matches(name, sorted(known), n=1)
-    return f"unknown category {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return f"unknown category {quote(name)}" + (f" (did you mean {quote(close[0])}?)" if close else "")

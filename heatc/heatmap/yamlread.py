@@ -12,7 +12,7 @@ Marks are kept as (line, column) only, and the items of one top-level list (a he
 heatmap's node tree is never in memory whole.
 
 Public surface: `compose(text, src, stream=None, on_item=None)`, `Reader`, `describe(node)`,
-`MAX_DEPTH`, `MAX_NUMBER_CHARS`.
+`quote(value)`, `MAX_DEPTH`, `MAX_NUMBER_CHARS`.
 """
 
 from __future__ import annotations
@@ -167,6 +167,11 @@ def _cut(text: str) -> str:
     return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
 
 
+def quote(value: object) -> str:
+    """A value as a message quotes it: repr, cut short."""
+    return repr(_cut(str(value)))
+
+
 def describe(node) -> str:
     if node is None:
         return "nothing"
@@ -189,6 +194,8 @@ class Reader:
     def error(self, node, field_path: str, message: str) -> None:
         mark = node.start_mark if node is not None else None
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        if len(field_path) > 4 * SHOWN:  # (names in it are the user's, of any length)
+            field_path = field_path[: 4 * SHOWN - 1] + "…"
         self.diags.append(self.src.diagnostic(line, col, f"{field_path}: {message}"))
 
     def key_text(self, node) -> str:

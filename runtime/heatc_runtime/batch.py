@@ -57,6 +57,7 @@ class Batch:
             self._block = checker._alloc(ids_at + 4 * n)  # the states, then the step's token ids
             self.states, self._ids = self._block, self._block + ids_at
             try:
+                checker._begin()
                 checker._call("reset_batch", self.states, n)
             except ModuleTrap:
                 checker._trapped()
@@ -182,7 +183,7 @@ class Batch:
                     raise bad_id(v, c._n_tokens)
             else:
                 self._ids_view[:] = token_ids(ids, self.n, c._n_tokens)
-            if self._rearm_each_call or time.monotonic() > c._rearm_at:
+            if self._rearm_each_call or time.monotonic() > c._rearm_at:  # (c._begin(), inlined)
                 c._arm()
             try:
                 done = self._step()
@@ -247,6 +248,7 @@ class Batch:
             self._not_finished(i)
             st = self.states + i * c.state_size
             try:
+                c._begin()
                 ptr = c._input(data)
                 done = 0
                 while True:
@@ -273,6 +275,7 @@ class Batch:
                 self._not_finished()
             states, n, seq0 = self.states, self.n, 0
             try:
+                c._begin()
                 while n:
                     done = c._call(name, states, n, seq0)
                     self._collect(out)
@@ -307,6 +310,7 @@ class Batch:
                 self._usable()
             c._check_open()
             try:
+                c._begin()
                 if i is None:
                     c._call("reset_batch", self.states, self.n)
                 else:
@@ -329,6 +333,7 @@ class Batch:
         with c._lock:
             self._usable(src)
             try:
+                c._begin()
                 c._call("fork", self.states + dst * c.state_size, self.states + src * c.state_size)
             except ModuleTrap as e:
                 raise self._interrupt({dst}, e) from None

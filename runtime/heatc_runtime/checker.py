@@ -5,6 +5,9 @@ buffers, the scan input, the token table and the batches' state arrays live ther
 block of the checker's `Heap` — given back when a batch is closed or collected, when a new
 token table replaces the old one, when the scan input buffer is resized.
 
+Limits: each API call (a scan, a batch step, …) runs under one budget (`Limits`) for all
+the wasm calls it makes.
+
 Traps: a call stopped by its deadline, its fuel or a trap raises `ModuleTrap`, and the
 checker stays usable: what the call left in the module's buffers is discarded (a scan
 never returns an aborted scan's events), and a batch marks the sequences the call was
@@ -210,11 +213,14 @@ class Checker:
         # re-armed once half the deadline has passed (a batch step checks only this)
         self._rearm_at = self._armed_at + (self.limits.timeout_s or 1e9) / 2
 
-    def _call(self, name: str, *params: int) -> int:
-        # Re-arming costs a C call; do it only when the last budget is half spent, so a
-        # call never runs longer than the timeout.
+    def _begin(self) -> None:
+        """Budget the API call that starts now, for all the wasm calls it makes (a module that
+        returns early gets no new budget): fuel afresh; a deadline armed again once half the
+        last one has passed (re-arming costs a C call, and a decoding step is microseconds)."""
         if self.limits.fuel is not None or time.monotonic() > self._rearm_at:
             self._arm()
+
+    def _call(self, name: str, *params: int) -> int:
         return self._calls[name](*params)
 
     def _check_open(self) -> None:
@@ -283,6 +289,7 @@ class Checker:
                 snaps.extend(self._drain(events=False)[1])
 
             try:
+                self._begin()
                 done = self._call("scan", st, 0, ptr, len(data))
                 drain()
                 while done < len(data):  # the buffers filled: drain, go on
