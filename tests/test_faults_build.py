@@ -172,7 +172,7 @@ def _faults(mode: str, out: Path, seed: int, n: int) -> dict:
         [sys.executable, str(HERE / "build_faults.py"), mode, str(GOOD), str(out), str(seed), str(n)],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=max(900, 20 * n),
     )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout)

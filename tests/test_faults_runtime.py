@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO
+from hostile import STALL, hostile_module
 
 import heatc_runtime as rt
 from heatc.backends import run_document
@@ -441,38 +442,9 @@ def test_texts_must_be_text_or_bytes(module_dir):
 
 # -- modules that are not heatc's --------------------------------------------------------
 
-STALLING_WAT = """
-(module
-  (memory (export "memory") 1)
-  (global (export "abi_major") i32 (i32.const 1)) (global (export "abi_minor") i32 (i32.const 0))
-  (global (export "state_size") i32 (i32.const 64)) (global (export "event_size") i32 (i32.const 72))
-  (global (export "snapshot_size") i32 (i32.const 56)) (global (export "n_rules") i32 (i32.const 0))
-  (global (export "control") i32 (i32.const 256)) (global (export "heap_base") i32 (i32.const 4096))
-  (global (export "lexeme_events") i32 (i32.const 1))
-  (func (export "scan") (param i32 i32 i32 i32) (result i32) (i32.const 0))
-  (func (export "reset") (param i32)) (func (export "fork") (param i32 i32))
-  (func (export "feed") (param i32 i32 i32 i32 i32) (result i32) (i32.const 0))
-  (func (export "finish") (param i32 i32) (result i32) (i32.const 0))
-  (func (export "snapshot") (param i32 i32) (result i32) (i32.const 0))
-  (func (export "step_batch") (param i32 i32 i32 i32) (result i32) (i32.const 0))
-  (func (export "reset_batch") (param i32 i32))
-  (func (export "snapshot_batch") (param i32 i32 i32) (result i32) (i32.const 0))
-  (func (export "finish_batch") (param i32 i32 i32) (result i32) (i32.const 0))
-  (func (export "verdicts") (param i32 i32)))
-"""
-
 
 def test_a_module_that_never_makes_progress_does_not_hang_the_host(tmp_path):
-    import wasmtime
-
-    wasm = wasmtime.wat2wasm(STALLING_WAT)
-    manifest = {
-        "format": "heatc-module", "abi": {"major": 1, "minor": 0},
-        "wasm": {"file": "module.wasm", "sha256": hashlib.sha256(wasm).hexdigest()},
-        "layout": {"state_size": 64, "event_size": 72, "snapshot_size": 56, "flags_offset": 0},
-        "rules": [], "classes": [], "channels": [], "anchor_groups": [],
-    }  # fmt: skip
-    checker = rt.from_bytes(manifest, wasm, rt.Limits(timeout_s=5))
+    checker = rt.load(hostile_module(tmp_path, scan=STALL), rt.Limits(timeout_s=5))
     checker.set_token_table([b"x"])
     batch = checker.batch(2)
     for call in (lambda: checker.scan("hello"), lambda: batch.feed_text(0, "x"), lambda: batch.feed_ids([0, 0])):

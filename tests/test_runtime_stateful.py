@@ -268,28 +268,20 @@ class RuntimeAPI(RuleBasedStateMachine):
             b.interrupted.discard(j)
 
     @precondition(lambda self: self.batches)
-    @rule(k=batch_index)
-    def snapshot(self, k):
+    @rule(k=batch_index, final=st.booleans())
+    def publish(self, k, final):
+        """snapshot(), or finish() with `final`."""
         b = self._batch(k)
-        if not self._usable(b, b.batch.snapshot, range(b.n)):
+        call = b.batch.finish if final else b.batch.snapshot
+        if not self._usable(b, call, range(b.n)):
             return
-        got = b.batch.snapshot()
-        for i, m in enumerate(b.machines):
-            assert _snaps(got[i]) == _snaps([m.snapshot()])
-
-    @precondition(lambda self: self.batches)
-    @rule(k=batch_index)
-    def finish(self, k):
-        b = self._batch(k)
-        if not self._usable(b, b.batch.finish, range(b.n)):
-            return
-        if any(m.finished for m in b.machines):
+        if final and any(m.finished for m in b.machines):
             with pytest.raises(ValueError, match="finished"):
-                b.batch.finish()
+                call()
             return
-        got = b.batch.finish()
+        got = call()
         for i, m in enumerate(b.machines):
-            assert _snaps(got[i]) == _snaps(m.finish())
+            assert _snaps(got[i]) == _snaps(m.finish() if final else [m.snapshot()])
 
     @precondition(lambda self: self.batches)
     @rule(k=batch_index, i=st.integers(0, 3))

@@ -54,8 +54,8 @@ def count(n: object, name: str) -> int:
 def token_ids(ids: object, n: int, n_tokens: int) -> np.ndarray:
     """`n` token ids, each from 0 to n_tokens - 1, as a uint32 array (never wrapped or
     truncated: a float, a negative or a too-large id is refused)."""
-    if type(ids) is np.ndarray and ids.dtype is U32_DTYPE and ids.shape == (n,):
-        if _max(ids) < n_tokens:  # (the common case: one reduction)
+    if type(ids) is np.ndarray and ids.shape == (n,) and ids.dtype == U32_DTYPE:
+        if _max(ids) < n_tokens:  # (the common case: one reduction, all the checking it needs)
             return ids
         arr = ids
     else:
