@@ -211,13 +211,17 @@ def test_token_tables_and_the_scan_input_reuse_their_memory(module_dir):
 
 def test_a_token_longer_than_one_call_can_take_is_fed_in_pieces(program, module_dir):
     checker = rt.load(module_dir)
-    long_token = DENSE * 300  # 6,000 bytes: more events than the buffers hold at once
-    checker.set_token_table([b"x", long_token])
-    batch = checker.batch(2)
-    got = batch.feed_ids([1, 0])
-    m = Machine(program)
-    assert [(s.events, s.verdicts) for s in got[0]] == [(s.events, s.verdicts) for s in m.feed(long_token)]
-    assert [s.counters for s in batch.finish()[0]] == [s.counters for s in m.finish()]
+    long_tokens = [DENSE * 300, DENSE * 700]  # 6,000 and 14,000 bytes: more events than the buffers hold
+    checker.set_token_table([b"x", *long_tokens])
+    batch = checker.batch(3)
+    machines = [Machine(program) for _ in range(3)]
+    for step in ([1, 0, 2], [2, 1, 0]):
+        got = batch.feed_ids(step)
+        for i, (m, t) in enumerate(zip(machines, step, strict=True)):
+            assert _snaps(got).get(i, []) == _snaps({i: m.feed(([b"x", *long_tokens])[t])}).get(i, []), f"seq {i}"
+    finished = batch.finish()
+    for i, m in enumerate(machines):
+        assert _snaps(finished)[i] == _snaps({i: m.finish()})[i]
 
 
 # -- loading: what is read, and how much ---------------------------------------------------

@@ -227,7 +227,8 @@ class Batch:
         bytes in as many calls as they need (what `feed_text` does)."""
         c = self.checker
         token = c._token_table[int(self._ids_view[i])]
-        ptr = c._input(token)  # (may grow memory: the ids view is not read again in this step)
+        ptr = c._input(token)
+        self._view_ids()  # (_input may have grown memory, moving it: the rest of the step reads the ids)
         st, fed = self.states + i * c.state_size, 0
         while fed < len(token):
             more = c._call("feed", st, i, ptr + fed, len(token) - fed, 1)

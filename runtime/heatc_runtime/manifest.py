@@ -94,6 +94,9 @@ def check_layout(consts: dict[str, int], manifest: dict, where: str) -> None:
     """Refuse a module whose exported layout cannot be what it says (a record too small for
     its fields, the control block outside memory): untrusted modules are read with these."""
     layout = manifest["layout"]
+    odd = [k for k, v in consts.items() if type(v) is not int]
+    if odd:
+        raise ModuleError(f"{where}: not a heatc module: its {', '.join(odd)} are not 32-bit integers")
     for key in ("state_size", "event_size", "snapshot_size"):
         if consts[key] != layout[key]:
             raise ModuleError(f"{where}: the module's {key} is {consts[key]}, its manifest says {layout[key]}")
