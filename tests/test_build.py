@@ -214,4 +214,4 @@ def test_scan_refuses_a_tampered_build(tmp_path):
     d = build(GOOD, tmp_path).directory
     (d.resolve() / "module.wasm").write_bytes(b"\0asm")
     r = runner.invoke(app, ["scan", str(d)], input="x")
-    assert r.exit_code == 1 and "checksum mismatch" in r.output
+    assert r.exit_code == 1 and "size mismatch" in r.output

@@ -32,9 +32,11 @@ from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
 from heatc.heatmap.format import Tokenizer
+from heatc_runtime.files import UnreadableFile, read_file
 from heatc_runtime.tables import TOKENS_MAGIC, TOKENS_VERSION
 
 UNKNOWN = "\ufffd".encode()
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 @dataclass
@@ -91,43 +93,63 @@ def _attaches(token: str) -> bool:
     return (len(token) == 1 and not token.isalnum() and not token.isspace()) or token.isdigit()
 
 
+MAX_TOKENIZER_BYTES = 512 << 20  # the largest tokenizer files on the Hub are a few tens of MB
+MAX_VOCAB = 1 << 24
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return read_file(path, MAX_TOKENIZER_BYTES)
+    except UnreadableFile as e:
+        raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read the tokenizer: {e}")) from None
+
+
 def table_from_tokenizer_json(path: Path) -> TokenTable:
-    data = path.read_bytes()
+    data = _read(path)
     try:
         spec = json.loads(data)
         model = spec["model"]
         vocab = model["vocab"]
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as e:
+        if isinstance(vocab, list):  # Unigram: [[piece, score], ...]
+            pieces = {p[0]: i for i, p in enumerate(vocab)}
+        else:
+            pieces = dict(vocab)
+        added = spec.get("added_tokens") or []
+        specials = {t["content"]: t["id"] for t in added if t.get("special")}
+        for t in added:
+            pieces.setdefault(t["content"], t["id"])
+        for tok, i in pieces.items():
+            if not isinstance(tok, str) or type(i) is not int or not 0 <= i < MAX_VOCAB:
+                raise ValueError(f"token {str(tok)[:40]!r} has the id {str(i)[:40]} (ids are 0 to {MAX_VOCAB - 1})")
+        decoders = {d.get("type") for d in _decoder_types(spec.get("decoder"))}
+        pre = json.dumps(spec.get("pre_tokenizer") or {})
+        unk = model.get("unk_token")
+        prefix = model.get("continuing_subword_prefix")
+        prefix = "##" if prefix is None else prefix
+        if not isinstance(prefix, str) or not all(isinstance(d, (str, type(None))) for d in decoders):
+            raise ValueError("its decoder or subword prefix is not text")
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError, ValueError, IndexError, AttributeError) as e:
         raise HeatError(Diagnostic(str(path), 0, 0, f"not a Hugging Face tokenizer.json: {e}")) from None
-    if isinstance(vocab, list):  # Unigram: [[piece, score], ...]
-        pieces = {p[0]: i for i, p in enumerate(vocab)}
-    else:
-        pieces = dict(vocab)
-    specials = {t["content"]: t["id"] for t in spec.get("added_tokens", []) if t.get("special")}
-    for t in spec.get("added_tokens", []):
-        pieces.setdefault(t["content"], t["id"])
+    except RecursionError:
+        raise HeatError(Diagnostic(str(path), 0, 0, "not a Hugging Face tokenizer.json: nested too deeply")) from None
     size = max(pieces.values(), default=-1) + 1
     by_id: list[str | None] = [None] * size
     for tok, i in pieces.items():
         by_id[i] = tok
-    decoders = {d.get("type") for d in _decoder_types(spec.get("decoder"))}
-    pre = json.dumps(spec.get("pre_tokenizer") or {})
-    unk = model.get("unk_token")
     tokens: list[bytes] = []
     if model.get("type") == "WordPiece" or "WordPiece" in decoders:
         kind = "wordpiece"
-        prefix = model.get("continuing_subword_prefix", "##")
         for tok in by_id:
             if tok is None or (tok in specials and tok != unk):
                 tokens.append(b"")
             elif tok == unk:
                 tokens.append(b" " + UNKNOWN)
             elif tok.startswith(prefix):
-                tokens.append(tok[len(prefix) :].encode())
+                tokens.append(tok[len(prefix) :].encode("utf-8", "surrogatepass"))
             elif _attaches(tok):
-                tokens.append(tok.encode())
+                tokens.append(tok.encode("utf-8", "surrogatepass"))
             else:
-                tokens.append(b" " + tok.encode())
+                tokens.append(b" " + tok.encode("utf-8", "surrogatepass"))
     elif "ByteLevel" in decoders or '"ByteLevel"' in pre:
         kind = "bytelevel"
         for tok in by_id:
@@ -136,7 +158,7 @@ def table_from_tokenizer_json(path: Path) -> TokenTable:
             elif all(ch in _BYTE_DECODER for ch in tok):
                 tokens.append(bytes(_BYTE_DECODER[ch] for ch in tok))
             else:  # an added token written as plain text
-                tokens.append(tok.encode())
+                tokens.append(tok.encode("utf-8", "surrogatepass"))
     elif "Metaspace" in decoders or "Metaspace" in pre or "ByteFallback" in decoders or "Replace" in decoders:
         kind = "metaspace"
         for tok in by_id:
@@ -144,15 +166,15 @@ def table_from_tokenizer_json(path: Path) -> TokenTable:
                 tokens.append(b"")
             elif tok == unk:
                 tokens.append(UNKNOWN)
-            elif len(tok) == 6 and tok.startswith("<0x") and tok.endswith(">"):
+            elif len(tok) == 6 and tok.startswith("<0x") and tok.endswith(">") and _HEX.issuperset(tok[3:5]):
                 tokens.append(bytes([int(tok[3:5], 16)]))
             else:
-                tokens.append(tok.replace("\u2581", " ").encode())
+                tokens.append(tok.replace("\u2581", " ").encode("utf-8", "surrogatepass"))
     else:
         raise HeatError(
             Diagnostic(
                 str(path), 0, 0,
-                f"unsupported tokenizer: model {model.get('type')!r} with decoder {sorted(decoders) or None} "
+                f"unsupported tokenizer: model {model.get('type')!r} with decoder {sorted(map(str, decoders)) or None} "
                 "(heatc reads WordPiece, byte-level BPE and SentencePiece-style Metaspace tokenizers)",
             )
         )  # fmt: skip
@@ -160,8 +182,11 @@ def table_from_tokenizer_json(path: Path) -> TokenTable:
 
 
 def table_from_vocab_txt(path: Path) -> TokenTable:
-    data = path.read_bytes()
-    lines = data.decode("utf-8").splitlines()
+    data = _read(path)
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise HeatError(Diagnostic(str(path), 0, 0, f"vocab.txt is not valid UTF-8 (byte {e.start})")) from None
     tokens = []
     for tok in lines:
         if tok.startswith("[") and tok.endswith("]"):

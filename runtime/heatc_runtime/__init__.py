@@ -8,14 +8,15 @@ interpreter.
 from .report import Conflict, Event, Report, Snapshot, Verdict, worst
 
 __all__ = [
-    "ABI_MAJOR", "ABI_MINOR", "Batch", "Checker", "Conflict", "Event", "Limits", "ModuleError", "ModuleTrap",
-    "Report", "Snapshot", "Verdict", "from_bytes", "load", "worst",
+    "ABI_MAJOR", "ABI_MINOR", "Batch", "Checker", "CheckerClosed", "Conflict", "Event", "Limits", "ModuleError",
+    "ModuleTrap", "Report", "SequenceInterrupted", "Snapshot", "Verdict", "from_bytes", "load", "worst",
 ]  # fmt: skip
 
 
 _LAZY = {
     "ABI_MAJOR": "abi", "ABI_MINOR": "abi", "Batch": "batch", "Checker": "checker", "Limits": "limits",
-    "ModuleError": "errors", "ModuleTrap": "errors", "from_bytes": "loader", "load": "loader",
+    "ModuleError": "errors", "ModuleTrap": "errors", "CheckerClosed": "errors", "SequenceInterrupted": "errors",
+    "from_bytes": "loader", "load": "loader",
 }  # fmt: skip
 
 
