@@ -19,6 +19,7 @@ cold one. `Policy` maps the score to an action: pass (≥ 0.9), confirm (≥ 0.7
 
 Public surface: `REPORT_FORMAT`, `REPORT_VERSION`, `ACTIONS`, `VERDICT_WEIGHT`,
 `ModuleInfo`, `Policy`, `AuditReport`, `confidence(verdicts, heat)`, `audit_report(...)`,
+`triggered_rules(verdicts, events)`,
 `audit_snapshots(module, text, snapshots)`, `char_offsets(text, offsets)`, `schema()`.
 """
 
@@ -218,6 +219,22 @@ def _event_json(e: Event, text: bytes, chars: dict[int, int]) -> dict:
     return d
 
 
+def triggered_rules(verdicts: Mapping[str, Verdict], events: Iterable[Event]) -> list[tuple[str, Verdict, int, int]]:
+    """The rules that matched or are not CONFIRMED, in program order: (rule, final verdict,
+    matches, rejected matches)."""
+    matches: dict[str, list[int]] = {}
+    for e in events:
+        if e.kind == "match":
+            m = matches.setdefault(e.name, [0, 0])
+            m[0] += 1
+            m[1] += e.verdict is Verdict.REJECTED
+    return [
+        (name, v, *matches.get(name, (0, 0)))
+        for name, v in verdicts.items()
+        if name in matches or v is not Verdict.CONFIRMED
+    ]
+
+
 def audit_report(
     module: ModuleInfo,
     text: str | bytes,
@@ -235,17 +252,10 @@ def audit_report(
         if e.conflict is not None:
             offsets += (e.conflict.start, e.conflict.end)
     chars = char_offsets(data, offsets)
-    matches: dict[str, list[int]] = {}
-    for e in events:
-        if e.kind == "match":
-            m = matches.setdefault(e.name, [0, 0])
-            m[0] += 1
-            m[1] += e.verdict is Verdict.REJECTED
     verdicts = dict(verdicts)
     triggered = tuple(
-        RuleOutcome(name, module.descriptions.get(name, ""), module.heat.get(name, 0.5), v, *matches.get(name, (0, 0)))
-        for name, v in verdicts.items()
-        if name in matches or v is not Verdict.CONFIRMED
+        RuleOutcome(name, module.descriptions.get(name, ""), module.heat.get(name, 0.5), v, n, rejected)
+        for name, v, n, rejected in triggered_rules(verdicts, events)
     )
     return AuditReport(
         module=module,
