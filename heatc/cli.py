@@ -585,16 +585,10 @@ def _scan_chunks(module, files, inputs, separator, run, backend: str, as_json: b
         sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
     else:
         out.print(f"[bold]{len(texts)} chunks[/]: {len(report)} conflict{'s' * (len(report) != 1)}")
-        if len(report):
-            table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-            for col in ("score", "rule", "earlier", "later"):
-                table.add_column(col, overflow="fold", no_wrap=col == "score")
-            for c in report:
-                sides = [
-                    f"chunk {m.chunk} [{m.start}:{m.end}] {m.text!r} = {_fmt(m.value)}" for m in (c.earlier, c.later)
-                ]
-                table.add_row(f"{c.score:.2f}", escape(c.channel), escape(sides[0]), escape(sides[1]))
-            out.print(table)
+        for c in report:  # (lines, not a table: the texts are long)
+            out.print(f"{c.score:.2f}  [bold]{escape(c.channel)}[/]")
+            for m in (c.earlier, c.later):
+                out.print(escape(f"      chunk {m.chunk} [{m.start}:{m.end}] {m.text!r} = {_fmt(m.value)}"))
     raise typer.Exit(3 if len(report) else 0)
 
 
