@@ -138,7 +138,7 @@ def run_cuad(checker, docs, rng) -> dict:
         pairs = repeated(find_sites(text))
         if not pairs:
             continue
-        first, site = rng.choice(pairs)
+        _, site = rng.choice(pairs)
         values = {s.value.lower() for s in find_sites(text) if s.family == site.family}
         new = changed(site, values, rng)
         i = next(k for k, (s, e) in enumerate(spans) if s <= site.start < e)

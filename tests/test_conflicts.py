@@ -118,7 +118,7 @@ def test_bad_chunks_are_refused_with_the_reason():
         checker.conflicts(["fine", b"abc\xffdef"])
     with pytest.raises(ValueError, match="no chunks"):
         checker.conflicts([])
-    with pytest.raises(TypeError, match="a list of texts .* not one text"):
+    with pytest.raises(TypeError, match=r"a list of texts .* not one text"):
         checker.conflicts("pay within 30 days")
     with pytest.raises(TypeError, match="chunk 0 is a int, not text"):
         checker.conflicts([3])
