@@ -10,7 +10,7 @@ engine adapter that steps batches of an attached checker only adds what the batc
 see: `count_report(audit)` when a sequence ends and `count_guard_masks(n)` in guard mode.
 
 Cost: a decoding step takes microseconds and one prometheus_client `observe` about as long,
-so the hooks only append to local lists under a lock; the metric families are brought up to
+so a step only reads the clock twice and appends to a list (no lock: see `_Recorder`); the metric families are brought up to
 date (`flush()`) at most every `flush_interval_s` while stepping, at every report, at exit,
 and — in-process — right before every collection of the registry, so a scrape always sees
 every step and report made before it. In prometheus_client's multiprocess mode (a vLLM
@@ -148,16 +148,39 @@ def _families(registry) -> _Families:
 class _Pending:
     """What was counted since the last flush, per module."""
 
-    __slots__ = ("bytes", "checks", "conflicts", "exhausted", "masks", "reports", "sizes", "snapshots", "steps", "verdicts")  # fmt: skip
+    __slots__ = ("bytes", "checks", "conflicts", "exhausted", "masks", "reports", "verdicts")
 
     def __init__(self) -> None:
-        self.steps: list[float] = []  # seconds per step
-        self.sizes: list[int] = []  # batch size per step
-        self.snapshots = self.checks = self.masks = self.exhausted = 0
+        self.checks = self.masks = self.exhausted = 0
         self.reports: Tally = Tally()  # (source, action)
         self.bytes: Tally = Tally()  # source
         self.verdicts: Tally = Tally()  # (rule, verdict)
         self.conflicts: Tally = Tally()  # rule
+
+
+class _Recorder:
+    """The steps of one batch (or of one module and batch size, for `observe_step`): appended to
+    without a lock — a list's append and a slice's deletion are each atomic, and a flush takes
+    only the items it counted — so that a step pays two clock reads and one append."""
+
+    __slots__ = ("batch", "module", "n", "seconds", "snapshots")
+
+    def __init__(self, module: str, n: int, batch=None):
+        self.module, self.n = module, n
+        self.batch = weakref.ref(batch) if batch is not None else None
+        self.seconds: list[float] = []
+        self.snapshots: list[int] = []
+
+    @staticmethod
+    def take(values: list) -> list:
+        k = len(values)
+        taken = values[:k]
+        del values[:k]
+        return taken
+
+    def done(self) -> bool:
+        """Its batch is gone and everything it recorded was flushed."""
+        return self.batch is not None and self.batch() is None and not self.seconds and not self.snapshots
 
 
 def _add_histogram(child, values: np.ndarray) -> None:
@@ -195,6 +218,8 @@ class Metrics:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._pending: dict[str, _Pending] = {}
+        self._recorders: list[_Recorder] = []
+        self._hook_recorders: dict[tuple[str, int], _Recorder] = {}
         self._rules: set[str] = set()
         self._next_flush = time.perf_counter() + flush_interval_s
         self._default_module = ""
@@ -209,20 +234,27 @@ class Metrics:
             p = self._pending[name] = _Pending()
         return p
 
+    def _recorder(self, module: str | None, n: int) -> _Recorder:
+        key = (self._default_module if module is None else module, n)
+        rec = self._hook_recorders.get(key)
+        if rec is None:
+            with self._lock:
+                rec = self._hook_recorders.setdefault(key, _Recorder(*key))
+                if rec not in self._recorders:
+                    self._recorders.append(rec)
+        return rec
+
     def observe_step(self, batch_size: int, seconds: float, module: str | None = None) -> None:
-        """One batch step of `batch_size` sequences took `seconds`."""
-        with self._lock:
-            p = self._at(module)
-            p.steps.append(seconds)
-            p.sizes.append(batch_size)
+        """One batch step of `batch_size` sequences took `seconds` (a batch of an attached
+        checker reports its own steps)."""
+        self._recorder(module, batch_size).seconds.append(seconds)
         if time.perf_counter() > self._next_flush:
             self.flush()
 
     def count_snapshots(self, n: int, module: str | None = None) -> None:
         """`n` snapshots published by triggers (not a sequence's final snapshot)."""
         if n:
-            with self._lock:
-                self._at(module).snapshots += n
+            self._recorder(module, 0).snapshots.append(n)
 
     def count_report(self, report: AuditReport, source: str = "stream") -> None:
         """A response checked to the end: its action, bytes and the verdicts of its triggered rules."""
@@ -285,15 +317,20 @@ class Metrics:
                 pending, self._pending = self._pending, {}
                 self._next_flush = time.perf_counter() + self.flush_interval_s
             f = self._fam
+            for rec in list(self._recorders):
+                seconds = np.asarray(rec.take(rec.seconds), np.float64)
+                if len(seconds):
+                    f.tokens.labels(rec.module).inc(len(seconds) * rec.n)
+                    _add_histogram(f.step.labels(rec.module), seconds)
+                    _add_histogram(f.step_token.labels(rec.module), seconds / max(rec.n, 1))
+                snapshots = sum(rec.take(rec.snapshots))
+                if snapshots:
+                    f.snapshots.labels(rec.module).inc(snapshots)
+                if rec.done():
+                    with self._lock:
+                        self._recorders.remove(rec)
             for module, p in pending.items():
-                if p.steps:
-                    seconds = np.asarray(p.steps, np.float64)
-                    sizes = np.asarray(p.sizes, np.float64)
-                    f.tokens.labels(module).inc(int(sizes.sum()))
-                    _add_histogram(f.step.labels(module), seconds)
-                    _add_histogram(f.step_token.labels(module), seconds / np.maximum(sizes, 1))
-                for counter, n in ((f.snapshots, p.snapshots), (f.checks, p.checks), (f.masks, p.masks),
-                                   (f.exhausted, p.exhausted)):  # fmt: skip
+                for counter, n in ((f.checks, p.checks), (f.masks, p.masks), (f.exhausted, p.exhausted)):
                     if n:
                         counter.labels(module).inc(n)
                 for (source, action), n in p.reports.items():
@@ -339,25 +376,24 @@ class Metrics:
     def _instrument_batch(self, batch, module: str):
         cls = type(batch)
         clock = time.perf_counter
-        lock = self._lock
         metrics = self
-        n = batch.n
+        rec = _Recorder(module, batch.n, batch)
+        single = _Recorder(module, 1, batch)  # feed_text: one sequence, one token
+        with self._lock:
+            self._recorders += (rec, single)
+        seconds, snapshots = rec.seconds, rec.snapshots
+        step, feed = cls.feed_ids, cls.feed_text
 
         def triggers(out) -> int:
             return sum(1 for snaps in out.values() for s in snaps if not s.final)
-
-        step, feed = cls.feed_ids, cls.feed_text
 
         def feed_ids(ids):
             t0 = clock()
             out = step(batch, ids)
             t1 = clock()
-            with lock:
-                p = metrics._at(module)
-                p.steps.append(t1 - t0)
-                p.sizes.append(n)
-                if out:
-                    p.snapshots += triggers(out)
+            seconds.append(t1 - t0)
+            if out:
+                snapshots.append(triggers(out))
             if t1 > metrics._next_flush:
                 metrics.flush()
             return out
@@ -365,18 +401,14 @@ class Metrics:
         def feed_text(i, text):
             t0 = clock()
             snaps = feed(batch, i, text)
-            seconds = clock() - t0
-            with lock:
-                p = metrics._at(module)
-                p.steps.append(seconds)
-                p.sizes.append(1)
-                p.snapshots += sum(1 for s in snaps if not s.final)
+            single.seconds.append(clock() - t0)
+            single.snapshots.append(sum(1 for s in snaps if not s.final))
             return snaps
 
         def publishing(method):
             def call(*args, **kwargs):
                 out = method(batch, *args, **kwargs)
-                metrics.count_snapshots(triggers(out), module)
+                snapshots.append(triggers(out))
                 return out
 
             return call
