@@ -183,3 +183,17 @@ def _exposition(registry) -> str:
     from prometheus_client import generate_latest
 
     return generate_latest(registry).decode()
+
+
+def test_dashboard_queries_name_only_real_metrics():
+    """examples/grafana_dashboard.json: every series a panel or alert reads is one heatc exports."""
+    import json
+    import re
+
+    dashboard = json.loads((EXAMPLES / "grafana_dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [r["expr"] for g in dashboard["heatcAlerts"]["groups"] for r in g["rules"]]
+    names = {n for e in exprs for n in re.findall(r"\bheatc_[a-z_]+", e)}
+    exported = set(METRICS) | {f"{n}_bucket" for n in METRICS if n.endswith("_seconds")}
+    assert names and names <= exported, names - exported
+    assert {r["alert"] for g in dashboard["heatcAlerts"]["groups"] for r in g["rules"]} >= {"HeatcTriggerRateOutOfBand"}
