@@ -204,21 +204,6 @@ def _span(text: bytes, start: int, end: int, chars: dict[int, int]) -> dict:
     }
 
 
-def _event_json(e: Event, text: bytes, chars: dict[int, int]) -> dict:
-    d: dict = {"kind": e.kind, ("rule" if e.kind == "match" else "anchor"): e.name}
-    if e.verdict is not None:
-        d["verdict"] = e.verdict.name
-    d.update(_span(text, e.start, e.end, chars))
-    if e.kind == "match":
-        d["captures"] = dict(e.captures)
-    if e.failed is not None:
-        d["failed"] = e.failed
-    if e.conflict is not None:
-        c = e.conflict
-        d["conflict"] = {"channel": c.channel, "value": c.value, **_span(text, c.start, c.end, chars)}
-    return d
-
-
 def triggered_rules(verdicts: Mapping[str, Verdict], events: Iterable[Event]) -> list[tuple[str, Verdict, int, int]]:
     """The rules that matched or are not CONFIRMED, in program order: (rule, final verdict,
     matches, rejected matches)."""
@@ -267,7 +252,7 @@ def audit_report(
         policy=policy or Policy(),
         verdicts=verdicts,
         triggered=triggered,
-        events=tuple(_event_json(e, data, chars) for e in events),
+        events=tuple(e.to_json(span=lambda start, end: _span(data, start, end, chars)) for e in events),
         counters={k: int(counters[k]) for k in COUNTERS},
     )
 

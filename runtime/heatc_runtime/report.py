@@ -55,23 +55,28 @@ class Event:
         })  # fmt: skip
         return event
 
-    def to_json(self, stream: bytes | None = None) -> dict:
+    def to_json(self, stream: bytes | None = None, span: Callable[[int, int], dict] | None = None) -> dict:
+        """The event as JSON; `span(start, end)` gives each span's fields (default: `start`,
+        `end` and, with the `stream`, its `text`; audit reports add character offsets)."""
+        if span is None:
+
+            def span(start: int, end: int) -> dict:
+                if stream is None:
+                    return {"start": start, "end": end}
+                return {"start": start, "end": end, "text": stream[start:end].decode("utf-8", errors="replace")}
+
         d: dict = {"kind": self.kind}
         d["rule" if self.kind == "match" else "anchor"] = self.name
         if self.verdict is not None:
             d["verdict"] = self.verdict.name
-        d["start"], d["end"] = self.start, self.end
-        if stream is not None:
-            d["text"] = stream[self.start : self.end].decode("utf-8", errors="replace")
+        d.update(span(self.start, self.end))
         if self.kind == "match":
             d["captures"] = dict(self.captures)
         if self.failed is not None:
             d["failed"] = self.failed
         if self.conflict is not None:
             c = self.conflict
-            d["conflict"] = {"channel": c.channel, "value": c.value, "start": c.start, "end": c.end}
-            if stream is not None:
-                d["conflict"]["text"] = stream[c.start : c.end].decode("utf-8", errors="replace")
+            d["conflict"] = {"channel": c.channel, "value": c.value, **span(c.start, c.end)}
         return d
 
 
