@@ -21,7 +21,7 @@ except ModuleNotFoundError as missing:  # the runtime-only install has no CLI de
 
 from heatc import __version__
 from heatc.errors import HeatError
-from heatc_runtime import ModuleError, Verdict, worst
+from heatc_runtime import ModuleError, Verdict
 
 app = typer.Typer(
     add_completion=False,
@@ -442,9 +442,14 @@ def _documents(data: bytes, lines: bool) -> list[bytes]:
 @app.command()
 def scan(
     rules: Annotated[Path, typer.Argument(help="A .heat rule file, a heatmap (.yaml), or a build directory.")],
-    file: Annotated[str, typer.Argument(help="Text to scan; '-' reads standard input.")] = "-",
+    files: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Text to scan; '-' (the default) reads standard input. With --chunks, each FILE is a chunk."
+        ),
+    ] = None,
     lines: Annotated[bool, typer.Option("--lines", help="Each input line is a separate document.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per document.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One audit report (JSON) per document.")] = False,
     backend: Annotated[
         str,
         typer.Option(
@@ -452,24 +457,53 @@ def scan(
             help="reference (the spec), wasm (a build's module, or compiled on the fly) or native (the C++ core).",
         ),
     ] = "",
+    chunks: Annotated[
+        bool, typer.Option("--chunks", help="Find conflicts across chunks: each FILE is one chunk, in retrieval order.")
+    ] = False,
+    chunk_separator: Annotated[
+        str | None,
+        typer.Option(
+            "--chunk-separator", help=r"Find conflicts across chunks: the input split at STR (\n, \t read as escapes)."
+        ),
+    ] = None,
+    policy: Annotated[
+        str, typer.Option("--policy", help="Confidence to action: pass=0.9,confirm=0.7 (the defaults).")
+    ] = "",
 ) -> None:
-    """Run a rule set over text and report verdicts and events.
+    """Run a rule set over text and report verdicts, events, confidence and the action to take
+    (docs/report.md); with --chunks or --chunk-separator, the conflicts between the chunks
+    (docs/conflicts.md).
 
-    Exit status: 0 when no document is REJECTED, 3 when some is, 1 on an input error.
+    Exit status: 0 when no document is REJECTED (no conflict), 3 when some is, 1 on an input error.
     """
     from heatc.backends import BACKENDS, run_document
+    from heatc_runtime.audit import Policy, audit_report
 
     backend = backend or ("wasm" if rules.is_dir() else "reference")
     if backend not in BACKENDS:
         raise _fail(f"heatc scan: unknown backend {backend!r} (available: {', '.join(BACKENDS)})")
     try:
+        rule_policy = Policy.parse(policy)
+    except ValueError as e:
+        raise _fail(f"heatc scan: --{e}") from None
+    files = files or ["-"]
+    conflict_mode = chunks or chunk_separator is not None
+    if chunks and chunk_separator is not None:
+        raise _fail("heatc scan: give --chunks (each FILE a chunk) or --chunk-separator (one input split), not both")
+    if conflict_mode and lines:
+        raise _fail("heatc scan: --lines reads documents, --chunks and --chunk-separator read chunks: choose one")
+    if len(files) > 1 and not chunks:
+        raise _fail("heatc scan: give one text FILE (or --chunks to read several files as the chunks of one context)")
+    try:
         program = _compile(rules)
     except HeatError as e:
         raise _fail(e.render()) from None
-    try:
-        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
-    except OSError as e:
-        raise _fail(f"{file}: error: cannot read: {e.strerror}") from None
+    inputs = []
+    for file in files:
+        try:
+            inputs.append(sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes())
+        except OSError as e:
+            raise _fail(f"{file}: error: cannot read: {e.strerror}") from None
 
     def run(doc: bytes):
         return run_document(backend, program, doc)
@@ -481,6 +515,15 @@ def scan(
             native_extension()
         except ModuleError as e:
             raise _fail(f"heatc scan: {e}") from None
+    if rules.is_dir():
+        from heatc_runtime.audit import ModuleInfo
+        from heatc_runtime.loader import read_manifest
+
+        module = ModuleInfo.from_manifest(read_manifest(rules)[0])
+    else:
+        from heatc.backends import module_info
+
+        module = module_info(program)
     if rules.is_dir() and backend in ("wasm", "native"):
         from heatc_runtime import load
 
@@ -493,34 +536,69 @@ def scan(
             report = checker.scan(doc)
             return report.events, report.verdicts, report.counters
 
+    if conflict_mode:
+        _scan_chunks(module, files, inputs, chunk_separator, run, backend, as_json)
     overall = Verdict.CONFIRMED
-    for i, doc in enumerate(_documents(data, lines)):
+    for i, doc in enumerate(_documents(inputs[0], lines)):
         t0 = time.perf_counter()
         events, verdicts, counters = run(doc)
         elapsed = time.perf_counter() - t0
-        verdict = worst(verdicts.values())
-        overall = max(overall, verdict)
+        audit = audit_report(module, doc, events, verdicts, counters, rule_policy)
+        overall = max(overall, audit.verdict)
         if as_json:
-            record = {
-                "doc": i,
-                "verdict": verdict.name,
-                "rules": {k: v.name for k, v in verdicts.items()},
-                "events": [e.to_json(doc) for e in events],
-                "counters": counters,
-                "backend": backend,
-                "elapsed_ms": round(elapsed * 1000, 3),
-            }
+            record = audit.to_json()
+            record["run"] = {"doc": i, "backend": backend, "elapsed_ms": round(elapsed * 1000, 3)}
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         else:
-            _print_document(i, doc, verdict, verdicts, events, counters, lines)
+            _print_document(i, doc, audit, events, lines)
     raise typer.Exit(3 if overall is Verdict.REJECTED else 0)
 
 
-def _print_document(i, doc, verdict, verdicts, events, counters, lines) -> None:
+def _scan_chunks(module, files, inputs, separator, run, backend: str, as_json: bool) -> None:
+    """heatc scan --chunks / --chunk-separator: the conflicts between the chunks; exits."""
+    from heatc_runtime.conflicts import NoConsistencyRulesError, chunk_bytes, find_conflicts, join_chunks
+
+    if separator is not None:
+        sep = separator.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r").encode("utf-8")
+        if not sep:
+            raise _fail("heatc scan: --chunk-separator needs a non-empty STR")
+        names = [f"{files[0]} (chunk {i})" for i in range(inputs[0].count(sep) + 1)]
+        texts = inputs[0].split(sep)
+    else:
+        names, texts = files, inputs
+    for name, text in zip(names, texts, strict=True):
+        try:
+            chunk_bytes([text])
+        except ValueError as e:
+            raise _fail(f"{name}: error: {str(e).replace('chunk 0 is ', '', 1)}") from None
+    try:
+        t0 = time.perf_counter()
+        stream, _ = join_chunks(texts)
+        events = run(stream)[0]
+        report = find_conflicts(module, texts, events)
+        elapsed = time.perf_counter() - t0
+    except NoConsistencyRulesError as e:
+        raise _fail(f"heatc scan: error: {e}") from None
+    if as_json:
+        record = report.to_json()
+        record["run"] = {"backend": backend, "elapsed_ms": round(elapsed * 1000, 3), "chunk_names": names}
+        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+    else:
+        out.print(f"[bold]{len(texts)} chunks[/]: {len(report)} conflict{'s' * (len(report) != 1)}")
+        for c in report:  # (lines, not a table: the texts are long)
+            out.print(f"{c.score:.2f}  [bold]{escape(c.channel)}[/]")
+            for m in (c.earlier, c.later):
+                out.print(escape(f"      chunk {m.chunk} [{m.start}:{m.end}] {m.text!r} = {_fmt(m.value)}"))
+    raise typer.Exit(3 if len(report) else 0)
+
+
+def _print_document(i, doc, audit, events, lines) -> None:
     title = f"document {i + 1}" if lines else "document"
+    counters, verdict = audit.counters, audit.verdict
     out.print(
         f"[bold]{title}[/]: [{_VERDICT_STYLE[verdict]}]{verdict.name}[/]  "
-        f"({counters['bytes']} bytes, {counters['lexemes']} lexemes, {counters['matches']} matches)"
+        f"({counters['bytes']} bytes, {counters['lexemes']} lexemes, {counters['matches']} matches; "
+        f"confidence {audit.confidence:.2f}: {audit.action})"
     )
     matches = [e for e in events if e.kind == "match"]
     if matches:
@@ -544,7 +622,7 @@ def _print_document(i, doc, verdict, verdicts, events, counters, lines) -> None:
                 escape(why),
             )
         out.print(table)
-    rejected = [k for k, v in verdicts.items() if v is Verdict.REJECTED]
+    rejected = [k for k, v in audit.verdicts.items() if v is Verdict.REJECTED]
     if rejected:
         out.print("rejected rules: " + escape(", ".join(rejected)))
 

@@ -167,7 +167,7 @@ def test_cli_build_inspect_scan_lower(tmp_path):
     assert r.exit_code == 0  # stdin empty: nothing rejected
     r = runner.invoke(app, ["scan", str(tmp_path / "tiny"), "--json"], input="glucose 7000 mg/dL.")
     doc = json.loads(r.output)
-    assert r.exit_code == 3 and doc["backend"] == "wasm" and doc["rules"] == {"glucose_mg_dl": "REJECTED"}
+    assert r.exit_code == 3 and doc["run"]["backend"] == "wasm" and doc["rules"] == {"glucose_mg_dl": "REJECTED"}
     r = heatc("lower", GOOD)
     assert r.exit_code == 0 and "# skipped cell glucose×number (line 12): score 0.5 below" in r.output
     assert "require v in [22.5, 1220]" in r.output

@@ -320,7 +320,26 @@ class Checker:
                 self._ctlv[QUIET] = 0
         final = snaps[-1][2]
         decoder = self._decoder  # (the report keeps the decoder, not the checker)
-        return Report(final.verdicts, lambda: decoder.scan_events(records), final.counters)
+        return Report(final.verdicts, lambda: decoder.scan_events(records), final.counters, (self.module_info, data))
+
+    # -- operating: audit reports, conflicts across chunks (audit.py, conflicts.py) ----------
+
+    @property
+    def module_info(self):
+        """The module's identity and rule heats, as audit reports carry them (`audit.ModuleInfo`)."""
+        info = self.__dict__.get("_module_info")
+        if info is None:
+            from .audit import ModuleInfo
+
+            info = self._module_info = ModuleInfo.from_manifest(self.manifest)
+        return info
+
+    def conflicts(self, chunks):
+        """Every pair of mentions in `chunks` (texts in retrieval order) whose values disagree
+        under a consistency rule, each side with its chunk and span (`conflicts.ConflictReport`)."""
+        from .conflicts import scan_chunks
+
+        return scan_chunks(self, chunks)
 
     def _finished(self, st: int) -> bool:
         return bool(self._mem[st + self._flags] & STATE_FINISHED)
