@@ -1,4 +1,8 @@
-"""Readers for the binary files of a build directory (formats: docs/heatmap.md)."""
+"""Reading and writing the binary token table of a build directory, tokens.bin (format:
+docs/heatmap.md).
+
+Public surface: `TOKENS_MAGIC`, `TOKENS_VERSION`, `read_token_table(data)`, `token_table_bytes(tokens)`.
+"""
 
 from __future__ import annotations
 
@@ -23,3 +27,11 @@ def read_token_table(data: bytes) -> list[bytes]:
     if offsets[-1] != len(data) - base or any(a > b for a, b in itertools.pairwise(offsets)):
         raise ValueError("the token table's offsets do not match its size")
     return [data[base + offsets[i] : base + offsets[i + 1]] for i in range(count)]
+
+
+def token_table_bytes(tokens: list[bytes]) -> bytes:
+    """tokens.bin for a list of token bytes (the layout `read_token_table` reads)."""
+    offsets = [0]
+    for t in tokens:
+        offsets.append(offsets[-1] + len(t))
+    return TOKENS_MAGIC + struct.pack(f"<II{len(offsets)}I", TOKENS_VERSION, len(tokens), *offsets) + b"".join(tokens)
