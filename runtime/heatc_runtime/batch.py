@@ -165,3 +165,15 @@ class Batch:
         c = self.checker
         at = self.states + i * c.state_size
         return bytes(c._view()[at : at + c.state_size])
+
+    def finish_one(self, i: int) -> list[Snapshot]:
+        """End sequence `i`'s stream alone, the others going on; its last snapshot is final.
+        (A decoding loop ends sequences at different steps.)"""
+        c = self.checker
+        out: dict[int, list[Snapshot]] = {}
+        with c._lock:
+            st = self.states + i * c.state_size
+            while not c._finished(st):  # (finish does nothing when the buffers lack room: drain, call again)
+                c._call("finish", st, i)
+                self._collect(out)
+        return out.get(i, [])
