@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModuleError
-from ..report import Event, Snapshot, Verdict, worst
+from ..report import Event, Snapshot, Verdict, Verdicts
 from .tokens import TokenTable
 
 MODES = ("observe", "stop", "guard")
@@ -88,7 +88,7 @@ def open_module(module, table: TokenTable | None, tokens: str = "check", limits=
 
 
 @dataclass
-class GenerationReport:
+class GenerationReport(Verdicts):
     """What the rules saw of one generated sequence."""
 
     mode: str
@@ -109,14 +109,6 @@ class GenerationReport:
     def events(self) -> list[Event]:
         """Every event of the generation, spans in `stream`."""
         return [e for s in self.snapshots for e in s.events]
-
-    @property
-    def verdict(self) -> Verdict:
-        return worst(self.verdicts.values())
-
-    @property
-    def rejected(self) -> list[str]:
-        return [name for name, v in self.verdicts.items() if v is Verdict.REJECTED]
 
     @property
     def text(self) -> str:

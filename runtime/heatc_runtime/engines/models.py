@@ -97,13 +97,12 @@ def check_causal_lm(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_dir():
         raise ModelError(f"{path}: no such model folder")
-    config = path / "config.json"
-    if not config.is_file():
-        raise ModelError(f"{path}: no config.json (not a Hugging Face model folder)")
     try:
-        spec = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelError(f"{config}: not valid JSON: {e}") from None
+        spec = json.loads((path / "config.json").read_bytes())
+    except FileNotFoundError:
+        raise ModelError(f"{path}: no config.json (not a Hugging Face model folder)") from None
+    except (OSError, ValueError) as e:  # (JSONDecodeError and UnicodeDecodeError are ValueErrors)
+        raise ModelError(f"{path / 'config.json'}: not a readable JSON file: {e}") from None
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
