@@ -161,6 +161,23 @@ def test_guard_on_numbers_split_over_tokens():
     assert report.masked == [(3, 2, True)] and report.first_change == 3
 
 
+def test_guard_lets_a_number_grow_through_values_out_of_range():
+    """Models write numbers a digit at a time: the first digit of "temperature 98.6" is 9, out
+    of 20–113 by itself; guard lets it through because 90 and 99 would be fine, and refuses a
+    number no continuation can save."""
+    d = driver(1)
+    d.start(0, "guard", k=8)
+    for token in ids(b" temperature", b" "):
+        d.feed(np.array([0]), np.array([token]))
+    cand = np.array([ids(b"9", b"1", b"3", b"", b".")])
+    assert d.guard(np.array([0]), cand, np.ones_like(cand, bool)).tolist() == [[True] * 5]
+    d.feed(np.array([0]), np.array(ids(b"1")))
+    # "temperature 1": ended here it is 1; with 0 it can still become 100 to 109; with 5 or 9
+    # only 15 or 19, 150 and more, or 15.x and 19.x: out of range whatever follows
+    cand = np.array([ids(b"", b"0", b"5", b"9")])
+    assert d.guard(np.array([0]), cand, np.ones_like(cand, bool)).tolist() == [[False, True, False, False]]
+
+
 def test_guard_records_exhausted_rows():
     d = driver(1)
     d.start(0, "guard", k=2)

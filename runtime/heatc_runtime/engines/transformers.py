@@ -72,7 +72,8 @@ class Checks:
     def generate(self, model, **kwargs):
         """`model.generate(**kwargs)` checked from a fresh start: (output, reports).
         Refuses beam search before generating anything."""
-        beams = kwargs.get("num_beams") or getattr(getattr(model, "generation_config", None), "num_beams", 1) or 1
+        config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+        beams = kwargs.get("num_beams") or getattr(config, "num_beams", 1) or 1
         if beams > 1:
             raise ValueError(
                 f"num_beams={beams}: beam search reorders the batch between steps, which heatc's transformers "
