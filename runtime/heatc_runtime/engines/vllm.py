@@ -167,7 +167,7 @@ def _keep(key: str | None, report: GenerationReport) -> None:
 class _Request:
     __slots__ = ("driver", "eos", "fed", "force_eos", "opts", "output", "slot")
 
-    def __init__(self, opts: Options, driver: Driver, slot: int, output: list[int], eos: list[int]):
+    def __init__(self, opts: Options, driver: Driver | None, slot: int, output: list[int], eos: list[int]):
         self.opts, self.driver, self.slot, self.output, self.eos = opts, driver, slot, output, eos
         self.fed = 0
         self.force_eos = False
@@ -238,12 +238,18 @@ class HeatcLogitsProcessor(LogitsProcessor):
             return  # (validate_params refused it already)
         if opts is None:
             return
+        eos = sorted(params.all_stop_token_ids) if not params.ignore_eos else []
         try:
             driver, slot = self._driver(opts)
         except (ModuleError, ValueError, OSError) as e:
-            log.error("heatc: request at index %d cannot be checked: %s", index, e)
+            # Refused here, not by validate_params (which ran in another process, or before the
+            # module changed): the request is ended at its first step, its report says why.
+            log.error("heatc: request at index %d cannot be checked, ending it: %s", index, e)
+            req = _Request(opts, None, -1, output, eos)
+            req.force_eos = True
+            self._live[index] = req
+            _keep(opts.key, GenerationReport(opts.mode, b"", 0, [], [], {}, error=str(e)))
             return
-        eos = sorted(params.all_stop_token_ids) if not params.ignore_eos else []
         req = _Request(opts, driver, slot, output, eos)
         driver.start(slot, opts.mode, opts.k, opts.on_exhausted, prompt, opts.prompt)
         self._live[index] = req
@@ -255,7 +261,7 @@ class HeatcLogitsProcessor(LogitsProcessor):
             self._finish(req)
 
     def _finish(self, req: _Request, error: str | None = None) -> None:
-        if req.driver.live(req.slot):
+        if req.driver is not None and req.driver.live(req.slot):
             report = req.driver.end(req.slot, error)
             self._free[(req.opts.module, req.opts.tokens)].append(req.slot)
             _keep(req.opts.key, report)
@@ -298,7 +304,7 @@ class HeatcLogitsProcessor(LogitsProcessor):
             by_driver: dict[int, tuple[Driver, list[_Request]]] = {}
             for req in reqs:
                 out = req.output
-                if req.fed < len(out) and out[req.fed] >= 0 and req.driver.live(req.slot):
+                if req.fed < len(out) and out[req.fed] >= 0 and req.driver is not None and req.driver.live(req.slot):
                     by_driver.setdefault(id(req.driver), (req.driver, []))[1].append(req)
             if not by_driver:
                 return
