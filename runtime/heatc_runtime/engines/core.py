@@ -271,8 +271,8 @@ class Driver:
 
     def guard(self, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray) -> np.ndarray:
         """Which candidates pass (bool, the shape of `candidates`: rows × K, best first);
-        `usable` marks those the engine could sample at all (finite scores). Two or three
-        runtime calls for the whole batch, three more when some candidate leaves a number open."""
+        `usable` marks those the engine could sample at all (finite scores). Two runtime calls
+        for the whole batch, three more when some candidate fails leaving a number open."""
         n, width = candidates.shape
         look = self._lookahead()
         ks = np.array([self._rows[r].k for r in rows.tolist()])
