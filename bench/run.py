@@ -336,20 +336,26 @@ def _re_rescan(rx, vocab, stream, context: int, steps: int) -> float:
     return (time.perf_counter() - t) / steps * 1e6
 
 
+def xgrammar_regex(program: ir.Program) -> str:
+    """The regex xgrammar runs as heatc's peer: the rules' ASCII literals (longest first), a
+    number, or any one character, repeated — it accepts every text, as a checker must, and
+    makes the matcher read each lexeme the rules read."""
+    lits = "|".join(
+        re.escape(lit.text).replace("\\ ", " ")
+        for lit in sorted(program.literals, key=lambda x: -len(x.text))
+        if lit.text.isascii()
+    )
+    return f"({lits}|[0-9]+(\\.[0-9]+)?|[\\s\\S])*"
+
+
 def _xgrammar(vocab, program):
     try:
         import xgrammar as xgr
     except ImportError:
         print("  (xgrammar not installed: pip install 'heatc[bench]')")
         return None
-    lits = "|".join(
-        re.escape(lit.text).replace("\\ ", " ")
-        for lit in sorted(program.literals, key=lambda x: -len(x.text))
-        if lit.text.isascii()
-    )
-    regex = f"({lits}|[0-9]+(\\.[0-9]+)?|[\\s\\S])*"
     info = xgr.TokenizerInfo(vocab, stop_token_ids=[0])
-    compiled = xgr.GrammarCompiler(info).compile_regex(regex)
+    compiled = xgr.GrammarCompiler(info).compile_regex(xgrammar_regex(program))
 
     def run(stream, context: int, steps: int) -> float:
         matcher = xgr.GrammarMatcher(compiled)

@@ -133,3 +133,18 @@ def test_scan_backends_print_the_same_json(name, text):
         assert doc.pop("run")["backend"] == backend
         outputs.append(doc)
     assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_generate_refuses_bad_options_before_loading_a_model(tmp_path):
+    rules = EXAMPLES / "medical.heat"
+    for args, message in (
+        (["--mode", "guardd"], "unknown mode 'guardd' (modes: observe, stop, guard)"),
+        (["--engine", "tgi"], "unknown engine 'tgi' (engines: transformers, vllm)"),
+        (["--k", "0"], "--k must be 1 to 64"),
+    ):
+        r = heatc("generate", rules, "--prompt", "hi", *args)
+        assert r.exit_code == 1 and message in r.output, r.output
+    bad = tmp_path / "bad.heat"
+    bad.write_text("rule {\n")
+    r = heatc("generate", bad, "--prompt", "hi")
+    assert r.exit_code == 1 and f"{bad}:1:" in r.output and "Traceback" not in r.output

@@ -213,6 +213,8 @@ def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:
             "max_lexeme": program.lexer.max_lexeme,
             "window": program.window,
             "flags_offset": ir.state_layout(program).field("flags").offset,
+            # the u64 count of rejections so far: what a lookahead compares (guard mode)
+            "rejections_offset": ir.state_layout(program).field("rejections").offset,
         },
         "rules": [
             {

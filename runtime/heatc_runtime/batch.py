@@ -385,6 +385,30 @@ class Batch:
             at = self.states + i * c.state_size
             return bytes(c._view()[at : at + c.state_size])
 
+    def finish_one(self, i: int) -> list[Snapshot]:
+        """End sequence `i`'s stream alone, the others going on; its last snapshot is final.
+        (A decoding loop ends sequences at different steps.)"""
+        i = index(i, self.n, "i")
+        c = self.checker
+        out: dict[int, list[Snapshot]] = {}
+        with c._lock:
+            self._usable(i)
+            self._not_finished(i)
+            st = self.states + i * c.state_size
+            try:
+                c._begin()
+                while not c._finished(st):  # (finish does nothing when the buffers lack room: drain, call again)
+                    c._call("finish", st, i)
+                    published = c._ctlc[EV_COUNT] or c._ctlc[SNAP_COUNT]
+                    self._collect(out)
+                    if not published and not c._finished(st):
+                        raise c._stalled("finish_one")
+            except ModuleTrap as e:
+                raise self._interrupt({i}, e) from None
+            self._finished.add(i)
+            self._ids_generation = BLOCKED
+        return out.get(i, [])
+
 
 def _seqs(seqs: set[int]) -> str:
     """'sequence 3', 'sequences 0 to 63', 'sequences 1, 4, 9'."""

@@ -121,7 +121,23 @@ class Snapshot:
         return worst(self.verdicts.values())
 
 
-class Report:
+class Verdicts:
+    """`verdict` (the worst) and `rejected` (the rules REJECTED) of anything that holds
+    `verdicts`, rule name → Verdict: a `Report`, a generation's report."""
+
+    __slots__ = ()
+    verdicts: Mapping[str, Verdict]
+
+    @property
+    def verdict(self) -> Verdict:
+        return worst(self.verdicts.values())
+
+    @property
+    def rejected(self) -> list[str]:
+        return [name for name, v in self.verdicts.items() if v is Verdict.REJECTED]
+
+
+class Report(Verdicts):
     """The outcome of checking one whole document.
 
     `events` may be given as a function that returns them: a backend passes one to decode
@@ -164,14 +180,6 @@ class Report:
 
     def __repr__(self) -> str:
         return f"Report(verdicts={dict(self.verdicts)!r}, events={self.events!r}, counters={self.counters!r})"
-
-    @property
-    def verdict(self) -> Verdict:
-        return worst(self.verdicts.values())
-
-    @property
-    def rejected(self) -> list[str]:
-        return [name for name, v in self.verdicts.items() if v is Verdict.REJECTED]
 
     def audit(self, policy=None):
         """The audit report (`audit.AuditReport`: module, triggered rules, events with byte and

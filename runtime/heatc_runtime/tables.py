@@ -1,6 +1,7 @@
-"""Readers for the binary files of a build directory (formats: docs/heatmap.md).
+"""Reading and writing the binary token table of a build directory, tokens.bin (format:
+docs/heatmap.md).
 
-Public surface: `read_token_table(data)`, `TOKENS_MAGIC`, `TOKENS_VERSION`.
+Public surface: `TOKENS_MAGIC`, `TOKENS_VERSION`, `read_token_table(data)`, `token_table_bytes(tokens)`.
 """
 
 from __future__ import annotations
@@ -33,3 +34,11 @@ def read_token_table(data: bytes) -> list[bytes]:
     blob = data[base:]
     bounds = offsets.tolist()
     return [blob[bounds[i] : bounds[i + 1]] for i in range(count)]
+
+
+def token_table_bytes(tokens: list[bytes]) -> bytes:
+    """tokens.bin for a list of token bytes (the layout `read_token_table` reads)."""
+    offsets = [0]
+    for t in tokens:
+        offsets.append(offsets[-1] + len(t))
+    return TOKENS_MAGIC + struct.pack(f"<II{len(offsets)}I", TOKENS_VERSION, len(tokens), *offsets) + b"".join(tokens)
