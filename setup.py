@@ -26,7 +26,11 @@ setup(
             "heatc_runtime._native",
             sources=["cuda_bridge/src/heatc_native.cpp"],
             include_dirs=["cuda_bridge/include"],
-            depends=["cuda_bridge/include/heatc_core.h", "cuda_bridge/include/heatc_native_abi.h"],
+            depends=[
+                "cuda_bridge/include/heatc_core.h",
+                "cuda_bridge/include/heatc_kernels.h",
+                "cuda_bridge/include/heatc_native_abi.h",
+            ],
             language="c++",
             optional=True,
         )
