@@ -104,7 +104,6 @@ class Compiled:
 def compile_cubin(arch: str, cache: Path | None = None) -> Compiled:
     """The kernels' cubin for `arch` (sm_80, sm_90, …): from the cache, else compiled with
     NVRTC (no GPU needed) and cached."""
-    Program, ProgramOptions = _cuda_core()
     directory = cache or cache_dir()
     path = directory / f"{cache_key(arch)}.cubin"
     try:
@@ -113,10 +112,11 @@ def compile_cubin(arch: str, cache: Path | None = None) -> Compiled:
             return Compiled(data, path, True)
     except OSError:
         pass
+    program_cls, options_cls = _cuda_core()
     _, include = _source_dirs()
-    opts = ProgramOptions(arch=arch, std="c++17", fma=False, include_path=[str(include)])
+    opts = options_cls(arch=arch, std="c++17", fma=False, include_path=[str(include)])
     try:
-        program = Program(sources()[KERNEL_FILE], "c++", options=opts)
+        program = program_cls(sources()[KERNEL_FILE], "c++", options=opts)
         cubin = bytes(program.compile("cubin").code)
     except Exception as e:  # NVRTC's compile log, or a missing libnvrtc
         raise ModuleError(f"NVRTC could not compile {KERNEL_FILE} for {arch}: {str(e).strip()[:4000]}") from None

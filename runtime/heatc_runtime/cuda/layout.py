@@ -3,7 +3,7 @@ codes, and the two structs the kernels take by value — `heatc::Program` (the t
 and rules.hct's parameters) and `heatc::Tokens` (the token table). Defined here once; the C
 header (heatc.native_header) and the kernels' static_asserts take them from here.
 
-Public surface: `OUT_HEAD`, `OUT_FIELDS`, `OUT_OFFSETS`, `OUT_STATUS_NO_ROOM`, `STATUS_TEXT`,
+Public surface: `OUT`, `OUT_HEAD`, `OUT_FIELDS`, `OUT_OFFSETS`, `OUT_STATUS_NO_ROOM`, `STATUS_TEXT`,
 `MASK_ALLOWED`, `MASK_REJECTED`, `MASK_REFUSED`, `PROGRAM`, `PROGRAM_BASE`, `TOKENS`,
 `row_bytes(event_size, snapshot_size, ev_keep, snap_keep)`, `program_struct(...)`,
 `tokens_struct(...)`.
@@ -21,8 +21,8 @@ from ..hct import PARAMS
 #: ended), then u64 rejections (since the stream's start). Then `ev_keep` event records, one
 #: scratch record, `snap_keep` snapshot records.
 OUT_FIELDS = ("status", "consumed", "events", "snapshots", "new_rejections", "finished", "rejections")
-_OUT = struct.Struct("<6IQ")
-OUT_HEAD = _OUT.size
+OUT = struct.Struct("<6IQ")
+OUT_HEAD = OUT.size
 OUT_OFFSETS = {name: 4 * i for i, name in enumerate(OUT_FIELDS[:6])} | {"rejections": 24}
 #: A step that could not be given room for its records (never, with the op's rows: they
 #: count what they cannot store).
