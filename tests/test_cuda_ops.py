@@ -283,3 +283,18 @@ def test_bad_input_is_refused_with_the_reason(good, tmp_path):
         (bad / "tokens.bin").write_bytes((d / "tokens.bin").read_bytes())
         with pytest.raises(rt.ModuleError, match=why):
             load(bad, "cpu")
+
+
+def test_inspect_tiers_prints_the_plan(tiered):
+    from typer.testing import CliRunner
+
+    from heatc.cli import app
+
+    r = CliRunner().invoke(app, ["inspect", "--tiers", str(tiered)])
+    assert r.exit_code == 0, r.output
+    counts = load(tiered, "cpu").tiers.rules
+    lines = r.output.splitlines()
+    for name, n in zip(("L2 window", "device", "host (mapped)"), counts, strict=True):
+        assert any(line.strip().startswith(name) and f" {n} rules" in line for line in lines), r.output
+    r = CliRunner().invoke(app, ["inspect", "--tiers", "--device", "cpu", str(tiered)])
+    assert r.exit_code == 0 and "placed on cpu" in r.output, r.output

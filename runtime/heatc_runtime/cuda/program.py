@@ -11,7 +11,7 @@ pre-Ampere, a refused limit). `close()` releases the persisting lines
 (cudaCtxResetPersistingL2Cache) and the pinned memory. On the CPU the same pieces are plain
 tensors and the ops run the native core.
 
-Public surface: `load(path, device, l2=True, l2_bytes=None)`, `OpProgram`, `OpBatch`, `TierReport`.
+Public surface: `load(path, device, l2=True, l2_bytes=None)`, `OpProgram`, `OpBatch`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -30,33 +29,7 @@ from ..records import RecordDecoder
 from ..report import Snapshot
 from ..tables import read_token_table
 from . import layout, ops
-from .tiers import TierSplit, split_tiers
-
-
-@dataclass
-class TierReport:
-    """The tier plan and, on a GPU, what was applied (`notes`: why anything was not)."""
-
-    rules: tuple[int, int, int]  # rules in tier 0 (L2), 1 (device), 2 (host)
-    bytes: tuple[int, int, int]  # bytes of each piece
-    placed: tuple[str, str, str] = ("cpu", "cpu", "cpu")  # the memory each piece is in, as the driver reports it
-    window: tuple[int, float] | None = None  # (bytes, hit ratio) of the L2 window, when applied
-    set_aside: int = 0  # the persisting-L2 set-aside granted
-    device: str = "cpu"
-    notes: list[str] = field(default_factory=list)
-
-    def lines(self) -> list[str]:
-        names = ("L2 window", "device", "host (mapped)")
-        out = [f"  tiers on {self.device}:"]
-        for i in range(3):
-            out.append(
-                f"    {names[i]:14} {self.rules[i]:>6} rules  {self.bytes[i]:>12,} bytes  in {self.placed[i]} memory"
-            )
-        if self.window:
-            out.append(f"    L2 window: {self.window[0]:,} bytes, hitRatio {self.window[1]:.3f}, "
-                       f"persisting set-aside {self.set_aside:,} bytes")  # fmt: skip
-        out += [f"    note: {n}" for n in self.notes]
-        return out
+from .tiers import TierReport, TierSplit, split_tiers
 
 
 def _verify(path: Path, manifest: dict, name: str) -> bytes:

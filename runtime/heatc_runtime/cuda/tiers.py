@@ -18,12 +18,12 @@ from the wrong tier would read other tables, and the differential tests would fa
 A rules.hct with no tier plan (tier ends before the rules section: `heatc.hct` with (0, 0))
 keeps every rule in tier 0.
 
-Public surface: `TierSplit`, `split_tiers(hct)`.
+Public surface: `TierSplit`, `split_tiers(hct)`, `TierReport`, `plan_report(hct)`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import ModuleError
 from ..hct import PARAMS, TABLES, Hct
@@ -85,3 +85,37 @@ def split_tiers(hct: Hct, where: str = "rules.hct") -> TierSplit:
         sum(o >= device_end for o in offs),
     )
     return TierSplit(params, (tier0, tier1, tier2), (0, a1, a2), (l2_end, device_end), (r0, r1), counts, len(tier0))
+
+
+@dataclass
+class TierReport:
+    """The tier plan and, on a GPU, what was applied (`notes`: why anything was not)."""
+
+    rules: tuple[int, int, int]  # rules in tier 0 (L2), 1 (device), 2 (host)
+    bytes: tuple[int, int, int]  # bytes of each piece
+    placed: tuple[str, str, str] = ("cpu", "cpu", "cpu")  # the memory each piece is in, as the driver reports it
+    window: tuple[int, float] | None = None  # (bytes, hit ratio) of the L2 window, when applied
+    set_aside: int = 0  # the persisting-L2 set-aside granted
+    device: str = "cpu"
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        names = ("L2 window", "device", "host (mapped)")
+        out = ["  planned:" if self.device == "plan" else f"  placed on {self.device}:"]
+        for i in range(3):
+            out.append(
+                f"    {names[i]:14} {self.rules[i]:>6} rules  {self.bytes[i]:>12,} bytes  in {self.placed[i]} memory"
+            )
+        if self.window:
+            out.append(f"    L2 window: {self.window[0]:,} bytes, hitRatio {self.window[1]:.3f}, "
+                       f"persisting set-aside {self.set_aside:,} bytes")  # fmt: skip
+        out += [f"    note: {n}" for n in self.notes]
+        return out
+
+
+def plan_report(hct: Hct, where: str = "rules.hct") -> TierReport:
+    """The tier plan of a rules.hct as the loader would place it (no device needed)."""
+    split = split_tiers(hct, where)
+    rep = TierReport(split.counts, tuple(len(p) for p in split.pieces), ("(planned)",) * 3, device="plan")
+    rep.notes.append(f"an L2 window would cover tier 0's {split.hot_bytes:,} bytes (all tables but the colder rules)")
+    return rep
