@@ -236,7 +236,7 @@ def test_a_tier_is_read_through_its_own_base(tiered, tier):
             at = rec + reqs + 64 * q
             piece[at + 24 : at + 32].view("<f8")[0] = 1e12  # a constant on the right
             piece[at + 40 : at + 48].view("<f8")[0] = 1e12  # the high end of a range
-    ops.register_tables(p.tables, p.program, [t.numpy().tobytes() for t in p.tables])
+    ops.register_tables(p.tables, p.program.tolist(), [t.numpy().tobytes() for t in p.tables])
     b.feed_texts([text], scan=True)
     after = b.results()[0][-1].verdicts
     changed = {n for n in names if after[n] != before[n]}

@@ -3,24 +3,32 @@ ops"), each with a CPU kernel (the native core, heatc_runtime._native), a CUDA k
 NVRTC-compiled batch kernels, launched on the current stream) and a fake kernel (shapes
 only) for torch.compile and `torch.library.opcheck`.
 
-    heatc::step(Tensor[] tables, int[] program, Tensor tok_offsets, Tensor tok_bytes,
+They are defined with `torch.library.Library` (define, impl per device, register_fake) rather
+than the `custom_op` decorator: the same schemas and checks, but the decorator's Python
+layers (autograd wrapper, defaults, in-place view handling) cost about 60 µs of CPU time a
+call here, the plain registration about 7 (docs/cuda.md). `program` is an int64 tensor on the
+CPU (a list of ints costs a conversion per dispatch layer).
+
+    heatc::step(Tensor[] tables, Tensor program, Tensor tok_offsets, Tensor tok_bytes,
                 Tensor(a!) states, Tensor ids, Tensor? lengths, Tensor(b!) out,
                 int ev_keep, int snap_keep, int lanes) -> ()
-    heatc::text(Tensor[] tables, int[] program, Tensor(a!) states, Tensor text,
+    heatc::text(Tensor[] tables, Tensor program, Tensor(a!) states, Tensor text,
                 Tensor offsets, Tensor(b!) out, int ev_keep, int snap_keep, int kind,
                 int lanes) -> ()
-    heatc::guard(Tensor[] tables, int[] program, Tensor tok_offsets, Tensor tok_bytes,
+    heatc::guard(Tensor[] tables, Tensor program, Tensor tok_offsets, Tensor tok_bytes,
                  Tensor states, Tensor candidates, Tensor(a!) scratch, Tensor(b!) mask,
                  bool flush, int lanes) -> ()
 
 `tables` and `program` come from a loaded program (heatc_runtime.cuda.load): its tier pieces
-and `TierSplit.program_ints()` plus the L2 window (bytes, hit ratio in millionths). Every
+and `TierSplit.program_ints()` plus the L2 window (bytes, hit ratio in millionths) as a
+tensor. Every
 shape, dtype and device is checked on the host before a launch (ValueError with the
 argument and what was expected); what depends on the data (a token id out of range, a
 finished stream) is reported in the output rows, so that nothing synchronises.
 
-Public surface: `N_PROGRAM`, `register_tables(tables, program)`, the ops (importing this
-module registers them; then also `torch.ops.heatc.*`).
+Public surface: `N_PROGRAM`, `SCHEMAS`, `register_tables(tables, program, pieces)`,
+`check_step`, `check_text`, `check_guard`; the ops as `torch.ops.heatc.*` (importing this
+module registers them).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import hashlib
 import threading
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from ..hct import PARAMS
 from . import layout
@@ -97,14 +106,29 @@ def _tensor(t, name: str, dtype: torch.dtype, dims: tuple[int, ...], device) -> 
         _fail(f"{name} is on {t.device}, the states on {device}")
 
 
-def _program(tables, program, device) -> tuple[int, int, int]:
-    if len(program) != N_PROGRAM:
+def program_ints(program) -> list[int] | None:
+    """The `program` tensor's values."""
+    if isinstance(program, list):
+        return program
+    if not isinstance(program, torch.Tensor) or program.dtype != torch.int64 or program.shape != (N_PROGRAM,):
+        _fail(f"program must be an int64 tensor of {N_PROGRAM} values (OpProgram.program)")
+    if isinstance(program, FakeTensor) or program.device.type == "meta":
+        return None  # (no values under a fake kernel: only shapes are checked)
+    if program.device.type != "cpu":
+        _fail(f"program must be on the CPU (the host reads it), got {program.device}")
+    return program.tolist()
+
+
+def _program(tables, program, device) -> tuple:
+    if program is not None and len(program) != N_PROGRAM:
         _fail(f"program has {len(program)} values, expected {N_PROGRAM} (heatc_runtime.cuda.ops.N_PROGRAM)")
     if len(tables) != 3:
         _fail(f"tables must be the 3 tier pieces, got {len(tables)}")
     for i, t in enumerate(tables):
         # (the host tier of a CUDA program is pinned host memory, read by the device)
         _tensor(t, f"tables[{i}]", torch.uint8, (1,), device if (i < 2 or device.type == "cpu") else None)
+    if program is None:
+        return None, None, None
     ss, es, ps = program[_STATE], program[_EVENT], program[_SNAP]
     if ss <= 0 or ss % 8 or es % 8 or ps % 8:
         _fail("program's record sizes are invalid")
@@ -125,15 +149,15 @@ def _tokens(tok_offsets, tok_bytes, device) -> None:
         _fail("tok_offsets must hold n_tokens + 1 offsets")
 
 
-def _rows(name: str, t, n: int, width: int, device) -> None:
+def _rows(name: str, t, n: int, width: int | None, device) -> None:
     _tensor(t, name, torch.uint8, (2,), device)
-    if tuple(t.shape) != (n, width):
+    if t.shape[0] != n or (width is not None and t.shape[1] != width):
         _fail(f"{name} must have shape ({n}, {width}), got {tuple(t.shape)}")
 
 
-def _states(states, state_size: int) -> int:
+def _states(states, state_size: int | None) -> int:
     _tensor(states, "states", torch.uint8, (2,), None)
-    if states.shape[1] != state_size:
+    if state_size is not None and states.shape[1] != state_size:
         _fail(f"states must have {state_size} bytes per sequence (the module's state record), got {states.shape[1]}")
     return states.shape[0]
 
@@ -150,7 +174,7 @@ def check_step(tables, program, tok_offsets, tok_bytes, states, ids, lengths, ou
         _tensor(lengths, "lengths", torch.int64, (1,), states.device)
         if lengths.shape[0] != n:
             _fail(f"lengths must have {n} values, got {lengths.shape[0]}")
-    _rows("out", out, n, layout.row_bytes(es, ps, ev_keep, snap_keep), states.device)
+    _rows("out", out, n, es and layout.row_bytes(es, ps, ev_keep, snap_keep), states.device)
     return n, 1 if ids.dim() == 1 else ids.shape[1]
 
 
@@ -164,7 +188,7 @@ def check_text(tables, program, states, text, offsets, out, ev_keep, snap_keep, 
     _tensor(offsets, "offsets", torch.int64, (1,), states.device)
     if offsets.shape[0] != n + 1:
         _fail(f"offsets must have n + 1 = {n + 1} values, got {offsets.shape[0]}")
-    _rows("out", out, n, layout.row_bytes(es, ps, ev_keep, snap_keep), states.device)
+    _rows("out", out, n, es and layout.row_bytes(es, ps, ev_keep, snap_keep), states.device)
     return n
 
 
@@ -177,7 +201,7 @@ def check_guard(tables, program, tok_offsets, tok_bytes, states, candidates, scr
     if candidates.shape[0] != n:
         _fail(f"candidates must have one row per sequence ({n}), got shape {tuple(candidates.shape)}")
     k = candidates.shape[1]
-    _rows("scratch", scratch, n * k, ss + es, states.device)
+    _rows("scratch", scratch, n * k, ss and ss + es, states.device)
     _tensor(mask, "mask", torch.uint8, (2,), states.device)
     if tuple(mask.shape) != (n, k):
         _fail(f"mask must have shape ({n}, {k}), got {tuple(mask.shape)}")
@@ -187,26 +211,41 @@ def check_guard(tables, program, tok_offsets, tok_bytes, states, candidates, scr
 # ---- the structs both real kernels take ----------------------------------------------------
 
 
+_STRUCTS: dict[tuple, bytes] = {}
+
+
 def _structs(tables, program, tok_offsets=None, tok_bytes=None) -> tuple[bytes, ...]:
-    _trusted(tables, program)
-    p = len(PARAMS)
-    params, starts, ends = program[:p], program[p : p + 3], program[p + 3 : p + 5]
-    ptrs = [t.data_ptr() for t in tables]
-    out = [layout.program_struct(ptrs[0], params, tuple(a - s for a, s in zip(ptrs, starts, strict=True)), ends)]
-    if tok_offsets is not None:
-        out.append(layout.tokens_struct(tok_offsets.data_ptr(), tok_bytes.data_ptr(), tok_offsets.numel() - 1,
-                                        tok_bytes.numel()))  # fmt: skip
-    return tuple(out)
+    key = _key(tables, program)
+    prog = _STRUCTS.get(key)
+    if prog is None:
+        _trusted(tables, program)
+        p = len(PARAMS)
+        params, starts, ends = program[:p], program[p : p + 3], program[p + 3 : p + 5]
+        ptrs = [t.data_ptr() for t in tables]
+        bases = tuple(a - s for a, s in zip(ptrs, starts, strict=True))
+        prog = layout.program_struct(ptrs[0], params, bases, ends)
+        if len(_STRUCTS) > 256:
+            _STRUCTS.clear()
+        _STRUCTS[key] = prog
+    if tok_offsets is None:
+        return (prog,)
+    tk = layout.tokens_struct(tok_offsets.data_ptr(), tok_bytes.data_ptr(), tok_offsets.numel() - 1, tok_bytes.numel())
+    return prog, tk
 
 
 def _ptr(t) -> int:
     return 0 if t is None or t.numel() == 0 else t.data_ptr()
 
 
-def _native():
-    from ..native import native_extension
+_NATIVE = []
 
-    return native_extension()
+
+def _native():
+    if not _NATIVE:
+        from ..native import native_extension
+
+        _NATIVE.append(native_extension())
+    return _NATIVE[0]
 
 
 def _cuda(states, tables, program):
@@ -219,83 +258,81 @@ def _cuda(states, tables, program):
     return kernels_for(states.device.index or 0), torch.cuda.current_stream(states.device).cuda_stream, window
 
 
-# ---- heatc::step --------------------------------------------------------------------------
+# ---- the ops ------------------------------------------------------------------------------
+
+SCHEMAS = {
+    "step": "step(Tensor[] tables, Tensor program, Tensor tok_offsets, Tensor tok_bytes, Tensor(a!) states, "
+    "Tensor ids, Tensor? lengths, Tensor(b!) out, int ev_keep, int snap_keep, int lanes) -> ()",
+    "text": "text(Tensor[] tables, Tensor program, Tensor(a!) states, Tensor text, Tensor offsets, Tensor(b!) out, "
+    "int ev_keep, int snap_keep, int kind, int lanes) -> ()",
+    "guard": "guard(Tensor[] tables, Tensor program, Tensor tok_offsets, Tensor tok_bytes, Tensor states, "
+    "Tensor candidates, Tensor(a!) scratch, Tensor(b!) mask, bool flush, int lanes) -> ()",
+}
 
 
-@torch.library.custom_op("heatc::step", mutates_args=("states", "out"), device_types="cpu")
-def step(
-    tables: list[torch.Tensor], program: list[int], tok_offsets: torch.Tensor, tok_bytes: torch.Tensor,
-    states: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor | None, out: torch.Tensor,
-    ev_keep: int, snap_keep: int, lanes: int,
-) -> None:  # fmt: skip
+def _step_cpu(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes):
     """Each sequence takes its token ids (ids[i], or its first lengths[i]); one output row each."""
+    program = program_ints(program)
     n, t = check_step(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes)
     prog, tk = _structs(tables, program, tok_offsets, tok_bytes)
     _native().op_step(prog, tk, _ptr(states), _ptr(ids), _ptr(lengths), n, t, _ptr(out), ev_keep, snap_keep)
 
 
-@step.register_kernel("cuda")
 def _step_cuda(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes):
+    program = program_ints(program)
     n, t = check_step(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes)
     kernels, stream, window = _cuda(states, tables, program)
     kernels.launch("heatc_step", n * lanes, stream, _structs(tables, program, tok_offsets, tok_bytes),
                    (_ptr(states), _ptr(ids), _ptr(lengths), n, t, _ptr(out), ev_keep, snap_keep, lanes), window)  # fmt: skip
 
 
-@step.register_fake
 def _step_fake(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes):
-    check_step(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes)
+    check_step(tables, program_ints(program), tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes)  # fmt: skip
 
 
-# ---- heatc::text --------------------------------------------------------------------------
-
-
-@torch.library.custom_op("heatc::text", mutates_args=("states", "out"), device_types="cpu")
-def text(
-    tables: list[torch.Tensor], program: list[int], states: torch.Tensor, text: torch.Tensor, offsets: torch.Tensor,
-    out: torch.Tensor, ev_keep: int, snap_keep: int, kind: int, lanes: int,
-) -> None:  # fmt: skip
+def _text_cpu(tables, program, states, text, offsets, out, ev_keep, snap_keep, kind, lanes):
     """Sequence i takes text[offsets[i]:offsets[i + 1]]: fed as one token (kind 0) or scanned as a document (1)."""
+    program = program_ints(program)
     n = check_text(tables, program, states, text, offsets, out, ev_keep, snap_keep, kind, lanes)
     (prog,) = _structs(tables, program)
     _native().op_text(prog, _ptr(states), _ptr(text), _ptr(offsets), n, _ptr(out), ev_keep, snap_keep, kind)
 
 
-@text.register_kernel("cuda")
 def _text_cuda(tables, program, states, text, offsets, out, ev_keep, snap_keep, kind, lanes):
+    program = program_ints(program)
     n = check_text(tables, program, states, text, offsets, out, ev_keep, snap_keep, kind, lanes)
     kernels, stream, window = _cuda(states, tables, program)
     kernels.launch("heatc_text", n * lanes, stream, _structs(tables, program),
                    (_ptr(states), _ptr(text), _ptr(offsets), n, _ptr(out), ev_keep, snap_keep, kind, lanes), window)  # fmt: skip
 
 
-@text.register_fake
 def _text_fake(tables, program, states, text, offsets, out, ev_keep, snap_keep, kind, lanes):
-    check_text(tables, program, states, text, offsets, out, ev_keep, snap_keep, kind, lanes)
+    check_text(tables, program_ints(program), states, text, offsets, out, ev_keep, snap_keep, kind, lanes)
 
 
-# ---- heatc::guard -------------------------------------------------------------------------
-
-
-@torch.library.custom_op("heatc::guard", mutates_args=("scratch", "mask"), device_types="cpu")
-def guard(
-    tables: list[torch.Tensor], program: list[int], tok_offsets: torch.Tensor, tok_bytes: torch.Tensor,
-    states: torch.Tensor, candidates: torch.Tensor, scratch: torch.Tensor, mask: torch.Tensor, flush: bool, lanes: int,
-) -> None:  # fmt: skip
+def _guard_cpu(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes):
     """mask[i, j]: what candidates[i, j] would do to sequence i (layout.MASK_*); states unchanged."""
+    program = program_ints(program)
     n, k = check_guard(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes)
     prog, tk = _structs(tables, program, tok_offsets, tok_bytes)
     _native().op_guard(prog, tk, _ptr(states), _ptr(candidates), n, k, _ptr(scratch), _ptr(mask), int(flush))
 
 
-@guard.register_kernel("cuda")
 def _guard_cuda(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes):
+    program = program_ints(program)
     n, k = check_guard(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes)
     kernels, stream, window = _cuda(states, tables, program)
     kernels.launch("heatc_guard", n * lanes, stream, _structs(tables, program, tok_offsets, tok_bytes),
                    (_ptr(states), _ptr(candidates), n, k, _ptr(scratch), _ptr(mask), int(flush), lanes), window)  # fmt: skip
 
 
-@guard.register_fake
 def _guard_fake(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes):
-    check_guard(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes)
+    check_guard(tables, program_ints(program), tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes)  # fmt: skip
+
+
+_LIB = torch.library.Library("heatc", "DEF")
+for _name, _schema in SCHEMAS.items():
+    _LIB.define(_schema)
+    _LIB.impl(_name, globals()[f"_{_name}_cpu"], "CPU")
+    _LIB.impl(_name, globals()[f"_{_name}_cuda"], "CUDA")
+    torch.library.register_fake(f"heatc::{_name}", globals()[f"_{_name}_fake"], lib=_LIB)

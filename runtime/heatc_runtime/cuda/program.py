@@ -92,8 +92,9 @@ class OpProgram:
         else:
             self.tables = [torch.frombuffer(bytearray(_bytes_of(p)), dtype=torch.uint8) for p in self.split.pieces]
             window = (0, 0)
-        self.program = [*self.split.program_ints(), *window]
-        ops.register_tables(self.tables, self.program, [_bytes_of(p) for p in self.split.pieces])
+        ints = [*self.split.program_ints(), *window]
+        self.program = torch.tensor(ints, dtype=torch.int64)  # (the ops' `program`: read on the host)
+        ops.register_tables(self.tables, ints, [_bytes_of(p) for p in self.split.pieces])
         self.decoder = RecordDecoder(manifest, self.event_size, self.snapshot_size)
         self.tok_offsets = self.tok_bytes = None
         if tokens is not None:
