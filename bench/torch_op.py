@@ -85,12 +85,12 @@ def main() -> None:
             res["op"].append(_timed(ob.step, tensors, batch_size))
             ob.states.copy_(snapshot)  # (the direct run steps the same tokens from the same states)
             res["op direct"].append(
-                _timed(lambda t: torch.ops.heatc.step(*fixed, t, None, ob.out, 8, 2, 1), tensors, batch_size)
+                _timed(lambda t, f=fixed, o=ob.out: torch.ops.heatc.step(*f, t, None, o, 8, 2, 1), tensors, batch_size)
             )
             res["native step"].append(_step_cost(nb, ids, raw=True))
             res["feed_ids"].append(_step_cost(twin, ids, raw=False))
         cells = []
-        for k, v in res.items():
+        for v in res.values():
             cells.append(f"{statistics.median(w for w, _ in v):.3f} ({statistics.median(c for _, c in v):.3f})")
         print(f"  {batch_size:5d} | " + " | ".join(cells))
 

@@ -37,7 +37,7 @@ def test_core_and_kernels_compile_for_the_gpu(arch, tmp_path):
 
 def _nvrtc():
     try:
-        from cuda.core import Program  # noqa: F401
+        from cuda.core import Program
     except ImportError:
         try:
             from cuda.core.experimental import Program  # noqa: F401
