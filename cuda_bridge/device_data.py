@@ -3,7 +3,8 @@ reference interpreter (the GPU machine has torch and cuda-python, not the compil
 dependencies): `python cuda_bridge/device_data.py [-o cuda_bridge/.device] [--generated N]`.
 
 Writes, under the output directory (git-ignored; the device run carries it):
-  programs/<id>.json, <id>.hct  module manifests and rules.hct of every program below
+  programs.zpkl  the module manifest and rules.hct of every program below (zlib, pickle:
+                 {id: (manifest, rules.hct bytes)}; bench/programs.zpkl likewise)
   cases.pkl      per program: a token vocabulary; a batch of token streams with the
                  reference's snapshots after every step; documents with the reference's
                  scan (events, final verdicts and counters); guard probes (a prefix, candidate
@@ -26,6 +27,7 @@ import pickle
 import shutil
 import sys
 import time
+import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,6 +63,14 @@ def write_program(out: Path, pid: str, program) -> None:
     (out / "programs").mkdir(parents=True, exist_ok=True)
     (out / "programs" / f"{pid}.json").write_text(json.dumps(module.manifest))
     (out / "programs" / f"{pid}.hct").write_bytes(hct_bytes(program, packed, (0, 0)))
+
+
+def pack_programs(out: Path) -> None:
+    """programs/ → programs.zpkl (the files compress 15-fold: a device run carries less)."""
+    d = out / "programs"
+    programs = {f.stem: (json.loads(f.read_text()), (d / f"{f.stem}.hct").read_bytes()) for f in d.glob("*.json")}
+    (out / "programs.zpkl").write_bytes(zlib.compress(pickle.dumps(programs), 6))
+    shutil.rmtree(d)
 
 
 def stream_case(program, pieces: list[list[bytes]]) -> dict:
@@ -157,6 +167,7 @@ def bench_data(out: Path) -> None:
     (b / "gen400.vocab.pkl").write_bytes(pickle.dumps([bytes([i]) for i in range(256)]))
     np.save(b / "gen400.ids.npy", np.frombuffer(text.encode() * 4, dtype=np.uint8).astype(np.int64)[: 1 << 16])
     path.unlink()
+    pack_programs(b)
 
 
 def gen10000(out: Path) -> None:
@@ -198,6 +209,7 @@ def main() -> None:
     conformance(out, cases)
     generated(out, cases, args.generated)
     (out / "cases.pkl").write_bytes(pickle.dumps(cases))
+    pack_programs(out)
     n_seq = sum(len(c["streams"]) + len(c["scans"]) + len(c["guard"]) for c in cases)
     print(f"{len(cases)} programs, {n_seq} cases (streams, documents, guard probes) in {time.perf_counter() - t:.0f} s")
     bench_data(out)

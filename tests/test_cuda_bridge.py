@@ -5,6 +5,7 @@ CUDA kernel targets, so the source the native backend runs never stops compiling
 GPU unseen."""
 
 import shutil
+import struct
 import subprocess
 
 import pytest
@@ -48,22 +49,69 @@ def _nvrtc():
     return nvrtc
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_nvrtc_compiles_the_kernels_and_caches_the_cubin(arch, tmp_path):
+@pytest.fixture(scope="module")
+def cubins(tmp_path_factory):
+    """The kernels compiled by NVRTC for sm_80 and sm_90 into a fresh cache: {arch: (first, again)}."""
     nvrtc = _nvrtc()
-    first = nvrtc.compile_cubin(arch, tmp_path)
+    cache = tmp_path_factory.mktemp("cubin")
+    return {arch: (nvrtc.compile_cubin(arch, cache), nvrtc.compile_cubin(arch, cache)) for arch in ("sm_80", "sm_90")}
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_nvrtc_compiles_the_kernels_and_caches_the_cubin(arch, cubins):
+    nvrtc = _nvrtc()
+    first, again = cubins[arch]
     assert not first.cached and first.cubin[:4] == b"\x7fELF"
     for name in nvrtc.KERNELS:
         assert name.encode() in first.cubin, f"{name} is not in the cubin"
-    assert first.path.parent == tmp_path and first.path.name.startswith(arch + "-")
-    again = nvrtc.compile_cubin(arch, tmp_path)
+    assert first.path.name.startswith(arch + "-")
     assert again.cached and again.cubin == first.cubin and again.path == first.path
-    if arch != "sm_80":
-        return
-    # a cache file that is not a cubin (a killed write, a stray file) is compiled again
-    first.path.write_bytes(b"garbage")
-    redo = nvrtc.compile_cubin(arch, tmp_path)
-    assert not redo.cached and redo.cubin[:4] == b"\x7fELF"
+    if arch == "sm_80":
+        # a cache file that is not a cubin (a killed write, a stray file) is compiled again
+        first.path.write_bytes(b"garbage")
+        redo = nvrtc.compile_cubin(arch, first.path.parent)
+        assert not redo.cached and redo.cubin == first.cubin
+
+
+def _kernel_params(cubin: bytes) -> dict[str, list[int]]:
+    """Each kernel's parameter sizes in order, from the cubin's .nv.info.<kernel> sections
+    (EIATTR_KPARAM_INFO records: ordinal, offset, size in bits 18-31)."""
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    strings = sections[shstrndx][4]
+    out = {}
+    for name, _, _, _, off, size in sections:
+        title = cubin[strings + name : cubin.index(b"\0", strings + name)].decode()
+        if not title.startswith(".nv.info.") or title == ".nv.info.":
+            continue
+        blob, i, params = cubin[off : off + size], 0, []
+        while i < len(blob):
+            fmt, attr = blob[i], blob[i + 1]
+            if fmt == 4:  # EIFMT_SVAL: u16 size, then the value
+                (n,) = struct.unpack_from("<H", blob, i + 2)
+                if attr == 0x17:
+                    _, ordinal, offset, bits = struct.unpack_from("<IHHI", blob, i + 4)
+                    params.append((ordinal, offset, bits >> 18 & 0x3FFF))
+                i += 4 + n
+            else:
+                i += 2 if fmt == 1 else 4
+        out[title.removeprefix(".nv.info.")] = [size for _, _, size in sorted(params)]
+    return out
+
+
+def test_kernel_parameters_match_the_launcher(cubins):
+    """The launcher packs each kernel's arguments (heatc_runtime.cuda.driver.SIGNATURES, the
+    structs of heatc_runtime.cuda.layout) exactly as the compiled kernels take them."""
+    import ctypes
+
+    from heatc_runtime.cuda import layout
+    from heatc_runtime.cuda.driver import SIGNATURES
+
+    params = _kernel_params(cubins["sm_90"][0].cubin)
+    for name, (n_structs, scalars) in SIGNATURES.items():
+        structs = [layout.PROGRAM.size, layout.TOKENS.size][:n_structs]
+        assert params[name] == structs + [ctypes.sizeof(t) for t in scalars], name
 
 
 def test_cubin_cache_key_follows_source_and_arch(monkeypatch):
