@@ -95,7 +95,8 @@ def plain(s) -> tuple:
 _PROGRAMS: dict[Path, dict] = {}
 
 
-def program_of(pid: str, vocabulary, device, d: Path = DATA, l2: bool = True) -> OpProgram:
+def program_of(pid: str, vocabulary, device, d: Path | None = None, l2: bool = True) -> OpProgram:
+    d = d or DATA
     if d not in _PROGRAMS:  # (programs.zpkl: {id: (manifest, rules.hct)}, cuda_bridge/device_data.py)
         _PROGRAMS[d] = pickle.loads(zlib.decompress((d / "programs.zpkl").read_bytes()))
     manifest, hct = _PROGRAMS[d][pid]
@@ -317,11 +318,14 @@ def part_timing(run: Run, deadline: float) -> dict:
         for l2 in (True, False) if run.cuda else (True,):
             p, ids = _bench_program(name, run.device, l2)
             for n in batches:
-                for lanes in (32, 1) if run.cuda else (1,):
+                for lanes in (32, 1, None) if run.cuda else (1,):
                     if time.perf_counter() > deadline:
                         rows.append({"program": name, "batch": n, "not_run": "out of time"})
                         continue
                     b, starts = _prefilled(p, ids, n, lanes, 512 if n <= 1024 else 128)
+                    if lanes is None and b.lanes in (1, 32):  # (the default is one of the two above)
+                        rows.append({"program": name, "l2": l2, "batch": n, "default_lanes": b.lanes})
+                        continue
                     k = 50 if run.cuda else 5
                     x = torch.from_numpy(np.stack([ids[starts + i] for i in range(k)])).to(run.device)
                     s0 = b.states.clone()
@@ -332,7 +336,9 @@ def part_timing(run: Run, deadline: float) -> dict:
                     def reset(b=b, s0=s0):
                         b.states.copy_(s0)
 
-                    row = {"program": name, "l2": l2, "batch": n, "lanes": lanes, "state_bytes": p.state_size}
+                    row = {"program": name, "l2": l2, "batch": n, "lanes": b.lanes, "state_bytes": p.state_size}
+                    if lanes is None:
+                        row["lanes_chosen_by_default"] = True
                     if run.cuda:
                         row["us_per_step_polluted"] = _graph_time(run, fn, k, reset, pollute)
                         if l2:
@@ -413,7 +419,7 @@ def part_tiers10k(run: Run, deadline: float) -> dict:
 
 
 def part_checks(run: Run, deadline: float) -> dict:
-    p, ids = _bench_program("medical", run.device)
+    p, _ = _bench_program("medical", run.device)
     b = p.batch(4, ev_keep=4, snap_keep=2)
     out = {}
     x = torch.tensor([1, 2, 3, 10**7], dtype=torch.int64, device=run.device)
@@ -441,13 +447,16 @@ def part_checks(run: Run, deadline: float) -> dict:
 
 
 def main() -> None:
+    global DATA
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--budget", type=float, default=420.0, help="seconds for all parts (default 420)")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/heatc-device-check"))
     parser.add_argument("--quick", action="store_true", help="a subset of the differential (for a dry run)")
     parser.add_argument("--only", nargs="*", choices=list(SHARES), help="run only these parts")
+    parser.add_argument("--data", type=Path, default=DATA, help="what device_data.py made (cuda_bridge/.device)")
     args = parser.parse_args()
+    DATA = args.data
     os.environ.setdefault("HEATC_CACHE_DIR", str(Path(args.out) / "cache"))
     if not (DATA / "cases.pkl").exists():
         sys.exit(f"{DATA}/cases.pkl is missing: run `python cuda_bridge/device_data.py` (where heatc is installed)")

@@ -114,8 +114,8 @@ def guard_probes(program, prefix: bytes, cands: list[bytes]) -> list[dict]:
     return out
 
 
-def conformance(out: Path, cases: list) -> None:
-    for n, case in enumerate(load_cases()):
+def conformance(out: Path, cases: list, limit: int | None = None) -> None:
+    for n, case in enumerate(load_cases()[:limit]):
         program = compile_source(case.rules, case.file)
         pid = f"conf{n:04d}"
         write_program(out, pid, program)
@@ -200,13 +200,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--out", type=Path, default=REPO / "cuda_bridge" / ".device")
     parser.add_argument("--generated", type=int, default=300, help="generated rule sets (default 300)")
+    parser.add_argument("--conformance", type=int, default=None, help="only the first N corpus cases")
     parser.add_argument("--skip-10k", action="store_true", help="leave out the 10,000-rule heatmap (slow to build)")
     args = parser.parse_args()
     out = args.out
     t = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "programs", ignore_errors=True)
     cases: list = []
-    conformance(out, cases)
+    conformance(out, cases, args.conformance)
     generated(out, cases, args.generated)
     (out / "cases.pkl").write_bytes(pickle.dumps(cases))
     pack_programs(out)

@@ -131,6 +131,28 @@ class Kernels:
             function = check(drv.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
             self._launch[name] = _Launch(function, n_structs, scalars)
         self._config = None
+        self._resident: dict[str, int] = {}
+
+    def resident_warps(self, name: str) -> int:
+        """How many warps of kernel `name` the whole device holds at once (its occupancy at
+        BLOCK threads a block, times the SMs)."""
+        if name not in self._resident:
+            drv = _driver()
+            blocks = check(drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(self._launch[name].function, BLOCK, 0),
+                           "cuOccupancyMaxActiveBlocksPerMultiprocessor")  # fmt: skip
+            dev = check(drv.cuDeviceGet(self.attrs.index), "cuDeviceGet")
+            sms = check(drv.cuDeviceGetAttribute(drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                        "cuDeviceGetAttribute(SMs)")  # fmt: skip
+            self._resident[name] = max(1, int(blocks) * (BLOCK // 32) * int(sms))
+        return self._resident[name]
+
+    def default_lanes(self, name: str, n: int) -> int:
+        """Lanes per sequence for `n` sequences: a warp each while the batch fits in one wave
+        of resident warps, fewer as it grows (docs/cuda.md, "Thread or warp per sequence")."""
+        lanes, resident = 32, self.resident_warps(name)
+        while lanes > 1 and n * lanes > 32 * resident:
+            lanes //= 2
+        return lanes
 
     def launch(self, name: str, threads: int, stream: int, structs: tuple[bytes, ...], scalars: tuple[int, ...],
                window: tuple[int, int, float] | None = None) -> None:  # fmt: skip

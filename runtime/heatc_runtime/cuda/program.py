@@ -224,7 +224,11 @@ class OpBatch:
             raise ValueError("a batch needs at least one sequence")
         self.program, self.n = program, n
         self.ev_keep, self.snap_keep = ev_keep, snap_keep
-        self.lanes = lanes or (32 if program.device.type == "cuda" else 1)
+        if lanes is None and program.device.type == "cuda":
+            from .driver import kernels_for
+
+            lanes = kernels_for(program.device.index).default_lanes("heatc_step", n)
+        self.lanes = lanes or 1
         dev = program.device
         self.states = torch.zeros((n, program.state_size), dtype=torch.uint8, device=dev)
         self._reset_rows()
