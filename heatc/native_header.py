@@ -88,7 +88,8 @@ def native_header() -> str:
     block(
         "the torch ops' output rows, guard mask and kernel arguments (heatc_runtime.cuda.layout)",
         {f"out_{n}": v for n, v in layout.OUT_OFFSETS.items()}
-        | {"out_head": layout.OUT_HEAD, "out_status_no_room": layout.OUT_STATUS_NO_ROOM}
+        | {"out_head": layout.OUT_HEAD, "out_status_no_room": layout.OUT_STATUS_NO_ROOM,
+           "out_status_bad_text": layout.OUT_STATUS_BAD_TEXT}
         | {"mask_allowed": layout.MASK_ALLOWED, "mask_rejected": layout.MASK_REJECTED, "mask_refused": layout.MASK_REFUSED}
         | {"program_bytes": layout.PROGRAM.size, "program_base": layout.PROGRAM_BASE, "tokens_bytes": layout.TOKENS.size},
     )  # fmt: skip

@@ -265,6 +265,13 @@ def test_bad_input_is_refused_with_the_reason(good, tmp_path):
     with pytest.raises(ValueError, match=r"sequence 1: a token id is out of range"):
         b.results()
     assert b.heads()["status"].tolist() == [0, 1] and b.heads()["consumed"].tolist() == [1, 0]
+    text = torch.frombuffer(bytearray(b"glucose 90"), dtype=torch.uint8)
+    for offsets in ([0, 4, 99], [0, 5, 3], [-1, 2, 4]):  # past the text, backwards, negative
+        torch.ops.heatc.text(p.tables, p.program, b.states, text, torch.tensor(offsets), b.out, b.ev_keep,
+                             b.snap_keep, 0, 1)  # fmt: skip
+        assert b.heads()["status"].tolist()[1] == layout.OUT_STATUS_BAD_TEXT or offsets[0] < 0
+        with pytest.raises(ValueError, match="text offsets lie outside the text"):
+            b.results()
     # a rules.hct whose sha256, version or ABI does not match
     hct = (d / "rules.hct").read_bytes()
     for name, patch, why in [

@@ -87,12 +87,21 @@ HEATC_HD HEATC_CALL void step_row(const Program& g, const Tokens& tk, uint8_t* s
   row_close(g, row, io, s, before, done);
 }
 
-// A text for one sequence: mode 0 feeds it as one token (a prompt, continuing the stream),
-// mode 1 scans it as a whole document (reset, feed, finish; only the final snapshot).
+// A text for one sequence, text[from .. to) of the `total` bytes at `text`: mode 0 feeds it as
+// one token (a prompt, continuing the stream), mode 1 scans it as a whole document (reset,
+// feed, finish; only the final snapshot). Offsets outside the text feed nothing (status).
 HEATC_HD HEATC_CALL void text_row(const Program& g, uint8_t* s, uint8_t* row, uint32_t ev_keep, uint32_t snap_keep,
-                                  uint32_t seq, const uint8_t* text, uint32_t len, uint32_t mode) {
+                                  uint32_t seq, const uint8_t* text, uint64_t total, int64_t from, int64_t to,
+                                  uint32_t mode) {
   Tokens none = {nullptr, nullptr, 0, 0};
   Io io = row_io(g, row, ev_keep, snap_keep, none, mode == 1);
+  if (from < 0 || to < from || (uint64_t)to > total || to - from > 0xFFFFFFFFll) {
+    io.status = HEATC_OUT_STATUS_BAD_TEXT;
+    row_close(g, row, io, s, rejections(g, s), 0);
+    return;
+  }
+  uint32_t len = (uint32_t)(to - from);
+  text += from;
   uint64_t before = mode == 1 ? 0 : rejections(g, s);
   uint32_t done = mode == 1 ? scan_document(g, io, s, seq, text, len) : feed(g, io, s, seq, text, len, 1);
   if (!io.status && done != len) io.status = HEATC_OUT_STATUS_NO_ROOM;

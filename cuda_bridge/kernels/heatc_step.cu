@@ -51,17 +51,16 @@ extern "C" __global__ void heatc_step(heatc::Program g, heatc::Tokens tk, uint8_
                   ids + (uint64_t)q.index * t_max, len);
 }
 
-// text[offsets[i] .. offsets[i + 1]) for sequence i; mode 0 feed (one token), 1 scan (whole document)
-extern "C" __global__ void heatc_text(heatc::Program g, uint8_t* states, const uint8_t* text, const int64_t* offsets,
-                                      uint32_t n, uint8_t* out, uint32_t ev_keep, uint32_t snap_keep, uint32_t mode,
-                                      uint32_t lanes) {
+// text[offsets[i] .. offsets[i + 1]) of its text_len bytes for sequence i; mode 0 feed (one
+// token), 1 scan (whole document)
+extern "C" __global__ void heatc_text(heatc::Program g, uint8_t* states, const uint8_t* text, uint64_t text_len,
+                                      const int64_t* offsets, uint32_t n, uint8_t* out, uint32_t ev_keep,
+                                      uint32_t snap_keep, uint32_t mode, uint32_t lanes) {
   Seq q = where(lanes);
   if (q.index >= n || q.lane != 0) return;
-  int64_t a = offsets[q.index], b = offsets[q.index + 1];
-  uint32_t len = b > a ? (uint32_t)(b - a) : 0u;
   heatc::text_row(g, states + (uint64_t)q.index * g.p[HEATC_P_STATE_SIZE],
                   out + (uint64_t)q.index * heatc::row_bytes(g, ev_keep, snap_keep), ev_keep, snap_keep, q.index,
-                  text + a, len, mode);
+                  text, text_len, offsets[q.index], offsets[q.index + 1], mode);
 }
 
 // cand: n rows of k int64 candidate ids; scratch: n * k slots of heatc::guard_slot(g) bytes;

@@ -796,24 +796,23 @@ PyObject* op_step(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// op_text(program, states, text, offsets, n, out, ev_keep, snap_keep, mode)
+// op_text(program, states, text, text_len, offsets, n, out, ev_keep, snap_keep, mode)
 PyObject* op_text(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   heatc::Program g;
-  uint64_t a[8];
-  if (!op_args("op_text", nargs, 9, args, &g, nullptr) || !u64_args(args, 1, 8, a)) return nullptr;
+  uint64_t a[9];
+  if (!op_args("op_text", nargs, 10, args, &g, nullptr) || !u64_args(args, 1, 9, a)) return nullptr;
   uint8_t* states = (uint8_t*)a[0];
   const uint8_t* text = (const uint8_t*)a[1];
-  const int64_t* offsets = (const int64_t*)a[2];
-  uint64_t n = a[3];
-  uint8_t* out = (uint8_t*)a[4];
-  uint32_t ev_keep = (uint32_t)a[5], snap_keep = (uint32_t)a[6], mode = (uint32_t)a[7];
+  uint64_t text_len = a[2];
+  const int64_t* offsets = (const int64_t*)a[3];
+  uint64_t n = a[4];
+  uint8_t* out = (uint8_t*)a[5];
+  uint32_t ev_keep = (uint32_t)a[6], snap_keep = (uint32_t)a[7], mode = (uint32_t)a[8];
   const uint64_t ss = g.p[HEATC_P_STATE_SIZE], rb = heatc::row_bytes(g, ev_keep, snap_keep);
   Py_BEGIN_ALLOW_THREADS
-  for (uint64_t i = 0; i < n; i++) {
-    int64_t from = offsets[i], to = offsets[i + 1];
-    heatc::text_row(g, states + i * ss, out + i * rb, ev_keep, snap_keep, (uint32_t)i, text + from,
-                    to > from ? (uint32_t)(to - from) : 0u, mode);
-  }
+  for (uint64_t i = 0; i < n; i++)
+    heatc::text_row(g, states + i * ss, out + i * rb, ev_keep, snap_keep, (uint32_t)i, text, text_len, offsets[i],
+                    offsets[i + 1], mode);
   Py_END_ALLOW_THREADS
   Py_RETURN_NONE;
 }
@@ -874,7 +873,7 @@ PyMethodDef native_functions[] = {
     {"op_step", (PyCFunction)(void (*)(void))op_step, METH_FASTCALL,
      "op_step(program, tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep)"},
     {"op_text", (PyCFunction)(void (*)(void))op_text, METH_FASTCALL,
-     "op_text(program, states, text, offsets, n, out, ev_keep, snap_keep, mode)"},
+     "op_text(program, states, text, text_len, offsets, n, out, ev_keep, snap_keep, mode)"},
     {"op_guard", (PyCFunction)(void (*)(void))op_guard, METH_FASTCALL,
      "op_guard(program, tokens, states, cand, n, k, scratch, mask, flush)"},
     {"check_tables", (PyCFunction)(void (*)(void))op_check_tables, METH_FASTCALL,

@@ -96,8 +96,8 @@ _U64, _U32 = ctypes.c_uint64, ctypes.c_uint32
 SIGNATURES = {
     # Program, Tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep, lanes
     "heatc_step": (2, (_U64, _U64, _U64, _U32, _U32, _U64, _U32, _U32, _U32)),
-    # Program, states, text, offsets, n, out, ev_keep, snap_keep, mode, lanes
-    "heatc_text": (1, (_U64, _U64, _U64, _U32, _U64, _U32, _U32, _U32, _U32)),
+    # Program, states, text, text_len, offsets, n, out, ev_keep, snap_keep, mode, lanes
+    "heatc_text": (1, (_U64, _U64, _U64, _U64, _U32, _U64, _U32, _U32, _U32, _U32)),
     # Program, Tokens, states, cand, n, k, scratch, mask, flush, lanes
     "heatc_guard": (2, (_U64, _U64, _U32, _U32, _U64, _U64, _U32, _U32)),
 }

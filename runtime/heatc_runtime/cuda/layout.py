@@ -3,7 +3,8 @@ codes, and the two structs the kernels take by value — `heatc::Program` (the t
 and rules.hct's parameters) and `heatc::Tokens` (the token table). Defined here once; the C
 header (heatc.native_header) and the kernels' static_asserts take them from here.
 
-Public surface: `OUT`, `OUT_HEAD`, `OUT_FIELDS`, `OUT_OFFSETS`, `OUT_STATUS_NO_ROOM`, `STATUS_TEXT`,
+Public surface: `OUT`, `OUT_HEAD`, `OUT_FIELDS`, `OUT_OFFSETS`, `OUT_STATUS_NO_ROOM`,
+`OUT_STATUS_BAD_TEXT`, `STATUS_TEXT`,
 `MASK_ALLOWED`, `MASK_REJECTED`, `MASK_REFUSED`, `PROGRAM`, `PROGRAM_BASE`, `TOKENS`,
 `row_bytes(event_size, snapshot_size, ev_keep, snap_keep)`, `program_struct(...)`,
 `tokens_struct(...)`.
@@ -27,7 +28,13 @@ OUT_OFFSETS = {name: 4 * i for i, name in enumerate(OUT_FIELDS[:6])} | {"rejecti
 #: A step that could not be given room for its records (never, with the op's rows: they
 #: count what they cannot store).
 OUT_STATUS_NO_ROOM = 3
-STATUS_TEXT = {**_ABI_STATUS, OUT_STATUS_NO_ROOM: "the output buffers lacked room"}
+#: A text op's offsets for the sequence lie outside the text (nothing was fed).
+OUT_STATUS_BAD_TEXT = 4
+STATUS_TEXT = {
+    **_ABI_STATUS,
+    OUT_STATUS_NO_ROOM: "the output buffers lacked room",
+    OUT_STATUS_BAD_TEXT: "its text offsets lie outside the text",
+}
 
 #: The guard's mask, per (sequence, candidate): the candidate would make no rule REJECTED,
 #: would make one REJECTED, or could not be judged (its id is out of range, or the stream is

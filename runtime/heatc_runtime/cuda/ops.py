@@ -295,7 +295,8 @@ def _text_cpu(tables, program, states, text, offsets, out, ev_keep, snap_keep, k
     program = program_ints(program)
     n = check_text(tables, program, states, text, offsets, out, ev_keep, snap_keep, kind, lanes)
     (prog,) = _structs(tables, program)
-    _native().op_text(prog, _ptr(states), _ptr(text), _ptr(offsets), n, _ptr(out), ev_keep, snap_keep, kind)
+    _native().op_text(prog, _ptr(states), _ptr(text), text.numel(), _ptr(offsets), n, _ptr(out), ev_keep, snap_keep,
+                      kind)  # fmt: skip
 
 
 def _text_cuda(tables, program, states, text, offsets, out, ev_keep, snap_keep, kind, lanes):
@@ -303,7 +304,8 @@ def _text_cuda(tables, program, states, text, offsets, out, ev_keep, snap_keep, 
     n = check_text(tables, program, states, text, offsets, out, ev_keep, snap_keep, kind, lanes)
     kernels, stream, window = _cuda(states, tables, program)
     kernels.launch("heatc_text", n * lanes, stream, _structs(tables, program),
-                   (_ptr(states), _ptr(text), _ptr(offsets), n, _ptr(out), ev_keep, snap_keep, kind, lanes), window)  # fmt: skip
+                   (_ptr(states), _ptr(text), text.numel(), _ptr(offsets), n, _ptr(out), ev_keep, snap_keep, kind, lanes),
+                   window)  # fmt: skip
 
 
 def _text_fake(tables, program, states, text, offsets, out, ev_keep, snap_keep, kind, lanes):
