@@ -5,8 +5,12 @@ The extension is optional: without a C++ compiler (or Python's headers) the inst
 succeeds, and `heatc_runtime.load(..., backend="native")` says how to get it.
 """
 
+import shutil
+from pathlib import Path
+
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 # Float64 values must come out bit for bit as the specification computes them: no fused
 # multiply-add (-ffp-contract=off) and no fast-math; the core uses no exceptions or RTTI.
@@ -20,16 +24,33 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+class BuildPy(build_py):
+    """Ship the CUDA kernels' sources with heatc_runtime (NVRTC compiles them at run time;
+    heatc_runtime.cuda.compile reads a checkout's cuda_bridge/ first, this copy otherwise)."""
+
+    def run(self):
+        super().run()
+        for part, pattern in (("include", "*.h"), ("kernels", "*.cu")):
+            target = Path(self.build_lib) / "heatc_runtime" / "cuda" / "src" / part
+            target.mkdir(parents=True, exist_ok=True)
+            for f in Path("cuda_bridge", part).glob(pattern):
+                shutil.copy2(f, target / f.name)
+
+
 setup(
     ext_modules=[
         Extension(
             "heatc_runtime._native",
             sources=["cuda_bridge/src/heatc_native.cpp"],
             include_dirs=["cuda_bridge/include"],
-            depends=["cuda_bridge/include/heatc_core.h", "cuda_bridge/include/heatc_native_abi.h"],
+            depends=[
+                "cuda_bridge/include/heatc_core.h",
+                "cuda_bridge/include/heatc_kernels.h",
+                "cuda_bridge/include/heatc_native_abi.h",
+            ],
             language="c++",
             optional=True,
         )
     ],
-    cmdclass={"build_ext": BuildExt},
+    cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
 )

@@ -159,7 +159,13 @@ def lower(heatmap: Annotated[Path, typer.Argument(help="A heatmap (.yaml).")]) -
 
 
 @app.command()
-def inspect(directory: Annotated[Path, typer.Argument(help="A build directory (build/<name>).")]) -> None:
+def inspect(
+    directory: Annotated[Path, typer.Argument(help="A build directory (build/<name>).")],
+    tiers: Annotated[bool, typer.Option("--tiers", help="Only the tier plan: rules and bytes per tier.")] = False,
+    device: Annotated[
+        str | None, typer.Option("--device", help="With --tiers: place the tables on this device (cuda, cuda:1).")
+    ] = None,
+) -> None:
     """Summarise a build: versions, checksums, rules with their source cells, heat and tiers."""
     from heatc_runtime import ModuleError, load
 
@@ -167,6 +173,9 @@ def inspect(directory: Annotated[Path, typer.Argument(help="A build directory (b
         load(directory)  # verifies every checksum
     except ModuleError as e:
         raise _fail(f"{directory}: error: {e}") from None
+    if tiers:
+        sys.stdout.write("\n".join(_tier_lines(directory, device)) + "\n")
+        return
     manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
     b = manifest["build"]
     lines = [
@@ -192,6 +201,27 @@ def inspect(directory: Annotated[Path, typer.Argument(help="A build directory (b
         ],
     ]
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _tier_lines(directory: Path, device: str | None) -> list[str]:
+    from heatc_runtime import ModuleError
+    from heatc_runtime.cuda.tiers import plan_report
+    from heatc_runtime.hct import read_hct
+
+    try:
+        hct = read_hct((directory / "rules.hct").read_bytes(), str(directory / "rules.hct"))
+        lines = [f"{directory}: tier plan (heat x freq order)", *plan_report(hct).lines()]
+        if device is not None:
+            from heatc_runtime.cuda.program import load as load_op
+
+            program = load_op(directory, device)
+            lines += program.tiers.lines()
+            program.close()
+    except (ModuleError, OSError) as e:
+        raise _fail(f"{directory}: error: {e}") from None
+    except ImportError as e:
+        raise _fail(f"{directory}: --device needs torch and cuda-python: pip install 'heatc[cuda]' ({e})") from None
+    return lines
 
 
 @app.command()

@@ -17,6 +17,7 @@ from heatc import ir
 from heatc.lexing import FNV_OFFSET, FNV_PRIME
 from heatc.wasm import skipper
 from heatc_runtime import abi, hct
+from heatc_runtime.cuda import layout
 
 HEADER_PATH = Path(__file__).resolve().parent.parent / "cuda_bridge" / "include" / "heatc_native_abi.h"
 
@@ -86,6 +87,14 @@ def native_header() -> str:
     lines.append(f"#define HEATC_FNV_OFFSET 0x{FNV_OFFSET:016X}ull")
     lines.append(f"#define HEATC_FNV_PRIME 0x{FNV_PRIME:016X}ull")
     lines.append("")
+    block(
+        "the torch ops' output rows, guard mask and kernel arguments (heatc_runtime.cuda.layout)",
+        {f"out_{n}": v for n, v in layout.OUT_OFFSETS.items()}
+        | {"out_head": layout.OUT_HEAD, "out_status_no_room": layout.OUT_STATUS_NO_ROOM,
+           "out_status_bad_text": layout.OUT_STATUS_BAD_TEXT}
+        | {"mask_allowed": layout.MASK_ALLOWED, "mask_rejected": layout.MASK_REJECTED, "mask_refused": layout.MASK_REFUSED}
+        | {"program_bytes": layout.PROGRAM.size, "program_base": layout.PROGRAM_BASE, "tokens_bytes": layout.TOKENS.size},
+    )  # fmt: skip
     lines.append("// per-program parameters: indexes into heatc_program.p (heatc_runtime.hct.PARAMS, from rules.hct)")
     lines.append("enum {")
     lines.extend(f"  HEATC_P_{name.upper()} = {i}," for i, name in enumerate(hct.PARAMS))

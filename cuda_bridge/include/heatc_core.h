@@ -114,19 +114,35 @@ HEATC_HD HEATC_INLINE uint32_t letter_run(const uint8_t* p, uint32_t n) {
 
 // ---- the program and the outputs -------------------------------------------------------
 
-// One program: the packed tables (rules.hct's blob) and its parameters.
+// One program: the packed tables (rules.hct's blob) and its parameters. The rule records
+// may live apart from the rest (the GPU's tiers, docs/cuda.md): the record at blob offset
+// `off` is at base[k] + off, k = 0 below tier_end[0], 1 below tier_end[1], else 2 — each base
+// the address a tier's memory would have for blob offset 0. `whole_tables` keeps the blob in
+// one piece (the host).
 struct Program {
   const uint8_t* t;
   uint32_t p[HEATC_N_PARAMS];
+  uint64_t base[3];
+  uint32_t tier_end[2];
 };
 
+HEATC_HD HEATC_INLINE void whole_tables(Program& g) {
+  g.base[0] = g.base[1] = g.base[2] = (uint64_t)g.t;
+  g.tier_end[0] = g.tier_end[1] = 0;
+}
+
 // Where one call's records go and what it reads besides the state: the control block of
-// docs/abi.md as pointers (the host copies the words in and out around a call).
+// docs/abi.md as pointers (the host copies the words in and out around a call). The host
+// stores every record (`*_keep` = `*_cap`); the GPU's per-sequence output rows store the
+// first `ev_keep` events and `snap_keep` snapshots and only count the rest (an event past
+// them is written to `ev_scratch`, a snapshot past them not at all), so that a step never
+// waits for room there.
 struct Io {
   uint8_t* ev;
-  uint32_t ev_cap, ev_count;
+  uint32_t ev_cap, ev_count, ev_keep;
+  uint8_t* ev_scratch;
   uint8_t* snap;
-  uint32_t snap_cap, snap_count;
+  uint32_t snap_cap, snap_count, snap_keep;
   const uint32_t* tok_offsets;
   uint32_t n_tokens;
   const uint8_t* tok_bytes;
@@ -141,7 +157,8 @@ struct Io {
 
 HEATC_HD HEATC_INLINE uint32_t u32at(const uint8_t* p, uint32_t i) { return ld<uint32_t>(p + 4 * i); }
 HEATC_HD HEATC_INLINE const uint8_t* rule_rec(const Program& g, uint32_t r) {
-  return g.t + u32at(HT(RULE_OFF), r);
+  uint32_t off = u32at(HT(RULE_OFF), r);
+  return (const uint8_t*)(g.base[(off >= g.tier_end[0]) + (off >= g.tier_end[1])] + off);
 }
 HEATC_HD HEATC_INLINE bool is_letter(uint32_t b) { return (uint32_t)((b | 32) - 97) < 26; }
 
@@ -157,7 +174,7 @@ HEATC_HD HEATC_INLINE bool room_for_bytes(const Program& g, const Io& io, const 
 }
 
 HEATC_HD HEATC_INLINE uint8_t* new_event(const Program& g, Io& io, uint8_t* s, uint32_t seq) {
-  uint8_t* e = io.ev + (uint64_t)io.ev_count * HP(EVENT_SIZE);
+  uint8_t* e = io.ev_count < io.ev_keep ? io.ev + (uint64_t)io.ev_count * HP(EVENT_SIZE) : io.ev_scratch;
   io.ev_count++;
   SSET(uint32_t, PENDING_EVENTS, SF(uint32_t, PENDING_EVENTS) + 1);
   zero(e, HP(EVENT_SIZE));
@@ -192,6 +209,11 @@ HEATC_HD HEATC_CALL void verdicts(const Program& g, const uint8_t* s, uint8_t* o
 }
 
 HEATC_HD HEATC_CALL void publish(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t final_) {
+  if (io.snap_count >= io.snap_keep) {  // (counted, not stored: see Io)
+    io.snap_count++;
+    SSET(uint32_t, PENDING_EVENTS, 0);
+    return;
+  }
   uint8_t* o = io.snap + (uint64_t)io.snap_count * HP(SNAPSHOT_SIZE);
   io.snap_count++;
   st<uint32_t>(o + 0, seq);
@@ -1039,8 +1061,9 @@ HEATC_HD HEATC_CALL uint32_t feed(const Program& g, Io& io, uint8_t* s, uint32_t
 
 // end of stream: flush the lexer, end every thread, publish the final snapshot. Returns 0
 // (having done nothing) when the buffers lack room.
-HEATC_HD HEATC_CALL uint32_t finish(const Program& g, Io& io, uint8_t* s, uint32_t seq) {
-  if (!room_for_bytes(g, io, s, 0)) return 0;
+// emit every lexeme the lexer holds, as at the end of the stream (the first part of finish;
+// the guard's look past a candidate). The caller makes sure of room (room_for_bytes(…, 0)).
+HEATC_HD HEATC_CALL void flush_lexer(const Program& g, Io& io, uint8_t* s, uint32_t seq) {
   while (SF(uint32_t, BUF_LEN)) {
     if (SF(uint32_t, PEND_TOK)) {
       SSET(uint32_t, LAST_TOK, SF(uint32_t, PEND_TOK));
@@ -1048,6 +1071,11 @@ HEATC_HD HEATC_CALL uint32_t finish(const Program& g, Io& io, uint8_t* s, uint32
     }
     relex(g, io, s, seq, emit_last(g, io, s, seq, SF(uint32_t, BUF_LEN)));
   }
+}
+
+HEATC_HD HEATC_CALL uint32_t finish(const Program& g, Io& io, uint8_t* s, uint32_t seq) {
+  if (!room_for_bytes(g, io, s, 0)) return 0;
+  flush_lexer(g, io, s, seq);
   // every partial match ends with the stream
   uint32_t words = (HP(N_RULES) + 63) / 64;
   for (uint32_t w = 0; w < words; w++) {

@@ -124,6 +124,24 @@
 #define HEATC_FNV_OFFSET 0xCBF29CE484222325ull
 #define HEATC_FNV_PRIME 0x00000100000001B3ull
 
+// the torch ops' output rows, guard mask and kernel arguments (heatc_runtime.cuda.layout)
+#define HEATC_OUT_STATUS 0u
+#define HEATC_OUT_CONSUMED 4u
+#define HEATC_OUT_EVENTS 8u
+#define HEATC_OUT_SNAPSHOTS 12u
+#define HEATC_OUT_NEW_REJECTIONS 16u
+#define HEATC_OUT_FINISHED 20u
+#define HEATC_OUT_REJECTIONS 24u
+#define HEATC_OUT_HEAD 32u
+#define HEATC_OUT_STATUS_NO_ROOM 3u
+#define HEATC_OUT_STATUS_BAD_TEXT 4u
+#define HEATC_MASK_ALLOWED 0u
+#define HEATC_MASK_REJECTED 1u
+#define HEATC_MASK_REFUSED 2u
+#define HEATC_PROGRAM_BYTES 328u
+#define HEATC_PROGRAM_BASE 296u
+#define HEATC_TOKENS_BYTES 24u
+
 // per-program parameters: indexes into heatc_program.p (heatc_runtime.hct.PARAMS, from rules.hct)
 enum {
   HEATC_P_STATE_SIZE = 0,

@@ -1,7 +1,8 @@
 // The core built for the GPU: one thread per sequence, every entry point instantiated, so
 // that `nvcc -c` (tests/test_cuda_bridge.py, for sm_80 and sm_90) checks the same source the
 // native backend runs. The CUDA kernel proper (launch layout, per-sequence output regions,
-// NVRTC) is the next step; this translation unit keeps the core compiling for it meanwhile.
+// NVRTC) is cuda_bridge/kernels/heatc_step.cu; this unit also instantiates the entry points
+// that kernel does not use.
 #include "heatc_core.h"
 
 extern "C" __global__ void heatc_core_check(const uint8_t* tables, const uint32_t* params, uint8_t* states,
@@ -14,13 +15,17 @@ extern "C" __global__ void heatc_core_check(const uint8_t* tables, const uint32_
   heatc::Program g;
   g.t = tables;
   for (int k = 0; k < HEATC_N_PARAMS; k++) g.p[k] = params[k];
+  heatc::whole_tables(g);
   heatc::Io io;
   io.ev = events + (uint64_t)i * ev_cap * g.p[HEATC_P_EVENT_SIZE];
   io.ev_cap = ev_cap;
   io.ev_count = 0;
+  io.ev_keep = ev_cap;
+  io.ev_scratch = nullptr;
   io.snap = snaps + (uint64_t)i * snap_cap * g.p[HEATC_P_SNAPSHOT_SIZE];
   io.snap_cap = snap_cap;
   io.snap_count = 0;
+  io.snap_keep = snap_cap;
   io.tok_offsets = tok_offsets;
   io.n_tokens = n_tokens;
   io.tok_bytes = tok_bytes;

@@ -16,6 +16,7 @@
 
 #define HEATC_WITH_SKIPPER 1
 #include "heatc_core.h"
+#include "heatc_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -214,6 +215,9 @@ int load_io(Module* m, heatc::Io& io, bool tokens) {
     return trap(m, "snapshot buffer");
   io.ev = m->mem + c[HEATC_CTL_EV_PTR];
   io.snap = m->mem + c[HEATC_CTL_SNAP_PTR];
+  io.ev_keep = io.ev_cap;
+  io.snap_keep = io.snap_cap;
+  io.ev_scratch = nullptr;
   io.n_tokens = 0;
   io.tok_offsets = nullptr;
   io.tok_bytes = nullptr;
@@ -647,6 +651,7 @@ PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
   }
   memcpy(m->tables, tables.buf, tables.len);
   m->prog.t = m->tables;
+  heatc::whole_tables(m->prog);
   if (const char* problem = check_tables(m)) {
     PyErr_Format(PyExc_ValueError, "the tables are invalid: %s", problem);
     goto fail;
@@ -732,8 +737,151 @@ PyMethodDef module_methods[] = {
 PyGetSetDef module_getset[] = {{"size", module_size, nullptr, "bytes of visible memory", nullptr},
                                {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
+// ---- the torch ops' CPU kernel ----------------------------------------------------------
+// The same per-sequence work as the CUDA kernels (heatc_kernels.h), looping over the batch.
+// Arguments are the by-value structs as bytes (heatc_runtime.cuda.layout packs them) and the
+// addresses of tensors whose shapes, dtypes and sizes the Python op has checked; the tables
+// were checked once (check_tables below) when the program was loaded.
+
+bool struct_arg(PyObject* obj, void* out, size_t size, const char* what) {
+  Py_buffer b;
+  if (PyObject_GetBuffer(obj, &b, PyBUF_SIMPLE) < 0) return false;
+  bool ok = (size_t)b.len == size;
+  if (ok)
+    memcpy(out, b.buf, size);
+  else
+    PyErr_Format(PyExc_ValueError, "%s is %zd bytes, expected %zu (heatc_runtime.cuda.layout)", what, b.len, size);
+  PyBuffer_Release(&b);
+  return ok;
+}
+
+bool u64_args(PyObject* const* args, Py_ssize_t from, Py_ssize_t n, uint64_t* out) {
+  for (Py_ssize_t i = 0; i < n; i++) {
+    out[i] = PyLong_AsUnsignedLongLong(args[from + i]);
+    if (out[i] == (uint64_t)-1 && PyErr_Occurred()) return false;
+  }
+  return true;
+}
+
+bool op_args(const char* name, Py_ssize_t n, Py_ssize_t want, PyObject* const* args, heatc::Program* g,
+             heatc::Tokens* tk) {
+  if (n != want) {
+    PyErr_Format(PyExc_TypeError, "%s() takes %d arguments", name, (int)want);
+    return false;
+  }
+  if (!struct_arg(args[0], g, sizeof *g, "the program struct")) return false;
+  return !tk || struct_arg(args[1], tk, sizeof *tk, "the token table struct");
+}
+
+// op_step(program, tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep)
+PyObject* op_step(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  heatc::Program g;
+  heatc::Tokens tk;
+  uint64_t a[8];
+  if (!op_args("op_step", nargs, 10, args, &g, &tk) || !u64_args(args, 2, 8, a)) return nullptr;
+  uint8_t* states = (uint8_t*)a[0];
+  const int64_t* ids = (const int64_t*)a[1];
+  const int64_t* lengths = (const int64_t*)a[2];
+  uint64_t n = a[3], t_max = a[4];
+  uint8_t* out = (uint8_t*)a[5];
+  uint32_t ev_keep = (uint32_t)a[6], snap_keep = (uint32_t)a[7];
+  const uint64_t ss = g.p[HEATC_P_STATE_SIZE], rb = heatc::row_bytes(g, ev_keep, snap_keep);
+  Py_BEGIN_ALLOW_THREADS
+  for (uint64_t i = 0; i < n; i++) {
+    uint32_t len = (uint32_t)t_max;
+    if (lengths) len = lengths[i] < 0 ? 0u : lengths[i] > (int64_t)t_max ? (uint32_t)t_max : (uint32_t)lengths[i];
+    heatc::step_row(g, tk, states + i * ss, out + i * rb, ev_keep, snap_keep, (uint32_t)i, ids + i * t_max, len);
+  }
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+// op_text(program, states, text, text_len, offsets, n, out, ev_keep, snap_keep, mode)
+PyObject* op_text(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  heatc::Program g;
+  uint64_t a[9];
+  if (!op_args("op_text", nargs, 10, args, &g, nullptr) || !u64_args(args, 1, 9, a)) return nullptr;
+  uint8_t* states = (uint8_t*)a[0];
+  const uint8_t* text = (const uint8_t*)a[1];
+  uint64_t text_len = a[2];
+  const int64_t* offsets = (const int64_t*)a[3];
+  uint64_t n = a[4];
+  uint8_t* out = (uint8_t*)a[5];
+  uint32_t ev_keep = (uint32_t)a[6], snap_keep = (uint32_t)a[7], mode = (uint32_t)a[8];
+  const uint64_t ss = g.p[HEATC_P_STATE_SIZE], rb = heatc::row_bytes(g, ev_keep, snap_keep);
+  Py_BEGIN_ALLOW_THREADS
+  for (uint64_t i = 0; i < n; i++)
+    heatc::text_row(g, states + i * ss, out + i * rb, ev_keep, snap_keep, (uint32_t)i, text, text_len, offsets[i],
+                    offsets[i + 1], mode);
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+// op_guard(program, tokens, states, cand, n, k, scratch, mask, flush)
+PyObject* op_guard(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  heatc::Program g;
+  heatc::Tokens tk;
+  uint64_t a[7];
+  if (!op_args("op_guard", nargs, 9, args, &g, &tk) || !u64_args(args, 2, 7, a)) return nullptr;
+  const uint8_t* states = (const uint8_t*)a[0];
+  const int64_t* cand = (const int64_t*)a[1];
+  uint64_t n = a[2], k = a[3];
+  uint8_t* scratch = (uint8_t*)a[4];
+  uint8_t* mask = (uint8_t*)a[5];
+  uint32_t flush = (uint32_t)a[6];
+  const uint64_t ss = g.p[HEATC_P_STATE_SIZE], slot = heatc::guard_slot(g);
+  Py_BEGIN_ALLOW_THREADS
+  for (uint64_t i = 0; i < n; i++)
+    for (uint64_t j = 0; j < k; j++) {
+      uint8_t* sc = scratch + (i * k + j) * slot;
+      memcpy(sc, states + i * ss, ss);
+      mask[i * k + j] = heatc::guard_candidate(g, tk, sc, cand[i * k + j], flush);
+    }
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+// check_tables(tables, params): None, or why the core cannot run these tables
+PyObject* op_check_tables(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "check_tables(tables, params)");
+    return nullptr;
+  }
+  Py_buffer b;
+  if (PyObject_GetBuffer(args[0], &b, PyBUF_SIMPLE) < 0) return nullptr;
+  Module m;  // (only its program and size: check_tables reads nothing else)
+  memset((void*)&m, 0, sizeof m);
+  m.prog.t = (const uint8_t*)b.buf;
+  m.tables_size = (uint32_t)b.len;
+  PyObject* seq = PySequence_Fast(args[1], "params must be a sequence of ints");
+  const char* problem = nullptr;
+  if (seq && PySequence_Fast_GET_SIZE(seq) == HEATC_N_PARAMS && b.len <= 0x7FFFFFFF) {
+    for (int i = 0; i < HEATC_N_PARAMS && !PyErr_Occurred(); i++)
+      m.prog.p[i] = (uint32_t)PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(seq, i));
+    if (!PyErr_Occurred()) problem = check_tables(&m);
+  } else if (seq) {
+    PyErr_Format(PyExc_ValueError, "expected %d parameters and tables under 2 GB", (int)HEATC_N_PARAMS);
+  }
+  Py_XDECREF(seq);
+  PyBuffer_Release(&b);
+  if (PyErr_Occurred()) return nullptr;
+  if (!problem) Py_RETURN_NONE;
+  return PyUnicode_FromString(problem);
+}
+
+PyMethodDef native_functions[] = {
+    {"op_step", (PyCFunction)(void (*)(void))op_step, METH_FASTCALL,
+     "op_step(program, tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep)"},
+    {"op_text", (PyCFunction)(void (*)(void))op_text, METH_FASTCALL,
+     "op_text(program, states, text, text_len, offsets, n, out, ev_keep, snap_keep, mode)"},
+    {"op_guard", (PyCFunction)(void (*)(void))op_guard, METH_FASTCALL,
+     "op_guard(program, tokens, states, cand, n, k, scratch, mask, flush)"},
+    {"check_tables", (PyCFunction)(void (*)(void))op_check_tables, METH_FASTCALL,
+     "check_tables(tables, params): None, or why the core cannot run these tables"},
+    {nullptr, nullptr, 0, nullptr}};
+
 PyModuleDef native_module = {PyModuleDef_HEAD_INIT, "_native",
-                             "The heatc core on the CPU (cuda_bridge/include/heatc_core.h).", -1, nullptr};
+                             "The heatc core on the CPU (cuda_bridge/include/heatc_core.h).", -1, native_functions};
 
 }  // namespace
 
