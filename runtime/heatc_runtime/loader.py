@@ -116,23 +116,3 @@ def _native_checker(manifest: dict, data: bytes, limits: Limits, where: str) -> 
             f"{where}: the tables say ABI {hct.abi[0]}.{hct.abi[1]} but the manifest says {manifest['abi']}"
         )
     return NativeChecker(manifest, hct, limits, where)
-
-
-def _check_backend(backend: str) -> None:
-    if backend not in BACKENDS:
-        raise ModuleError(f"unknown backend {backend!r} (available: {', '.join(BACKENDS)})")
-
-
-def _native_checker(manifest: dict, data: bytes, limits: Limits, where: str) -> Checker:
-    from .hct import read_hct
-    from .native import NativeChecker
-
-    expected = manifest.get("build", {}).get("artifacts", {}).get("rules.hct", {}).get("sha256")
-    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
-        raise ModuleError(f"{where}: checksum mismatch: the tables are corrupt or were changed after the build")
-    hct = read_hct(data, where)
-    if hct.abi != (manifest["abi"]["major"], manifest["abi"]["minor"]):
-        raise ModuleError(
-            f"{where}: the tables say ABI {hct.abi[0]}.{hct.abi[1]} but the manifest says {manifest['abi']}"
-        )
-    return NativeChecker(manifest, hct, limits, where)
