@@ -135,7 +135,7 @@ def test_shipped_rules_and_heatmaps_carry_consistency_rules():
     finance = compile_file(EXAMPLES / "finance.heat")
     cases = [
         (LEGAL, ["governed by the laws of Delaware.", "Governing law: New York."], "governing_law"),
-        (finance, ["The APR is 18%.", "Your annual percentage rate is 21%."], "stated_apr"),
+        (finance, ["借款年利率为18%。", "合同另载年化利率为24%。"], "annual_rate_consistent.r[annual_rate]"),
         (compile_heatmap(REPO / "heatmaps" / "legal.yaml")[0],
          ["This Agreement is governed by the laws of Delaware.", "Governing law: New York."], "governing_law"),
         (compile_heatmap(REPO / "heatmaps" / "legal.yaml")[0],
