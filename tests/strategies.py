@@ -243,6 +243,29 @@ def weak_start_rule_sets(draw) -> GeneratedRules:
     return GeneratedRules("\n".join(lines) + "\n", pieces)
 
 
+# what a kernel may count as percentages, and the `%` signs around them that are literals
+PERCENT_PIECES = ["36%", "4.5%", "12.25%", "7 %", "%", "9%%", "18%24", "1,234%", "%5", "12345678%", "1.2.3%", "５%"]
+
+
+@st.composite
+def percent_trigger_rule_sets(draw) -> GeneratedRules:
+    """Rule sets in which `%` is a trigger literal that starts nothing, and numbers and
+    percentages start nothing either: a kernel's skipper counts percentages (`36%`) in bulk
+    in every stream, though the `%` sign alone is plain only in a quiet scan."""
+    lines = ["ruleset pct_trigger"]
+    if draw(st.booleans()):
+        lines.append("options { chinese_numbers }")
+    others = draw(st.lists(st.sampled_from([".", ",", ";"]), max_size=2, unique=True))
+    lines.append('class kw keyword = "glucose", "rate"')
+    lines.append('class u unit = "mg/dL", "bpm"')
+    lines.append("class pct unit = " + ", ".join(_q(x) for x in ["%", *others]))
+    stmts = ["at pct"] + ([f"every {draw(st.integers(1, 4))}"] if draw(st.booleans()) else [])
+    lines.append("triggers {\n  " + "\n  ".join(stmts) + "\n}")
+    lines.append(f"rule r {{\n  match kw ..{draw(st.integers(0, 4))} v:number u\n  require v < 300\n}}")
+    pieces = ["glucose", "rate", "mg/dL", "bpm", *others, *PERCENT_PIECES, *PERCENT_PIECES]
+    return GeneratedRules("\n".join(lines) + "\n", pieces)
+
+
 def texts(pieces: list[str], max_pieces: int = 30) -> st.SearchStrategy[bytes]:
     """Byte streams built from a vocabulary and separators, with the odd raw (often invalid
     UTF-8) byte run between them."""

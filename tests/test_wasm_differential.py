@@ -11,7 +11,16 @@ from differential import snapshot_fields as _snap
 from differential import stream_agrees
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import chunkings, dense_texts, long_texts, reported, rule_sets, texts, weak_start_rule_sets
+from strategies import (
+    chunkings,
+    dense_texts,
+    long_texts,
+    percent_trigger_rule_sets,
+    reported,
+    rule_sets,
+    texts,
+    weak_start_rule_sets,
+)
 
 from heatc.backends import native_checker, wasm_checker
 from heatc.reference import Machine
@@ -71,6 +80,44 @@ def test_weak_starts_match_reference(checker_for, g, data):
     assert pack(compile_cached(g.source)).consts["skip_weak"], "the generated rule set has no weak start"
     stream = data.draw(st.one_of(long_texts(g.pieces), dense_texts(g.pieces)))
     _long_stream_agrees(g.source, checker_for(compile_cached(g.source)), stream, data)
+
+
+@BACKENDS
+@settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")) // 4)
+@given(percent_trigger_rule_sets(), st.data())
+def test_percentages_before_trigger_percent_signs_match_reference(checker_for, g, data):
+    """Percentages in long idle stretches where `%` is also a trigger literal: fed in pieces
+    (every trigger published), `36%` is still one percentage wherever the kernel's skipper
+    meets it, and only a `%` that no digit comes before triggers a snapshot."""
+    assert pack(compile_cached(g.source)).consts["digit_percent"], "the skipper counts no percentages here"
+    stream = data.draw(st.one_of(long_texts(g.pieces), dense_texts(g.pieces)))
+    _long_stream_agrees(g.source, checker_for(compile_cached(g.source)), stream, data)
+
+
+@pytest.mark.parametrize(
+    "checker_for",
+    [
+        wasm_checker,
+        pytest.param(
+            native_checker,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="native bug: a trigger lexeme emitted after the lexer read past it (`/` of `mg/dLb`, "
+                "emitted when `b` arrives) reports the bytes up to its next byte (4), not those read (6)",
+            ),
+        ),
+    ],
+    ids=["wasm", "native"],
+)
+def test_a_trigger_emitted_after_reading_past_it_counts_every_byte_read(checker_for):
+    """`mg/dLb`: the literal `mg/dL` fails its word boundary at `b`, so the arrival of `b`
+    emits the word `mg` and the trigger `/` (docs/semantics.md §7: `bytes` includes the byte
+    whose arrival emitted the trigger lexeme)."""
+    source = (
+        'ruleset t\nclass u unit = "mg/dL"\nclass slash punct = "/"\ntriggers {\n  at slash\n}\nrule r { match u }\n'
+    )
+    batch = checker_for(compile_cached(source)).batch(1)
+    assert [s.counters["bytes"] for s in batch.feed_text(0, b"mg/dLb")] == [6]
 
 
 @BACKENDS

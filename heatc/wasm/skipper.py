@@ -305,7 +305,9 @@ def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple
     # a point between digits is part of the number only where it extends one just so
     decimals = decimals and (ord(".") | 0x100) in extenders
     # percentages: a plain `%` right after a number makes one percent lexeme that no ASCII
-    # byte continues, and that matters no more than a number does
+    # byte continues, and that matters no more than a number does (plain in either stream: a
+    # trigger `%` is plain only in a quiet one, but right after digits it is no literal, and
+    # the kernel passes it there in every stream)
     pct = ord("%")
     percent = (
         pct in plain
