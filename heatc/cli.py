@@ -337,6 +337,15 @@ def learn(
     student: Annotated[
         bool, typer.Option("--student/--no-student", help="Train and export the student detector.")
     ] = True,
+    teacher_sentences: Annotated[
+        int,
+        typer.Option(
+            "--teacher-sentences",
+            min=0,
+            help="The teacher labels at most this many of the planned sentences and the student scores the cells "
+            "(0: the teacher reads and scores them all).",
+        ),
+    ] = 400,
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Discard the previous run's work (OUTPUT.learn/) instead of resuming it.")
     ] = False,
@@ -360,6 +369,7 @@ def learn(
         epsilon=epsilon, label_sentences=label_sentences, max_probe_sentences=probe_sentences,
         topup_probes=topup_probes, min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget,
         discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,
+        teacher_sentences=teacher_sentences,
     )  # fmt: skip
     try:
         with _LearnProgress(rank == 0 and sys.stderr.isatty(), rank == 0) as progress:

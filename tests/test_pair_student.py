@@ -33,10 +33,7 @@ def _synthetic(n: int, seed: int) -> list[ps.PairExample]:
         labels = [0.0] + [float(t % 13) + 1.0 for t in body] + [0.0]
         probes = []
         for v in sorted(rng.choice(len(body), size=2, replace=False).tolist()):
-            row = [
-                None if j == v else math.exp((body[j] % 7) / 3 - 0.25 * abs(j - v))
-                for j in range(len(body))
-            ]
+            row = [None if j == v else math.exp((body[j] % 7) / 3 - 0.25 * abs(j - v)) for j in range(len(body))]
             probes.append((v, row))
         out.append(ps.PairExample(ids, [0] + [1] * len(body) + [0], labels, lexemes, probes))
     return out
@@ -66,7 +63,11 @@ def test_onnx_export_agrees_with_torch_and_rebuilds_the_model(trained, tmp_path)
     batch = ps._collate(test[:3], 128)  # a batch, length and probe count not seen at export
     scores, coupling = session.run(
         None,
-        {"input_ids": batch.ids.numpy(), "attention_mask": batch.attn.numpy(), "value_positions": batch.positions.numpy()},
+        {
+            "input_ids": batch.ids.numpy(),
+            "attention_mask": batch.attn.numpy(),
+            "value_positions": batch.positions.numpy(),
+        },
     )
     assert scores.shape == tuple(batch.ids.shape) and coupling.shape == (*batch.positions.shape, batch.ids.shape[1])
     back, kind = ps.load_pair_student(path)
