@@ -217,6 +217,30 @@ def show(
     sys.stdout.write(f"{render(hm, output, top)}\n")
 
 
+@app.command()
+def diff(
+    a: Annotated[Path, typer.Argument(help="A heatmap (.yaml): the one before.")],
+    b: Annotated[Path, typer.Argument(help="A heatmap (.yaml): the one after.")],
+    as_json: Annotated[bool, typer.Option("--json", help="The changes as one JSON object.")] = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="At most this many lines per kind of change.")
+    ] = None,
+) -> None:
+    """Print what changed between two heatmaps: cells added and removed, scores, ranges."""
+    from heatc.heatmap.diff import diff_heatmaps, render_diff
+    from heatc.heatmap.format import load_heatmap
+
+    try:
+        ha, hb = load_heatmap(a), load_heatmap(b)
+    except HeatError as e:
+        raise _fail(e.render()) from None
+    d = diff_heatmaps(ha, hb)
+    if as_json:
+        sys.stdout.write(json.dumps(d.to_json(), ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_diff(d, ha, hb, limit))
+
+
 @app.command("test")
 def test_cmd(
     file: Annotated[Path, typer.Argument(help="A heatmap (.yaml) or a .heat rule file.")],
