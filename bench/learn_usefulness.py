@@ -183,6 +183,9 @@ def main() -> None:
         "--alarm-budgets", nargs="+", type=float, default=[0.005, 0.01, 0.02],
         help="heatc learn --alarm-budget values to learn with (the teacher's work is shared)",
     )  # fmt: skip
+    ap.add_argument(
+        "--markdown", type=Path, help="also rewrite the usefulness table of this page (docs/performance.md)"
+    )
     args = ap.parse_args()
     print(f"machine: {machine()}")
     results = {}
@@ -210,6 +213,13 @@ def main() -> None:
             f"{domain:<9} {budget:>6g} {r['rules']:>5} {r['sentences']:>15} {r['fpr'] * 100:>7.2f}% {pooled:>7.2f}   {recall}"
             f"; pooled {caught}/{tried} = {pooled:.3f}"
         )
+    if args.markdown:
+        import report  # bench/report.py, beside this script
+
+        budgets = " ".join(f"{b:g}" for b in args.alarm_budgets)
+        command = f"python bench/learn_usefulness.py --alarm-budgets {budgets}"
+        report.update(args.markdown, {"usefulness": report.usefulness_section(results, machine(), command=command)})
+        print(f"{args.markdown}: usefulness table rewritten")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The backends a compiled Program can run on, behind one interface.
 
 Public surface: `BACKENDS`, `run_document(name, program, data)`, `open_session(name, program)`,
-`wasm_checker(program)`, `native_checker(program)`.
+`wasm_checker(program)`, `native_checker(program)`, `module_info(program)`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,19 @@ native_checker = ProgramCache(lambda program: _load(program, "native"))
 """The program's tables (rules.hct) on the native core: `native_checker(program)`."""
 
 _CHECKERS = {"wasm": wasm_checker, "native": native_checker}
+
+
+def _module_info(program: ir.Program):
+    from heatc.wasm import compile_wasm
+    from heatc.wasm.pack import pack
+    from heatc_runtime.audit import ModuleInfo
+
+    return ModuleInfo.from_manifest(compile_wasm(program, pack(program)).manifest)
+
+
+module_info = ProgramCache(_module_info)
+"""The identity audit reports give the program on every backend (its module's manifest: builds
+are deterministic, so the reference interpreter's reports name the module a build would make)."""
 
 _session_batch = {
     name: ProgramCache(lambda program, checker=checker: checker(program).batch(1))

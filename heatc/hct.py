@@ -11,8 +11,8 @@ import hashlib
 
 from heatc import ir
 from heatc.wasm import ABI_MAJOR, ABI_MINOR
-from heatc.wasm.codegen import EVENT_HEADER, SNAPSHOT_HEADER
 from heatc.wasm.pack import Packed
+from heatc_runtime.abi import EVENT, SNAPSHOT
 from heatc_runtime.hct import HCT_MAGIC, HCT_VERSION, HEAD, PARAM, SECTION, VALUES
 
 _FIXED = (
@@ -36,8 +36,8 @@ def hct_params(program: ir.Program, packed: Packed) -> dict[str, int]:
     lx = program.lexer
     values = {
         "state_size": layout.size,
-        "event_size": EVENT_HEADER + 8 * max(1, k["max_captures"]),
-        "snapshot_size": SNAPSHOT_HEADER + -(-len(program.rules) // 8) * 8,
+        "event_size": EVENT.size + 8 * max(1, k["max_captures"]),
+        "snapshot_size": SNAPSHOT.size + -(-len(program.rules) // 8) * 8,
         "n_rules": len(program.rules),
         "n_codes": k["n_codes"],
         "dfa_width": k["dfa_width"],

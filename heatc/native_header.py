@@ -15,25 +15,21 @@ from pathlib import Path
 
 from heatc import ir
 from heatc.lexing import FNV_OFFSET, FNV_PRIME
-from heatc.wasm import pack, skipper
-from heatc.wasm.codegen import EVENT_HEADER, SNAPSHOT_HEADER
+from heatc.wasm import skipper
 from heatc_runtime import abi, hct
 
 HEADER_PATH = Path(__file__).resolve().parent.parent / "cuda_bridge" / "include" / "heatc_native_abi.h"
 
-# Field offsets inside the packed records, in the order heatc.wasm.pack writes them.
-_RULE = ("n_elements", "n_captures", "gate", "state", "n_requirements", "n_channels", "elements",
-         "requirements", "channels", "slot_size", "late")  # fmt: skip
-_ELEMENT = ("gap", "accepts", "n_accepts", "capture")
-_REQ = {"op": 0, "left": 4, "right": 8, "left_const": 16, "right_const": 24, "low": 32, "high": 40, "closed": 48}
-_CHAN = ("channel", "capture", "key", "n_keys", "keys")
-# An event record (docs/abi.md, "Records"; heatc_runtime.records decodes it).
-_EVENT = {"seq": 0, "kind": 4, "verdict": 5, "rule": 8, "failed": 12, "start": 16, "end": 24, "conflict": 32,
-          "conflict_value": 40, "conflict_start": 48, "conflict_end": 56, "captures": EVENT_HEADER}  # fmt: skip
-# A thread slot of a rule's state and an anchor ring entry (docs/abi.md, "State record").
 _OP_NAMES = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne", "in": "in"}
-_THREAD = {"active": 0, "gaps": 1, "start": 8, "captures": 16}
-_RING = {"start": 0, "space": 8, "len": 9, "text": 10}
+
+
+def _fields(record: abi.Record, rename: dict[str, str] | None = None, tail: str | None = None) -> dict[str, int]:
+    """A record's field offsets under the core's names (padding left out), and its tail's."""
+    rename = rename or {}
+    out = {rename.get(n, n): off for n, off in record.offsets.items() if not n.startswith("_")}
+    if tail:
+        out[tail] = record.size
+    return out
 
 
 def _define(name: str, value: int) -> str:
@@ -58,27 +54,33 @@ def native_header() -> str:
         "control block words (heatc_runtime.abi.CONTROL_FIELDS)",
         {f"ctl_{f}": i for i, f in enumerate(abi.CONTROL_FIELDS)},
     )
-    block("status codes (heatc_runtime.abi.STATUS_TEXT)", {"status_bad_token": 1, "status_finished": 2})
-    assert set(abi.STATUS_TEXT) == {1, 2}
+    block("status codes (heatc_runtime.abi)", {"status_bad_token": abi.STATUS_BAD_TOKEN, "status_finished": abi.STATUS_FINISHED})  # fmt: skip
     block("lexeme codes (heatc.ir)", {n: getattr(ir, n) for n in ("LEX_NONE", "LEX_SPACE", "LEX_OTHER", "LEX_WORD", "LEX_NUMBER", "LEX_PERCENT", "LEX_LITERAL0")})  # fmt: skip
     flags = {n: getattr(ir, n) for n in dir(ir) if n.startswith("FLAG_")}
     block("lexeme-code flags (heatc.ir, heatc_runtime.abi)", {**flags, "FLAG_LOOK": abi.FLAG_LOOK})
-    block("Chinese numeral kinds (heatc.wasm.pack)", {"cn_digit": pack.CN_DIGIT, "cn_small": pack.CN_SMALL_KIND, "cn_big": pack.CN_BIG_KIND, "cn_point": pack.CN_POINT})  # fmt: skip
+    block("Chinese numeral kinds (heatc_runtime.abi)", {"cn_digit": abi.CN_KIND_DIGIT, "cn_small": abi.CN_KIND_SMALL, "cn_big": abi.CN_KIND_BIG, "cn_point": abi.CN_KIND_POINT})  # fmt: skip
     block("requirement operators (heatc.ir.OPS)", {f"op_{_OP_NAMES[op]}": i for i, op in enumerate(ir.OPS)})
     block(
-        "packed record sizes and fields (heatc.wasm.pack)",
-        {"rule_header": pack.RULE_HEADER, "element": pack.ELEMENT, "requirement": pack.REQUIREMENT,
-         "channel_use": pack.CHANNEL_USE}
-        | {f"rule_{n}": 4 * i for i, n in enumerate(_RULE)}
-        | {f"element_{n}": 4 * i for i, n in enumerate(_ELEMENT)}
-        | {f"req_{n}": v for n, v in _REQ.items()}
-        | {f"chan_{n}": 4 * i for i, n in enumerate(_CHAN)},
+        "packed record sizes and fields (heatc_runtime.abi)",
+        {"rule_header": abi.RULE.size, "element": abi.ELEMENT.size, "requirement": abi.REQUIREMENT.size,
+         "channel_use": abi.CHANNEL_USE.size}
+        | {f"rule_{n}": v for n, v in _fields(abi.RULE, {"state_off": "state"}).items()}
+        | {f"element_{n}": v for n, v in _fields(abi.ELEMENT).items()}
+        | {f"req_{n}": v for n, v in _fields(abi.REQUIREMENT, {"low_closed": "closed"}).items() if n != "high_closed"}
+        | {f"chan_{n}": v for n, v in _fields(abi.CHANNEL_USE).items()},
     )  # fmt: skip
     block(
         "records (docs/abi.md)",
-        {f"ev_{n}": v for n, v in _EVENT.items()} | {"snapshot_head": SNAPSHOT_HEADER},
+        {f"ev_{n}": v for n, v in _fields(abi.EVENT, {"index": "rule"}, tail="captures").items()}
+        | {"snapshot_head": abi.SNAPSHOT.size},
     )
-    block("state record parts (docs/abi.md)", {f"thread_{n}": v for n, v in _THREAD.items()} | {f"ring_{n}": v for n, v in _RING.items()} | {"ring_entry": 80})  # fmt: skip
+    ring_entry = -(-(abi.ANCHOR_ENTRY.size + ir.MAX_LEXEME) // 8) * 8  # entries are 8-aligned
+    block(
+        "state record parts (docs/abi.md)",
+        {f"thread_{n}": v for n, v in _fields(abi.THREAD, tail="captures").items()}
+        | {f"ring_{n}": v for n, v in _fields(abi.ANCHOR_ENTRY, {"space_before": "space"}, tail="text").items()}
+        | {"ring_entry": ring_entry},
+    )
     block("the skipper's tables (heatc.wasm.skipper)", {"skip_word_fingerprints": skipper.SKIP_WORD_FINGERPRINTS})
     lines.append(f"#define HEATC_SKIP_KEY_MUL 0x{skipper.SKIP_KEY_MUL:016X}ull")
     lines.append(f"#define HEATC_FNV_OFFSET 0x{FNV_OFFSET:016X}ull")

@@ -167,7 +167,7 @@ def test_cli_build_inspect_scan_lower(tmp_path):
     assert r.exit_code == 0  # stdin empty: nothing rejected
     r = runner.invoke(app, ["scan", str(tmp_path / "tiny"), "--json"], input="glucose 7000 mg/dL.")
     doc = json.loads(r.output)
-    assert r.exit_code == 3 and doc["backend"] == "wasm" and doc["rules"] == {"glucose_mg_dl": "REJECTED"}
+    assert r.exit_code == 3 and doc["run"]["backend"] == "wasm" and doc["rules"] == {"glucose_mg_dl": "REJECTED"}
     r = heatc("lower", GOOD)
     assert r.exit_code == 0 and "# skipped cell glucose×number (line 12): score 0.5 below" in r.output
     assert "require v in [22.5, 1220]" in r.output
@@ -214,4 +214,4 @@ def test_scan_refuses_a_tampered_build(tmp_path):
     d = build(GOOD, tmp_path).directory
     (d.resolve() / "module.wasm").write_bytes(b"\0asm")
     r = runner.invoke(app, ["scan", str(d)], input="x")
-    assert r.exit_code == 1 and "checksum mismatch" in r.output
+    assert r.exit_code == 1 and "size mismatch" in r.output

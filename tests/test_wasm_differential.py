@@ -7,6 +7,8 @@ import random
 
 import pytest
 from conftest import compile_cached
+from differential import snapshot_fields as _snap
+from differential import stream_agrees
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import chunkings, dense_texts, long_texts, reported, rule_sets, texts, weak_start_rule_sets
@@ -17,10 +19,6 @@ from heatc.wasm.pack import pack
 
 # every test below runs on each backend of the runtime
 BACKENDS = pytest.mark.parametrize("checker_for", [wasm_checker, native_checker], ids=["wasm", "native"])
-
-
-def _snap(s):
-    return (s.events, s.verdicts, s.counters, s.final)
 
 
 @st.composite
@@ -58,21 +56,9 @@ def test_long_plain_stretches_match_reference(checker_for, g, data):
 
 
 def _long_stream_agrees(source: str, checker, stream: bytes, data) -> None:
-    program = compile_cached(source)
-    with reported(source, [stream]):
-        m = Machine(program)
-        snaps = m.feed(stream) + m.finish()
-        report = checker.scan(stream)
-        assert report.events == [e for s in snaps for e in s.events]
-        assert (report.verdicts, report.counters) == (snaps[-1].verdicts, snaps[-1].counters)
-    batch = checker.batch(1)
-    m = Machine(program)
     pieces = data.draw(chunkings(stream))
     with reported(source, pieces):
-        for piece in pieces:
-            got = batch.feed_text(0, piece)
-            assert [_snap(s) for s in got] == [_snap(s) for s in m.feed(piece)]
-        assert [_snap(s) for s in batch.finish().get(0, [])] == [_snap(s) for s in m.finish()]
+        stream_agrees(compile_cached(source), stream, pieces, checker)
 
 
 @BACKENDS
@@ -80,7 +66,7 @@ def _long_stream_agrees(source: str, checker, stream: bytes, data) -> None:
 @given(weak_start_rule_sets(), st.data())
 def test_weak_starts_match_reference(checker_for, g, data):
     """Keywords a kernel counts as plain words while their threads cannot yet have advanced
-    (pack._weak_starts), in long mostly-plain text: it must come back to each one whenever
+    (skipper._weak_starts), in long mostly-plain text: it must come back to each one whenever
     something that matters follows within its gap."""
     assert pack(compile_cached(g.source)).consts["skip_weak"], "the generated rule set has no weak start"
     stream = data.draw(st.one_of(long_texts(g.pieces), dense_texts(g.pieces)))

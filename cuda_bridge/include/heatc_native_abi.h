@@ -21,7 +21,7 @@
 #define HEATC_CTL_SCRATCH 11u
 #define HEATC_CTL_QUIET 12u
 
-// status codes (heatc_runtime.abi.STATUS_TEXT)
+// status codes (heatc_runtime.abi)
 #define HEATC_STATUS_BAD_TOKEN 1u
 #define HEATC_STATUS_FINISHED 2u
 
@@ -42,7 +42,7 @@
 #define HEATC_FLAG_TRIGGER 1u
 #define HEATC_FLAG_LOOK 32u
 
-// Chinese numeral kinds (heatc.wasm.pack)
+// Chinese numeral kinds (heatc_runtime.abi)
 #define HEATC_CN_DIGIT 1u
 #define HEATC_CN_SMALL 2u
 #define HEATC_CN_BIG 3u
@@ -57,7 +57,7 @@
 #define HEATC_OP_NE 5u
 #define HEATC_OP_IN 6u
 
-// packed record sizes and fields (heatc.wasm.pack)
+// packed record sizes and fields (heatc_runtime.abi)
 #define HEATC_RULE_HEADER 48u
 #define HEATC_ELEMENT 16u
 #define HEATC_REQUIREMENT 64u

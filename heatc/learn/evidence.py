@@ -32,7 +32,7 @@ from heatc.learn.lexemes import Lexicon, SentenceLexemes
 
 MAX_REJECTED = 0.10  # a range cell may reject at most this share of the clean values it was learned from
 # All cells together may reject at most this many values per corpus sentence: the share of clean
-# sentences that may be flagged (issue 5: at most 2 %); cross-validation prices it for unseen text.
+# sentences that may be flagged (the usefulness target: at most 2 %); cross-validation prices it for unseen text.
 ALARM_BUDGET = 0.02
 KEY_GROUPS = frozenset({"keyword", "numeral", "constraint", "date", "article", "currency"})
 DEFAULT_GAP = 3

@@ -17,37 +17,23 @@ import hashlib
 import struct
 from dataclasses import dataclass
 
-from .abi import check_abi
+from .abi import (
+    HCT_HEADER,
+    HCT_MAGIC,
+    HCT_OPTIONAL_TABLES,
+    HCT_PARAM,
+    HCT_PARAMS,
+    HCT_SECTION,
+    HCT_TABLES,
+    HCT_VALUES,
+    HCT_VERSION,
+    check_abi,
+)
 from .errors import ModuleError
 
-HCT_MAGIC = b"HEATCRUL"
-HCT_VERSION = 2
-#: magic, version, ABI major, minor, rules, state size, blob size, end of the L2 tier, end of
-#: the device tier, sha256 of the blob, number of sections
-HEAD = struct.Struct("<8sIIIIIIQQ32sI")
-SECTION = struct.Struct("<16sI")  # name (truncated to 16 bytes), offset in the blob
-PARAM = struct.Struct("<24sI")  # name, value
-
-#: The parameters rules.hct holds by name (a u32 count, then PARAM records).
-VALUES = (
-    "state_size", "event_size", "snapshot_size", "n_rules", "n_codes", "dfa_width", "dfa_words", "max_lexeme",
-    "plm", "window", "late", "anchor_lexemes", "n_groups", "anchor_size", "filter_bits", "n_domains", "n_cn",
-    "max_captures", "n_channels", "word_row", "skip_log2",
-    "off_pos", "off_lexemes", "off_tokens", "off_matches", "off_rejections", "off_tok_start", "off_last_end",
-    "off_dfa_state", "off_buf_len", "off_last_tok", "off_last_len", "off_pend_tok", "off_pend_fallback",
-    "off_pend_len", "off_flags", "off_pending_events", "off_n_active", "off_buf", "off_active_rules",
-    "off_look_mark", "off_look_start", "off_look_code", "off_look_len", "off_look_buf", "off_anchor_count",
-    "off_anchor_head", "off_ring", "off_anchor_active", "off_channels",
-)  # fmt: skip
-#: The sections of the blob a core reads; their offsets follow VALUES in PARAMS, as `t_<name>`.
-TABLES = (
-    "byte_class", "dfa", "code_flags", "inert", "literal_class", "start_off", "start_rules", "rules", "rule_off",
-    "anchor_keys", "anchor_groups", "anchor_filter", "anchor_end_filter", "anchor_member_filter", "domain_index",
-    "domain_bytes", "pow10", "cn_table", "sha256_k", "skip_plain", "skip_words",
-)  # fmt: skip
-#: Sections only some programs have (0 when absent: the skipper's, heatc.wasm.skipper).
-OPTIONAL_TABLES = ("skip_plain", "skip_words")
-PARAMS = VALUES + tuple(f"t_{name}" for name in TABLES)
+# the format is the ABI's (heatc_runtime.abi, "rules.hct"): these names are its own
+HEAD, SECTION, PARAM = HCT_HEADER.struct, HCT_SECTION.struct, HCT_PARAM.struct
+VALUES, TABLES, OPTIONAL_TABLES, PARAMS = HCT_VALUES, HCT_TABLES, HCT_OPTIONAL_TABLES, HCT_PARAMS
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from .abi import CONTROL_FIELDS
-from .checker import Checker
+from .checker import CLOSED, Checker
 from .errors import ModuleError, ModuleTrap
 from .hct import Hct
 from .limits import Limits
@@ -56,6 +56,8 @@ class NativeChecker(Checker):
     def __init__(self, manifest: dict, hct: Hct, limits: Limits, where: str = "rules.hct"):
         native = native_extension()
         self.manifest = manifest
+        self._closed = False
+        self._generation = 0
         self.limits = limits
         self._hct = hct
         self._where = where
@@ -72,7 +74,6 @@ class NativeChecker(Checker):
         self.event_size = hct.param("event_size")
         self.snapshot_size = hct.param("snapshot_size")
         self.control = CONTROL
-        self._top = HEAP_BASE
         try:
             self._native = native.Module(hct.blob, hct.params, limits.memory_bytes, CONTROL, ModuleTrap)
         except ValueError as e:
@@ -84,7 +85,7 @@ class NativeChecker(Checker):
         self._calls = {name: self._native.function(name) for name in names}
         self._native.grow(HEAP_BASE)
         self._refresh_view()
-        self._init_buffers(hct.param("plm"))
+        self._init_buffers(HEAP_BASE, hct.param("plm"))
         self._rearm_at = float("inf")  # no deadline to re-arm (Batch checks this)
 
     # -- the memory and call layer --------------------------------------------------------
@@ -98,16 +99,12 @@ class NativeChecker(Checker):
         self._ctlc = (ctypes.c_uint32 * len(CONTROL_FIELDS)).from_buffer(native, self.control)
         self._generation = getattr(self, "_generation", 0) + 1
 
-    def _alloc(self, size: int, align: int = 16) -> int:
-        start = -(-self._top // align) * align
-        end = start + size
+    def _grow(self, end: int) -> None:
         if end > self._native.size:
             if end > self.limits.memory_bytes:
                 raise ModuleTrap(f"the module's memory would exceed its limit ({self.limits.memory_bytes} bytes)")
             self._native.grow(min(-(-end // PAGE) * PAGE, self.limits.memory_bytes))
             self._refresh_view()
-        self._top = end
-        return start
 
     def _arm(self) -> None:
         """(no deadline or fuel: see the module docstring)"""
@@ -121,10 +118,15 @@ class NativeChecker(Checker):
     def close(self) -> None:
         """Drop the module (its memory is released once no view of it is left)."""
         with self._lock:
+            self._closed = True
+            self._generation = CLOSED
             self._calls = {}
+            for name in ("_mem", "_ctlv", "_ctlc"):
+                self.__dict__.pop(name, None)
 
     def clone(self) -> NativeChecker:
         """An independent module on the same tables (for another thread)."""
+        self._check_open()
         twin = NativeChecker(self.manifest, self._hct, self.limits, self._where)
         if self._token_table is not None:
             twin.set_token_table(self._token_table)
