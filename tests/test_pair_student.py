@@ -84,6 +84,10 @@ def test_a_token_student_of_an_earlier_heatc_gives_its_encoder_and_token_head(tm
     st.export_onnx(old, tmp_path / "old.onnx")
     model, kind = ps.load_pair_student(tmp_path / "old.onnx")
     assert kind == "token"
+    torch.manual_seed(123)  # whatever ran before: the untrained pair head is the same (a --seed run is)
+    again, _ = ps.load_pair_student(tmp_path / "old.onnx")
+    for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
     ids = torch.randint(0, 512, (2, 9))
     attn = torch.ones_like(ids)
     with torch.no_grad():

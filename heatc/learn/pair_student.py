@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,7 +49,7 @@ import torch
 from torch import nn
 
 from heatc.errors import Diagnostic, HeatError
-from heatc.learn.student import _Block, _targets, _TokenInput, per_sentence_auc
+from heatc.learn.student import _Block, _targets, _TokenInput, fit, per_sentence_auc
 
 METADATA_KEY = "heatc.student"
 FORMAT = 1  # the metadata's format; a student of another format is read as a legacy one or refused
@@ -248,12 +247,6 @@ def _losses(model: nn.Module, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor
 # --- training -------------------------------------------------------------------------------
 
 
-def _distributed() -> tuple[int, int]:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
-
-
 def train_pair(
     config: PairConfig,
     examples: list[PairExample],
@@ -270,56 +263,24 @@ def train_pair(
     """Train (or, from `init`, fine-tune) a pair student; resumes from `checkpoint` (saved
     after every epoch). Under torch.distributed each rank takes its share of every global
     batch and the loss is normalised by the global counts, so N ranks compute one gradient."""
-    rank, world = _distributed()
     torch.manual_seed(seed)
     model = PairStudent(config, table)
     if init is not None:
         model.load_state_dict(init, strict=False)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    total_steps = max(1, epochs * math.ceil(len(examples) / batch_size))
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: max(0.05, 1 - s / total_steps))
-    start = 0
-    if checkpoint is not None and checkpoint.exists():
-        state = torch.load(checkpoint, weights_only=True)
-        model.load_state_dict(state["model"])
-        optimiser.load_state_dict(state["optimiser"])
-        schedule.load_state_dict(state["schedule"])
-        start = int(state["epoch"])
-    wrapped: nn.Module = nn.parallel.DistributedDataParallel(model) if world > 1 else model
-    for epoch in range(start, epochs):
-        order = list(range(len(examples)))
-        random.Random(seed * 1000 + epoch).shuffle(order)
-        running, count = 0.0, 0
-        for b0 in range(0, len(order), batch_size):
-            batch = [examples[i] for i in order[b0 : b0 + batch_size]]
-            whole = _collate(batch, config.max_length)  # the global counts every rank normalises by
-            tokens = float(whole.token_weight.sum()) or 1.0
-            pairs = float(whole.pair_weight.sum()) or 1.0
-            mine = batch[rank::world]
-            part = _collate(mine or batch[:1], config.max_length)
-            token, pair = _losses(wrapped, part)
-            if not mine:
-                token, pair = token * 0, pair * 0
-            # DDP averages gradients over ranks, hence × world: the sum is the global mean.
-            loss = (token / tokens + PAIR_WEIGHT * pair / pairs) * world
-            optimiser.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimiser.step()
-            schedule.step()
-            running += loss.item() / world
-            count += 1
-        if rank == 0 and checkpoint is not None:
-            tmp = checkpoint.with_suffix(".tmp")
-            state = {
-                "model": model.state_dict(),
-                "optimiser": optimiser.state_dict(),
-                "schedule": schedule.state_dict(),
-            }
-            torch.save({**state, "epoch": epoch + 1}, tmp)
-            tmp.replace(checkpoint)
-        if progress is not None:
-            progress(epoch + 1, epochs, running / max(count, 1))
+
+    def batch_loss(wrapped: nn.Module, batch: list[PairExample], rank: int, world: int) -> torch.Tensor:
+        whole = _collate(batch, config.max_length)  # the global counts every rank normalises by
+        tokens = float(whole.token_weight.sum()) or 1.0
+        pairs = float(whole.pair_weight.sum()) or 1.0
+        mine = batch[rank::world]
+        token, pair = _losses(wrapped, _collate(mine or batch[:1], config.max_length))
+        if not mine:
+            token, pair = token * 0, pair * 0
+        # DDP averages gradients over ranks, hence × world: the sum is the global mean.
+        return (token / tokens + PAIR_WEIGHT * pair / pairs) * world
+
+    fit(model, examples, batch_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
+        checkpoint=checkpoint, progress=progress)  # fmt: skip
     return model.eval()
 
 
@@ -506,7 +467,9 @@ def load_pair_student(path: Path) -> tuple[PairStudent, str]:
         model.load_state_dict({k: torch.from_numpy(np.array(inits[k])).to(state[k].dtype) for k in state})
         return model.eval(), "pair"
     config, state = _legacy_state(path, inits)
-    model = PairStudent(config)
+    with torch.random.fork_rng():  # the untrained pair head: the same for every load, whatever ran before
+        torch.manual_seed(0)
+        model = PairStudent(config)
     model.load_state_dict(state, strict=False)
     return model.eval(), "token"
 
