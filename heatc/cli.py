@@ -247,6 +247,30 @@ def show(
     sys.stdout.write(f"{render(hm, output, top)}\n")
 
 
+@app.command()
+def diff(
+    a: Annotated[Path, typer.Argument(help="A heatmap (.yaml): the one before.")],
+    b: Annotated[Path, typer.Argument(help="A heatmap (.yaml): the one after.")],
+    as_json: Annotated[bool, typer.Option("--json", help="The changes as one JSON object.")] = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="At most this many lines per kind of change.")
+    ] = None,
+) -> None:
+    """Print what changed between two heatmaps: cells added and removed, scores, ranges."""
+    from heatc.heatmap.diff import diff_heatmaps, render_diff
+    from heatc.heatmap.format import load_heatmap
+
+    try:
+        ha, hb = load_heatmap(a), load_heatmap(b)
+    except HeatError as e:
+        raise _fail(e.render()) from None
+    d = diff_heatmaps(ha, hb)
+    if as_json:
+        sys.stdout.write(json.dumps(d.to_json(), ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_diff(d, ha, hb, limit))
+
+
 @app.command("test")
 def test_cmd(
     file: Annotated[Path, typer.Argument(help="A heatmap (.yaml) or a .heat rule file.")],
@@ -367,6 +391,15 @@ def learn(
     student: Annotated[
         bool, typer.Option("--student/--no-student", help="Train and export the student detector.")
     ] = True,
+    teacher_sentences: Annotated[
+        int,
+        typer.Option(
+            "--teacher-sentences",
+            min=0,
+            help="The teacher labels at most this many of the planned sentences and the student scores the cells "
+            "(0: the teacher reads and scores them all).",
+        ),
+    ] = 400,
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Discard the previous run's work (OUTPUT.learn/) instead of resuming it.")
     ] = False,
@@ -390,6 +423,7 @@ def learn(
         epsilon=epsilon, label_sentences=label_sentences, max_probe_sentences=probe_sentences,
         topup_probes=topup_probes, min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget,
         discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,
+        teacher_sentences=teacher_sentences,
     )  # fmt: skip
     try:
         with _LearnProgress(rank == 0 and sys.stderr.isatty(), rank == 0) as progress:
@@ -413,11 +447,85 @@ def learn(
         )
 
 
+@app.command()
+def finetune(
+    base: Annotated[Path, typer.Argument(help="The heatmap to adapt (.yaml), its student beside it.")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="The domain heatmap to write (.yaml); its student goes beside it.")
+    ],
+    pdf: Annotated[list[Path] | None, typer.Option("--pdf", help="A PDF of the domain; repeat for more.")] = None,
+    text: Annotated[
+        list[Path] | None,
+        typer.Option("--text", help="Text of the domain (files or folders, as heatc learn reads); repeat for more."),
+    ] = None,
+    teacher: Annotated[
+        Path | None,
+        typer.Option("--teacher", help="The teacher the base heatmap was learned with, if not the embedded MiniLM."),
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="The heatmap's name (default: the base's).")] = None,
+    title: Annotated[str | None, typer.Option("--title", help="The heatmap's title.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for sampling and the teacher's random probes.")] = 0,
+    device: Annotated[str, typer.Option("--device", help="torch device for the teacher (cpu, cuda, cuda:1).")] = "cpu",
+    teacher_sentences: Annotated[
+        int,
+        typer.Option(
+            "--teacher-sentences", min=1, help="The domain sentences the teacher labels (the student scores all)."
+        ),
+    ] = 256,
+    min_support: Annotated[int, typer.Option("--min-support", min=1, help="Domain occurrences a new cell needs.")] = 8,
+    alarm_budget: Annotated[
+        float,
+        typer.Option(
+            "--alarm-budget", min=0.0, max=1.0, help="Rejections the domain cells may make per clean domain sentence."
+        ),
+    ] = 0.02,
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Student fine-tuning epochs.")] = 8,
+    keep_unused: Annotated[
+        bool,
+        typer.Option(
+            "--keep-unused/--drop-unused",
+            help="Keep the base cells the domain does not re-learn (unless they reject domain text).",
+        ),
+    ] = True,
+    new_student: Annotated[
+        bool, typer.Option("--new-student", help="Without a student beside the base: train one from the domain sample.")
+    ] = False,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Discard the previous run's work (OUTPUT.finetune/) instead of resuming it.")
+    ] = False,
+) -> None:
+    """Adapt a learned heatmap to a domain's documents: the base's student is fine-tuned on the
+    teacher's labels of a bounded sample, then scores the domain's cells over all of it."""
+    try:
+        from heatc.learn.finetune import FinetuneConfig
+        from heatc.learn.finetune import finetune as run_finetune
+    except ModuleNotFoundError as missing:
+        raise _fail(f"heatc finetune needs {missing.name!r}: pip install 'heatc[learn]'") from None
+    config = FinetuneConfig(
+        base=base, output=output, pdfs=list(pdf or []), texts=list(text or []), name=name, title=title,
+        teacher=teacher, device=device, seed=seed, teacher_sentences=teacher_sentences, min_support=min_support,
+        alarm_budget=alarm_budget, epochs=epochs, keep_unused=keep_unused, new_student=new_student,
+    )  # fmt: skip
+    try:
+        with _LearnProgress(sys.stderr.isatty(), True, "heatc finetune") as progress:
+            summary = run_finetune(config, fresh=fresh, progress=progress, log=lambda m: out.print(escape(m)))
+    except HeatError as e:
+        raise _fail(e.render()) from None
+    m, c = summary["metrics"], summary["counts"]
+    out.print(
+        f"{output}: {summary['cells']} cells ({c.get('domain', 0)} learned from the domain, {c.get('kept', 0)} kept from "
+        f"the base, {c.get('dropped', 0)} dropped); student pair Spearman {m.get('pair_spearman', 'n/a')}, "
+        f"pair AUC {m.get('pair_auc', 'n/a')}, token AUC {m.get('student_auc', 'n/a')}; "
+        f"teacher {summary['teacher_seconds']} s, total {summary['seconds']} s"
+    )
+
+
 class _LearnProgress:
     """Rich progress bars, one per stage, on an interactive terminal; plain lines otherwise."""
 
-    def __init__(self, live: bool, report: bool = True):
+    def __init__(self, live: bool, report: bool = True, command: str = "heatc learn"):
         self.live = live
+        self.command = command
         self.report = report  # only rank 0 of a distributed run reports
         self.tasks: dict[str, int] = {}
         self.bar = None
@@ -449,7 +557,7 @@ class _LearnProgress:
             return
         if self.bar is None:
             if done == total:
-                sys.stderr.write(f"heatc learn: {stage}: {done}/{total}\n")
+                sys.stderr.write(f"{self.command}: {stage}: {done}/{total}\n")
             return
         if stage not in self.tasks:
             self.tasks[stage] = self.bar.add_task(stage, total=total)

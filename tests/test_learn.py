@@ -977,3 +977,19 @@ def test_units_next_to_each_other_on_a_ladder_are_a_plausible_swap_without_keywo
     assert sorted(g.unit for g in guards) == ["cm", "liter_symbol"]  # its quantity's first, then the likeliest
     before = unit_guards(candidates, [ck("blood_loss", "number", "ml")], groups, ladders=())
     assert sorted(g.unit for g in before) == ["cm", "minutes"]
+
+
+def test_the_teacher_reads_a_bounded_share_when_the_student_scores_the_rest():
+    from heatc.learn.config import LearnConfig
+    from heatc.learn.plan import teacher_share
+
+    probe, label = [f"p{i}" for i in range(100)], [f"l{i}" for i in range(40)]
+    cfg = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=40)
+    chosen = teacher_share(cfg, probe, label)
+    assert chosen == probe[:30] + label[:10]  # three quarters probe sentences, first met first
+    assert (
+        teacher_share(LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=0), probe, label) == probe + label
+    )
+    no_student = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=40, student=False)
+    assert teacher_share(no_student, probe, label) == probe + label
+    assert teacher_share(cfg, probe[:5], label[:5]) == probe[:5] + label[:5]  # fewer than the bound: all

@@ -56,6 +56,9 @@ class LearnConfig:
     heldout: float = 0.1  # share of documents held out to evaluate the student
     rules: list[Path] = field(default_factory=list)  # hand-written rule files merged in
     student: bool = True  # train and export the student detector
+    # > 0 (with the student): the teacher reads at most this many of the planned sentences, and
+    # the student scores the cells (`plan.teacher_share`); 0: the teacher reads every one
+    teacher_sentences: int = 400
 
     def fingerprint(self) -> str:
         """What the teacher's labels depend on (changing anything else reuses them)."""
@@ -65,6 +68,8 @@ class LearnConfig:
         d = {k: str(getattr(self, k)) for k in keys}
         d["corpus"] = [str(Path(x).resolve()) for x in self.corpus]
         d["rules"] = [hashlib.sha256(Path(r).read_bytes()).hexdigest() for r in self.rules if Path(r).is_file()]
+        if self.student and self.teacher_sentences > 0:  # only then: earlier work folders stay valid
+            d["teacher_sentences"] = str(self.teacher_sentences)
         # the seed lexicon decides the keywords and candidate cells of the plan
         d["lexicon"] = hashlib.sha256(repr((SEED_CATEGORIES, sorted(STOPWORDS))).encode()).hexdigest()
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

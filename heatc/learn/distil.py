@@ -1,6 +1,6 @@
-"""The distil stage: train, evaluate and export the student detector.
+"""The distil stage: train (or fine-tune), evaluate and export the pair student.
 
-Public surface: `distil`, `student_path`, `STUDENT_FEATURES`.
+Public surface: `distil`, `student_path`, `student_metrics`, `STUDENT_FEATURES`.
 """
 
 from __future__ import annotations
@@ -13,54 +13,74 @@ from heatc.learn.config import (
     quiet,
     rank_and_world,
 )
-from heatc.learn.plan import Plan
-
-
-def _examples(records: list[dict], plan_: Plan):
-    from heatc.learn.student import TokenExample
-
-    held = dict(zip(plan_.teacher_sentences, plan_.heldout, strict=True))
-    train, test = [], []
-    for r in records:
-        ex = TokenExample(r["ids"], r["labels"], r["mask"])
-        (test if held[r["text"]] else train).append(ex)
-    return train, test
-
+from heatc.learn.plan import Plan, plan_lexicon
 
 STUDENT_FEATURES = 64  # width of the student's frozen teacher-derived token features
 
 
+def _examples(records: list[dict], plan_: Plan, tokenizer):
+    from heatc.learn.pair_student import examples_from_records
+
+    held = dict(zip(plan_.teacher_sentences, plan_.heldout, strict=True))
+    program = plan_lexicon(plan_).program()  # the lexemes the teacher's couplings are indexed by
+    examples = examples_from_records([r for r in records if r["text"] in held], tokenizer, program)
+    return [e for e in examples if not held[e.text]], [e for e in examples if held[e.text]]
+
+
+def student_metrics(model, train, test, seed: int) -> dict:
+    """Fidelity on the held-out teacher sentences: the pair head's (`pair_fidelity`), the
+    token head's AUC beside the IDF and random baselines."""
+    from heatc.learn import student as st
+    from heatc.learn.pair_student import pair_fidelity
+
+    metrics: dict = {"train_sentences": len(train), "heldout_sentences": len(test)}
+    if not test:
+        return metrics
+    fid = pair_fidelity(model, test)
+    labelled = [st.TokenExample(e.ids, e.labels, e.mask) for e in test if e.labels is not None]
+    known = [st.TokenExample(e.ids, e.labels, e.mask) for e in train if e.labels is not None]
+    metrics["student_auc"] = fid["token_auc"]
+    if labelled:
+        metrics["idf_auc"] = round(st.evaluate_auc(st.idf_scores(known), labelled), 4)
+        metrics["random_auc"] = round(st.evaluate_auc(st.random_scores(seed), labelled), 4)
+    metrics.update(pair_spearman=fid["pair_spearman"], pair_auc=fid["pair_auc"], heldout_probes=fid["probe_rows"])
+    return metrics
+
+
 def distil(
-    config: LearnConfig, plan_: Plan, records: list[dict], work: Path, teacher, progress: Progress = quiet
-) -> dict:
-    """Train the student (and the baselines on rank 0), export it; returns the metrics."""
+    config: LearnConfig,
+    plan_: Plan,
+    records: list[dict],
+    work: Path,
+    teacher,
+    progress: Progress = quiet,
+    *,
+    init: dict | None = None,
+    lr: float = 3e-3,
+    output: Path | None = None,
+):
+    """Train the pair student on the teacher's records (from `init`'s weights when given: a
+    base student being fine-tuned) and, on rank 0, evaluate it and export it beside
+    `output` (default: the config's). Returns (metrics, model); metrics are {} off rank 0."""
+    from heatc.learn import pair_student as ps
     from heatc.learn import student as st
 
     rank, _ = rank_and_world()
-    train, test = _examples(records, plan_)
-    config_s = st.StudentConfig(vocab_size=len(teacher.tokenizer), features=STUDENT_FEATURES)
-    model = st.train(
-        config_s,
-        train,
-        table=st.teacher_token_features(teacher, STUDENT_FEATURES),
-        epochs=config.epochs,
-        seed=config.seed,
-        checkpoint=work / "student.pt",
-        progress=lambda e, n, loss: progress("student", e, n),
-    )
+    train, test = _examples(records, plan_, teacher.tokenizer)
+    config_s = ps.PairConfig(vocab_size=len(teacher.tokenizer), features=STUDENT_FEATURES)
+    table = init["embed.table"] if init is not None else st.teacher_token_features(teacher, STUDENT_FEATURES)
+    model = ps.train_pair(
+        config_s, train, table=table, init=init, lr=lr, epochs=config.epochs, seed=config.seed,
+        checkpoint=work / "student.pt", progress=lambda e, n, loss: progress("student", e, n),
+    )  # fmt: skip
     if rank != 0:
-        return {}
-    metrics: dict = {"train_sentences": len(train), "heldout_sentences": len(test)}
-    if test:
-        metrics["student_auc"] = round(st.evaluate_auc(st.model_scorer(model, config_s.max_length), test), 4)
-        metrics["idf_auc"] = round(st.evaluate_auc(st.idf_scores(train), test), 4)
-        metrics["random_auc"] = round(st.evaluate_auc(st.random_scores(config.seed), test), 4)
-    onnx_path = student_path(config.output)
-    metrics["onnx_max_abs_diff"] = float(
-        f"{st.export_onnx(model, onnx_path, check_examples=test[:64] or train[:64]):.3g}"
-    )
+        return {}, model
+    metrics = student_metrics(model, train, test, config.seed)
+    onnx_path = student_path(output or config.output)
+    diff = ps.export_pair_onnx(model, onnx_path, check_examples=test[:64] or train[:64])
+    metrics["onnx_max_abs_diff"] = float(f"{diff:.3g}")
     metrics["student"] = onnx_path.name
-    return metrics
+    return metrics, model
 
 
 def student_path(output: Path) -> Path:

@@ -2,7 +2,7 @@
 sentences, in checkpointed chunks sharded over the ranks of a `torchrun` run, then probes
 of the values of cells the plan left with too few.
 
-Public surface: `label`, `topup_plan`, `topup`, `read_chunks`.
+Public surface: `label`, `label_batch`, `topup_plan`, `topup`, `read_chunks`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def label(config: LearnConfig, plan_: Plan, teacher, work: Path, progress: Progr
     def label_group(group: list[str]) -> list[dict]:
         lexed = [lex_sentence(program, s) for s in group]
         chosen = [_probe_lexemes(lx, groups, wanted, config.probes_per_sentence) for lx in lexed]
-        return _label_batch(config, teacher, group, lexed, chosen)
+        return label_batch(config, teacher, group, lexed, chosen)
 
     _label_chunks(config, chunks, lambda c: _chunk_path(work, c), label_group, "teacher", progress)
 
@@ -85,7 +85,7 @@ def _label_chunks(
         progress(stage, done, len(mine))
 
 
-def _label_batch(config: LearnConfig, teacher, group: list[str], lexed: list, chosen: list[list[int]]) -> list[dict]:
+def label_batch(config: LearnConfig, teacher, group: list[str], lexed: list, chosen: list[list[int]]) -> list[dict]:
     """The teacher's token labels of a batch of sentences and the pair couplings of the chosen
     value lexemes of each (those without a teacher token are skipped) with every lexeme."""
     from heatc.learn.labels import labels_and_coupling
@@ -233,7 +233,7 @@ def topup(
     def label_group(group: list) -> list[dict]:
         texts = [s for s, _ in group]
         lexed = [lex_sentence(program, s) for s in texts]
-        records = _label_batch(config, teacher, texts, lexed, [vs for _, vs in group])
+        records = label_batch(config, teacher, texts, lexed, [vs for _, vs in group])
         return [{"text": r["text"], "probes": r["probes"]} for r in records]
 
     _label_chunks(config, chunks, lambda c: _topup_path(work, c), label_group, "teacher (top-up)", progress)

@@ -2,8 +2,10 @@
 
 Stages, each a function below: `plan` (read the corpus, learn keywords, find candidate
 cells, choose the sentences the teacher reads), `label` (the teacher, in checkpointed chunks,
-sharded over the ranks of a `torchrun` run), `aggregate` (couplings and corpus statistics →
-cells), `distil` (train, evaluate and export the student). `learn` runs them all.
+sharded over the ranks of a `torchrun` run), `distil` (train, evaluate and export the pair
+student), `student_evidence` (the student scores the cells; with `teacher_sentences` 0 the
+teacher does, and its top-up probes what its plan left short), `aggregate` (couplings and
+corpus statistics → cells). `learn` runs them all.
 
 Everything is deterministic for a seed: sentence choice hashes (seed, text), the teacher's
 random probes are drawn per sentence from (seed, text), chunks do not depend on the number of
@@ -37,6 +39,7 @@ from heatc.learn.distil import distil
 from heatc.learn.emit import heatmap_document, write_heatmap
 from heatc.learn.labelling import label, read_chunks, topup
 from heatc.learn.plan import Plan, plan, plan_lexicon, rule_file_literals
+from heatc.learn.student_scoring import student_evidence
 
 
 def _work_dir(config: LearnConfig, fresh: bool) -> Path:
@@ -98,15 +101,25 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = quie
     barrier()
     n_chunks = -(-len(p.teacher_sentences) // config.chunk_size)
     records = read_chunks(work, n_chunks)
-    t0 = time.perf_counter()
-    extra = topup(config, p, records, documents, teacher, work, progress)
-    label_seconds += time.perf_counter() - t0
-    if extra:
-        log(f"top-up: the teacher probed {sum(len(r['probes']) for r in extra)} values in {len(extra)} more sentences")
-    metrics = distil(config, p, records, work, teacher, progress) if config.student else {}
+    by_student = config.student and config.teacher_sentences > 0
+    extra: list[dict] = []
+    if not by_student:  # the teacher scores the cells: it probes what its plan left short too
+        t0 = time.perf_counter()
+        extra = topup(config, p, records, documents, teacher, work, progress)
+        label_seconds += time.perf_counter() - t0
+        if extra:
+            log(
+                f"top-up: the teacher probed {sum(len(r['probes']) for r in extra)} values in {len(extra)} more sentences"
+            )
+    metrics, model = distil(config, p, records, work, teacher, progress) if config.student else ({}, None)
     if rank != 0:
         return {}
-    lexicon, cells, summary = aggregate(config, p, records + extra, documents)
+    if by_student:
+        evidence = student_evidence(config, p, model, teacher.tokenizer, documents, progress)
+        log(f"the student scored {sum(len(r['probes']) for r in evidence)} values in {len(evidence)} sentences")
+    else:
+        evidence = records + extra
+    lexicon, cells, summary = aggregate(config, p, evidence, documents)
     name = config.name or config.output.name.removesuffix(".yaml").removesuffix(".yml")
     provenance = {
         "teacher": teacher.name,
@@ -117,6 +130,7 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = quie
         "documents": p.documents,
         "sentences": p.sentences,
         "teacher_sentences": len(p.teacher_sentences),
+        "scored_by": "student" if by_student else "teacher",
         "epsilon": config.epsilon,
         "epsilon_scale": "token input-embedding norm",
         "seed": config.seed,

@@ -2,7 +2,7 @@
 sentences the teacher reads.
 
 Public surface: `Plan`, `plan(config, documents)`, `plan_lexicon`, `rule_file_literals`,
-`discovery_sample`.
+`discovery_sample`, `teacher_share`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from heatc.learn.evidence import (
     candidate_cells,
     occurrences,
 )
-from heatc.learn.lexemes import Lexicon, discover_keywords, lex_sentence
+from heatc.learn.lexemes import Category, Lexicon, discover_keywords, lex_sentence
 
 
 @dataclass
@@ -39,6 +39,9 @@ class Plan:
     heldout: list[bool]  # per teacher sentence: its document is held out from student training
     probe_cells: dict[str, list[str]]  # sentence -> the candidate cells it was chosen for
     excluded: list[str]  # literals that hand-written rule files declare
+    # the categories keywords were discovered over, as [name, kind, group, literals, exact]
+    # (`heatc finetune`: the base heatmap's); empty: the seed lexicon
+    lexicon: list[list] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -54,7 +57,22 @@ class Plan:
 
 
 def plan_lexicon(p: Plan) -> Lexicon:
-    return Lexicon().without_literals(p.excluded).with_keywords(k for k, _ in p.keywords)
+    start = (
+        Lexicon([Category(n, k, g, tuple(lits), bool(x)) for n, k, g, lits, x in p.lexicon]) if p.lexicon else Lexicon()
+    )
+    return start.without_literals(p.excluded).with_keywords(k for k, _ in p.keywords)
+
+
+def teacher_share(config: LearnConfig, probe: list[str], label: list[str]) -> list[str]:
+    """The sentences the teacher reads when the student scores the rest (`teacher_sentences`
+    > 0): three quarters from the probe sentences (in coverage order, so the first cells met
+    are covered first), the rest from the random label sentences — all of them when there
+    are fewer."""
+    n = config.teacher_sentences
+    if not config.student or n <= 0 or len(probe) + len(label) <= n:
+        return probe + label
+    k = min(len(probe), max(n - len(label), (3 * n) // 4))
+    return probe[:k] + label[: n - k]
 
 
 def rule_file_literals(paths: list[Path]) -> list[str]:
@@ -81,7 +99,8 @@ def discovery_sample(config: LearnConfig, all_sentences: list[tuple[int, str]]) 
     return [all_sentences[k] for k in order[: config.discovery_sentences]]
 
 
-def plan(config: LearnConfig, documents, progress: Progress = quiet) -> Plan:
+def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexicon | None = None) -> Plan:
+    """`start`: the categories to discover keywords over (default: the seed lexicon)."""
     digest = hashlib.sha256()
     per_doc: list[list[str]] = []
     for d in documents:
@@ -93,7 +112,7 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet) -> Plan:
     sample = discovery_sample(config, all_sentences)
     progress("keywords", 0, 1)
     excluded = rule_file_literals(config.rules)
-    base = Lexicon().without_literals(excluded)
+    base = (start or Lexicon()).without_literals(excluded)
     keywords = discover_keywords(
         base,
         (s for _, s in sample),
@@ -125,14 +144,15 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet) -> Plan:
             for k in keys:
                 taken[k] += 1
             probe_cells[s] = sorted(k.name for k in keys)
-    chosen = list(probe_cells)
-    seen = set(chosen)
+    seen = set(probe_cells)
+    label: list[str] = []
     for _, s in sample:
-        if len(chosen) >= len(probe_cells) + config.label_sentences:
+        if len(label) >= config.label_sentences:
             break
         if s not in seen:
             seen.add(s)
-            chosen.append(s)
+            label.append(s)
+    chosen = teacher_share(config, list(probe_cells), label)
     doc_of = {}
     for i, s in all_sentences:
         doc_of.setdefault(s, i)
@@ -147,4 +167,5 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet) -> Plan:
         heldout,
         probe_cells,
         excluded,
+        [[c.name, c.kind, c.group, list(c.literals), c.exact] for c in start.categories] if start else [],
     )

@@ -13,7 +13,7 @@ Training works in one process or under `torchrun` (DistributedDataParallel, gloo
 global batch is split across ranks and the loss is normalised by the global token count, so
 N processes compute the same gradients as one.
 
-Public surface: `StudentConfig`, `TokenExample`, `Student`, `LstmStudent`, `train`,
+Public surface: `StudentConfig`, `TokenExample`, `Student`, `LstmStudent`, `train`, `fit`,
 `evaluate_auc`, `idf_scores`, `export_onnx`, `load_onnx`, `per_sentence_auc`.
 """
 
@@ -193,9 +193,41 @@ def train(
 ) -> nn.Module:
     """Train a student; resumes from `checkpoint` (saved after every epoch) when it exists.
     Under torch.distributed each rank takes its share of every global batch."""
-    rank, world = _distributed()
     torch.manual_seed(seed)
     model = make_student(config, table)
+
+    def batch_loss(wrapped: nn.Module, batch: list[TokenExample], rank: int, world: int) -> torch.Tensor:
+        tokens = sum(sum(e.mask[: config.max_length]) for e in batch) or 1
+        mine = batch[rank::world]
+        ids, attn, target, weight = _pad(mine or batch[:1], config.max_length)
+        if not mine:
+            weight = torch.zeros_like(weight)
+        pred = wrapped(ids, attn)
+        # DDP averages gradients over ranks, hence × world: the sum is the global mean.
+        return ((pred - target) ** 2 * weight).sum() / tokens * world
+
+    return fit(model, examples, batch_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
+               checkpoint=checkpoint, progress=progress)  # fmt: skip
+
+
+def fit(
+    model: nn.Module,
+    examples: list,
+    batch_loss: Callable[[nn.Module, list, int, int], torch.Tensor],
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    checkpoint: Path | None,
+    progress: Callable[[int, int, float], None] | None,
+) -> nn.Module:
+    """The training loop every student shares: AdamW, a learning rate decaying linearly to
+    5 %, a seeded shuffle per epoch, a checkpoint after every epoch (resumed from when it
+    exists), DistributedDataParallel under torch.distributed. `batch_loss(wrapped, batch,
+    rank, world)` is this rank's loss on its share of a global batch, scaled so that the
+    ranks' average is the global mean."""
+    rank, world = _distributed()
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     total_steps = max(1, epochs * math.ceil(len(examples) / batch_size))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: max(0.05, 1 - s / total_steps))
@@ -206,23 +238,13 @@ def train(
         optimiser.load_state_dict(state["optimiser"])
         schedule.load_state_dict(state["schedule"])
         start = int(state["epoch"])
-    wrapped: nn.Module = model
-    if world > 1:
-        wrapped = nn.parallel.DistributedDataParallel(model)
+    wrapped: nn.Module = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     for epoch in range(start, epochs):
         order = list(range(len(examples)))
         random.Random(seed * 1000 + epoch).shuffle(order)
         running, count = 0.0, 0
         for b0 in range(0, len(order), batch_size):
-            batch = [examples[i] for i in order[b0 : b0 + batch_size]]
-            tokens = sum(sum(e.mask[: config.max_length]) for e in batch) or 1
-            mine = batch[rank::world]
-            ids, attn, target, weight = _pad(mine or batch[:1], config.max_length)
-            if not mine:
-                weight = torch.zeros_like(weight)
-            pred = wrapped(ids, attn)
-            # DDP averages gradients over ranks, hence × world: the sum is the global mean.
-            loss = ((pred - target) ** 2 * weight).sum() / tokens * world
+            loss = batch_loss(wrapped, [examples[i] for i in order[b0 : b0 + batch_size]], rank, world)
             optimiser.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)

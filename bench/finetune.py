@@ -1,0 +1,231 @@
+"""Does fine-tuning on a domain's PDFs help on held-out pages? `python bench/finetune.py`
+
+Per domain (medical: the four FDA drug labels; legal: the five CUAD contracts; finance: the
+Uber 10-K), the pages of its PDFs are split in two by a hash of (file, page). `heatc
+finetune` adapts the shipped heatmap to one half; both heatmaps then read the other half,
+page by page (each page's sentences joined, as `heatc learn` counts them):
+
+- **value-bearing sentences**: held-out sentences holding a value that a rule of either
+  heatmap checks (a match event, whatever its verdict) — one denominator for both;
+- **false alarms**: rejections in those sentences of the clean text, per sentence;
+- **recall**: a corruption (a value with a unit ×10 or ÷10, a unit swapped, a payment term
+  changed; patterns from `learn_usefulness.py` plus doses and amounts before their unit) is
+  caught when the corrupted page gets a rejection the clean page does not have.
+
+Equal false alarms: both heatmaps are compiled with every cell a rule, each rule carrying
+its cell's score; at a sensitivity threshold t the rules of cells scored ≥ t are on (rules of
+hand-written rule files always). The base heatmap's operating point is its shipped threshold;
+the fine-tuned heatmap is reported at its own threshold and at the best threshold whose
+false alarms do not exceed the base's. The work of `heatc finetune` is kept in
+bench/.work/finetune/ (a rerun resumes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from learn_common import DATA, REPO, machine
+from learn_usefulness import corruptions
+
+WORK = REPO / "bench" / ".work" / "finetune"
+DOMAINS = {
+    "medical": sorted((DATA / "medical/pdf").glob("fda_*.pdf")),
+    "legal": sorted((DATA / "legal/pdf").glob("cuad_*")),
+    "finance": [DATA / "finance/pdf/uber_2021_form10k.pdf"],
+}
+UNITS = {
+    "medical": r"mg|mcg|g|mL|mg/dL|mmol/L|units|%",
+    "legal": r"days|months|years|%",
+    "finance": r"million|billion|thousand|%",
+}
+NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+
+
+def _half(file: Path, page: int, seed: int) -> int:
+    return hashlib.sha256(f"{seed}\0{file.name}\0{page}".encode()).digest()[0] & 1
+
+
+def _scaled(text: str, up: bool) -> str:
+    frac = text.partition(".")[2]
+    value = Decimal(text.replace(",", "")) * (10 if up else Decimal("0.1"))
+    decimals = max(len(frac) - 1, 0) if up else len(frac) + 1
+    return f"{value:,.{decimals}f}" if "," in text else f"{value:.{decimals}f}"
+
+
+def _corruptions(domain: str, stream: str) -> list[tuple[str, str]]:
+    """learn_usefulness's patterns (the medical value pattern reads labs, the rest are
+    general) plus every value before a unit of the domain ×10 or ÷10, alternating."""
+    out = corruptions(domain, stream)
+    for k, m in enumerate(re.finditer(rf"(?<![\d.,])({NUM})\s?(?:{UNITS[domain]})\b", stream)):
+        if float(m.group(1).replace(",", "")) == 0:
+            continue
+        a, b = m.span(1)
+        out.append((f"value {'x' if k % 2 == 0 else '÷'}10", stream[:a] + _scaled(m.group(1), k % 2 == 0) + stream[b:]))
+    return out
+
+
+class Rules:
+    """A heatmap compiled with every cell a rule; each rule's score (cells: the cell's, rule
+    files: infinity)."""
+
+    def __init__(self, heatmap: Path):
+        import yaml
+
+        from heatc.backends import wasm_checker
+        from heatc.heatmap.build import compile_heatmap
+
+        doc = yaml.safe_load(heatmap.read_text(encoding="utf-8"))
+        self.threshold = float(doc["thresholds"]["sensitivity"])
+        doc["thresholds"]["sensitivity"] = 0.0
+        doc["expects"] = []
+        from heatc.learn.emit import dump_heatmap
+
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=heatmap.parent, delete=False) as f:
+            f.write(dump_heatmap(doc))
+        try:
+            program, lowered, hm = compile_heatmap(f.name)
+        finally:
+            Path(f.name).unlink()
+        score = {c.id: c.score for c in hm.cells}
+        self.score = {r: score.get(cell, float("inf")) for r, cell in lowered.source_cell.items()}
+        self.checker = wasm_checker(program)
+
+    def events(self, text: str) -> list:
+        return [e for e in self.checker.scan(text).events if e.kind == "match"]
+
+
+def _stream(text: str) -> tuple[str, list[tuple[int, int]]]:
+    from heatc.learn.corpus import sentences
+
+    parts, spans, pos = [], [], 0
+    for s in sentences(text):
+        n = len(s.encode())
+        spans.append((pos, pos + n))
+        parts.append(s)
+        pos += n + 1
+    return " ".join(parts), spans
+
+
+def evaluate(domain: str, heatmaps: dict[str, Path], pages: list[str], max_corruptions: int, seed: int) -> dict:
+    """Per heatmap: per clean page its value-bearing sentences and rejections (rule, start),
+    per corruption the rules that reject more than on the clean page."""
+    from heatc_runtime import Verdict
+
+    rules = {k: Rules(p) for k, p in heatmaps.items()}
+    bearing = 0
+    alarms: dict[str, list[str]] = {k: [] for k in rules}  # the rule of each false alarm
+    caught: dict[str, list[set[str]]] = {k: [] for k in rules}
+    kinds: list[str] = []
+    all_corruptions = []
+    for text in pages:
+        stream, spans = _stream(text)
+        if not spans:
+            continue
+        clean = {k: r.events(stream) for k, r in rules.items()}
+        starts = {e.start for evs in clean.values() for e in evs}
+        value_spans = [(a, b) for a, b in spans if any(a <= x < b for x in starts)]
+        bearing += len(value_spans)
+        for k, evs in clean.items():
+            alarms[k] += [
+                e.name for e in evs if e.verdict is Verdict.REJECTED and any(a <= e.start < b for a, b in value_spans)
+            ]
+        all_corruptions += [(stream, clean, kind, c) for kind, c in _corruptions(domain, stream)]
+    order = sorted(range(len(all_corruptions)), key=lambda i: hashlib.sha256(f"{seed}{i}".encode()).digest())
+    for i in sorted(order[:max_corruptions]):
+        _, clean, kind, corrupted = all_corruptions[i]
+        kinds.append(kind)
+        for k, r in rules.items():
+            before = Counter(e.name for e in clean[k] if e.verdict is Verdict.REJECTED)
+            after = Counter(e.name for e in r.events(corrupted) if e.verdict is Verdict.REJECTED)
+            caught[k].append({n for n in after if after[n] > before[n]})
+    return {"bearing": bearing, "alarms": alarms, "caught": caught, "kinds": kinds, "rules": rules}
+
+
+def _at(result: dict, k: str, t: float) -> tuple[float, float]:
+    score = result["rules"][k].score
+    fa = sum(score[n] >= t for n in result["alarms"][k]) / max(result["bearing"], 1)
+    hits = [any(score[n] >= t for n in c) for c in result["caught"][k]]
+    return fa, sum(hits) / max(len(hits), 1)
+
+
+def _best(result: dict, k: str, limit: float) -> tuple[float, float, float]:
+    """(threshold, false alarms, recall): the best recall with false alarms ≤ limit."""
+    thresholds = sorted({s for s in result["rules"][k].score.values() if s != float("inf")} | {1.01})
+    best = (1.01, *_at(result, k, 1.01))
+    for t in thresholds:
+        fa, rec = _at(result, k, t)
+        if fa <= limit + 1e-12 and rec > best[2]:
+            best = (t, fa, rec)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--domains", nargs="*", default=list(DOMAINS))
+    ap.add_argument("--teacher-sentences", type=int, default=128)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--corruptions", type=int, default=400, help="corruptions tried per domain (a seeded sample)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    from heatc.learn.finetune import FinetuneConfig, finetune
+    from heatc.pdf import extract
+
+    print(f"machine: {machine()}")
+    print(f"heatc finetune --teacher-sentences {args.teacher_sentences} --epochs {args.epochs} --seed {args.seed}\n")
+    for domain in args.domains:
+        pdfs = DOMAINS[domain]
+        docs = extract(pdfs)
+        learn_pages = {
+            str(p): [pg.page for pg in d.pages if _half(p, pg.page, args.seed) == 0]
+            for p, d in zip(pdfs, docs, strict=True)
+        }
+        held = [pg.text for p, d in zip(pdfs, docs, strict=True) for pg in d.pages if _half(p, pg.page, args.seed) == 1]
+        base = REPO / "heatmaps" / f"{domain}.yaml"
+        out = WORK / domain / f"{domain}.yaml"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        config = FinetuneConfig(
+            base=base, output=out, pdfs=pdfs, pages=learn_pages, seed=args.seed,
+            teacher_sentences=args.teacher_sentences, epochs=args.epochs,
+        )  # fmt: skip
+        t0 = time.perf_counter()
+        summary = finetune(config, log=lambda m: None)
+        seconds = time.perf_counter() - t0
+        m = summary["metrics"]
+        print(
+            f"{domain}: fine-tuned on {sum(map(len, learn_pages.values()))} pages of {len(pdfs)} PDF(s) in "
+            f"{seconds:.0f} s (teacher {summary['teacher_seconds']} s): {summary['cells']} cells, "
+            f"{summary['domain_cells']} learned from the domain; student pair Spearman {m.get('pair_spearman')}, "
+            f"pair AUC {m.get('pair_auc')}, token AUC {m.get('student_auc')}"
+        )
+        r = evaluate(domain, {"base": base, "fine-tuned": out}, held, args.corruptions, args.seed)
+        fa_b, rec_b = _at(r, "base", r["rules"]["base"].threshold)
+        fa_f, rec_f = _at(r, "fine-tuned", r["rules"]["fine-tuned"].threshold)
+        t, fa_eq, rec_eq = _best(r, "fine-tuned", fa_b)
+        print(f"  held out: {len(held)} pages, {r['bearing']} value-bearing sentences, {len(r['kinds'])} corruptions "
+              f"({', '.join(f'{k} {n}' for k, n in sorted(Counter(r['kinds']).items()))})")  # fmt: skip
+        print(f"  {'':<34} {'false alarms/sentence':>22} {'recall':>8}")
+        print(f"  {'base (shipped threshold)':<34} {fa_b:>22.4f} {rec_b:>8.3f}")
+        print(f"  {'fine-tuned (its threshold)':<34} {fa_f:>22.4f} {rec_f:>8.3f}")
+        print(f"  {f'fine-tuned (threshold {t:.3f}, FA <= base)':<34} {fa_eq:>22.4f} {rec_eq:>8.3f}")
+        per_kind = Counter(r["kinds"])
+        for kind in sorted(per_kind):
+            idx = [i for i, k in enumerate(r["kinds"]) if k == kind]
+            sb, sf = r["rules"]["base"].score, r["rules"]["fine-tuned"].score
+            hb = sum(any(sb[n] >= r["rules"]["base"].threshold for n in r["caught"]["base"][i]) for i in idx)
+            hf = sum(any(sf[n] >= t for n in r["caught"]["fine-tuned"][i]) for i in idx)
+            print(f"    {kind:<16} base {hb}/{len(idx)}, fine-tuned (FA <= base) {hf}/{len(idx)}")
+        print()
+
+
+if __name__ == "__main__":
+    main()

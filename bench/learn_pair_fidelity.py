@@ -1,0 +1,149 @@
+"""Pair-student fidelity out of domain: `python bench/learn_pair_fidelity.py`.
+
+The teacher (embedded MiniLM) labels N value-bearing sentences of each English domain: token
+sensitivity and the pair couplings of up to two values per sentence with every lexeme (what
+`heatc learn` records). For each domain, pair students train on the other two and are scored
+on it, per probe row: the Spearman rank correlation of the student's couplings with the
+teacher's, and the AUC with the row's top 20 % teacher couplings as positives; the token
+head's per-sentence AUC beside them. The transformer pair student (`heatc learn`'s) beside an
+LSTM one of the same width and heads, and a distance-only baseline (coupling = −|j − value|).
+The transformer's ONNX export is checked against torch on the held-out rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from learn_common import documents, machine, sample_sentences
+
+DOMAINS = ("medical", "finance", "legal")
+FEATURES = 64  # as heatc learn's student
+
+
+def _value_sentences(docs, n: int, seed: int, program, groups) -> list[str]:
+    """n sentences, in the sample's order, with a value that is an occurrence of a cell."""
+    from heatc.learn.evidence import occurrences
+    from heatc.learn.lexemes import lex_sentence
+
+    out = []
+    for s in sample_sentences(docs, 40 * n, seed):
+        if occurrences(lex_sentence(program, s), groups):
+            out.append(s)
+            if len(out) == n:
+                break
+    return out
+
+
+def _label(teacher, config, program, groups, texts: list[str]) -> tuple[list[dict], float]:
+    from heatc.learn.evidence import occurrences
+    from heatc.learn.labelling import label_batch
+    from heatc.learn.lexemes import lex_sentence
+
+    ordered = sorted(texts, key=len)
+    records = []
+    t0 = time.perf_counter()
+    for b0 in range(0, len(ordered), config.batch_size):
+        group = ordered[b0 : b0 + config.batch_size]
+        lexed = [lex_sentence(program, s) for s in group]
+        chosen = [[o.value for o in occurrences(lx, groups)][: config.probes_per_sentence] for lx in lexed]
+        records.extend(label_batch(config, teacher, group, lexed, chosen))
+    return records, time.perf_counter() - t0
+
+
+def _distance_fidelity(examples) -> dict:
+    """The baseline that knows only distance: nearer lexemes couple more."""
+    import numpy as np
+
+    from heatc.learn.pair_student import _spearman
+    from heatc.learn.student import per_sentence_auc
+
+    rhos, aucs = [], []
+    for e in examples:
+        for value, row in e.probes:
+            valid = [j for j, c in enumerate(row) if c is not None and c > 0 and j != value and e.lexemes[j]]
+            if not valid:
+                continue
+            teacher = np.log([row[j] for j in valid])
+            guess = -np.abs(np.array([e.lexemes[j][0] - e.lexemes[value][0] for j in valid], dtype=float))
+            if (rho := _spearman(guess, teacher)) is not None:
+                rhos.append(rho)
+            if len(valid) >= 5 and (auc := per_sentence_auc(guess, teacher)) is not None:
+                aucs.append(auc)
+    return {"pair_spearman": float(np.mean(rhos)), "pair_auc": float(np.mean(aucs))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sentences", type=int, default=400, help="value-bearing sentences labelled per domain")
+    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="120 sentences per domain, 4 epochs")
+    args = ap.parse_args()
+    if args.quick:
+        args.sentences, args.epochs = 120, 4
+
+    import numpy as np
+    import torch
+
+    from heatc.learn import pair_student as ps
+    from heatc.learn import student as st
+    from heatc.learn.config import LearnConfig
+    from heatc.learn.lexemes import Lexicon
+    from heatc.learn.teacher import load_teacher
+
+    teacher = load_teacher()
+    lexicon = Lexicon()
+    program, groups = lexicon.program(), lexicon.groups()
+    config = LearnConfig(corpus=[], output=Path("unused.yaml"), seed=args.seed)
+    print(f"machine: {machine()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"teacher: {teacher.name}; {args.sentences} value-bearing sentences per domain, seed {args.seed}\n")
+    examples = {}
+    for d in DOMAINS:
+        texts = _value_sentences(documents(d), args.sentences, args.seed, program, groups)
+        records, seconds = _label(teacher, config, program, groups, texts)
+        examples[d] = ps.examples_from_records(records, teacher.tokenizer, program)
+        rows = sum(len(e.probes) for e in examples[d])
+        print(f"  labelled {d}: {len(texts)} sentences, {rows} probe rows in {seconds:.1f} s")
+
+    table = st.teacher_token_features(teacher, FEATURES)
+    vocab = len(teacher.tokenizer)
+    print("\nFidelity out of domain, per probe row: Spearman with the teacher's couplings | AUC, top 20 % = positives")
+    print(f"{'held out':<10} {'transformer':>17} {'LSTM':>17} {'distance only':>17} {'token AUC tr/LSTM':>19}")
+    results = []
+    worst_onnx = 0.0
+    for held in DOMAINS:
+        train = [e for d in DOMAINS if d != held for e in examples[d]]
+        test = examples[held]
+        fids = []
+        for kind in ("transformer", "lstm"):
+            cfg = ps.PairConfig(vocab_size=vocab, kind=kind, features=FEATURES)
+            model = ps.train_pair(cfg, train, epochs=args.epochs, seed=args.seed, table=table)
+            fids.append(ps.pair_fidelity(model, test))
+            if kind == "transformer":
+                with tempfile.TemporaryDirectory() as tmp:
+                    worst_onnx = max(worst_onnx, ps.export_pair_onnx(model, Path(tmp) / "s.onnx", check_examples=test))
+        base = _distance_fidelity(test)
+        results.append([*(f[k] for f in fids for k in ("pair_spearman", "pair_auc")), base["pair_spearman"],
+                        base["pair_auc"], fids[0]["token_auc"], fids[1]["token_auc"]])  # fmt: skip
+        r = results[-1]
+        print(
+            f"{held:<10} {r[0]:>8.3f} | {r[1]:.3f} {r[2]:>8.3f} | {r[3]:.3f} {r[4]:>8.3f} | {r[5]:.3f}"
+            f" {r[6]:>9.3f} / {r[7]:.3f}"
+        )
+    m = np.mean(results, axis=0)
+    print(
+        f"{'mean':<10} {m[0]:>8.3f} | {m[1]:.3f} {m[2]:>8.3f} | {m[3]:.3f} {m[4]:>8.3f} | {m[5]:.3f}"
+        f" {m[6]:>9.3f} / {m[7]:.3f}"
+    )
+    print(f"\nONNX (onnxruntime) vs torch, both heads, held-out rows: max |diff| {worst_onnx:.2g}")
+    verdict = "beats" if m[0] > m[2] and m[1] > m[3] else "does NOT beat"
+    print(f"the transformer pair student {verdict} the LSTM on both measures")
+
+
+if __name__ == "__main__":
+    main()

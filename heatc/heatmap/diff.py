@@ -1,0 +1,158 @@
+"""What changed between two heatmaps (`heatc diff A.yaml B.yaml`): cells added and removed,
+score changes and range changes.
+
+A cell is identified by what its rule reads — its pair, unit and check — not by its name
+(names get a suffix when two cells would share one). Its range is the one `heatc lower`
+gives it: the explicit `range`, or the margin policy's range from its statistics; a cell
+with neither (a consistency cell) has none.
+
+Public surface: `CellChange`, `HeatmapDiff`, `diff_heatmaps`, `render_diff`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from heatc.heatmap.format import Cell, Heatmap
+from heatc.heatmap.lower import margin_range
+
+SCORE_STEP = 0.005  # smaller score changes are rounding, not news
+
+
+@dataclass
+class CellChange:
+    key: str  # "keyword … value unit (check)"
+    a: Cell | None
+    b: Cell | None
+    range_a: tuple[float, float] | None = None
+    range_b: tuple[float, float] | None = None
+
+
+@dataclass
+class HeatmapDiff:
+    added: list[CellChange] = field(default_factory=list)
+    removed: list[CellChange] = field(default_factory=list)
+    scores: list[CellChange] = field(default_factory=list)  # in both, score moved by SCORE_STEP or more
+    ranges: list[CellChange] = field(default_factory=list)  # in both, another range
+    same: int = 0  # in both, neither moved
+
+    def to_json(self) -> dict:
+        def row(c: CellChange) -> dict:
+            return {
+                "cell": c.key,
+                "score": [None if c.a is None else c.a.score, None if c.b is None else c.b.score],
+                "range": [c.range_a and list(c.range_a), c.range_b and list(c.range_b)],
+                "support": [None if c.a is None else c.a.support, None if c.b is None else c.b.support],
+            }
+
+        return {
+            "added": [row(c) for c in self.added],
+            "removed": [row(c) for c in self.removed],
+            "score_changed": [row(c) for c in self.scores],
+            "range_changed": [row(c) for c in self.ranges],
+            "unchanged": self.same,
+        }
+
+
+def _key(cell: Cell) -> str:
+    text = " … ".join(cell.pair) + (f" {cell.unit}" if cell.unit else "")
+    return text + (f" ({cell.check})" if cell.check != "range" else "")
+
+
+def _range(cell: Cell, hm: Heatmap) -> tuple[float, float] | None:
+    if cell.check != "range":
+        return None
+    if cell.range is not None:
+        return cell.range
+    if cell.stats is None:
+        return None
+    try:
+        return margin_range(cell.stats, hm.margin_spread, hm.margin_factor)
+    except ValueError:  # statistics without quantiles or bounds
+        return None
+
+
+def diff_heatmaps(a: Heatmap, b: Heatmap) -> HeatmapDiff:
+    cells_a = {_key(c): c for c in a.cells}
+    cells_b = {_key(c): c for c in b.cells}
+    out = HeatmapDiff()
+    for key, cb in cells_b.items():
+        if key not in cells_a:
+            out.added.append(CellChange(key, None, cb, None, _range(cb, b)))
+    for key, ca in cells_a.items():
+        cb = cells_b.get(key)
+        change = CellChange(key, ca, cb, _range(ca, a), None if cb is None else _range(cb, b))
+        if cb is None:
+            out.removed.append(change)
+            continue
+        moved = False
+        if abs(ca.score - cb.score) >= SCORE_STEP:
+            out.scores.append(change)
+            moved = True
+        if change.range_a != change.range_b:
+            out.ranges.append(change)
+            moved = True
+        out.same += not moved
+    out.added.sort(key=lambda c: (-c.b.score, c.key))  # type: ignore[union-attr]
+    out.removed.sort(key=lambda c: (-c.a.score, c.key))  # type: ignore[union-attr]
+    out.scores.sort(key=lambda c: (-abs(c.b.score - c.a.score), c.key))  # type: ignore[union-attr]
+    out.ranges.sort(key=lambda c: c.key)
+    return out
+
+
+def _fmt_range(r: tuple[float, float] | None) -> str:
+    return "no range" if r is None else f"[{r[0]:g}, {r[1]:g}]"
+
+
+def render_diff(d: HeatmapDiff, a: Heatmap, b: Heatmap, limit: int | None = None) -> str:
+    """The diff as text: a summary line, then one section per kind of change (each cut at
+    `limit` lines, the largest changes first, saying how many were left out)."""
+    lines = [
+        f"{a.path} → {b.path}: {len(a.cells)} → {len(b.cells)} cells; {len(d.added)} added, {len(d.removed)} "
+        f"removed, {len(d.scores)} scores and {len(d.ranges)} ranges changed, {d.same} unchanged"
+    ]
+
+    def section(title: str, rows: list[CellChange], line) -> None:
+        if not rows:
+            return
+        lines.append(f"{title} ({len(rows)}):")
+        shown = rows if limit is None else rows[:limit]
+        lines.extend(f"  {line(c)}" for c in shown)
+        if len(shown) < len(rows):
+            lines.append(f"  … {len(rows) - len(shown)} more")
+
+    hot_b, hot_a = b.sensitivity, a.sensitivity
+
+    def hot(score: float, threshold: float) -> str:
+        return " (hot)" if score >= threshold else ""
+
+    section(
+        "added",
+        d.added,
+        lambda c: (
+            f"+ {c.key}: score {c.b.score:.3f}{hot(c.b.score, hot_b)}, support {c.b.support}, {_fmt_range(c.range_b)}"
+        ),
+    )
+    section(
+        "removed",
+        d.removed,
+        lambda c: (
+            f"- {c.key}: score {c.a.score:.3f}{hot(c.a.score, hot_a)}, support {c.a.support}, {_fmt_range(c.range_a)}"
+        ),
+    )
+    section(
+        "score changed",
+        d.scores,
+        lambda c: (
+            f"~ {c.key}: {c.a.score:.3f} → {c.b.score:.3f} ({c.b.score - c.a.score:+.3f})"
+            + (" crosses the threshold" if (c.a.score >= hot_a) != (c.b.score >= hot_b) else "")
+        ),
+    )
+    section(
+        "range changed",
+        d.ranges,
+        lambda c: (
+            f"~ {c.key}: {_fmt_range(c.range_a)} → {_fmt_range(c.range_b)} (support {c.a.support} → {c.b.support})"
+        ),
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,361 @@
+"""`heatc finetune`: adapt a learned heatmap to a domain's documents (PDFs, text files).
+
+1. **Corpus.** Each PDF page with text is a document of its own (`heatc.pdf`; scanned and
+   failed pages are skipped and counted), so values cross-validate over pages; text files
+   are read as `heatc learn` reads a corpus.
+2. **Plan** (`plan.plan`) over the base heatmap's lexicon (`merge.base_lexicon`): the
+   domain's keywords and candidate cells, and the sentences the student will score; the
+   teacher reads a bounded sample of them (`teacher_sentences`, `plan.teacher_share`).
+3. **Student.** The base heatmap's student (beside it, `<base>.student.onnx`) is fine-tuned on
+   the teacher's labels of that sample (a token-only student of an earlier heatc gives its
+   encoder and token head; `new_student` trains one from scratch when there is none). Its
+   fidelity on the held-out part of the sample is measured before and after.
+4. **Cells.** The student scores every candidate value of the planned sentences, and
+   aggregation (`aggregate.aggregate`) learns the domain's cells over the whole domain corpus
+   within the false-alarm budget. They are merged with the base's (`merge`): a cell the domain
+   learns takes the domain's score, statistics and range; a base cell it does not is kept
+   as it was, unless its rule rejects a value of the domain's clean text.
+
+Work lives in `<output>.finetune/` (the plan, the teacher's chunks, the student's checkpoint):
+a rerun with the same settings resumes. Deterministic for a seed.
+
+Public surface: `FinetuneConfig`, `finetune`, `domain_documents`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from heatc.errors import Diagnostic, HeatError
+from heatc.learn.config import LearnConfig, Progress, quiet
+from heatc.learn.corpus import Document, read_corpus
+
+WORK_VERSION = 1
+
+
+@dataclass
+class FinetuneConfig:
+    base: Path
+    output: Path
+    pdfs: list[Path] = field(default_factory=list)
+    texts: list[Path] = field(default_factory=list)
+    pages: dict[str, list[int]] | None = None  # per PDF (the path as given): the pages to read; None: all
+    name: str | None = None
+    title: str | None = None
+    teacher: Path | None = None
+    device: str = "cpu"
+    seed: int = 0
+    teacher_sentences: int = 256  # the bounded sample the teacher labels
+    min_support: int = 8  # domain corpora are small: a drug label states a dose a dozen times
+    alarm_budget: float = 0.02
+    sensitivity: float | None = None  # None: the base heatmap's threshold
+    epochs: int = 8
+    lr: float = 1e-3  # fine-tuning: a third of training's
+    keep_unused: bool = True
+    new_student: bool = False
+
+    def fingerprint(self, base_sha: str, corpus_sha: str) -> str:
+        keys = ("teacher", "seed", "teacher_sentences", "epochs", "lr", "new_student")
+        d = {k: str(getattr(self, k)) for k in keys} | {"base": base_sha, "corpus": corpus_sha}
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def domain_documents(config: FinetuneConfig) -> tuple[list[Document], list[dict]]:
+    """The domain corpus: a document per PDF page with text, then the text files' documents;
+    and a provenance entry per PDF (sha256, pages used, scanned pages skipped, failed pages)."""
+    documents: list[Document] = []
+    sources: list[dict] = []
+    if config.pdfs:
+        try:
+            from heatc.pdf import extract
+        except ModuleNotFoundError as missing:
+            raise HeatError(
+                Diagnostic("--pdf", 0, 0, f"reading PDFs needs {missing.name!r}: pip install 'heatc[pdf]'")
+            ) from None
+        for doc in extract([str(p) for p in config.pdfs]):
+            wanted = None if config.pages is None else set(config.pages.get(doc.file, ()))
+            pages = [p for p in doc.pages if wanted is None or p.page in wanted]
+            used = [p.page for p in pages if p.text.strip()]
+            documents.extend(Document(f"{Path(doc.file).name}#{p.page}", p.text) for p in pages if p.text.strip())
+            sources.append({
+                "file": Path(doc.file).name, "sha256": doc.sha256, "pages": doc.page_count, "pages_used": _spans(used),
+                "scanned_skipped": len([p for p in pages if p.scanned]), "failed": [p.page for p in pages if p.error],
+            })  # fmt: skip
+    if config.texts:
+        documents.extend(read_corpus(config.texts))
+        sources.extend({"file": Path(t).name, "sha256": _sha256(t)} for t in config.texts if Path(t).is_file())
+    if not documents:
+        pages = sum(s.get("pages", 0) for s in sources)
+        scanned = sum(s.get("scanned_skipped", 0) for s in sources)
+        what = "no PDF or text file given" if not (config.pdfs or config.texts) else (
+            f"no text in {pages} PDF page{'s' * (pages != 1)} ({scanned} scanned: no text layer; heatc does no OCR)"
+            if config.pdfs and not config.texts else "the documents hold no text"
+        )  # fmt: skip
+        raise HeatError(Diagnostic(str(config.output), 0, 0, f"nothing to fine-tune on: {what}"))
+    return documents, sources
+
+
+def _spans(pages: list[int]) -> str:
+    """1, 2, 3, 5, 7, 8 → "1-3,5,7-8"."""
+    out: list[str] = []
+    for p in pages:
+        if out and out[-1].split("-")[-1] == str(p - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{p}"
+        else:
+            out.append(str(p))
+    return ",".join(out)
+
+
+def _work_dir(config: FinetuneConfig, fingerprint: str, fresh: bool) -> Path:
+    import shutil
+
+    work = config.output.with_name(config.output.name.removesuffix(".yaml").removesuffix(".yml") + ".finetune")
+    stamp = work / "config.json"
+    want = {"version": WORK_VERSION, "fingerprint": fingerprint}
+    if stamp.exists() and not fresh and json.loads(stamp.read_text()) != want:
+        raise HeatError(
+            Diagnostic(str(work), 0, 0, "holds the work of a run with different settings; rerun with --fresh")
+        )
+    if fresh or not stamp.exists():
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps(want))
+    return work
+
+
+def _base_student(config: FinetuneConfig, log) -> tuple[object | None, str]:
+    """The base heatmap's student as a torch model and what it holds (pair, token), or
+    (None, "none") with `new_student`."""
+    from heatc.learn.distil import student_path
+    from heatc.learn.pair_student import load_pair_student
+
+    path = student_path(config.base)
+    if not path.exists():
+        if config.new_student:
+            log(f"{path.name} not found: a new student learns from the domain's teacher sample alone")
+            return None, "none"
+        raise HeatError(
+            Diagnostic(
+                str(path), 0, 0,
+                "no student beside the base heatmap (heatc finetune fine-tunes it); pass --new-student to "
+                "train one from the domain's teacher sample alone",
+            )
+        )  # fmt: skip
+    model, kind = load_pair_student(path)
+    if kind == "token":
+        log(f"{path.name} is a token student of an earlier heatc: its pair head starts untrained")
+    return model, kind
+
+
+def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress = quiet, log=print) -> dict:
+    """Fine-tune; returns a summary. Writes the domain heatmap and its student."""
+    import yaml
+
+    from heatc.heatmap.format import load_heatmap
+    from heatc.learn.aggregate import aggregate
+    from heatc.learn.distil import student_metrics
+    from heatc.learn.labelling import label, read_chunks
+    from heatc.learn.lexemes import discover_keywords
+    from heatc.learn.merge import base_lexicon, split_literals, without_groups
+    from heatc.learn.plan import Plan, discovery_sample, plan, plan_lexicon, rule_file_literals
+    from heatc.learn.student_scoring import student_evidence
+    from heatc.learn.teacher import load_teacher
+
+    started = time.perf_counter()
+    base = load_heatmap(config.base)
+    base_sha = _sha256(config.base)
+    student, student_kind = _base_student(config, log)
+    documents, sources = domain_documents(config)
+    corpus_sha = hashlib.sha256(b"".join(d.id.encode() + b"\0" + d.text.encode() + b"\0" for d in documents))
+    teacher = load_teacher(config.teacher, config.device)
+    if student is not None and student.config.vocab_size != len(teacher.tokenizer):
+        raise HeatError(Diagnostic(str(config.base), 0, 0, f"its student reads another tokenizer than {teacher.name}"))
+    learn = LearnConfig(
+        corpus=[], output=config.output, seed=config.seed, teacher=config.teacher, device=config.device,
+        min_support=config.min_support, alarm_budget=config.alarm_budget, epochs=config.epochs,
+        sensitivity=base.sensitivity if config.sensitivity is None else config.sensitivity,
+        teacher_sentences=config.teacher_sentences, rules=list(base.rule_files),
+    )  # fmt: skip
+    work = _work_dir(config, config.fingerprint(base_sha, corpus_sha.hexdigest()), fresh)
+    plan_file = work / "plan.json.gz"
+    if not plan_file.exists():
+        start = base_lexicon(base).without_literals(rule_file_literals(learn.rules))
+        sample = [
+            s for _, s in discovery_sample(learn, [(i, s) for i, d in enumerate(documents) for s in _sentences(d)])
+        ]
+        own = discover_keywords(without_groups(start, several=True), sample, min_support=max(2, learn.candidate_count))
+        p = plan(learn, documents, progress, start=split_literals(start, {k for k, _ in own}))
+        if not any(p.heldout) and len(p.teacher_sentences) >= 10:
+            # a small sample may hold no sentence of a held-out page: hold out every tenth
+            # sentence instead, so that the student's fidelity is measured
+            p.heldout = [i % 10 == 9 for i in range(len(p.teacher_sentences))]
+        with gzip.open(plan_file.with_suffix(".tmp"), "wt", encoding="utf-8") as f:
+            json.dump(p.to_json(), f)
+        plan_file.with_suffix(".tmp").replace(plan_file)
+    with gzip.open(plan_file, "rt", encoding="utf-8") as f:
+        p = Plan.from_json(json.load(f))
+    log(
+        f"domain: {len(documents)} documents, {p.sentences} sentences; {len(p.keywords)} keywords, "
+        f"{len(p.candidates)} candidate cells; the teacher reads {len(p.teacher_sentences)} sentences, "
+        f"the student scores {len(p.probe_cells)}"
+    )
+    t0 = time.perf_counter()
+    label(learn, p, teacher, work, progress)
+    teacher_seconds = time.perf_counter() - t0
+    records = read_chunks(work, -(-len(p.teacher_sentences) // learn.chunk_size))
+    init = None if student is None else student.state_dict()
+    before = _fidelity_before(student, student_kind, records, p, teacher, student_metrics, learn.seed)
+    lr = config.lr if student is not None else 3e-3
+    metrics, model = _distil(learn, p, records, work, teacher, progress, init, lr)
+    evidence = student_evidence(learn, p, model, teacher.tokenizer, documents, progress)
+    log(f"the student scored {sum(len(r['probes']) for r in evidence)} values in {len(evidence)} sentences")
+    lexicon, cells, summary = aggregate(learn, p, evidence, documents)
+    provenance = {
+        "method": "heatc finetune: the base heatmap's student fine-tuned on the teacher's labels of a bounded sample "
+        "of the domain, the domain's cells scored by the student and learned over the whole domain corpus",
+        "base": {"heatmap": _display(config.base, config.output), "sha256": base_sha, "student": student_kind},
+        "documents": sources,
+        "corpus_sha256": corpus_sha.hexdigest(),
+        "sentences": p.sentences,
+        "teacher": teacher.name,
+        "teacher_sentences": len(p.teacher_sentences),
+        "teacher_probes": sum(len(r["probes"]) for r in records),
+        "student_sentences": len(evidence),
+        "seed": config.seed,
+        "combined": "a cell the domain learns takes the domain's score (student couplings), statistics and range; "
+        "a base cell it does not learn is kept as the base has it"
+        + ("" if config.keep_unused else " (here: dropped)")
+        + ", unless its rule rejects a value of the domain's clean text",
+        "coupling": summary,
+        "metrics": {**metrics, "base_student": before},
+    }
+    doc, counts = _merged_document(config, base, lexicon, cells, provenance, learn, plan_lexicon(p), documents)
+    doc["provenance"]["cells"] = dict(counts)
+    header = (
+        f"Fine-tuned by `heatc finetune` from {config.base.name} on {', '.join(s['file'] for s in sources)} "
+        f"with teacher {teacher.name}.\n"
+        "Domain cells: student pair couplings (percentiles) and the domain's values; base cells kept as they were."
+    )
+    from heatc.learn.emit import write_heatmap
+
+    write_heatmap(config.output, doc, header)
+    yaml.safe_load(config.output.read_text(encoding="utf-8"))  # what it wrote reads back
+    return {
+        "cells": len(doc["cells"]),
+        "domain_cells": len(cells),
+        "counts": dict(counts),
+        "teacher_seconds": round(teacher_seconds, 1),
+        "seconds": round(time.perf_counter() - started, 1),
+        "metrics": metrics,
+        "base_student": before,
+    }
+
+
+def _sentences(d: Document) -> list[str]:
+    from heatc.learn.corpus import sentences
+
+    return sentences(d.text)
+
+
+def _fidelity_before(student, kind: str, records, p, teacher, student_metrics, seed: int) -> dict:
+    """The base student's fidelity on the same held-out teacher sentences (pair metrics only
+    when it has a trained pair head)."""
+    from heatc.learn.distil import _examples
+
+    if student is None:
+        return {}
+    train, test = _examples(records, p, teacher.tokenizer)
+    m = student_metrics(student, train, test, seed)
+    keep = ("student_auc", "pair_spearman", "pair_auc") if kind == "pair" else ("student_auc",)
+    return {k: m[k] for k in keep if k in m}
+
+
+def _distil(learn: LearnConfig, p, records, work: Path, teacher, progress, init, lr: float):
+    from heatc.learn.distil import distil
+
+    return distil(learn, p, records, work, teacher, progress, init=init, lr=lr)
+
+
+def _display(path: Path, output: Path) -> str:
+    try:
+        return os.path.relpath(Path(path).resolve(), Path(output).resolve().parent)
+    except ValueError:
+        return str(path)
+
+
+def _merged_document(
+    config: FinetuneConfig, base, lexicon, cells, provenance: dict, learn: LearnConfig, start, documents
+):
+    """The domain's cells as a heatmap document, the base's merged in (`merge`), checked on the
+    domain's clean text: kept base cells that reject a value there are dropped, and expects
+    that the merged rules do not bear out are left out."""
+    import yaml
+
+    from heatc.learn.emit import heatmap_document
+    from heatc.learn.merge import drop_rejecting, merge_cells
+
+    base_doc = yaml.safe_load(Path(config.base).read_text(encoding="utf-8"))
+    domain = heatmap_document(
+        name=config.name or base.name, title=config.title or f"{base.title} (fine-tuned)".strip(), lexicon=lexicon,
+        cells=cells, provenance=provenance, sensitivity=learn.sensitivity,
+        rule_files=[_display(r, config.output) for r in base.rule_files],
+        tokenizer=base_doc.get("tokenizer") or {"embedded": "minilm"},
+    )  # fmt: skip
+    merged, kept, counts = merge_cells(domain, base_doc, start, keep_unused=config.keep_unused)
+    rejections = _domain_rejections(merged, config, documents)
+    merged, dropped = drop_rejecting(merged, kept, rejections)
+    counts["kept"] -= dropped
+    counts["dropped"] += dropped
+    counts["domain"] = len(cells)
+    merged["expects"] = _confirmed_expects(merged, config)
+    return merged, counts
+
+
+def _compile(doc: dict, config: FinetuneConfig):
+    """Compile a heatmap document as if written beside the output."""
+    import tempfile
+
+    from heatc.heatmap.build import compile_heatmap
+    from heatc.learn.emit import dump_heatmap
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=config.output.parent, delete=False) as f:
+        f.write(dump_heatmap(doc))
+    try:
+        return compile_heatmap(f.name)[0]
+    finally:
+        os.unlink(f.name)
+
+
+def _domain_rejections(doc: dict, config: FinetuneConfig, documents: list[Document]) -> Counter:
+    """Per rule, its rejections on the domain's clean sentences (`aggregate.counted_text`)."""
+    from heatc.backends import wasm_checker
+    from heatc.learn.aggregate import counted_text
+    from heatc_runtime import Verdict
+
+    checker = wasm_checker(_compile({**doc, "expects": []}, config))
+    out: Counter = Counter()
+    for d in documents:
+        for e in checker.scan(counted_text(d.text)).events:
+            if e.kind == "match" and e.verdict is Verdict.REJECTED:
+                out[e.name] += 1
+    return out
+
+
+def _confirmed_expects(doc: dict, config: FinetuneConfig) -> list[dict]:
+    from heatc.backends import run_document
+    from heatc.verify.expect import check_expects
+
+    program = _compile(doc, config)
+    failed = {f.expect.text for f in check_expects(program, lambda p, d: run_document("wasm", p, d)[:2])}
+    return [e for e in doc.get("expects", []) if e["text"] not in failed]

@@ -1,0 +1,139 @@
+"""What `heatc finetune` keeps of the base heatmap: its lexicon as the categories the domain's
+keywords are discovered over, and its cells beside the ones the domain re-learns.
+
+**Lexicon.** The base heatmap's categories (their groups restored from the seed lexicon and
+their kind), then the seed categories it does not declare. A literal of a base keyword
+category with several literals (a keyword family, "keywords_mg": 153 drugs) that the domain
+writes before values often enough to be a keyword of its own (`split_literals`) leaves the
+category: "metformin 500 mg" in drug labels is the domain's own cell, not one of a family
+pooled for being rare in the base corpus.
+
+**Cells** (`merge_cells`). A cell is identified by its pair, unit and check. A cell the domain
+learns replaces the base's: its score comes from the student's couplings on the domain's
+sentences and its statistics and range from the domain's values alone — the domain's
+values are what its rules will read. A base cell the domain does not learn is kept as the
+base has it (score, statistics, range) unless `keep_unused` is off; `drop_rejecting` then
+drops those kept cells whose rule rejects a value of the domain's clean text (its false
+alarms are not in the domain's budget).
+
+Public surface: `base_lexicon`, `split_literals`, `cell_key`, `merge_cells`, `drop_rejecting`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from heatc.heatmap.format import Heatmap
+from heatc.learn.lexemes import NUMBER_WORD_COMPOUNDS, NUMBER_WORDS, SEED_CATEGORIES, Category, Lexicon
+
+_GROUP_OF_KIND = {"unit": "unit", "constraint": "constraint", "keyword": "keyword", "punct": "structure"}
+_NUMERALS = set(NUMBER_WORDS) | {n for n, _ in NUMBER_WORD_COMPOUNDS}
+
+
+def base_lexicon(hm: Heatmap) -> Lexicon:
+    """The base heatmap's categories with the seed categories it does not declare."""
+    seed = {c.name: c for c in SEED_CATEGORIES}
+    cats = []
+    for c in hm.categories.values():
+        if c.name in seed:
+            group = seed[c.name].group
+        elif c.kind == "keyword" and c.name in _NUMERALS:
+            group = "numeral"
+        else:
+            group = _GROUP_OF_KIND.get(c.kind, "structure")
+        cats.append(Category(c.name, c.kind, group, tuple(c.literals), c.exact))
+    taken = {lit.lower() for c in cats for lit in c.literals}
+    extra = [c for c in SEED_CATEGORIES if c.name not in hm.categories]
+    extra = [Category(c.name, c.kind, c.group, t, c.exact) for c in extra if (t := _free(c.literals, taken))]
+    return Lexicon(extra + cats, hm.chinese_numbers)
+
+
+def _free(literals: tuple[str, ...], taken: set[str]) -> tuple[str, ...]:
+    return tuple(x for x in literals if x.lower() not in taken)
+
+
+def split_literals(lexicon: Lexicon, phrases: set[str]) -> Lexicon:
+    """`lexicon` without the `phrases` that its keyword categories of several literals hold
+    (they become keywords of their own when the plan discovers them again)."""
+    drop = {p.lower() for p in phrases}
+    out = []
+    for c in lexicon.categories:
+        if c.group == "keyword" and len(c.literals) > 1:
+            kept = tuple(x for x in c.literals if x.lower() not in drop)
+            if not kept:
+                continue
+            c = Category(c.name, c.kind, c.group, kept, c.exact)
+        out.append(c)
+    return Lexicon(out, lexicon.chinese_numbers)
+
+
+def without_groups(lexicon: Lexicon, *, several: bool) -> Lexicon:
+    """The lexicon without its keyword categories of several literals (`several`): what the
+    domain's words are discovered over, so that a family's members can be found."""
+    return Lexicon(
+        [c for c in lexicon.categories if not (several and c.group == "keyword" and len(c.literals) > 1)],
+        lexicon.chinese_numbers,
+    )
+
+
+def cell_key(doc: dict) -> tuple[str, str, str, str]:
+    """A heatmap cell entry's identity: its pair, unit and check."""
+    a, b = doc["pair"]
+    return a, b, doc.get("unit") or "", doc.get("check") or "range"
+
+
+def merge_cells(
+    domain: dict, base_doc: dict, lexicon: Lexicon, *, keep_unused: bool
+) -> tuple[dict, list[str], Counter]:
+    """The domain's heatmap document with the base cells it does not re-learn added (when
+    `keep_unused`), and the categories they need. Returns (document, names of the base cells
+    kept, counts: relearned, kept, dropped)."""
+    learned = {cell_key(c) for c in domain["cells"]}
+    names = {c["name"] for c in domain["cells"]}
+    counts: Counter = Counter()
+    categories = dict(domain["categories"])
+    declared = {lit.lower() for c in categories.values() for lit in c["literals"]}
+    by_name = lexicon.by_name()
+    kept = []
+    for c in base_doc.get("cells") or []:
+        if cell_key(c) in learned:
+            counts["relearned"] += 1
+            continue
+        if not keep_unused:
+            counts["dropped"] += 1
+            continue
+        needed = [x for x in (*c["pair"], c.get("unit")) if x and x not in ("number", "percent")]
+        ok = True
+        for name in needed:
+            if name in categories:
+                continue
+            cat = by_name.get(name)
+            literals = [x for x in (cat.literals if cat else ()) if x.lower() not in declared]
+            if not literals:
+                ok = False  # its category is gone or all its literals now belong to the domain's
+                break
+            entry: dict = {"kind": cat.kind, "literals": literals}  # type: ignore[union-attr]
+            if cat.exact:  # type: ignore[union-attr]
+                entry["exact"] = True
+            categories[name] = entry
+            declared.update(x.lower() for x in literals)
+        if not ok:
+            counts["dropped"] += 1
+            continue
+        entry = dict(c)
+        name, k = entry["name"], 2
+        while entry["name"] in names:
+            entry["name"], k = f"{name}_{k}", k + 1
+        names.add(entry["name"])
+        kept.append(entry)
+        counts["kept"] += 1
+    return {**domain, "categories": categories, "cells": domain["cells"] + kept}, [c["name"] for c in kept], counts
+
+
+def drop_rejecting(doc: dict, base_names: list[str], rejections: Counter) -> tuple[dict, int]:
+    """The document without the kept base cells whose rules reject a clean domain value."""
+    bad = {n for n in base_names if rejections.get(n, 0) > 0}
+    cells = [c for c in doc["cells"] if c["name"] not in bad]
+    used = {x for c in cells for x in (*c["pair"], c.get("unit")) if x} | {"sentence_end", "abbreviation"}
+    categories = {k: v for k, v in doc["categories"].items() if k in used}
+    return {**doc, "cells": cells, "categories": categories}, len(bad)

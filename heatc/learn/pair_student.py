@@ -1,0 +1,528 @@
+"""The pair student: a small model that predicts what cells are made of — the teacher's
+token sensitivity *and* its pair couplings (value position × other position → coupling).
+
+Cell scores come from the teacher's pair couplings (`evidence.Couplings`), so a student that
+predicts only single-token sensitivity cannot score a corpus's cells. This one has two heads
+over one encoder (the token student's: a two-layer transformer of width 64 over a frozen table
+of teacher-derived token features, `student.teacher_token_features`):
+
+- the **token head**, trained like the token student on each sentence's standardised
+  log-sensitivity;
+- the **pair head**: for a value token p and every token j, `w · gelu(Q h_p + K h_j + R[j − p])`
+  with R a learned embedding of the clipped relative position. It is trained on the
+  teacher's probes: each probe row holds the coupling of one value lexeme with every lexeme
+  of its sentence (the largest over the lexeme's tokens, as the teacher's rows are), and the
+  target is the row's **centred log coupling** — log c_j minus its mean over the row. Cell
+  strengths are ratios c_j / mean(c) within a row, which an additive constant in log space does
+  not change, so the loss removes the row's offset from the prediction too.
+
+`student_records` turns the student's predictions into records of the teacher's format
+(`{"text", "probes": [[value lexeme, coupling per lexeme]]}`), which the aggregate stage reads
+unchanged. Fidelity (`pair_fidelity`): per probe row, the Spearman rank correlation of the
+student's couplings with the teacher's, and the AUC with the row's top 20 % teacher couplings
+as positives.
+
+The ONNX export (`export_pair_onnx`, dynamo, not optimised so that every weight keeps its
+name) takes `input_ids`, `attention_mask` (int64 `[batch, length]`) and `value_positions`
+(int64 `[batch, probes]`, token positions) and gives `scores` (`[batch, length]`) and
+`coupling` (`[batch, probes, length]`, log coupling up to a constant per row); the model's
+configuration is in the metadata (`heatc.student`), so `load_pair_student` rebuilds the torch
+model from the file alone — what `heatc finetune` starts from. A token-only student written by
+an earlier heatc (optimised export, no metadata) is read too: its encoder and token head, the
+pair head starting untrained.
+
+Public surface: `PairConfig`, `PairExample`, `PairStudent`, `examples_from_records`,
+`train_pair`, `pair_fidelity`, `token_auc`, `student_records`, `export_pair_onnx`,
+`load_pair_student`, `METADATA_KEY`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from heatc.errors import Diagnostic, HeatError
+from heatc.learn.student import _Block, _targets, _TokenInput, fit, per_sentence_auc
+
+METADATA_KEY = "heatc.student"
+FORMAT = 1  # the metadata's format; a student of another format is read as a legacy one or refused
+PAIR_WEIGHT = 1.0  # the pair loss against the token loss (both are per-item mean squared errors)
+
+
+@dataclass
+class PairConfig:
+    vocab_size: int
+    width: int = 64
+    layers: int = 2
+    heads: int = 4
+    max_length: int = 128
+    kind: str = "transformer"  # transformer | lstm (the baseline)
+    features: int = 64  # > 0: tokens enter through a frozen table of teacher-derived features
+    pair_width: int = 64
+    max_distance: int = 24  # relative positions further apart share one embedding
+
+
+@dataclass
+class PairExample:
+    ids: list[int]  # teacher token ids, specials included
+    mask: list[int]  # 1 for tokens that carry text
+    labels: list[float] | None  # teacher sensitivity per token; None: pair evidence only
+    lexemes: list[list[int]]  # the token positions of each lexeme (`lexemes.align`)
+    probes: list[tuple[int, list[float | None]]]  # (value lexeme, the teacher's coupling per lexeme)
+    text: str = ""
+
+
+class PairStudent(nn.Module):
+    """Token and pair heads over one encoder. The transformer's parameter names are the token
+    student's (`student.Student`), so a token student's weights load into it."""
+
+    def __init__(self, config: PairConfig, table: torch.Tensor | None = None):
+        super().__init__()
+        self.config = config
+        self.embed = _TokenInput(config, table)  # type: ignore[arg-type]
+        w = config.width
+        if config.kind == "lstm":
+            self.lstm = nn.LSTM(w, w // 2, num_layers=config.layers, batch_first=True, bidirectional=True)
+        else:
+            self.position = nn.Embedding(config.max_length, w)
+            self.blocks = nn.ModuleList(_Block(w, config.heads) for _ in range(config.layers))
+            self.norm = nn.LayerNorm(w)
+        self.head = nn.Linear(w, 1)
+        d = config.pair_width
+        self.pair_q = nn.Linear(w, d)
+        self.pair_k = nn.Linear(w, d)
+        self.pair_rel = nn.Embedding(2 * config.max_distance + 1, d)
+        self.pair_out = nn.Linear(d, 1)
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        x = self.embed(input_ids)
+        if self.config.kind == "lstm":
+            return self.lstm(x)[0]
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+        x = x + self.position(positions)
+        bias = (1.0 - attention_mask.to(x.dtype))[:, None, None, :] * -1e9
+        for block in self.blocks:
+            x = block(x, bias)
+        return self.norm(x)
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, value_positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.encode(input_ids, attention_mask)  # [B, T, W]
+        scores = self.head(h).squeeze(-1)
+        at = value_positions.unsqueeze(-1).expand(-1, -1, h.shape[-1])
+        q = self.pair_q(torch.gather(h, 1, at)).unsqueeze(2)  # [B, P, 1, D]
+        k = self.pair_k(h).unsqueeze(1)  # [B, 1, T, D]
+        m = self.config.max_distance
+        offset = torch.arange(input_ids.shape[1], device=input_ids.device).view(1, 1, -1) - value_positions.unsqueeze(
+            -1
+        )
+        r = self.pair_rel(offset.clamp(-m, m) + m)  # [B, P, T, D]
+        coupling = self.pair_out(nn.functional.gelu(q + k + r)).squeeze(-1)  # [B, P, T]
+        return scores, coupling
+
+
+# --- examples -------------------------------------------------------------------------------
+
+
+def examples_from_records(records: list[dict], tokenizer, program, max_length: int = 128) -> list[PairExample]:
+    """Teacher records (`labelling`) as examples: each sentence re-tokenised for its lexemes'
+    token positions, each probe kept when it has one coupling per lexeme of `program`'s
+    lexing (the lexicon the teacher's lexemes came from) and its value has a token."""
+    from heatc.learn.lexemes import align, lex_sentence
+
+    out = []
+    for r in records:
+        enc = tokenizer(r["text"], truncation=True, max_length=max_length, return_offsets_mapping=True)
+        ids = list(enc["input_ids"])
+        if "ids" in r and r["ids"] != ids:
+            continue  # tokenised by another tokenizer: not this student's evidence
+        special = set(tokenizer.all_special_ids)
+        mask = [int(t not in special) for t in ids]
+        lx = lex_sentence(program, r["text"])
+        lexemes = align(lx, [tuple(o) for o in enc["offset_mapping"]])
+        probes = [
+            (v, row)
+            for v, row in r.get("probes", [])
+            if len(row) == len(lexemes) and 0 <= v < len(lexemes) and lexemes[v]
+        ]
+        labels = r.get("labels")
+        if labels is None and not probes:
+            continue
+        out.append(PairExample(ids, mask, labels, lexemes, probes, r["text"]))
+    return out
+
+
+def _centred_log(row: list[float | None], value: int, lexemes: list[list[int]]) -> tuple[list[float], list[float]]:
+    """The probe row's centred log coupling over its valid lexemes, and their weights."""
+    valid = [j for j, c in enumerate(row) if c is not None and c > 0 and j != value and lexemes[j]]
+    target, weight = [0.0] * len(row), [0.0] * len(row)
+    if len(valid) < 2:
+        return target, weight
+    logs = {j: math.log(row[j]) for j in valid}  # type: ignore[arg-type]
+    mean = sum(logs.values()) / len(logs)
+    for j in valid:
+        target[j], weight[j] = logs[j] - mean, 1.0
+    return target, weight
+
+
+@dataclass
+class _Batch:
+    ids: torch.Tensor
+    attn: torch.Tensor
+    token_target: torch.Tensor
+    token_weight: torch.Tensor
+    positions: torch.Tensor  # [B, P] value token positions
+    lexeme_index: torch.Tensor  # [B, L, M] token positions of each lexeme, padded by repeating its first
+    pair_target: torch.Tensor  # [B, P, L]
+    pair_weight: torch.Tensor  # [B, P, L]
+
+
+def _collate(examples: list[PairExample], max_length: int) -> _Batch:
+    b = len(examples)
+    t = max(1, max(min(len(e.ids), max_length) for e in examples))
+    p = max(1, max(len(e.probes) for e in examples))
+    n_lex = max(1, max(len(e.lexemes) for e in examples))
+    width = max(1, max((len(x) for e in examples for x in e.lexemes), default=1))
+    ids = torch.zeros(b, t, dtype=torch.long)
+    attn = torch.zeros(b, t, dtype=torch.long)
+    token_target, token_weight = torch.zeros(b, t), torch.zeros(b, t)
+    positions = torch.zeros(b, p, dtype=torch.long)
+    index = torch.zeros(b, n_lex, width, dtype=torch.long)
+    pair_target, pair_weight = torch.zeros(b, p, n_lex), torch.zeros(b, p, n_lex)
+    for i, e in enumerate(examples):
+        n = min(len(e.ids), max_length)
+        ids[i, :n] = torch.tensor(e.ids[:n])
+        attn[i, :n] = 1
+        if e.labels is not None:
+            token_target[i, :n] = torch.tensor(_targets(_TokenLabels(e.ids, e.labels, e.mask))[:n])
+            token_weight[i, :n] = torch.tensor(e.mask[:n], dtype=torch.float)
+        for j, toks in enumerate(e.lexemes):
+            toks = [x for x in toks if x < n]
+            if toks:
+                index[i, j] = torch.tensor((toks * width)[:width])
+        for k, (value, row) in enumerate(e.probes):
+            positions[i, k] = e.lexemes[value][0]
+            target, weight = _centred_log(row, value, [[x for x in toks if x < n] for toks in e.lexemes])
+            pair_target[i, k, : len(row)] = torch.tensor(target)
+            pair_weight[i, k, : len(row)] = torch.tensor(weight)
+    return _Batch(ids, attn, token_target, token_weight, positions, index, pair_target, pair_weight)
+
+
+@dataclass
+class _TokenLabels:  # what `student._targets` reads
+    ids: list[int]
+    labels: list[float]
+    mask: list[int]
+
+
+def lexeme_coupling(coupling: torch.Tensor, lexeme_index: torch.Tensor) -> torch.Tensor:
+    """[B, P, T] token couplings → [B, P, L]: the largest over each lexeme's tokens."""
+    b, p, _ = coupling.shape
+    _, n_lex, width = lexeme_index.shape
+    flat = lexeme_index.view(b, 1, n_lex * width).expand(b, p, n_lex * width)
+    return torch.gather(coupling, 2, flat).view(b, p, n_lex, width).amax(-1)
+
+
+def _losses(model: nn.Module, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed squared errors: token (standardised log-sensitivity) and pair (centred log
+    coupling, the prediction centred over the same lexemes)."""
+    scores, coupling = model(batch.ids, batch.attn, batch.positions)
+    token = ((scores - batch.token_target) ** 2 * batch.token_weight).sum()
+    pred = lexeme_coupling(coupling, batch.lexeme_index)
+    w = batch.pair_weight
+    count = w.sum(-1, keepdim=True).clamp_min(1.0)
+    centred = pred - (pred * w).sum(-1, keepdim=True) / count
+    pair = ((centred - batch.pair_target) ** 2 * w).sum()
+    return token, pair
+
+
+# --- training -------------------------------------------------------------------------------
+
+
+def train_pair(
+    config: PairConfig,
+    examples: list[PairExample],
+    *,
+    epochs: int = 8,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    seed: int = 0,
+    table: torch.Tensor | None = None,
+    init: dict | None = None,
+    checkpoint: Path | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> PairStudent:
+    """Train (or, from `init`, fine-tune) a pair student; resumes from `checkpoint` (saved
+    after every epoch). Under torch.distributed each rank takes its share of every global
+    batch and the loss is normalised by the global counts, so N ranks compute one gradient."""
+    torch.manual_seed(seed)
+    model = PairStudent(config, table)
+    if init is not None:
+        model.load_state_dict(init, strict=False)
+
+    def batch_loss(wrapped: nn.Module, batch: list[PairExample], rank: int, world: int) -> torch.Tensor:
+        whole = _collate(batch, config.max_length)  # the global counts every rank normalises by
+        tokens = float(whole.token_weight.sum()) or 1.0
+        pairs = float(whole.pair_weight.sum()) or 1.0
+        mine = batch[rank::world]
+        token, pair = _losses(wrapped, _collate(mine or batch[:1], config.max_length))
+        if not mine:
+            token, pair = token * 0, pair * 0
+        # DDP averages gradients over ranks, hence × world: the sum is the global mean.
+        return (token / tokens + PAIR_WEIGHT * pair / pairs) * world
+
+    fit(model, examples, batch_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
+        checkpoint=checkpoint, progress=progress)  # fmt: skip
+    return model.eval()
+
+
+# --- fidelity -------------------------------------------------------------------------------
+
+
+def _predict(model: nn.Module, examples: list[PairExample], max_length: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per example: token scores [T] and lexeme couplings [P, L] (log, up to a constant)."""
+    out = []
+    for b0 in range(0, len(examples), 64):
+        chunk = examples[b0 : b0 + 64]
+        batch = _collate(chunk, max_length)
+        with torch.no_grad():
+            scores, coupling = model(batch.ids, batch.attn, batch.positions)
+            lex = lexeme_coupling(coupling, batch.lexeme_index)
+        for i, e in enumerate(chunk):
+            n = min(len(e.ids), max_length)
+            out.append((scores[i, :n].numpy(), lex[i, : len(e.probes), : len(e.lexemes)].numpy()))
+    return out
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
+    from heatc.learn.student import _average_ranks
+
+    if len(a) < 3:
+        return None
+    ra, rb = _average_ranks(a), _average_ranks(b)
+    sa, sb = ra.std(), rb.std()
+    if sa == 0 or sb == 0:
+        return None
+    return float(((ra - ra.mean()) * (rb - rb.mean())).mean() / (sa * sb))
+
+
+def pair_fidelity(model: nn.Module, examples: list[PairExample], max_length: int = 128) -> dict:
+    """Mean per probe row of the Spearman correlation with the teacher's couplings and of
+    the AUC with the row's top 20 % teacher couplings as positives; and the token AUC."""
+    rhos, aucs, token = [], [], []
+    for e, (scores, lex) in zip(examples, _predict(model, examples, max_length), strict=True):
+        if e.labels is not None:
+            m = np.asarray(e.mask[: len(scores)], dtype=bool)
+            auc = per_sentence_auc(scores[m], np.asarray(e.labels[: len(scores)])[m])
+            if auc is not None:
+                token.append(auc)
+        for k, (value, row) in enumerate(e.probes):
+            valid = [j for j, c in enumerate(row) if c is not None and c > 0 and j != value and e.lexemes[j]]
+            valid = [j for j in valid if min(e.lexemes[j]) < len(scores)]
+            teacher = np.log([row[j] for j in valid]) if valid else np.zeros(0)
+            student = lex[k, valid]
+            rho = _spearman(student, teacher)
+            if rho is not None:
+                rhos.append(rho)
+            auc = per_sentence_auc(student, teacher) if len(valid) >= 5 else None
+            if auc is not None:
+                aucs.append(auc)
+
+    def mean(xs: list[float]) -> float | None:
+        return round(float(np.mean(xs)), 4) if xs else None
+
+    return {"pair_spearman": mean(rhos), "pair_auc": mean(aucs), "token_auc": mean(token), "probe_rows": len(rhos)}
+
+
+def token_auc(model: nn.Module, examples: list[PairExample], max_length: int = 128) -> float | None:
+    return pair_fidelity(model, [e for e in examples if e.labels is not None], max_length)["token_auc"]
+
+
+# --- scoring a corpus -----------------------------------------------------------------------
+
+
+def student_records(
+    model: nn.Module, tokenizer, program, items: list[tuple[str, list[int]]], *, batch_size: int = 64
+) -> list[dict]:
+    """The student's couplings of the given value lexemes of each sentence with every lexeme,
+    as teacher records (`{"text", "probes"}`): per lexeme the largest coupling over its
+    tokens, None for the value itself and for lexemes past the truncation."""
+    from heatc.learn.lexemes import align, lex_sentence
+
+    out = []
+    max_length = model.config.max_length
+    for b0 in range(0, len(items), batch_size):
+        chunk = []
+        for text, values in items[b0 : b0 + batch_size]:
+            enc = tokenizer(text, truncation=True, max_length=max_length, return_offsets_mapping=True)
+            lexemes = align(lex_sentence(program, text), [tuple(o) for o in enc["offset_mapping"]])
+            probes = [(v, [None] * len(lexemes)) for v in values if 0 <= v < len(lexemes) and lexemes[v]]
+            chunk.append(PairExample(list(enc["input_ids"]), [1] * len(enc["input_ids"]), None, lexemes, probes, text))
+        for (text, _), e, (_, lex) in zip(
+            items[b0 : b0 + batch_size], chunk, _predict(model, chunk, max_length), strict=True
+        ):
+            probes = []
+            for k, (value, _) in enumerate(e.probes):
+                row = [
+                    None if j == value or not toks else round(float(math.exp(lex[k, j])), 7)
+                    for j, toks in enumerate(e.lexemes)
+                ]
+                probes.append([value, row])
+            out.append({"text": text, "probes": probes})
+    return out
+
+
+# --- ONNX -----------------------------------------------------------------------------------
+
+
+def export_pair_onnx(model: PairStudent, path: Path, *, check_examples: list[PairExample] | None = None) -> float:
+    """Export with the dynamo exporter (dynamic batch, length and probes; not optimised, so
+    weights keep their names) with the configuration in the metadata; returns the largest
+    absolute difference between onnxruntime and torch, both outputs, on `check_examples`."""
+    import logging
+    import warnings
+
+    import onnx
+    import onnxruntime
+
+    model = model.eval()
+    ids = torch.randint(0, model.config.vocab_size, (2, 16))
+    attn = torch.ones_like(ids)
+    positions = torch.tensor([[1, 3], [2, 5]])
+    batch = torch.export.Dim("batch")
+    length = torch.export.Dim("length", max=model.config.max_length)
+    probes = torch.export.Dim("probes", max=model.config.max_length)
+    tmp = path.with_name(path.name + ".tmp")
+    logger = logging.getLogger("torch.onnx")  # the exporter reports progress through loggers and warnings
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(
+                model, (ids, attn, positions), dynamo=True, optimize=False, verbose=False,
+                input_names=["input_ids", "attention_mask", "value_positions"],
+                output_names=["scores", "coupling"],
+                dynamic_shapes={"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length},
+                                "value_positions": {0: batch, 1: probes}},
+            )  # fmt: skip
+    finally:
+        logger.setLevel(level)
+    program.save(str(tmp))
+    proto = onnx.load(str(tmp))
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = METADATA_KEY, json.dumps({"format": FORMAT, "config": asdict(model.config)})
+    onnx.save(proto, str(tmp))
+    tmp.replace(path)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    worst = 0.0
+    for b0 in range(0, len(check_examples or []), 32):
+        part = _collate(check_examples[b0 : b0 + 32], model.config.max_length)  # type: ignore[index]
+        with torch.no_grad():
+            ref = [x.numpy() for x in model(part.ids, part.attn, part.positions)]
+        got = session.run(
+            None,
+            {
+                "input_ids": part.ids.numpy(),
+                "attention_mask": part.attn.numpy(),
+                "value_positions": part.positions.numpy(),
+            },
+        )
+        worst = max(worst, *(float(np.abs(g - r).max()) for g, r in zip(got, ref, strict=True)))
+    return worst
+
+
+def load_pair_student(path: Path) -> tuple[PairStudent, str]:
+    """The torch model of an exported student, and what it holds: "pair" (both heads) or
+    "token" (a token-only student of an earlier heatc: the pair head is untrained)."""
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        proto = onnx.load(str(path))
+    except FileNotFoundError:
+        raise HeatError(Diagnostic(str(path), 0, 0, "no such file")) from None
+    except Exception as e:  # onnx raises DecodeError and others for a damaged file
+        raise HeatError(Diagnostic(str(path), 0, 0, f"not a student detector (cannot read it as ONNX: {e})")) from None
+    inits = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
+    meta = {p.key: p.value for p in proto.metadata_props}
+    if METADATA_KEY in meta:
+        info = json.loads(meta[METADATA_KEY])
+        if info.get("format") != FORMAT:
+            raise HeatError(Diagnostic(str(path), 0, 0, f"student format {info.get('format')} is not supported"))
+        config = PairConfig(**info["config"])
+        model = PairStudent(config)
+        state = model.state_dict()
+        missing = [k for k in state if k not in inits]
+        if missing:
+            raise HeatError(Diagnostic(str(path), 0, 0, f"damaged student: no weights for {', '.join(missing[:3])}"))
+        model.load_state_dict({k: torch.from_numpy(np.array(inits[k])).to(state[k].dtype) for k in state})
+        return model.eval(), "pair"
+    config, state = _legacy_state(path, inits)
+    with torch.random.fork_rng():  # the untrained pair head: the same for every load, whatever ran before
+        torch.manual_seed(0)
+        model = PairStudent(config)
+    model.load_state_dict(state, strict=False)
+    return model.eval(), "token"
+
+
+def _legacy_state(path: Path, inits: dict[str, np.ndarray]) -> tuple[PairConfig, dict]:
+    """A token student exported by an earlier heatc (the optimised exporter renames and
+    transposes weights): export a token student of the same shape whose every weight is
+    distinct random numbers, and match its initialisers to its weights to learn where each
+    weight went."""
+    import tempfile
+
+    import onnx
+    from onnx import numpy_helper
+
+    from heatc.learn import student as st
+
+    tables = [a for a in inits.values() if a.ndim == 2 and a.dtype == np.float16]
+    norm = inits.get("norm.weight")
+    if len(tables) != 1 or norm is None:
+        raise HeatError(Diagnostic(str(path), 0, 0, "not a student detector heatc wrote (no feature table)"))
+    layers = len({k.split(".")[1] for k in inits if k.startswith("blocks.")})
+    vocab, features = tables[0].shape
+    token = st.StudentConfig(vocab_size=vocab, width=int(norm.shape[0]), layers=layers, features=features)
+    reference = st.Student(token).eval()
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for tensor in reference.state_dict().values():
+            tensor.copy_(torch.rand(tensor.shape, generator=gen).to(tensor.dtype))
+    with tempfile.TemporaryDirectory() as tmp:
+        st.export_onnx(reference, Path(tmp) / "reference.onnx")
+        ref = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(Path(tmp) / "reference.onnx")).graph.initializer}
+    ref_state = {k: v.numpy() for k, v in reference.state_dict().items()}
+    state: dict[str, torch.Tensor] = {}
+    for name, arr in ref.items():
+        if name not in inits or arr.ndim == 0 or arr.size < 2:
+            continue
+        for k, want in ref_state.items():
+            if k in state:
+                continue
+            if want.shape == arr.shape and np.array_equal(want, arr):
+                state[k] = torch.from_numpy(np.array(inits[name]))
+            elif want.ndim == 2 and want.T.shape == arr.shape and np.array_equal(want.T, arr):
+                state[k] = torch.from_numpy(np.array(inits[name]).T.copy())
+            else:
+                continue
+            break
+    missing = [k for k in ref_state if k not in state and ref_state[k].size >= 2]
+    if missing:
+        raise HeatError(
+            Diagnostic(str(path), 0, 0, f"a student this heatc cannot read (no weights for {', '.join(missing[:3])})")
+        )
+    for k in ref_state:  # one-element weights (the token head's bias) keep their names
+        if k not in state and k in inits:
+            state[k] = torch.from_numpy(np.array(inits[k]).reshape(ref_state[k].shape))
+    config = PairConfig(vocab_size=vocab, width=token.width, layers=layers, heads=token.heads, features=features)
+    return config, {k: v.to(torch.float16 if k == "embed.table" else torch.float32) for k, v in state.items()}

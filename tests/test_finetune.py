@@ -1,0 +1,124 @@
+"""heatc finetune end to end on a real drug label (the shipped medical heatmap, a teacher
+sample of 24 sentences): the domain's own cells, provenance, the same heatmap again for a
+seed, a rerun that resumes without the teacher; and the bad inputs, each a clear error with
+nothing written."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="heatc finetune needs torch (pip install 'heatc[learn]')")
+pytest.importorskip("pypdfium2", reason="reading PDFs needs pypdfium2 (pip install 'heatc[pdf]')")
+
+from conftest import SHARED_DATA
+from pdfgen import Image, Page, TextRun, write_pdf
+from typer.testing import CliRunner
+
+from heatc.cli import app
+from heatc.errors import HeatError
+from heatc.heatmap.format import load_heatmap
+from heatc.learn.finetune import FinetuneConfig, finetune
+
+REPO = Path(__file__).resolve().parent.parent
+BASE = REPO / "heatmaps" / "medical.yaml"
+LABEL = SHARED_DATA / "medical/pdf/fda_metformin_highlights_2026.pdf"
+needs_data = pytest.mark.skipif(not LABEL.exists(), reason=f"shared data not found at {LABEL}")
+SMALL = dict(teacher_sentences=24, epochs=2)
+
+
+def _config(out: Path, pdfs: list[Path], **kw) -> FinetuneConfig:
+    return FinetuneConfig(base=BASE, output=out, pdfs=pdfs, **{**SMALL, **kw})
+
+
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory) -> Path:
+    """A PDF whose one page is an image and nothing else."""
+    return write_pdf(tmp_path_factory.mktemp("pdf") / "scan.pdf", [Page(images=[Image()])])
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory, scanned):
+    if not LABEL.exists():
+        pytest.skip(f"shared data not found at {LABEL}")
+    root = tmp_path_factory.mktemp("ft")
+    (root / "a").mkdir()
+    out = root / "a" / "metformin.yaml"
+    summary = finetune(_config(out, [LABEL, scanned]), log=lambda m: None)
+    return out, summary
+
+
+@needs_data
+def test_the_domain_brings_its_own_cells_and_provenance(tuned, scanned):
+    out, summary = tuned
+    hm = load_heatmap(out)
+    base = load_heatmap(BASE)
+    assert len(hm.cells) == summary["cells"] and summary["domain_cells"] > 0
+    new = {(c.pair, c.unit) for c in hm.cells} - {(c.pair, c.unit) for c in base.cells}
+    assert any("metformin" in c.pair[0] for c in hm.cells if (c.pair, c.unit) in new), sorted(new)
+    prov = hm.provenance
+    assert prov["base"]["sha256"] == __import__("hashlib").sha256(BASE.read_bytes()).hexdigest()
+    label, scan = prov["documents"]
+    assert (
+        label["file"] == LABEL.name and label["pages_used"] == f"1-{label['pages']}" and label["scanned_skipped"] == 0
+    )
+    assert scan == {**scan, "file": "scan.pdf", "pages": 1, "pages_used": "", "scanned_skipped": 1}
+    assert prov["teacher_sentences"] == 24 and prov["seed"] == 0
+    m = prov["metrics"]
+    assert {"pair_spearman", "pair_auc", "student_auc", "onnx_max_abs_diff"} <= set(m) and m["onnx_max_abs_diff"] < 1e-3
+    assert out.with_name("metformin.student.onnx").exists()
+    counts = prov["cells"]
+    assert counts["domain"] + counts["kept"] == len(hm.cells)
+
+
+@needs_data
+def test_the_same_seed_gives_the_same_heatmap_and_a_rerun_resumes(tuned, scanned, monkeypatch, tmp_path):
+    out, _ = tuned
+    (tmp_path / "b").mkdir()
+    again = tmp_path / "b" / "metformin.yaml"
+    finetune(_config(again, [LABEL, scanned]), log=lambda m: None)
+    assert again.read_bytes() == out.read_bytes()
+
+    from heatc.learn import labelling
+
+    def no_teacher(*a, **k):
+        raise AssertionError("the teacher ran again")
+
+    monkeypatch.setattr(labelling, "label_batch", no_teacher)
+    before = out.read_bytes()
+    finetune(_config(out, [LABEL, scanned]), log=lambda m: None)
+    assert out.read_bytes() == before
+
+
+def test_a_base_without_a_student_is_a_clear_error(tmp_path, scanned):
+    base = tmp_path / "base.yaml"
+    shutil.copy(BASE, base)
+    shutil.copy(BASE.with_name("medical_zh.heat"), tmp_path)  # the rule file it names, not its student
+    out = tmp_path / "out.yaml"
+    with pytest.raises(HeatError, match=r"no student beside the base heatmap.*--new-student"):
+        finetune(FinetuneConfig(base=base, output=out, pdfs=[scanned]), log=lambda m: None)
+    assert not out.exists() and not (tmp_path / "out.finetune").exists()
+
+
+def test_an_all_scanned_or_empty_pdf_set_is_a_clear_error(tmp_path, scanned):
+    out = tmp_path / "out.yaml"
+    with pytest.raises(HeatError, match=r"no text in 1 PDF page \(1 scanned: no text layer; heatc does no OCR\)"):
+        finetune(_config(out, [scanned]), log=lambda m: None)
+    assert not out.exists() and not (tmp_path / "out.finetune").exists()
+    r = CliRunner().invoke(app, ["finetune", str(BASE), "-o", str(out)])
+    assert r.exit_code == 1 and "nothing to fine-tune on: no PDF or text file given" in r.output
+    assert "Traceback" not in r.output and not out.exists()
+
+
+def test_a_file_that_is_not_a_pdf_is_a_clear_error(tmp_path):
+    bad = tmp_path / "notes.pdf"
+    bad.write_text("not a pdf")
+    out = tmp_path / "out.yaml"
+    r = CliRunner().invoke(app, ["finetune", str(BASE), "--pdf", str(bad), "-o", str(out)])
+    assert r.exit_code == 1 and "notes.pdf" in r.output and "Traceback" not in r.output
+    assert not out.exists()
+    empty = write_pdf(tmp_path / "blank.pdf", [Page(runs=[TextRun(50, 700, " ")])])
+    with pytest.raises(HeatError, match="nothing to fine-tune on: no text in 1 PDF page"):
+        finetune(_config(out, [empty]), log=lambda m: None)
