@@ -20,7 +20,7 @@ from heatc.backends import native_checker, wasm_checker
 from heatc.lang.compiler import compile_file
 from heatc_runtime.audit import audit_snapshots
 from heatc_runtime.checker import Checker
-from heatc_runtime.metrics import METRICS, Metrics, multiprocess_registry
+from heatc_runtime.metrics import METRICS, SAMPLE_EVERY, Metrics, multiprocess_registry
 
 EXAMPLES = REPO / "examples"
 LEGAL = compile_file(EXAMPLES / "legal.heat")
@@ -50,11 +50,13 @@ def value(scraped: dict, name: str, **labels) -> float:
     return sum(v for (n, ls), v in scraped.items() if n == name and set(labels.items()) <= set(ls))
 
 
+@pytest.mark.parametrize("every", [SAMPLE_EVERY, 1], ids=["sampled", "every-step"])
 @pytest.mark.parametrize("checker_for", [wasm_checker, native_checker], ids=["wasm", "native"])
-def test_scraped_counters_equal_the_reports(checker_for):
+def test_scraped_counters_equal_the_reports(checker_for, every):
     example = _example()
     registry = CollectorRegistry()
-    metrics = Metrics(registry, flush_interval_s=3600)  # nothing flushes on a timer: the scrape must
+    # nothing flushes on a timer: the scrape must
+    metrics = Metrics(registry, flush_interval_s=3600, sample_every=every)
     checker = metrics.attach(checker_for(LEGAL).clone())
     server, port = example.start(registry, 0, "127.0.0.1")
     try:
@@ -71,8 +73,9 @@ def test_scraped_counters_equal_the_reports(checker_for):
     steps = len(TEXT)  # characters: one token each
     module = {"module": "legal"}
     assert value(scraped, "heatc_tokens_total", **module) == steps
-    assert value(scraped, "heatc_step_seconds_count", **module) == steps
-    assert value(scraped, "heatc_step_token_seconds_count", **module) == steps
+    # one step in `every` is timed: the 64th, 128th, … (every step with every=1)
+    assert value(scraped, "heatc_step_seconds_count", **module) == steps // every >= 2
+    assert value(scraped, "heatc_step_token_seconds_count", **module) == steps // every
     assert 0 < value(scraped, "heatc_step_seconds_sum", **module) < 60
     # the snapshots the batch published, less each sequence's final one, as the report was built from
     batch.reset()
@@ -109,7 +112,7 @@ def test_metrics_from_a_worker_process(tmp_path, monkeypatch):
         from heatc.lang.compiler import compile_file
         from heatc_runtime.metrics import Metrics
         checker = wasm_checker(compile_file(sys.argv[1]))
-        metrics = Metrics()
+        metrics = Metrics(sample_every=2)
         metrics.attach(checker)
         checker.set_token_table([b"pay ", b"within ", b"30 ", b"days. ", b"60 "])
         batch = checker.batch(3)
@@ -136,7 +139,7 @@ def test_metrics_from_a_worker_process(tmp_path, monkeypatch):
     assert r.returncode == 0, r.stderr
     scraped = samples(r.stdout)
     assert value(scraped, "heatc_tokens_total", module="legal") == 8 * 3
-    assert value(scraped, "heatc_step_seconds_count", module="legal") == 8
+    assert value(scraped, "heatc_step_seconds_count", module="legal") == 8 // 2  # one step in two timed
     assert value(scraped, "heatc_snapshots_total", module="legal") == 2 * 3  # "days." twice in each
     assert value(scraped, "heatc_reports_total", module="legal", source="scan", action="escalate") == 1
     assert value(scraped, "heatc_verdicts_total", rule="term_days_consistent", verdict="REJECTED") == 1
@@ -164,13 +167,24 @@ def test_rule_labels_are_bounded_and_guard_counts():
 
 
 def test_an_unattached_checker_runs_its_own_methods():
+    """No step method is ever wrapped: a batch counts its steps itself, and only a batch of an
+    attached checker times a sample of them."""
     checker = wasm_checker(LEGAL).clone()
     batch = checker.batch(1)
     assert "scan" not in vars(checker) and "feed_ids" not in vars(batch)
-    attached = Metrics(CollectorRegistry()).attach(checker)
+    attached = Metrics(CollectorRegistry(), sample_every=4).attach(checker)
     assert attached is checker and vars(checker)["scan"] is not Checker.scan
-    assert "feed_ids" not in vars(batch)  # a batch made before attach() stays as it was
-    assert "feed_ids" in vars(checker.batch(1))
+    watched = checker.batch(1)
+    assert "feed_ids" not in vars(watched)
+    checker.set_token_table([b"pay ", b"60 "])
+    for _ in range(9):
+        batch.feed_ids([0])
+        watched.feed_ids([1])
+    assert batch.counts.steps == watched.counts.steps == 9
+    assert batch.counts.step_seconds == []  # a batch made before attach() is not timed
+    assert len(watched.counts.step_seconds) == 2  # steps 4 and 8
+    with pytest.raises(ValueError, match="power of two"):
+        Metrics(CollectorRegistry(), sample_every=48)
     # two Metrics on one registry share its families (a name is registered once per registry)
     registry = CollectorRegistry()
     first, second = Metrics(registry), Metrics(registry)
