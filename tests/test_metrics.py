@@ -148,6 +148,50 @@ def test_metrics_from_a_worker_process(tmp_path, monkeypatch):
         multiprocess_registry()
 
 
+def test_an_engine_driver_reports_every_sequence_it_ends():
+    """The engine adapters' Driver (no model here): its checker attached, each sequence ended
+    adds its audit report, every step of the batch its tokens, guard its masks."""
+    import numpy as np
+
+    from heatc_runtime.engines.core import Driver
+    from heatc_runtime.engines.tokens import TokenTable
+
+    vocab = [b"", b"Glucose", b" ", b"5", b"0", b"000", b" mg/dL", b".", b" heart rate", b"8"]
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, flush_interval_s=3600, sample_every=1)
+    medical = compile_file(EXAMPLES / "medical.heat")
+    driver = Driver(wasm_checker(medical), TokenTable("test", vocab, "test", ""), 3, metrics=metrics)
+    rows = {0: [1, 2, 3, 5, 6, 7], 1: [8, 2, 9, 4, 7]}  # glucose 5000 mg/dL; heart rate 80
+    driver.start(0, "guard", k=4)
+    driver.start(1, "observe")
+    reports = []
+    for step in range(6):
+        if step == 3:  # glucose 5: "000" (5000) and " mg/dL" (5 mg/dL) are masked, "0" and "." pass
+            ok = driver.guard(np.array([0]), np.array([[5, 4, 7, 6]]), np.ones((1, 4), bool))
+            assert ok.tolist() == [[False, True, True, False]]
+        live = [r for r in rows if step < len(rows[r])]
+        driver.feed(np.array(live), np.array([rows[r][step] for r in live]))
+        reports += [driver.end(r) for r in live if step == len(rows[r]) - 1]
+    audits = [r.audit(driver.checker.module_info) for r in reports]
+    scraped = samples(_exposition(registry))
+    module = {"module": "medical"}
+    assert value(scraped, "heatc_tokens_total", **module) == 6 * 3  # six steps of the whole batch
+    assert value(scraped, "heatc_step_seconds_count", **module) == 6
+    assert value(scraped, "heatc_reports_total", source="stream", **module) == len(audits) == 2
+    for a in audits:
+        assert value(scraped, "heatc_reports_total", source="stream", action=a.action, **module) >= 1
+    assert value(scraped, "heatc_checked_bytes_total", **module) == sum(a.text_bytes for a in audits)
+    triggered = [(r.name, r.verdict.name) for a in audits for r in a.triggered]
+    assert ("glucose_value", "REJECTED") in triggered
+    for rule, verdict in set(triggered):
+        want = triggered.count((rule, verdict))
+        assert value(scraped, "heatc_verdicts_total", rule=rule, verdict=verdict, **module) == want
+    assert value(scraped, "heatc_verdicts_total", **module) == len(triggered)
+    assert value(scraped, "heatc_guard_masks_total", **module) == 2 == sum(n for r in reports for _, n, _ in r.masked)
+    snapshots = sum(not s.final for r in reports for s in r.prompt_snapshots + r.snapshots)
+    assert value(scraped, "heatc_snapshots_total", **module) == snapshots > 0
+
+
 def test_rule_labels_are_bounded_and_guard_counts():
     registry = CollectorRegistry()
     metrics = Metrics(registry, max_rule_labels=1)
