@@ -40,7 +40,7 @@ class StepCounts:
 
     def __init__(self) -> None:
         self.steps = self.text_feeds = self.snapshots = 0
-        self.mask = -1  # steps & 63 never equals it: no step is timed
+        self.mask = -1  # steps & -1 (steps itself) never equals it: no step is timed
         self.step_seconds: list[float] = []
         self.text_seconds: list[float] = []
         self.on_sample = None
