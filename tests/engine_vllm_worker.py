@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 
 for _key, _value in {
     "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
@@ -65,13 +66,35 @@ def main(out: str, modules: str, minilm: str) -> None:
         (0, "medical", "guard", "guard0", 24, None), (1, "vitals", "guard", "guard1", 24, None),
         *[(i, "medical", "observe", f"sample{i}", 16, i) for i in range(4)],
     ]  # fmt: skip
-    outputs = llm.generate([chat(PROMPTS[p]) for p, *_ in plan],
-                           [params(m, mode, key, n, seed) for _, m, mode, key, n, seed in plan], use_tqdm=False)  # fmt: skip
+    # Metrics on a registry of their own, scraped from another thread while generate runs.
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from heatc_runtime.metrics import Metrics
+
+    registry = CollectorRegistry()
+    adapter.use_metrics(Metrics(registry, sample_every=8))
+    during: list[str] = []
+    generating = threading.Event()
+
+    def scrape() -> None:
+        while not generating.wait(0.02):
+            during.append(generate_latest(registry).decode())
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    try:
+        outputs = llm.generate([chat(PROMPTS[p]) for p, *_ in plan],
+                               [params(m, mode, key, n, seed) for _, m, mode, key, n, seed in plan], use_tqdm=False)  # fmt: skip
+    finally:
+        generating.set()
+        scraper.join()
     result["requests"] = {
         key: {"module": m, "text": o.outputs[0].text, "token_ids": list(o.outputs[0].token_ids),
               "report": dump(adapter.take_report(key))}
         for (_, m, _, key, _, _), o in zip(plan, outputs, strict=True)
     }  # fmt: skip
+    result["metrics"] = {"during": during, "after": generate_latest(registry).decode()}  # every report taken
+    adapter.use_metrics(None)
 
     # Bad requests among good ones: each refused alone, the good ones complete.
     llm.enqueue([chat(PROMPTS[0]), chat(PROMPTS[1])], [params("medical", "observe", f"good{i}", 4) for i in range(2)],

@@ -7,6 +7,7 @@ import math
 import pickle
 
 import jsonschema
+import numpy as np
 import pytest
 from conftest import REPO, compile_cached
 from hypothesis import given, settings
@@ -67,6 +68,69 @@ def test_streamed_report_is_the_scan_report(checker_for, g, data):
     assert stream.to_json() == scanned.to_json() == reference.to_json()
     assert stream.confidence == scanned.confidence  # (to_json holds it too: the same float, bit for bit)
     VALIDATOR.validate(stream.to_json())
+
+
+@CHECKERS
+@settings(max_examples=60)
+@given(rule_sets(), st.data())
+def test_engine_generation_report_is_the_scan_report(checker_for, g, data):
+    """What an engine adapter reports (its `Driver`, no model: token ids fed one per step) is
+    the scan's report: two rows with texts of their own, cut into tokens their own way, ending
+    at different steps, the first with a prompt the rules read first — each row's
+    `GenerationReport.audit()` equals `Checker.scan(stream).audit()`, confidence included."""
+    from heatc_runtime.engines.core import Driver
+    from heatc_runtime.engines.tokens import TokenTable
+
+    program = compile_cached(g.source)
+    rows = [data.draw(chunkings(data.draw(texts(g.pieces)))) for _ in range(2)]
+    prompt_len = data.draw(st.integers(0, len(rows[0]) - 1))
+    vocabulary = sorted({p for r in rows for p in r} | {b""})
+    token_id = {tok: i for i, tok in enumerate(vocabulary)}
+    driver = Driver(checker_for(program), TokenTable("test", vocabulary, "test", ""), 3)
+    prompt, generated = rows[0][:prompt_len], [rows[0][prompt_len:], rows[1]]
+    driver.start(0, prompt=[token_id[p] for p in prompt], see_prompt=True)
+    driver.start(1)
+    reports = {}
+    for step in range(max(map(len, generated)) + 1):
+        live = [r for r in (0, 1) if step < len(generated[r])]
+        if live:
+            driver.feed(np.array(live), np.array([token_id[generated[r][step]] for r in live]))
+        for r in (0, 1):
+            if step == len(generated[r]) - (r in live) and r not in reports:
+                reports[r] = driver.end(r)
+    policy = Policy(data.draw(st.sampled_from([0.9, 1.0])), data.draw(st.sampled_from([0.0, 0.7])))
+    scanner = checker_for(program)
+    for r, want in ((0, b"".join(rows[0])), (1, b"".join(rows[1]))):
+        report = reports[r]
+        assert report.stream == want
+        got, scanned = report.audit(driver.checker.module_info, policy), scanner.scan(want).audit(policy)
+        assert got.to_json() == scanned.to_json()
+        assert got.confidence == scanned.confidence and got.action == scanned.action
+        VALIDATOR.validate(got.to_json())
+
+
+@CHECKERS
+def test_engine_report_of_a_real_text_read_with_its_prompt(checker_for):
+    """The same on a shipped text whose prompt half publishes snapshots with events of its own
+    (which the property's generated rules seldom do): the prompt's events are in the report."""
+    from heatc_runtime.engines.core import Driver
+    from heatc_runtime.engines.tokens import TokenTable
+
+    program = compile_file(EXAMPLES / "medical.heat")
+    prompt = b"Copy this: Glucose 5000 mg/dL. Pulse 80.\n"  # (two trigger snapshots, with events)
+    data = prompt + (EXAMPLES / "texts" / "discharge_summary_errors.txt").read_bytes()
+    pieces = [data[i : i + 5] for i in range(0, len(data), 5)]
+    vocabulary = sorted(set(pieces))
+    token_id = {tok: i for i, tok in enumerate(vocabulary)}
+    driver = Driver(checker_for(program), TokenTable("test", vocabulary, "test", ""), 1)
+    half = len(pieces) // 2  # (the prompt and part of the text)
+    driver.start(0, prompt=[token_id[p] for p in pieces[:half]], see_prompt=True)
+    for piece in pieces[half:]:
+        driver.feed(np.array([0]), np.array([token_id[piece]]))
+    report = driver.end(0)
+    assert sum(len(s.events) for s in report.prompt_snapshots) > 0
+    got, scanned = report.audit(driver.checker.module_info), checker_for(program).scan(data).audit()
+    assert got.to_json() == scanned.to_json() and got.action == "escalate"
 
 
 @pytest.mark.parametrize(

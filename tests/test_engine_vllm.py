@@ -139,3 +139,44 @@ def test_registered_by_class_by_name_and_by_entry_point(run):
     assert reg["entry_points"] == ["heatc_runtime.engines.vllm:HeatcLogitsProcessor"] and reg["by_name"]
     # registered twice for the engine (entry point and class): one instance works, the other idles
     assert (reg["instances"], reg["working"]) == (2, 1)
+
+
+def test_metrics_move_during_generate(run):
+    """`use_metrics` in the engine's process: scraped from another thread while `LLM.generate`
+    runs, the tokens stepped grow step by step; once the reports are taken, every report
+    counter equals what the requests' audit reports say (the scan's, by the property in
+    test_audit.py), and guard's masks what guard's reports recorded."""
+    from collections import Counter
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def samples(text: str) -> dict:
+        return {(s.name, frozenset(s.labels.items())): s.value
+                for f in text_string_to_metric_families(text) for s in f.samples}  # fmt: skip
+
+    def value(scraped: dict, name: str, **labels) -> float:
+        return sum(v for (n, ls), v in scraped.items() if n == name and set(labels.items()) <= set(ls))
+
+    result, root = run
+    metrics = result["metrics"]
+    after = samples(metrics["after"])
+    tokens = [value(samples(t), "heatc_tokens_total") for t in metrics["during"]]
+    final = value(after, "heatc_tokens_total")
+    assert tokens == sorted(tokens) and any(0 < t < final for t in tokens), (tokens, final)
+    requests = result["requests"]
+    # each module's batch (12 rows: max_num_seqs) steps as a whole, as long as its longest request
+    assert final % 12 == 0 and final >= 12 * max(len(r["token_ids"]) for r in requests.values())
+    assert value(after, "heatc_step_seconds_count") > 0
+    audits = {key: (r["module"], load(root / r["module"]).scan(r["report"]["stream"].encode("latin-1")).audit())
+              for key, r in requests.items()}  # fmt: skip
+    actions = Counter((m, a.action) for m, a in audits.values())
+    verdicts = Counter((m, r.name, r.verdict.name) for m, a in audits.values() for r in a.triggered)
+    assert value(after, "heatc_reports_total", source="stream") == len(requests) == 12
+    for (module, action), n in actions.items():
+        assert value(after, "heatc_reports_total", module=module, source="stream", action=action) == n
+    for (module, rule, verdict), n in verdicts.items():
+        assert value(after, "heatc_verdicts_total", module=module, rule=rule, verdict=verdict) == n
+    assert value(after, "heatc_verdicts_total") == sum(verdicts.values()) > 0
+    assert value(after, "heatc_checked_bytes_total") == sum(a.text_bytes for _, a in audits.values())
+    masks = sum(s["masked"] for r in requests.values() for s in r["report"]["masked_steps"])
+    assert value(after, "heatc_guard_masks_total") == masks > 0

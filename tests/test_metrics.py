@@ -20,7 +20,7 @@ from heatc.backends import native_checker, wasm_checker
 from heatc.lang.compiler import compile_file
 from heatc_runtime.audit import audit_snapshots
 from heatc_runtime.checker import Checker
-from heatc_runtime.metrics import METRICS, Metrics, multiprocess_registry
+from heatc_runtime.metrics import METRICS, SAMPLE_EVERY, Metrics, multiprocess_registry
 
 EXAMPLES = REPO / "examples"
 LEGAL = compile_file(EXAMPLES / "legal.heat")
@@ -50,11 +50,13 @@ def value(scraped: dict, name: str, **labels) -> float:
     return sum(v for (n, ls), v in scraped.items() if n == name and set(labels.items()) <= set(ls))
 
 
+@pytest.mark.parametrize("every", [SAMPLE_EVERY, 1], ids=["sampled", "every-step"])
 @pytest.mark.parametrize("checker_for", [wasm_checker, native_checker], ids=["wasm", "native"])
-def test_scraped_counters_equal_the_reports(checker_for):
+def test_scraped_counters_equal_the_reports(checker_for, every):
     example = _example()
     registry = CollectorRegistry()
-    metrics = Metrics(registry, flush_interval_s=3600)  # nothing flushes on a timer: the scrape must
+    # nothing flushes on a timer: the scrape must
+    metrics = Metrics(registry, flush_interval_s=3600, sample_every=every)
     checker = metrics.attach(checker_for(LEGAL).clone())
     server, port = example.start(registry, 0, "127.0.0.1")
     try:
@@ -71,8 +73,9 @@ def test_scraped_counters_equal_the_reports(checker_for):
     steps = len(TEXT)  # characters: one token each
     module = {"module": "legal"}
     assert value(scraped, "heatc_tokens_total", **module) == steps
-    assert value(scraped, "heatc_step_seconds_count", **module) == steps
-    assert value(scraped, "heatc_step_token_seconds_count", **module) == steps
+    # one step in `every` is timed: the 64th, 128th, … (every step with every=1)
+    assert value(scraped, "heatc_step_seconds_count", **module) == steps // every >= 2
+    assert value(scraped, "heatc_step_token_seconds_count", **module) == steps // every
     assert 0 < value(scraped, "heatc_step_seconds_sum", **module) < 60
     # the snapshots the batch published, less each sequence's final one, as the report was built from
     batch.reset()
@@ -109,7 +112,7 @@ def test_metrics_from_a_worker_process(tmp_path, monkeypatch):
         from heatc.lang.compiler import compile_file
         from heatc_runtime.metrics import Metrics
         checker = wasm_checker(compile_file(sys.argv[1]))
-        metrics = Metrics()
+        metrics = Metrics(sample_every=2)
         metrics.attach(checker)
         checker.set_token_table([b"pay ", b"within ", b"30 ", b"days. ", b"60 "])
         batch = checker.batch(3)
@@ -136,13 +139,57 @@ def test_metrics_from_a_worker_process(tmp_path, monkeypatch):
     assert r.returncode == 0, r.stderr
     scraped = samples(r.stdout)
     assert value(scraped, "heatc_tokens_total", module="legal") == 8 * 3
-    assert value(scraped, "heatc_step_seconds_count", module="legal") == 8
+    assert value(scraped, "heatc_step_seconds_count", module="legal") == 8 // 2  # one step in two timed
     assert value(scraped, "heatc_snapshots_total", module="legal") == 2 * 3  # "days." twice in each
     assert value(scraped, "heatc_reports_total", module="legal", source="scan", action="escalate") == 1
     assert value(scraped, "heatc_verdicts_total", rule="term_days_consistent", verdict="REJECTED") == 1
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
     with pytest.raises(ValueError):  # without the directory, the serving side refuses to start
         multiprocess_registry()
+
+
+def test_an_engine_driver_reports_every_sequence_it_ends():
+    """The engine adapters' Driver (no model here): its checker attached, each sequence ended
+    adds its audit report, every step of the batch its tokens, guard its masks."""
+    import numpy as np
+
+    from heatc_runtime.engines.core import Driver
+    from heatc_runtime.engines.tokens import TokenTable
+
+    vocab = [b"", b"Glucose", b" ", b"5", b"0", b"000", b" mg/dL", b".", b" heart rate", b"8"]
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, flush_interval_s=3600, sample_every=1)
+    medical = compile_file(EXAMPLES / "medical.heat")
+    driver = Driver(wasm_checker(medical), TokenTable("test", vocab, "test", ""), 3, metrics=metrics)
+    rows = {0: [1, 2, 3, 5, 6, 7], 1: [8, 2, 9, 4, 7]}  # glucose 5000 mg/dL; heart rate 80
+    driver.start(0, "guard", k=4)
+    driver.start(1, "observe")
+    reports = []
+    for step in range(6):
+        if step == 3:  # glucose 5: "000" (5000) and " mg/dL" (5 mg/dL) are masked, "0" and "." pass
+            ok = driver.guard(np.array([0]), np.array([[5, 4, 7, 6]]), np.ones((1, 4), bool))
+            assert ok.tolist() == [[False, True, True, False]]
+        live = [r for r in rows if step < len(rows[r])]
+        driver.feed(np.array(live), np.array([rows[r][step] for r in live]))
+        reports += [driver.end(r) for r in live if step == len(rows[r]) - 1]
+    audits = [r.audit(driver.checker.module_info) for r in reports]
+    scraped = samples(_exposition(registry))
+    module = {"module": "medical"}
+    assert value(scraped, "heatc_tokens_total", **module) == 6 * 3  # six steps of the whole batch
+    assert value(scraped, "heatc_step_seconds_count", **module) == 6
+    assert value(scraped, "heatc_reports_total", source="stream", **module) == len(audits) == 2
+    for a in audits:
+        assert value(scraped, "heatc_reports_total", source="stream", action=a.action, **module) >= 1
+    assert value(scraped, "heatc_checked_bytes_total", **module) == sum(a.text_bytes for a in audits)
+    triggered = [(r.name, r.verdict.name) for a in audits for r in a.triggered]
+    assert ("glucose_value", "REJECTED") in triggered
+    for rule, verdict in set(triggered):
+        want = triggered.count((rule, verdict))
+        assert value(scraped, "heatc_verdicts_total", rule=rule, verdict=verdict, **module) == want
+    assert value(scraped, "heatc_verdicts_total", **module) == len(triggered)
+    assert value(scraped, "heatc_guard_masks_total", **module) == 2 == sum(n for r in reports for _, n, _ in r.masked)
+    snapshots = sum(not s.final for r in reports for s in r.prompt_snapshots + r.snapshots)
+    assert value(scraped, "heatc_snapshots_total", **module) == snapshots > 0
 
 
 def test_rule_labels_are_bounded_and_guard_counts():
@@ -164,13 +211,24 @@ def test_rule_labels_are_bounded_and_guard_counts():
 
 
 def test_an_unattached_checker_runs_its_own_methods():
+    """No step method is ever wrapped: a batch counts its steps itself, and only a batch of an
+    attached checker times a sample of them."""
     checker = wasm_checker(LEGAL).clone()
     batch = checker.batch(1)
     assert "scan" not in vars(checker) and "feed_ids" not in vars(batch)
-    attached = Metrics(CollectorRegistry()).attach(checker)
+    attached = Metrics(CollectorRegistry(), sample_every=4).attach(checker)
     assert attached is checker and vars(checker)["scan"] is not Checker.scan
-    assert "feed_ids" not in vars(batch)  # a batch made before attach() stays as it was
-    assert "feed_ids" in vars(checker.batch(1))
+    watched = checker.batch(1)
+    assert "feed_ids" not in vars(watched)
+    checker.set_token_table([b"pay ", b"60 "])
+    for _ in range(9):
+        batch.feed_ids([0])
+        watched.feed_ids([1])
+    assert batch.counts.steps == watched.counts.steps == 9
+    assert batch.counts.step_seconds == []  # a batch made before attach() is not timed
+    assert len(watched.counts.step_seconds) == 2  # steps 4 and 8
+    with pytest.raises(ValueError, match="power of two"):
+        Metrics(CollectorRegistry(), sample_every=48)
     # two Metrics on one registry share its families (a name is registered once per registry)
     registry = CollectorRegistry()
     first, second = Metrics(registry), Metrics(registry)

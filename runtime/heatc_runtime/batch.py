@@ -1,6 +1,11 @@
 """`Batch`: many sequences in one state array of a checker's memory, one wasm call per step.
 
-Public surface: `Batch` (made by `Checker.batch(n)`).
+Each batch counts what it did in its `counts` (`StepCounts`): steps, text feeds, snapshots
+published by triggers, and — when a metrics object asked for it — the wall time of one step
+in every `sample_every`. The counting is the only work a decoding step does for metrics
+(docs/metrics.md): `heatc_runtime.metrics` reads these counters when it is scraped.
+
+Public surface: `Batch` (made by `Checker.batch(n)`), `StepCounts`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,36 @@ if TYPE_CHECKING:
     from .checker import Checker
 
 BLOCKED = -3  # a batch's generation while feed_ids must take the checked path (see _ready)
+_clock = time.perf_counter
+
+
+class StepCounts:
+    """What one batch did, counted as it went (read, never reset, by `heatc_runtime.metrics`):
+    `steps` (`feed_ids` calls that stepped the batch), `text_feeds` (`feed_text` calls),
+    `snapshots` (published by triggers, not a sequence's final one). With `sample(every)`,
+    the wall time of every `every`-th step (a power of two) and of every `feed_text` call is
+    appended to `step_seconds` / `text_seconds` and `on_sample()` is called after it."""
+
+    __slots__ = ("mask", "on_sample", "snapshots", "step_seconds", "steps", "text_feeds", "text_seconds")
+
+    def __init__(self) -> None:
+        self.steps = self.text_feeds = self.snapshots = 0
+        self.mask = -1  # steps & -1 (steps itself) never equals it: no step is timed
+        self.step_seconds: list[float] = []
+        self.text_seconds: list[float] = []
+        self.on_sample = None
+
+    def sample(self, every: int, on_sample=None) -> None:
+        """Time one step in `every` (1, 2, 4, …), from the next `every`-th step on."""
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1 or every & (every - 1):
+            raise ValueError(f"sample_every must be a power of two (1, 2, 4, …), not {every!r}")
+        self.on_sample = on_sample
+        self.mask = every - 1
+
+    def timed(self, seconds: list[float], t0: float) -> None:
+        seconds.append(_clock() - t0)
+        if self.on_sample is not None:
+            self.on_sample()
 
 
 class Batch:
@@ -68,6 +103,7 @@ class Batch:
             self._finalizer = weakref.finalize(self, checker._heap.free_later, self._block)
             self._finalizer.atexit = False  # (the checkers are closed at exit)
         self._rearm_each_call = checker.limits.fuel is not None
+        self.counts = StepCounts()
 
     def __len__(self) -> int:
         return self.n
@@ -143,6 +179,8 @@ class Batch:
         events, snaps = self.checker._drain()
         for seq, e in events:
             self._pending.setdefault(seq, []).append(e)
+        if snaps:
+            self.counts.snapshots += sum(1 for *_, snap in snaps if not snap.final)
         for seq, n_events, snap in snaps:
             if n_events:  # (most snapshots of a decoding step cover no events)
                 pending = self._pending.get(seq, [])
@@ -163,10 +201,14 @@ class Batch:
         # decoding step at batch 1: the lock is taken with acquire/release, about half the
         # cost of a `with` block here; ids[0] goes to ctypes as it is, and only an id that
         # is not a numpy uint32 is checked for wrapping round (the kernel refuses ids past
-        # the table); the deadline is checked against one precomputed time)
+        # the table); the deadline is checked against one precomputed time; the step is
+        # counted with one increment and timed only when its number is a sampled one)
         lock = c._lock
         lock.acquire()
         try:
+            counts = self.counts
+            steps, mask = counts.steps, counts.mask
+            t0 = _clock() if steps & mask == mask else None  # (mask -1: never)
             if self._ids_generation != c._generation:  # see _ready
                 self._ready()
             try:
@@ -189,12 +231,15 @@ class Batch:
                 done = self._step()
             except ModuleTrap as e:
                 raise self._interrupt(None, e) from None
+            counts.steps = steps + 1  # (a step refused before it ran is not counted)
             ctlc = c._ctlc
             if done == self.n and not (ctlc[EV_COUNT] or ctlc[SNAP_COUNT]):
                 return {}  # the common decoding step: nothing worth a Python object happened
             return self._step_rest(done)
         finally:
             lock.release()
+            if t0 is not None and counts.steps != steps:
+                counts.timed(counts.step_seconds, t0)
 
     def _step_rest(self, done: int) -> dict[int, list[Snapshot]]:
         """The rest of a step whose first call published something or stopped early."""
@@ -244,6 +289,8 @@ class Batch:
         data = as_bytes(text, "text")
         c = self.checker
         out: dict[int, list[Snapshot]] = {}
+        counts = self.counts
+        t0 = _clock() if counts.mask >= 0 else None
         with c._lock:
             self._usable(i)
             self._not_finished(i)
@@ -265,6 +312,9 @@ class Batch:
                         raise c._stalled("feed_text")
             except ModuleTrap as e:
                 raise self._interrupt({i}, e) from None
+            counts.text_feeds += 1
+        if t0 is not None:
+            counts.timed(counts.text_seconds, t0)
         return out.get(i, [])
 
     def _each(self, name: str) -> dict[int, list[Snapshot]]:

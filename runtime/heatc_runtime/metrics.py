@@ -3,21 +3,25 @@ often they triggered, what they found, what guard masked, and what a step costs.
 
 `Metrics(registry)` owns the metric families on a registry (default: prometheus_client's
 global one) and takes reports from the Checker, its batches and the engine adapters.
-`metrics.attach(checker)` instruments one checker: its `scan` and `conflicts`, and every
-`batch()` made after it (`feed_ids`, `feed_text`, `snapshot`, `finish`), by wrapping those
-methods on the instance — an unattached checker runs exactly the code it ran before. An
-engine adapter that steps batches of an attached checker only adds what the batch cannot
-see: `count_report(audit)` when a sequence ends and `count_guard_masks(n)` in guard mode.
+`metrics.attach(checker)` instruments one checker: its `scan` and `conflicts` are wrapped on
+the instance, and every `batch()` made after it is watched. An engine adapter's `Driver`
+given the metrics attaches its checker and adds what a batch cannot see: a report when a
+sequence ends and guard's masks.
 
 Cost: a decoding step takes microseconds and one prometheus_client `observe` about as long,
-so a step only reads the clock twice and appends to a list (no lock: see `_Recorder`); the metric families are brought up to
-date (`flush()`) at most every `flush_interval_s` while stepping, at every report, at exit,
-and — in-process — right before every collection of the registry, so a scrape always sees
-every step and report made before it. In prometheus_client's multiprocess mode (a vLLM
-worker: `PROMETHEUS_MULTIPROC_DIR` set before prometheus_client is imported) the values go
-to the worker's files at each flush; the server process reads them with a
-`MultiProcessCollector` (`multiprocess_registry()`), so a scrape lags a busy worker by at
-most `flush_interval_s`, and an idle one not at all.
+so a step does no metrics work of its own. A batch counts its steps, text feeds and trigger
+snapshots as it goes (`batch.counts`, one integer increment a step, which it does attached or
+not); the metrics read those counters lazily, when the families are brought up to date
+(`flush()`): right before every collection of the registry (so an in-process scrape sees
+every step and report made before it), at every report, at exit, and at most every
+`flush_interval_s` while stepping. Step latency is measured on a sample: one step in
+`sample_every` (default 64, a power of two) reads the clock twice and calls back — a
+histogram of a sample of steps is still the distribution of their latency; its `_count` is
+the number of steps sampled, `heatc_tokens_total` counts every one. In prometheus_client's
+multiprocess mode (a vLLM worker: `PROMETHEUS_MULTIPROC_DIR` set before prometheus_client is
+imported) the values go to the worker's files at each flush; the server process reads them
+with a `MultiProcessCollector` (`multiprocess_registry()`), so a scrape lags a busy worker by
+at most `flush_interval_s` (and `sample_every` steps), and an idle one not at all.
 
 Label cardinality: `module` takes the names of the modules attached (a process loads a
 handful); `rule` takes a module's rule names, bounded by `max_rule_labels` (default 1000)
@@ -25,7 +29,7 @@ distinct names per Metrics object, after which further rules count under rule="_
 `verdict`, `action` and `source` take the fixed values of `VERDICTS`, audit.ACTIONS and
 `SOURCES`.
 
-Public surface: `Metrics`, `METRICS` (name → help), `SOURCES`, `STEP_BUCKETS`,
+Public surface: `Metrics`, `METRICS` (name → help), `SOURCES`, `SAMPLE_EVERY`, `STEP_BUCKETS`,
 `multiprocess_registry()`.
 """
 
@@ -41,6 +45,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from .audit import AuditReport, ModuleInfo, Policy, confidence, triggered_rules
+from .batch import StepCounts
 from .report import Event, Verdict
 
 try:
@@ -53,13 +58,15 @@ except ModuleNotFoundError:  # pragma: no cover - exercised only without the ext
 SOURCES = ("scan", "stream")
 VERDICTS = tuple(v.name for v in Verdict)
 OTHER_RULE = "_other"
+#: One step in this many is timed (a power of two: the batch tests it with a mask).
+SAMPLE_EVERY = 64
 #: Step latency buckets, in seconds: a step takes microseconds (batch 1) to milliseconds.
 STEP_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 0.1, 1.0)
 METRICS = {
     "heatc_tokens_total": "Sequence-tokens stepped through the rules (a batch step of B sequences adds B).",
     "heatc_snapshots_total": "Snapshots published by triggers while stepping (not the final snapshot of a sequence).",
-    "heatc_step_seconds": "Wall time of one batch step: one runtime call for the whole batch.",
-    "heatc_step_token_seconds": "Wall time of one batch step divided by its batch size (one observation per step).",
+    "heatc_step_seconds": "Wall time of one batch step (one runtime call for the whole batch), one step in sample_every.",
+    "heatc_step_token_seconds": "Wall time of one sampled batch step divided by its batch size.",
     "heatc_reports_total": "Responses checked to the end (scanned documents, finished sequences), by policy action.",
     "heatc_checked_bytes_total": "Bytes of the responses checked to the end.",
     "heatc_verdicts_total": "Final verdicts of the rules that triggered (matched, or not CONFIRMED), one per report.",
@@ -158,29 +165,37 @@ class _Pending:
         self.conflicts: Tally = Tally()  # rule
 
 
-class _Recorder:
-    """The steps of one batch (or of one module and batch size, for `observe_step`): appended to
-    without a lock — a list's append and a slice's deletion are each atomic, and a flush takes
-    only the items it counted — so that a step pays two clock reads and one append."""
+class _Watched:
+    """The counters of one batch (or, for `observe_step`, of one module and batch size) and how
+    much of them the families already hold. It keeps the counters, not the batch: a batch
+    that is gone is flushed one last time, then dropped."""
 
-    __slots__ = ("batch", "module", "n", "seconds", "snapshots")
+    __slots__ = ("batch", "counts", "module", "n", "seen")
 
-    def __init__(self, module: str, n: int, batch=None):
-        self.module, self.n = module, n
+    def __init__(self, module: str, n: int, counts: StepCounts, batch=None):
+        self.module, self.n, self.counts = module, n, counts
         self.batch = weakref.ref(batch) if batch is not None else None
-        self.seconds: list[float] = []
-        self.snapshots: list[int] = []
+        self.seen = (0, 0, 0)  # steps, text feeds, snapshots
 
-    @staticmethod
-    def take(values: list) -> list:
-        k = len(values)
-        taken = values[:k]
-        del values[:k]
-        return taken
+    def take(self) -> tuple[int, int, int, list[float], list[float]]:
+        """What was counted since the last take: steps, text feeds, snapshots, and the sampled
+        step and text-feed seconds (a list's slice and its deletion are each atomic, and only
+        the items read are deleted, so a step appending meanwhile loses nothing)."""
+        c = self.counts
+        now = (c.steps, c.text_feeds, c.snapshots)
+        steps, texts, snaps = (a - b for a, b in zip(now, self.seen, strict=True))
+        self.seen = now
+        return steps, texts, snaps, _take(c.step_seconds), _take(c.text_seconds)
 
-    def done(self) -> bool:
-        """Its batch is gone and everything it recorded was flushed."""
-        return self.batch is not None and self.batch() is None and not self.seconds and not self.snapshots
+    def gone(self) -> bool:
+        return self.batch is not None and self.batch() is None
+
+
+def _take(values: list) -> list:
+    k = len(values)
+    taken = values[:k]
+    del values[:k]
+    return taken
 
 
 def _add_histogram(child, values: np.ndarray) -> None:
@@ -207,8 +222,11 @@ class Metrics:
         policy: Policy | None = None,
         max_rule_labels: int = 1000,
         flush_interval_s: float = 1.0,
+        sample_every: int = SAMPLE_EVERY,
     ):
         _require_prometheus()
+        StepCounts().sample(sample_every)  # (refused here, with the reason, rather than at the first batch)
+        self.sample_every = sample_every
         self.registry = prom.REGISTRY if registry is None else registry
         self.policy = policy or Policy()
         self.max_rule_labels = max_rule_labels
@@ -218,8 +236,8 @@ class Metrics:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._pending: dict[str, _Pending] = {}
-        self._recorders: list[_Recorder] = []
-        self._hook_recorders: dict[tuple[str, int], _Recorder] = {}
+        self._watched: list[_Watched] = []
+        self._hooks: dict[tuple[str, int], _Watched] = {}
         self._rules: set[str] = set()
         self._next_flush = time.perf_counter() + flush_interval_s
         self._default_module = ""
@@ -234,27 +252,39 @@ class Metrics:
             p = self._pending[name] = _Pending()
         return p
 
-    def _recorder(self, module: str | None, n: int) -> _Recorder:
+    def _hook(self, module: str | None, n: int) -> StepCounts:
         key = (self._default_module if module is None else module, n)
-        rec = self._hook_recorders.get(key)
-        if rec is None:
+        w = self._hooks.get(key)
+        if w is None:
             with self._lock:
-                rec = self._hook_recorders.setdefault(key, _Recorder(*key))
-                if rec not in self._recorders:
-                    self._recorders.append(rec)
-        return rec
+                w = self._hooks.get(key)
+                if w is None:
+                    w = self._hooks[key] = _Watched(*key, StepCounts())
+                    self._watched.append(w)
+        return w.counts
 
     def observe_step(self, batch_size: int, seconds: float, module: str | None = None) -> None:
-        """One batch step of `batch_size` sequences took `seconds` (a batch of an attached
-        checker reports its own steps)."""
-        self._recorder(module, batch_size).seconds.append(seconds)
-        if time.perf_counter() > self._next_flush:
-            self.flush()
+        """One batch step of `batch_size` sequences took `seconds`, for a host that steps
+        without a `Batch` of an attached checker (whose steps are counted by the batch):
+        every step given here is observed."""
+        counts = self._hook(module, batch_size)
+        with self._lock:  # (hosts may report from several threads; a batch's own counts have its lock)
+            counts.step_seconds.append(seconds)
+            counts.steps += 1
+        self._tick()
 
     def count_snapshots(self, n: int, module: str | None = None) -> None:
-        """`n` snapshots published by triggers (not a sequence's final snapshot)."""
+        """`n` snapshots published by triggers (not a sequence's final snapshot), for a host
+        that steps without a `Batch` of an attached checker."""
         if n:
-            self._recorder(module, 0).snapshots.append(n)
+            counts = self._hook(module, 0)
+            with self._lock:
+                counts.snapshots += n
+
+    def _tick(self) -> None:
+        """A sampled step: bring the families up to date if the interval is over."""
+        if time.perf_counter() > self._next_flush:
+            self.flush()
 
     def count_report(self, report: AuditReport, source: str = "stream") -> None:
         """A response checked to the end: its action, bytes and the verdicts of its triggered rules."""
@@ -317,18 +347,21 @@ class Metrics:
                 pending, self._pending = self._pending, {}
                 self._next_flush = time.perf_counter() + self.flush_interval_s
             f = self._fam
-            for rec in list(self._recorders):
-                seconds = np.asarray(rec.take(rec.seconds), np.float64)
-                if len(seconds):
-                    f.tokens.labels(rec.module).inc(len(seconds) * rec.n)
-                    _add_histogram(f.step.labels(rec.module), seconds)
-                    _add_histogram(f.step_token.labels(rec.module), seconds / max(rec.n, 1))
-                snapshots = sum(rec.take(rec.snapshots))
-                if snapshots:
-                    f.snapshots.labels(rec.module).inc(snapshots)
-                if rec.done():
+            for w in list(self._watched):
+                gone = w.gone()  # (before taking: a batch that goes meanwhile is taken once more)
+                steps, texts, snaps, step_s, text_s = w.take()
+                if steps or texts:
+                    f.tokens.labels(w.module).inc(steps * w.n + texts)
+                for seconds, n in ((step_s, w.n), (text_s, 1)):  # (a text feed: one sequence, one token)
+                    if seconds:
+                        values = np.asarray(seconds, np.float64)
+                        _add_histogram(f.step.labels(w.module), values)
+                        _add_histogram(f.step_token.labels(w.module), values / max(n, 1))
+                if snaps:
+                    f.snapshots.labels(w.module).inc(snaps)
+                if gone:
                     with self._lock:
-                        self._recorders.remove(rec)
+                        self._watched.remove(w)
             for module, p in pending.items():
                 for counter, n in ((f.checks, p.checks), (f.masks, p.masks), (f.exhausted, p.exhausted)):
                     if n:
@@ -374,47 +407,12 @@ class Metrics:
         return checker
 
     def _instrument_batch(self, batch, module: str):
-        cls = type(batch)
-        clock = time.perf_counter
-        metrics = self
-        rec = _Recorder(module, batch.n, batch)
-        single = _Recorder(module, 1, batch)  # feed_text: one sequence, one token
+        """Watch `batch`'s counters and have it time one step in `sample_every`."""
+        batch.counts.sample(self.sample_every, self._tick)
+        w = _Watched(module, batch.n, batch.counts, batch)
+        w.seen = (batch.counts.steps, batch.counts.text_feeds, batch.counts.snapshots)
         with self._lock:
-            self._recorders += (rec, single)
-        seconds, snapshots = rec.seconds, rec.snapshots
-        step, feed = cls.feed_ids, cls.feed_text
-
-        def triggers(out) -> int:
-            return sum(1 for snaps in out.values() for s in snaps if not s.final)
-
-        def feed_ids(ids):
-            t0 = clock()
-            out = step(batch, ids)
-            t1 = clock()
-            seconds.append(t1 - t0)
-            if out:
-                snapshots.append(triggers(out))
-            if t1 > metrics._next_flush:
-                metrics.flush()
-            return out
-
-        def feed_text(i, text):
-            t0 = clock()
-            snaps = feed(batch, i, text)
-            single.seconds.append(clock() - t0)
-            single.snapshots.append(sum(1 for s in snaps if not s.final))
-            return snaps
-
-        def publishing(method):
-            def call(*args, **kwargs):
-                out = method(batch, *args, **kwargs)
-                snapshots.append(triggers(out))
-                return out
-
-            return call
-
-        batch.feed_ids, batch.feed_text = feed_ids, feed_text
-        batch.snapshot, batch.finish = publishing(cls.snapshot), publishing(cls.finish)
+            self._watched.append(w)
         return batch
 
 

@@ -121,6 +121,14 @@ class GenerationReport(Verdicts):
         sequence is what it would have been unguarded, under greedy decoding)."""
         return next((step for step, _, top in self.masked if top), None)
 
+    def audit(self, module, policy=None):
+        """The audit report of the checked stream (prompt, when the rules read it, then the
+        generation): `heatc_runtime.audit.audit_snapshots` of every snapshot it published —
+        the report `Checker.scan()` gives for `stream`. `module`: the checker's `module_info`."""
+        from ..audit import audit_snapshots
+
+        return audit_snapshots(module, self.stream, [*self.prompt_snapshots, *self.snapshots], policy)
+
     def to_json(self) -> dict:
         return {
             "mode": self.mode,
@@ -166,15 +174,20 @@ class Driver:
 
     The checker's token table becomes the model's (`table`, padded with empty entries to
     `vocab_size`, the width of the model's scores), followed by an empty token that rows with
-    nothing to feed are fed, and the `PROBES`."""
+    nothing to feed are fed, and the `PROBES`. With `metrics` (`heatc_runtime.metrics.Metrics`)
+    the checker is attached to it, and each sequence ended adds its audit report (source
+    "stream") and each guard step its masks."""
 
-    def __init__(self, checker, table: TokenTable, capacity: int, vocab_size: int = 0):
+    def __init__(self, checker, table: TokenTable, capacity: int, vocab_size: int = 0, metrics=None):
         tokens = list(table.tokens)
         tokens += [b""] * (max(vocab_size, len(tokens)) - len(tokens))
         self.vocab_size = len(tokens)
         self.null_id = len(tokens)
         self._probe_ids = np.arange(len(tokens) + 1, len(tokens) + 1 + len(PROBES), dtype=np.uint32)
         checker.set_token_table([*tokens, b"", *PROBES])
+        if metrics is not None:
+            metrics.attach(checker)  # (before the batch is made: its steps are counted)
+        self.metrics = metrics
         self.checker = checker
         self._bytes = tokens
         self.capacity = capacity
@@ -231,10 +244,13 @@ class Driver:
         self.batch.reset(row)
         stream = r.prompt + b"".join([self._bytes[i] for i in r.tokens])
         verdicts = dict(final[-1].verdicts) if final else {}
-        return GenerationReport(
+        report = GenerationReport(
             r.mode, stream, len(r.prompt), r.tokens, r.snaps, verdicts, r.prompt_snaps,
             r.stopped_at, r.masked, r.exhausted_at, error,
         )  # fmt: skip
+        if self.metrics is not None and final:
+            self.metrics.count_report(report.audit(self.checker.module_info, self.metrics.policy), "stream")
+        return report
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -297,10 +313,16 @@ class Driver:
         for i in np.flatnonzero(masked.any(axis=1)).tolist():
             r = self._rows[int(rows[i])]
             r.masked.append((len(r.tokens), int(masked[i].sum()), bool(masked[i, 0])))
-        for i in np.flatnonzero(~ok.any(axis=1)).tolist():
+        exhausted = np.flatnonzero(~ok.any(axis=1)).tolist()
+        for i in exhausted:
             r = self._rows[int(rows[i])]
             if r.exhausted_at is None:
                 r.exhausted_at = len(r.tokens)
+        if self.metrics is not None:
+            name = self.checker.module_info.name
+            self.metrics.count_guard_masks(int(masked.sum()), module=name)
+            for _ in exhausted:
+                self.metrics.count_guard_masks(0, exhausted=True, module=name)
         return ok
 
     def on_exhausted(self, row: int) -> str:

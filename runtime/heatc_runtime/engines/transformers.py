@@ -17,6 +17,8 @@ the rows of another call (or rows that were reordered) raises instead of mixing 
   what transformers writes after it (pad tokens) is not fed.
 - Greedy decoding and sampling both work; guard masks before the sampling warpers
   (temperature, top-k, top-p), which then see only the candidates that passed.
+- `metrics=Metrics(...)` (heatc_runtime.metrics) counts the steps, each row's audit report
+  and guard's masks.
 - Beam search reorders rows between steps: it is refused (`generate()` checks `num_beams`
   before starting; the processor raises at the first reordered row).
 
@@ -49,8 +51,10 @@ class Checks:
         eos_token_id: int | list[int] | None = None,
         tokens: str = "check",
         limits=None,
+        metrics=None,
     ):
         check_options(mode, k, on_exhausted)
+        self.metrics = metrics  # (a heatc_runtime.metrics.Metrics: each row's report and guard's masks go there)
         self.mode, self.k, self.see_prompt, self.on_exhausted = mode, k, see_prompt, on_exhausted
         self.table = table_for_tokenizer(tokenizer)
         self.checker = open_module(module, self.table, tokens, limits)
@@ -107,7 +111,7 @@ class Checks:
     def _begin(self, input_ids: torch.Tensor, vocab: int, prompt_len: int) -> None:
         rows = input_ids.shape[0]
         if self._driver is None or self._driver.capacity < rows or self._driver.vocab_size < vocab:
-            self._driver = Driver(self.checker, self.table, rows, vocab)
+            self._driver = Driver(self.checker, self.table, rows, vocab, self.metrics)
         self._rows, self._prompt_len, self._fed = rows, prompt_len, prompt_len
         self._done = np.zeros(rows, bool)
         self._stopped = np.zeros(rows, bool)

@@ -13,6 +13,12 @@ request chooses its checks in `SamplingParams.extra_args` (`vllm_xargs` in the O
     heatc_on_exhausted  stop (default) or pass: what guard does when no candidate passes
     heatc_id       a key for the request's report (`take_report(key)`, in the engine's process)
 
+Metrics (docs/metrics.md): `use_metrics(Metrics(...))` in the engine's process, or
+`HEATC_METRICS=1` in its environment (a `Metrics()` on prometheus_client's global registry,
+made when the first request is checked: what a worker process needs), and every request
+checked there reports into it — tokens, snapshots, step latency, one audit report per
+request, guard's masks.
+
 A request without `heatc_module` is not touched. A request whose options are wrong — an
 unknown mode, a module that does not exist or does not load, one built for another
 tokenizer — is refused by `validate_params` with the reason: that request fails, the
@@ -25,7 +31,8 @@ are float32 whatever the model's dtype. Stop mode and exhausted guard end a requ
 forcing an end-of-sequence token at the next step (a request with `ignore_eos` cannot be
 ended this way: its report still says where it would have stopped).
 
-Public surface: `HeatcLogitsProcessor`, `take_report(key)`, `request_options(extra_args)`.
+Public surface: `HeatcLogitsProcessor`, `take_report(key)`, `request_options(extra_args)`,
+`use_metrics(metrics)`.
 """
 
 from __future__ import annotations
@@ -144,6 +151,26 @@ def _module(opts: Options):
     return base
 
 
+_METRICS: list = []  # the Metrics the drivers made from now on report into (none: no metrics)
+
+
+def use_metrics(metrics) -> None:
+    """Report the requests checked in this process from now on into `metrics` (a
+    `heatc_runtime.metrics.Metrics`; None: no longer). A processor that already checked a
+    request with a module keeps what it had for that module."""
+    with _LOCK:
+        _METRICS[:] = [] if metrics is None else [metrics]
+
+
+def _metrics():
+    with _LOCK:
+        if not _METRICS and os.environ.get("HEATC_METRICS", "").lower() in ("1", "true"):
+            from ..metrics import Metrics
+
+            _METRICS.append(Metrics())
+        return _METRICS[0] if _METRICS else None
+
+
 def take_report(key: str) -> GenerationReport | None:
     """The report of the request whose `heatc_id` was `key` (None if there is none), once:
     a request still in the engine's batch is ended here. In the engine's process only (an
@@ -227,7 +254,9 @@ class HeatcLogitsProcessor(LogitsProcessor):
         driver = self._drivers.get(key)
         if driver is None:
             checker = open_module(_module(opts).clone(), self._model_table(), opts.tokens)
-            driver = self._drivers[key] = Driver(checker, self._model_table(), self.capacity, self.vocab_size)
+            driver = self._drivers[key] = Driver(
+                checker, self._model_table(), self.capacity, self.vocab_size, _metrics()
+            )
             self._free[key] = list(range(self.capacity - 1, -1, -1))
         return driver, self._free[key].pop()
 
