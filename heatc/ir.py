@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, is_dataclass
 
-IR_VERSION = 3
+IR_VERSION = 4
 MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
 MAX_ANCHOR_LEXEMES = 8
 MAX_ELEMENTS = 16
@@ -28,9 +28,17 @@ LEX_OTHER = 2
 LEX_WORD = 3
 LEX_NUMBER = 4
 LEX_PERCENT = 5
+LEX_DATE = 6  # a calendar date or a month of a year; its value is the year (docs/semantics.md §2)
 LEX_LITERAL0 = 8  # literal i has lexeme code LEX_LITERAL0 + i
 
-LEXEME_NAMES = {LEX_SPACE: "space", LEX_OTHER: "other", LEX_WORD: "word", LEX_NUMBER: "number", LEX_PERCENT: "percent"}
+LEXEME_NAMES = {
+    LEX_SPACE: "space",
+    LEX_OTHER: "other",
+    LEX_WORD: "word",
+    LEX_NUMBER: "number",
+    LEX_PERCENT: "percent",
+    LEX_DATE: "date",
+}
 
 # Per-lexeme-code flags (Program.code_flags)
 FLAG_TRIGGER = 1  # publish a snapshot after this lexeme
@@ -39,8 +47,26 @@ FLAG_STARTS = 4  # some rule's first element accepts this token (lets kernels sk
 FLAG_ANCHOR_MEMBER = 8  # a literal whose normalised text occurs in some anchor term
 FLAG_ANCHOR_END = 16  # ... and ends one
 
+# Lexeme kinds (Program.code_kinds), one bit each: a gap never skips a lexeme of the kind of
+# the elements it joins, so a keyword binds its nearest value (docs/semantics.md §3).
+KIND_VALUE = 1  # number, percent, date
+KIND_UNIT = 2
+KIND_KEYWORD = 4
+KIND_CONSTRAINT = 8
+KIND_PUNCT = 16
+# class kind -> lexeme kind; `other` classes (and inline literals) are recognised only so that
+# they are not read differently, and never stop a gap
+CLASS_KINDS = {
+    "unit": KIND_UNIT,
+    "keyword": KIND_KEYWORD,
+    "constraint": KIND_CONSTRAINT,
+    "punct": KIND_PUNCT,
+    "other": 0,
+}
+
 # Tokens a lexer emits for open classes of text (most lexemes are one of these)
-OPEN_CODES = frozenset({LEX_OTHER, LEX_WORD, LEX_NUMBER, LEX_PERCENT})
+OPEN_CODES = frozenset({LEX_OTHER, LEX_WORD, LEX_NUMBER, LEX_PERCENT, LEX_DATE})
+VALUE_CODES = (LEX_NUMBER, LEX_PERCENT, LEX_DATE)  # the codes whose lexemes have a value
 
 
 def starts_late(rule: Rule) -> bool:
@@ -75,7 +101,9 @@ class Lexer:
     n_states: int
     next: list[int]  # n_states * n_classes, row-major; 0 = no transition
     accept: list[int]  # lexeme code accepted in each state (LEX_NONE = none)
-    boundary: list[int]  # 1: the accept holds only if the next byte is not an ASCII letter
+    # 1: the accept holds only if the next byte is not an ASCII letter (nor an ASCII digit,
+    # when the accepted code is LEX_DATE)
+    boundary: list[int]
     fallback: list[int]  # lexeme code accepted instead when the boundary fails
     max_lexeme: int = MAX_LEXEME
 
@@ -100,6 +128,8 @@ class Element:
     gap: int  # lexemes that may lie between the previous element and this one
     accepts: list[int]  # sorted lexeme codes
     capture: int = -1  # capture slot, or -1
+    # the lexeme kinds (KIND_*) that gap never skips: those of this element and the one before
+    blocks: int = 0
 
 
 @dataclass
@@ -219,6 +249,7 @@ class Program:
     code_flags: list[int]  # per lexeme code: FLAG_TRIGGER | FLAG_BARRIER
     window: int  # snapshot every N tokens; 0 = off
     expects: list[Expect] = field(default_factory=list)
+    code_kinds: list[int] = field(default_factory=list)  # per lexeme code: its KIND_* bit, or 0
     ir_version: int = IR_VERSION
 
     def code_name(self, code: int) -> str:
@@ -384,6 +415,7 @@ def from_json(text: str) -> Program:
         code_flags=d["code_flags"],
         window=d["window"],
         expects=[Expect(**e) for e in d["expects"]],
+        code_kinds=d["code_kinds"],
         ir_version=version,
     )
 

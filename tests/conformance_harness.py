@@ -47,7 +47,7 @@ def load_cases(directory: Path = CORPUS) -> list[Case]:
             cases.append(
                 Case(
                     path.name, c["name"], doc["rules"], data, c.get("verdicts") or {}, c.get("events") or [],
-                    c.get("snapshots"), chunks,
+                    c.get("snapshots"), chunks, {k: v for k, v in c.items() if k == "reaching_differs"},
                 )
             )  # fmt: skip
     return cases
