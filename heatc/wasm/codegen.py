@@ -15,7 +15,18 @@ import jinja2
 import wasmtime
 
 from heatc import __version__, ir
-from heatc.wasm.pack import CHANNEL_USE, CN_BIG_KIND, CN_DIGIT, CN_POINT, CN_SMALL_KIND, REQUIREMENT, Packed, pack
+from heatc.numbers import YEAR_PIVOT
+from heatc.wasm.pack import (
+    CHANNEL_USE,
+    CN_BIG_KIND,
+    CN_DIGIT,
+    CN_POINT,
+    CN_SMALL_KIND,
+    REQUIREMENT,
+    RULE_BLOCKS_REL,
+    Packed,
+    pack,
+)
 from heatc.wasm.skipper import (
     CJK_CONTINUATIONS,
     CJK_KEY_MUL,
@@ -187,6 +198,9 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
         "LEX_NUMBER": ir.LEX_NUMBER,
         "LEX_PERCENT": ir.LEX_PERCENT,
         "LEX_LITERAL0": ir.LEX_LITERAL0,
+        "LEX_DATE": ir.LEX_DATE,
+        "YEAR_PIVOT": YEAR_PIVOT,
+        "RULE_BLOCKS_REL": RULE_BLOCKS_REL,
     }
     for name, offset in packed.offsets.items():
         consts[f"T_{name}"] = tables + offset

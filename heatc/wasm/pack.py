@@ -3,7 +3,7 @@ CUDA bridge tables) read. Rule records are contiguous and in heat order, so a pr
 the rule section holds the hottest rules. Layout: docs/abi.md, "Tables".
 
 Public surface: `pack(program) -> Packed`, `RULE_HEADER`, `ELEMENT`, `REQUIREMENT`,
-`CHANNEL_USE` record sizes.
+`CHANNEL_USE` record sizes, `RULE_BLOCKS_REL`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from heatc.wasm.skipper import skip_tables
 from heatc_runtime.abi import FLAG_LOOK
 
 RULE_HEADER = 48  # 12 x u32
+RULE_BLOCKS_REL = 44  # the header's last word: where the rule's u32 per element of gap blocks (ir.Element.blocks) lie
 ELEMENT = 16  # gap, accepts_rel, n_accepts, capture
 REQUIREMENT = 64  # op, left, right, pad, left_const, right_const, low, high, closed mask (v128)
 CHANNEL_USE = 24  # channel, capture, key, n_keys, keys_rel, pad
@@ -82,6 +83,9 @@ def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
         element_bytes += struct.pack("<IIIi", e.gap, accepts_rel + 4 * len(accepts), len(e.accepts), e.capture)
         accepts += e.accepts
     accept_bytes = _u32s(accepts)
+    # binding: per element, the lexeme kinds its gap never skips (ir.KIND_*)
+    blocks_rel = accepts_rel + len(accept_bytes)
+    accept_bytes += _u32s([e.blocks for e in rule.elements])
     reqs_rel = accepts_rel + len(accept_bytes)
     reqs_rel += -reqs_rel % 16
     req_bytes = b""
@@ -105,7 +109,7 @@ def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
     header = struct.pack(
         "<IIiIIIIIIIII",
         k, nc, rule.gate, state_off, len(rule.requirements), len(rule.channels),
-        elements_rel, reqs_rel, chans_rel, 16 + 8 * nc, int(late), 0,
+        elements_rel, reqs_rel, chans_rel, 16 + 8 * nc, int(late), blocks_rel,
     )  # fmt: skip
     body = header + element_bytes + accept_bytes
     body += b"\0" * (reqs_rel - len(body))
@@ -167,13 +171,23 @@ def pack(program: ir.Program) -> Packed:
         for code in rule.elements[-1].accepts:
             finals[code] += 1
     b.section("code_flags", bytes(flags))
-    # inert tokens: in no element's accept list, no barrier: to a live thread such a lexeme
-    # is only one more gap, so a kernel may age threads by a run of them at once
+    kinds = p.code_kinds or [0] * n_codes
+    b.section("code_kinds", bytes(kinds))  # per code its kind (ir.KIND_*): the gaps it ends
+    # inert tokens: in no element's accept list, no barrier, of no kind a gap does not skip:
+    # to a live thread such a lexeme is only one more gap, so a kernel may age threads by a
+    # run of them at once
     accepted = {code for rule in p.rules for e in rule.elements for code in e.accepts}
+    blocked = 0
+    for rule in p.rules:
+        for e in rule.elements:
+            blocked |= e.blocks
     busy = ir.FLAG_BARRIER | ir.FLAG_STARTS | ir.FLAG_ANCHOR_MEMBER
     b.section(
         "inert",
-        bytes(int(code not in accepted and not flag & busy) for code, flag in enumerate(flags)),
+        bytes(
+            int(code not in accepted and not flag & busy and not kinds[code] & blocked)
+            for code, flag in enumerate(flags)
+        ),
     )
     b.section("literal_class", _u32s([lit.class_id for lit in p.literals]))
 
