@@ -55,11 +55,21 @@ _ANY, _NZ = _d("0123456789"), _d("123456789")
 _MONTH = b"(?:" + _NZ + b"|" + _d("0") + _NZ + b"|" + _d("1") + _d("012") + b")"
 _DAY = b"(?:" + _NZ + b"|" + _d("0") + _NZ + b"|" + _d("12") + _ANY + b"|" + _d("3") + _d("01") + b")"
 _YEAR = _d("12") + _ANY + _ANY + _ANY
-_NAMES = b"(?:" + b"|".join(
-    [m.encode() for m in "January February March April May June July August September October November December".split()]
-    + [m.upper().encode() for m in "January February March April May June July August September October November December".split()]
-    + [m.encode() + b"\\.?" for m in "Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec".split()]
-) + b")"
+_NAMES = (
+    b"(?:"
+    + b"|".join(
+        [
+            m.encode()
+            for m in "January February March April May June July August September October November December".split()
+        ]
+        + [
+            m.upper().encode()
+            for m in "January February March April May June July August September October November December".split()
+        ]
+        + [m.encode() + b"\\.?" for m in "Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec".split()]
+    )
+    + b")"
+)
 _ORD = b"(?:st|nd|rd|th)"
 DATE_BOUNDED = b"|".join([
     _MONTH + b"/" + _DAY + b"/(?:" + _ANY + _ANY + b"|" + _YEAR + b")",
@@ -123,9 +133,7 @@ def regex_lex(
             window = data[pos : pos + length]
             after = data[pos + length] if pos + length < len(data) else None
             fits = [
-                (prio, name)
-                for prio, name, rx, boundary in patterns
-                if rx.fullmatch(window) and after not in boundary
+                (prio, name) for prio, name, rx, boundary in patterns if rx.fullmatch(window) and after not in boundary
             ]
             if fits:
                 name = min(fits)[1]
