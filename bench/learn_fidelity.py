@@ -32,7 +32,12 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="200 sentences per domain, 3 epochs")
+    ap.add_argument(
+        "--markdown", type=Path, help="also rewrite the fidelity and cost tables of this page (docs/performance.md)"
+    )
     args = ap.parse_args()
+    if args.markdown and args.quick:
+        sys.exit("bench: --markdown writes the page's numbers; run it without --quick")
     if args.quick:
         args.sentences, args.epochs = 200, 3
 
@@ -53,13 +58,13 @@ def main() -> None:
         tokens[d] = sum(sum(e.mask) for e in labelled[d])
         print(f"  labelled {d}: {len(texts)} sentences, {tokens[d]} tokens in {label_time[d]:.1f} s")
 
-    _number_percentiles(teacher, labelled)
+    percentiles = _number_percentiles(teacher, labelled)
     print("\nFidelity out of domain: mean per-sentence AUC, top 20 % of teacher labels = positives")
     print("(students read a frozen table of teacher-derived token features; 'own emb.' is the")
     print(" transformer with its own trained embedding table instead: unseen words stay random)")
     print(f"{'held out':<10} {'transformer':>12} {'LSTM':>8} {'own emb.':>9} {'IDF':>8} {'random':>8}")
     students = {}
-    rows = []
+    rows = {}
     table = st.teacher_token_features(teacher, FEATURES)
     for held in DOMAINS:
         train = [e for d in DOMAINS if d != held for e in labelled[d]]
@@ -78,9 +83,9 @@ def main() -> None:
             st.evaluate_auc(st.idf_scores(train), test),
             st.evaluate_auc(st.random_scores(args.seed), test),
         ]
-        rows.append(row)
+        rows[held] = row
         print(f"{held:<10} {row[0]:>12.3f} {row[1]:>8.3f} {row[2]:>9.3f} {row[3]:>8.3f} {row[4]:>8.3f}")
-    mean = np.mean(rows, axis=0)
+    mean = np.mean(list(rows.values()), axis=0)
     print(
         f"{'mean':<10} {mean[0]:>12.3f} {mean[1]:>8.3f} {mean[2]:>9.3f} {mean[3]:>8.3f} {mean[4]:>8.3f}"
         "   (target: transformer >= 0.90)"
@@ -129,9 +134,21 @@ def main() -> None:
     print(
         f"  teacher labelling is {per_k['Captum IntegratedGradients, n_steps=50'] / teacher_k:.1f}x cheaper than Captum IG (target >= 10x)"
     )
+    if args.markdown:
+        import report  # bench/report.py, beside this script
+
+        host = machine()
+        report.update(
+            args.markdown,
+            {
+                "fidelity": report.fidelity_section(rows, host, percentiles=percentiles),
+                "cost": report.cost_section(per_k, diff, host),
+            },
+        )
+        print(f"{args.markdown}: fidelity and cost tables rewritten")
 
 
-def _number_percentiles(teacher, labelled) -> None:
+def _number_percentiles(teacher, labelled) -> tuple[float, float, int, int]:
     """Where single-token sensitivity puts numbers: the mean within-sentence percentile of
     tokens that are digits against those that are words (0.5 = average). Pair coupling, not
     this, is what makes a value hot (docs/learning.md)."""
@@ -152,6 +169,7 @@ def _number_percentiles(teacher, labelled) -> None:
         f"\nsingle-token sensitivity, mean within-sentence percentile: digit tokens {np.mean(digits):.2f}, "
         f"word tokens {np.mean(words):.2f} ({len(digits)} and {len(words)} tokens)"
     )
+    return float(np.mean(digits)), float(np.mean(words)), len(digits), len(words)
 
 
 def _captum_seconds(teacher, texts: list[str], batch_size: int = 16) -> float:

@@ -318,6 +318,7 @@ def bench_step(quick: bool) -> list[dict]:
                 "heatc_raw": per_raw,
                 "re": re_cost,
                 "xgrammar": xg_cost,
+                "vocab": len(vocab),
             }
             rows.append(row)
             xg = f"{xg_cost:.2f}" if xg_cost is not None else "—"
@@ -335,20 +336,26 @@ def _re_rescan(rx, vocab, stream, context: int, steps: int) -> float:
     return (time.perf_counter() - t) / steps * 1e6
 
 
+def xgrammar_regex(program: ir.Program) -> str:
+    """The regex xgrammar runs as heatc's peer: the rules' ASCII literals (longest first), a
+    number, or any one character, repeated — it accepts every text, as a checker must, and
+    makes the matcher read each lexeme the rules read."""
+    lits = "|".join(
+        re.escape(lit.text).replace("\\ ", " ")
+        for lit in sorted(program.literals, key=lambda x: -len(x.text))
+        if lit.text.isascii()
+    )
+    return f"({lits}|[0-9]+(\\.[0-9]+)?|[\\s\\S])*"
+
+
 def _xgrammar(vocab, program):
     try:
         import xgrammar as xgr
     except ImportError:
         print("  (xgrammar not installed: pip install 'heatc[bench]')")
         return None
-    lits = "|".join(
-        re.escape(lit.text).replace("\\ ", " ")
-        for lit in sorted(program.literals, key=lambda x: -len(x.text))
-        if lit.text.isascii()
-    )
-    regex = f"({lits}|[0-9]+(\\.[0-9]+)?|[\\s\\S])*"
     info = xgr.TokenizerInfo(vocab, stop_token_ids=[0])
-    compiled = xgr.GrammarCompiler(info).compile_regex(regex)
+    compiled = xgr.GrammarCompiler(info).compile_regex(xgrammar_regex(program))
 
     def run(stream, context: int, steps: int) -> float:
         matcher = xgr.GrammarMatcher(compiled)
@@ -386,7 +393,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller inputs, fewer repeats")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
+    parser.add_argument(
+        "--markdown", type=Path, help="also rewrite the scan and step tables of this page (docs/performance.md)"
+    )
     args = parser.parse_args()
+    if args.markdown and args.quick:
+        sys.exit("bench: --markdown writes the page's numbers; run it without --quick")
     if not DATA.exists():
         sys.exit(f"bench: {DATA} is missing (the shared data sits beside the repository)")
     print("heatc benchmarks —", machine())
@@ -412,6 +424,14 @@ def main() -> None:
             print(f"  {label} batch {batch}: 4096 vs 512 {growth:+.1%} -> {'met' if growth <= 0.10 else 'NOT met'}")
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "scan": scan, "step": step}, indent=1))
+    if args.markdown:
+        import report  # bench/report.py, beside this script
+
+        host = machine()
+        report.update(
+            args.markdown, {"scan": report.scan_section(scan, host), "steps": report.step_section(step, host)}
+        )
+        print(f"\n{args.markdown}: scan and step tables rewritten")
 
 
 if __name__ == "__main__":

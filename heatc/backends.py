@@ -1,7 +1,7 @@
 """The backends a compiled Program can run on, behind one interface.
 
 Public surface: `BACKENDS`, `run_document(name, program, data)`, `open_session(name, program)`,
-`wasm_checker(program)`.
+`wasm_checker(program)`, `native_checker(program)`, `module_info(program)`.
 """
 
 from __future__ import annotations
@@ -10,27 +10,52 @@ from heatc import ir, reference
 from heatc.cache import ProgramCache
 from heatc_runtime import Event, Snapshot, Verdict
 
-BACKENDS = ("reference", "wasm")
+BACKENDS = ("reference", "wasm", "native")
 
 
-def _load_wasm(program: ir.Program):
+def _load(program: ir.Program, backend: str):
+    from heatc.hct import hct_bytes
     from heatc.wasm import compile_wasm
+    from heatc.wasm.pack import pack
     from heatc_runtime import from_bytes
 
-    module = compile_wasm(program)
-    return from_bytes(module.manifest, module.wasm)
+    packed = pack(program)
+    module = compile_wasm(program, packed)
+    if backend == "wasm":
+        return from_bytes(module.manifest, module.wasm)
+    return from_bytes(module.manifest, hct_bytes(program, packed, (0, 0)), backend=backend)
 
 
-wasm_checker = ProgramCache(_load_wasm)
+wasm_checker = ProgramCache(lambda program: _load(program, "wasm"))
 """The program compiled to WASM and loaded by the runtime: `wasm_checker(program)`."""
 
+native_checker = ProgramCache(lambda program: _load(program, "native"))
+"""The program's tables (rules.hct) on the native core: `native_checker(program)`."""
 
-_session_batch = ProgramCache(lambda program: wasm_checker(program).batch(1))
+_CHECKERS = {"wasm": wasm_checker, "native": native_checker}
+
+
+def _module_info(program: ir.Program):
+    from heatc.wasm import compile_wasm
+    from heatc.wasm.pack import pack
+    from heatc_runtime.audit import ModuleInfo
+
+    return ModuleInfo.from_manifest(compile_wasm(program, pack(program)).manifest)
+
+
+module_info = ProgramCache(_module_info)
+"""The identity audit reports give the program on every backend (its module's manifest: builds
+are deterministic, so the reference interpreter's reports name the module a build would make)."""
+
+_session_batch = {
+    name: ProgramCache(lambda program, checker=checker: checker(program).batch(1))
+    for name, checker in _CHECKERS.items()
+}
 """One reusable sequence per program's checker (sessions reset it rather than open batches)."""
 
 
-class _WasmSession:
-    """One sequence on a WASM checker, with the reference Machine's feed/finish interface."""
+class _BatchSession:
+    """One sequence of a runtime batch, with the reference Machine's feed/finish interface."""
 
     def __init__(self, batch):
         batch.reset()
@@ -50,15 +75,15 @@ def open_session(name: str, program: ir.Program):
     """A fresh sequence with `feed(bytes)`, `snapshot()` and `finish()`."""
     if name == "reference":
         return reference.Machine(program)
-    if name == "wasm":
-        return _WasmSession(_session_batch(program))
+    if name in _session_batch:
+        return _BatchSession(_session_batch[name](program))
     raise ValueError(f"unknown backend {name!r} (available: {', '.join(BACKENDS)})")
 
 
 def run_document(name: str, program: ir.Program, data: bytes) -> tuple[list[Event], dict[str, Verdict], dict[str, int]]:
     """Scan one complete document: (events, final verdicts, counters)."""
-    if name == "wasm":
-        report = wasm_checker(program).scan(data)
+    if name in _CHECKERS:
+        report = _CHECKERS[name](program).scan(data)
         return report.events, report.verdicts, report.counters
     session = open_session(name, program)
     snaps = session.feed(data) + session.finish()

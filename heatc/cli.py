@@ -21,7 +21,7 @@ except ModuleNotFoundError as missing:  # the runtime-only install has no CLI de
 
 from heatc import __version__
 from heatc.errors import HeatError
-from heatc_runtime import Verdict, worst
+from heatc_runtime import ModuleError, Verdict
 
 app = typer.Typer(
     add_completion=False,
@@ -159,7 +159,13 @@ def lower(heatmap: Annotated[Path, typer.Argument(help="A heatmap (.yaml).")]) -
 
 
 @app.command()
-def inspect(directory: Annotated[Path, typer.Argument(help="A build directory (build/<name>).")]) -> None:
+def inspect(
+    directory: Annotated[Path, typer.Argument(help="A build directory (build/<name>).")],
+    tiers: Annotated[bool, typer.Option("--tiers", help="Only the tier plan: rules and bytes per tier.")] = False,
+    device: Annotated[
+        str | None, typer.Option("--device", help="With --tiers: place the tables on this device (cuda, cuda:1).")
+    ] = None,
+) -> None:
     """Summarise a build: versions, checksums, rules with their source cells, heat and tiers."""
     from heatc_runtime import ModuleError, load
 
@@ -167,6 +173,9 @@ def inspect(directory: Annotated[Path, typer.Argument(help="A build directory (b
         load(directory)  # verifies every checksum
     except ModuleError as e:
         raise _fail(f"{directory}: error: {e}") from None
+    if tiers:
+        sys.stdout.write("\n".join(_tier_lines(directory, device)) + "\n")
+        return
     manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
     b = manifest["build"]
     lines = [
@@ -192,6 +201,27 @@ def inspect(directory: Annotated[Path, typer.Argument(help="A build directory (b
         ],
     ]
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _tier_lines(directory: Path, device: str | None) -> list[str]:
+    from heatc_runtime import ModuleError
+    from heatc_runtime.cuda.tiers import plan_report
+    from heatc_runtime.hct import read_hct
+
+    try:
+        hct = read_hct((directory / "rules.hct").read_bytes(), str(directory / "rules.hct"))
+        lines = [f"{directory}: tier plan (heat x freq order)", *plan_report(hct).lines()]
+        if device is not None:
+            from heatc_runtime.cuda.program import load as load_op
+
+            program = load_op(directory, device)
+            lines += program.tiers.lines()
+            program.close()
+    except (ModuleError, OSError) as e:
+        raise _fail(f"{directory}: error: {e}") from None
+    except ImportError as e:
+        raise _fail(f"{directory}: --device needs torch and cuda-python: pip install 'heatc[cuda]' ({e})") from None
+    return lines
 
 
 @app.command()
@@ -221,16 +251,35 @@ def show(
 def test_cmd(
     file: Annotated[Path, typer.Argument(help="A heatmap (.yaml) or a .heat rule file.")],
     examples: Annotated[int, typer.Option("--examples", "-n", help="Generated inputs per rule.")] = 200,
+    backend: Annotated[
+        list[str] | None,
+        typer.Option("--backend", help="Test on this backend (repeatable; the reference always runs). Default: all."),
+    ] = None,
 ) -> None:
     """Check the expect examples and property-test every rule on every backend."""
     from heatc.backends import BACKENDS
     from heatc.verify.properties import run_tests
 
+    unknown = [b for b in backend or [] if b not in BACKENDS]
+    if unknown:
+        raise _fail(f"heatc test: unknown backend {unknown[0]!r} (available: {', '.join(BACKENDS)})")
+    chosen = ["reference", *[b for b in BACKENDS if b != "reference" and (not backend or b in backend)]]
+    if not backend and "native" in chosen:
+        from heatc_runtime.native import native_extension
+
+        try:
+            native_extension()
+        except ModuleError as e:  # (asked for by name, it fails below with this message)
+            out.print(f"[yellow]native backend skipped[/]: {escape(str(e))}")
+            chosen.remove("native")
     try:
         program = _compile(file)
     except HeatError as e:
         raise _fail(e.render()) from None
-    report = run_tests(program, examples, list(BACKENDS))
+    try:
+        report = run_tests(program, examples, chosen)
+    except ModuleError as e:
+        raise _fail(f"heatc test: {e}") from None
     for backend, failures in report.expect_failures.items():
         for f in failures:
             out.print(
@@ -424,39 +473,93 @@ def _documents(data: bytes, lines: bool) -> list[bytes]:
 @app.command()
 def scan(
     rules: Annotated[Path, typer.Argument(help="A .heat rule file, a heatmap (.yaml), or a build directory.")],
-    file: Annotated[str, typer.Argument(help="Text to scan; '-' reads standard input.")] = "-",
+    files: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Text to scan; '-' (the default) reads standard input. With --chunks, each FILE is a chunk."
+        ),
+    ] = None,
     lines: Annotated[bool, typer.Option("--lines", help="Each input line is a separate document.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per document.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One audit report (JSON) per document.")] = False,
     backend: Annotated[
-        str, typer.Option("--backend", help="reference (the spec) or wasm (a build's module, or compiled on the fly).")
+        str,
+        typer.Option(
+            "--backend",
+            help="reference (the spec), wasm (a build's module, or compiled on the fly) or native (the C++ core).",
+        ),
+    ] = "",
+    chunks: Annotated[
+        bool, typer.Option("--chunks", help="Find conflicts across chunks: each FILE is one chunk, in retrieval order.")
+    ] = False,
+    chunk_separator: Annotated[
+        str | None,
+        typer.Option(
+            "--chunk-separator", help=r"Find conflicts across chunks: the input split at STR (\n, \t read as escapes)."
+        ),
+    ] = None,
+    policy: Annotated[
+        str, typer.Option("--policy", help="Confidence to action: pass=0.9,confirm=0.7 (the defaults).")
     ] = "",
 ) -> None:
-    """Run a rule set over text and report verdicts and events.
+    """Run a rule set over text and report verdicts, events, confidence and the action to take
+    (docs/report.md); with --chunks or --chunk-separator, the conflicts between the chunks
+    (docs/conflicts.md).
 
-    Exit status: 0 when no document is REJECTED, 3 when some is, 1 on an input error.
+    Exit status: 0 when no document is REJECTED (no conflict), 3 when some is, 1 on an input error.
     """
     from heatc.backends import BACKENDS, run_document
+    from heatc_runtime.audit import Policy, audit_report
 
     backend = backend or ("wasm" if rules.is_dir() else "reference")
     if backend not in BACKENDS:
         raise _fail(f"heatc scan: unknown backend {backend!r} (available: {', '.join(BACKENDS)})")
     try:
+        rule_policy = Policy.parse(policy)
+    except ValueError as e:
+        raise _fail(f"heatc scan: --{e}") from None
+    files = files or ["-"]
+    conflict_mode = chunks or chunk_separator is not None
+    if chunks and chunk_separator is not None:
+        raise _fail("heatc scan: give --chunks (each FILE a chunk) or --chunk-separator (one input split), not both")
+    if conflict_mode and lines:
+        raise _fail("heatc scan: --lines reads documents, --chunks and --chunk-separator read chunks: choose one")
+    if len(files) > 1 and not chunks:
+        raise _fail("heatc scan: give one text FILE (or --chunks to read several files as the chunks of one context)")
+    try:
         program = _compile(rules)
     except HeatError as e:
         raise _fail(e.render()) from None
-    try:
-        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
-    except OSError as e:
-        raise _fail(f"{file}: error: cannot read: {e.strerror}") from None
+    inputs = []
+    for file in files:
+        try:
+            inputs.append(sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes())
+        except OSError as e:
+            raise _fail(f"{file}: error: cannot read: {e.strerror}") from None
 
     def run(doc: bytes):
         return run_document(backend, program, doc)
 
-    if rules.is_dir() and backend == "wasm":
-        from heatc_runtime import ModuleError, load
+    if backend == "native":
+        from heatc_runtime.native import native_extension
 
         try:
-            checker = load(rules)
+            native_extension()
+        except ModuleError as e:
+            raise _fail(f"heatc scan: {e}") from None
+    if rules.is_dir():
+        from heatc_runtime.audit import ModuleInfo
+        from heatc_runtime.loader import read_manifest
+
+        module = ModuleInfo.from_manifest(read_manifest(rules)[0])
+    else:
+        from heatc.backends import module_info
+
+        module = module_info(program)
+    if rules.is_dir() and backend in ("wasm", "native"):
+        from heatc_runtime import load
+
+        try:
+            checker = load(rules, backend=backend)
         except ModuleError as e:
             raise _fail(f"{rules}: error: {e}") from None
 
@@ -464,34 +567,142 @@ def scan(
             report = checker.scan(doc)
             return report.events, report.verdicts, report.counters
 
+    if conflict_mode:
+        _scan_chunks(module, files, inputs, chunk_separator, run, backend, as_json)
     overall = Verdict.CONFIRMED
-    for i, doc in enumerate(_documents(data, lines)):
+    for i, doc in enumerate(_documents(inputs[0], lines)):
         t0 = time.perf_counter()
         events, verdicts, counters = run(doc)
         elapsed = time.perf_counter() - t0
-        verdict = worst(verdicts.values())
-        overall = max(overall, verdict)
+        audit = audit_report(module, doc, events, verdicts, counters, rule_policy)
+        overall = max(overall, audit.verdict)
         if as_json:
-            record = {
-                "doc": i,
-                "verdict": verdict.name,
-                "rules": {k: v.name for k, v in verdicts.items()},
-                "events": [e.to_json(doc) for e in events],
-                "counters": counters,
-                "backend": backend,
-                "elapsed_ms": round(elapsed * 1000, 3),
-            }
+            record = audit.to_json()
+            record["run"] = {"doc": i, "backend": backend, "elapsed_ms": round(elapsed * 1000, 3)}
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         else:
-            _print_document(i, doc, verdict, verdicts, events, counters, lines)
+            _print_document(i, doc, audit, events, lines)
     raise typer.Exit(3 if overall is Verdict.REJECTED else 0)
 
 
-def _print_document(i, doc, verdict, verdicts, events, counters, lines) -> None:
+def _scan_chunks(module, files, inputs, separator, run, backend: str, as_json: bool) -> None:
+    """heatc scan --chunks / --chunk-separator: the conflicts between the chunks; exits."""
+    from heatc_runtime.conflicts import NoConsistencyRulesError, chunk_bytes, find_conflicts, join_chunks
+
+    if separator is not None:
+        sep = separator.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r").encode("utf-8")
+        if not sep:
+            raise _fail("heatc scan: --chunk-separator needs a non-empty STR")
+        names = [f"{files[0]} (chunk {i})" for i in range(inputs[0].count(sep) + 1)]
+        texts = inputs[0].split(sep)
+    else:
+        names, texts = files, inputs
+    for name, text in zip(names, texts, strict=True):
+        try:
+            chunk_bytes([text])
+        except ValueError as e:
+            raise _fail(f"{name}: error: {str(e).replace('chunk 0 is ', '', 1)}") from None
+    try:
+        t0 = time.perf_counter()
+        stream, _ = join_chunks(texts)
+        events = run(stream)[0]
+        report = find_conflicts(module, texts, events)
+        elapsed = time.perf_counter() - t0
+    except NoConsistencyRulesError as e:
+        raise _fail(f"heatc scan: error: {e}") from None
+    if as_json:
+        record = report.to_json()
+        record["run"] = {"backend": backend, "elapsed_ms": round(elapsed * 1000, 3), "chunk_names": names}
+        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+    else:
+        out.print(f"[bold]{len(texts)} chunks[/]: {len(report)} conflict{'s' * (len(report) != 1)}")
+        for c in report:  # (lines, not a table: the texts are long)
+            out.print(f"{c.score:.2f}  [bold]{escape(c.channel)}[/]")
+            for m in (c.earlier, c.later):
+                out.print(escape(f"      chunk {m.chunk} [{m.start}:{m.end}] {m.text!r} = {_fmt(m.value)}"))
+    raise typer.Exit(3 if len(report) else 0)
+
+
+@app.command()
+def generate(
+    rules: Annotated[Path, typer.Argument(help="A .heat rule file, a heatmap (.yaml), or a build directory.")],
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help="What to ask the model.")],
+    model: Annotated[
+        Path | None, typer.Option("--model", help="A Hugging Face causal-LM folder (default: SmolLM2-135M-Instruct).")
+    ] = None,
+    engine: Annotated[str, typer.Option("--engine", help="transformers or vllm.")] = "transformers",
+    mode: Annotated[
+        str, typer.Option("--mode", help="observe, stop (at the first rejection) or guard (mask).")
+    ] = "observe",
+    k: Annotated[int, typer.Option("--k", help="guard: candidates tried per step.")] = 8,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", help="Tokens to generate at most.")] = 64,
+    seed: Annotated[int | None, typer.Option("--seed", help="Sample with this seed (default: greedy).")] = None,
+    see_prompt: Annotated[bool, typer.Option("--see-prompt", help="The rules read the prompt too.")] = False,
+    chat: Annotated[bool, typer.Option("--chat/--raw", help="Wrap the prompt in the model's chat template.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object: the text and its report.")] = False,
+) -> None:
+    """Generate with a real model while the rules check it, and print the text and its report.
+
+    Exit status: 0 when the generation is not REJECTED, 3 when it is, 1 on an input error.
+    """
+    from heatc.generate import ENGINES, GenerateError, temporary_module
+    from heatc.generate import generate as run_generate
+    from heatc_runtime.audit import ModuleInfo, audit_snapshots
+    from heatc_runtime.engines.core import MODES
+
+    if mode not in MODES:
+        raise _fail(f"heatc generate: unknown mode {mode!r} (modes: {', '.join(MODES)})")
+    if engine not in ENGINES:
+        raise _fail(f"heatc generate: unknown engine {engine!r} (engines: {', '.join(ENGINES)})")
+    if not 1 <= k <= 64 or max_new_tokens < 1:
+        raise _fail("heatc generate: --k must be 1 to 64 and --max-new-tokens at least 1")
+    try:
+        program = None if rules.is_dir() else _compile(rules)
+    except HeatError as e:
+        raise _fail(e.render()) from None
+    try:
+        with temporary_module(rules, program) as module:
+            report, model_name = run_generate(
+                module, prompt, model=model, engine=engine, mode=mode, k=k, max_new_tokens=max_new_tokens,
+                seed=seed, see_prompt=see_prompt, chat=chat,
+            )  # fmt: skip
+            info = ModuleInfo.from_manifest(json.loads((module / "manifest.json").read_text(encoding="utf-8")))
+    except (GenerateError, ValueError) as e:
+        raise _fail(str(e)) from None
+    except ModuleNotFoundError as missing:
+        raise _fail(f"heatc generate needs {missing.name!r}: pip install 'heatc[engines]'") from None
+    audit = audit_snapshots(info, report.stream, report.snapshots) if report.snapshots else None
+    if as_json:
+        record = {"model": model_name, "engine": engine, "prompt": prompt, **report.to_json()}
+        if audit is not None:
+            record["audit"] = audit.to_json()
+        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+    else:
+        out.print(f"[bold]{escape(model_name)}[/] ({engine}, {mode}): {escape(report.text)}")
+        if audit is not None:
+            _print_document(0, report.stream, audit, report.events, False)
+        else:
+            out.print(f"document: {report.verdict.name} (nothing was published)")
+        if report.masked:
+            top = [step for step, _, masked_top in report.masked if masked_top]
+            out.print(
+                f"guard masked candidates at {len(report.masked)} steps"
+                + (f", the top one at steps {', '.join(map(str, top))}" if top else "")
+            )
+        if report.exhausted_at is not None:
+            out.print(f"guard: no candidate passed at step {report.exhausted_at}; the generation was ended there")
+        if report.stopped_at is not None:
+            out.print(f"stopped at token {report.stopped_at}: the first snapshot with a rejection")
+    raise typer.Exit(3 if report.verdict is Verdict.REJECTED else 0)
+
+
+def _print_document(i, doc, audit, events, lines) -> None:
     title = f"document {i + 1}" if lines else "document"
+    counters, verdict = audit.counters, audit.verdict
     out.print(
         f"[bold]{title}[/]: [{_VERDICT_STYLE[verdict]}]{verdict.name}[/]  "
-        f"({counters['bytes']} bytes, {counters['lexemes']} lexemes, {counters['matches']} matches)"
+        f"({counters['bytes']} bytes, {counters['lexemes']} lexemes, {counters['matches']} matches; "
+        f"confidence {audit.confidence:.2f}: {audit.action})"
     )
     matches = [e for e in events if e.kind == "match"]
     if matches:
@@ -515,7 +726,7 @@ def _print_document(i, doc, verdict, verdicts, events, counters, lines) -> None:
                 escape(why),
             )
         out.print(table)
-    rejected = [k for k, v in verdicts.items() if v is Verdict.REJECTED]
+    rejected = [k for k, v in audit.verdicts.items() if v is Verdict.REJECTED]
     if rejected:
         out.print("rejected rules: " + escape(", ".join(rejected)))
 
@@ -524,6 +735,79 @@ def _fmt(v) -> str:
     if isinstance(v, float) and v == int(v) and abs(v) < 1e16:
         return str(int(v))
     return str(v)
+
+
+@app.command()
+def extract(
+    files: Annotated[list[Path], typer.Argument(help="PDF files.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per page: file, sha256, page, text, scanned, error.")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write here instead of standard output (all or nothing).")
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", min=1, help="Processes reading pages (default: one per CPU for long inputs)."),
+    ] = None,
+) -> None:
+    """Print the text of PDF files page by page, a header line before each page.
+
+    Scanned pages (an image and no text) and pages that fail are reported, and the rest is
+    kept; a file that cannot be opened stops everything before anything is written.
+    Exit status: 0, or 1 on an input error.
+    """
+    try:
+        import pypdfium2  # noqa: F401
+
+        from heatc.pdf import extract as run_extract
+    except ModuleNotFoundError as missing:
+        raise _fail(f"heatc extract needs {missing.name!r}: pip install 'heatc[pdf]'") from None
+    try:
+        documents = run_extract(files, workers=workers)
+    except HeatError as e:
+        raise _fail(e.render()) from None
+    chunks = []
+    for doc in documents:
+        for page in doc.pages:
+            if as_json:
+                chunks.append(json.dumps(page.to_json(), ensure_ascii=False) + "\n")
+                continue
+            state = " (scanned: no text layer)" if page.scanned else f" (failed: {page.error})" if page.error else ""
+            header = f"==> {doc.file} page {page.page} of {doc.page_count}{state} <==\n"
+            chunks.append(("\n" if chunks else "") + header + (page.text + "\n" if page.text else ""))
+    text = "".join(chunks)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        _write_whole(output, text)
+    pages = sum(len(d.pages) for d in documents)
+    scanned = sum(len(d.scanned) for d in documents)
+    failed = [(d.file, p) for d in documents for p in d.pages if p.error]
+    for file, page in failed:
+        sys.stderr.write(f"{file}: page {page.page}: {page.error}\n")
+    n = len(documents)
+    sys.stderr.write(
+        f"heatc extract: {n} file{'s' * (n != 1)}, {pages} pages, {scanned} scanned, {len(failed)} failed\n"
+    )
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write through a temporary file beside `path`, renamed over it: a reader never sees half."""
+    import os
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise _fail(f"{path}: error: cannot write: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise _fail(f"{path}: error: cannot write: {e.strerror or e}") from None
 
 
 def main() -> None:

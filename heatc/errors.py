@@ -4,6 +4,7 @@ traceback."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 
@@ -20,11 +21,25 @@ class Diagnostic:
         where = f"{self.path}:{self.line}:{self.column}" if self.line else self.path
         out = [f"{where}: error: {self.message}"]
         if self.source_line is not None and self.line:
+            text, column = _window(self.source_line.rstrip("\n"), self.column)
             gutter = f"{self.line:>5} | "
-            out.append(gutter + self.source_line.rstrip("\n"))
-            out.append(" " * (len(gutter) - 2) + "| " + _caret_pad(self.source_line, self.column) + "^")
+            out.append(gutter + text)
+            out.append(" " * (len(gutter) - 2) + "| " + _caret_pad(text, column) + "^")
         out.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(out)
+
+
+SHOWN_LINE = 160  # the most characters of a source line an error shows (around the column)
+
+
+def _window(line: str, column: int) -> tuple[str, int]:
+    """The part of a long line around `column` (marked with … where cut), and the column in it."""
+    if len(line) <= SHOWN_LINE:
+        return line, column
+    start = max(0, min(column - 1 - SHOWN_LINE // 2, len(line) - SHOWN_LINE))
+    end = start + SHOWN_LINE
+    text = ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "")
+    return text, column - start + (1 if start else 0)
 
 
 def _caret_pad(line: str, column: int) -> str:
@@ -66,7 +81,10 @@ class SourceText:
     def __init__(self, path: str, text: str):
         self.path = path
         self.text = text
-        self.lines = text.splitlines()
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()  # (only when a diagnostic needs them: a large input is split once)
 
     def diagnostic(self, line: int, column: int, message: str, notes: list[str] | None = None) -> Diagnostic:
         src = self.lines[line - 1] if 0 < line <= len(self.lines) else None

@@ -6,30 +6,50 @@ element/requirement/channel tables in heat order, an anchor hash table, trigger 
 lexeme code, and the fixed per-sequence state layout. One generic kernel runs any Program.
 See docs/ir.md.
 
-Public surface: the dataclasses, `IR_VERSION`, lexeme-code constants, `state_layout()`,
-`to_json()` / `from_json()`.
+Public surface: the dataclasses, `IR_VERSION`, the lexeme codes `LEX_*`, flags `FLAG_*` and
+operators `OPS` (defined by the module ABI, heatc_runtime.abi, since kernels read them),
+`starts_late()`, `state_layout()`, `to_json()` / `from_json()`.
 """
 
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass, field, fields, is_dataclass
+
+from heatc_runtime import abi
+
+# The codes a kernel reads from the tables are the ABI's: lexeme codes (the lexer automaton
+# accepts them; a lexeme's symbol is its lexeme code), the flags of Program.code_flags, the
+# lexeme kinds of Program.code_kinds, and the requirement operators in the order kernels
+# number them.
+from heatc_runtime.abi import FLAG_ANCHOR_END as FLAG_ANCHOR_END
+from heatc_runtime.abi import FLAG_ANCHOR_MEMBER as FLAG_ANCHOR_MEMBER
+from heatc_runtime.abi import FLAG_BARRIER as FLAG_BARRIER
+from heatc_runtime.abi import FLAG_STARTS as FLAG_STARTS
+from heatc_runtime.abi import FLAG_TRIGGER as FLAG_TRIGGER
+from heatc_runtime.abi import (
+    KIND_CONSTRAINT,
+    KIND_KEYWORD,
+    KIND_PUNCT,
+    KIND_UNIT,
+    LEX_DATE,
+    LEX_NUMBER,
+    LEX_OTHER,
+    LEX_PERCENT,
+    LEX_SPACE,
+    LEX_WORD,
+)
+from heatc_runtime.abi import KIND_VALUE as KIND_VALUE
+from heatc_runtime.abi import LEX_LITERAL0 as LEX_LITERAL0
+from heatc_runtime.abi import LEX_NONE as LEX_NONE
+from heatc_runtime.abi import OPS as OPS
 
 IR_VERSION = 4
 MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
 MAX_ANCHOR_LEXEMES = 8
 MAX_ELEMENTS = 16
 MAX_GAP = 64
-
-# Lexeme codes the lexer automaton accepts; a lexeme's symbol is its lexeme code.
-LEX_NONE = 0
-LEX_SPACE = 1  # not a lexeme
-LEX_OTHER = 2
-LEX_WORD = 3
-LEX_NUMBER = 4
-LEX_PERCENT = 5
-LEX_DATE = 6  # a calendar date or a month of a year; its value is the year (docs/semantics.md §2)
-LEX_LITERAL0 = 8  # literal i has lexeme code LEX_LITERAL0 + i
 
 LEXEME_NAMES = {
     LEX_SPACE: "space",
@@ -40,22 +60,9 @@ LEXEME_NAMES = {
     LEX_DATE: "date",
 }
 
-# Per-lexeme-code flags (Program.code_flags)
-FLAG_TRIGGER = 1  # publish a snapshot after this lexeme
-FLAG_BARRIER = 2  # gaps never skip this lexeme
-FLAG_STARTS = 4  # some rule's first element accepts this token (lets kernels skip the rest)
-FLAG_ANCHOR_MEMBER = 8  # a literal whose normalised text occurs in some anchor term
-FLAG_ANCHOR_END = 16  # ... and ends one
-
-# Lexeme kinds (Program.code_kinds), one bit each: a gap never skips a lexeme of the kind of
-# the elements it joins, so a keyword binds its nearest value (docs/semantics.md §3).
-KIND_VALUE = 1  # number, percent, date
-KIND_UNIT = 2
-KIND_KEYWORD = 4
-KIND_CONSTRAINT = 8
-KIND_PUNCT = 16
-# class kind -> lexeme kind; `other` classes (and inline literals) are recognised only so that
-# they are not read differently, and never stop a gap
+# class kind -> lexeme kind (a gap never skips a lexeme of the kind of the elements it joins,
+# so a keyword binds its nearest value: docs/semantics.md §3); `other` classes (and inline
+# literals) are recognised only so that they are not read differently, and never stop a gap
 CLASS_KINDS = {
     "unit": KIND_UNIT,
     "keyword": KIND_KEYWORD,
@@ -86,10 +93,6 @@ def starts_late(rule: Rule) -> bool:
         and not OPEN_CODES.isdisjoint(els[0].accepts)
         and OPEN_CODES.isdisjoint(els[1].accepts)
     )
-
-
-# Requirement operators, in the order the kernels number them.
-OPS = ("<", "<=", ">", ">=", "==", "!=", "in")
 
 
 @dataclass
@@ -310,25 +313,24 @@ def _compute_layout(p: Program) -> StateLayout:
         fields.append(StateField(name, offset, size))
         offset += size
 
-    # Lexer
-    add("pos", 8, 8)  # absolute offset of the next byte
-    add("lexemes", 8, 8)
-    add("tokens", 8, 8)
-    add("matches", 8, 8)
-    add("rejections", 8, 8)
-    add("tok_start", 8, 8)  # offset of buf[0] in the stream
-    add("last_end", 8, 8)  # end of the previous lexeme
-    add("dfa_state", 4, 4)
-    add("buf_len", 4, 4)
-    add("last_tok", 4, 4)
-    add("last_len", 4, 4)
-    add("pend_tok", 4, 4)
-    add("pend_fallback", 4, 4)
-    add("pend_len", 4, 4)
-    add("flags", 4, 4)  # bit 0: finished
-    add("pending_events", 4, 4)  # events since the last snapshot (output bookkeeping)
-    add("n_active", 4, 4)  # rules with a live thread (the number of bits set in active_rules)
-    add("buf", p.lexer.max_lexeme, 8)
+    def add_record(prefix: str, record: abi.Record, tail: int | None = None) -> None:
+        """One of the ABI's records (8-aligned), its fields named `prefix + field`, then, if
+        `tail` is given, that many bytes of what follows it, named `prefix + record.tail`."""
+        nonlocal offset
+        offset = (offset + 7) // 8 * 8
+        start = offset
+        for name, code in record.fields:
+            if not name.startswith("_"):
+                fields.append(StateField(prefix + name, start + record.offset(name), struct.calcsize("<" + code)))
+        offset = start + record.size
+        if tail is not None:
+            add(prefix + record.tail, tail)
+
+    # Lexer and counters: the ABI's fixed head (pos: absolute offset of the next byte;
+    # tok_start: offset of buf[0] in the stream; last_end: end of the previous lexeme;
+    # flags: bit 0 finished; pending_events: events since the last snapshot; n_active: rules
+    # with a live thread, the number of bits set in active_rules), then the lexer's buffer
+    add_record("", abi.STATE_HEAD, p.lexer.max_lexeme)
     # One bit per rule with a live thread: lets a kernel visit only the rules that can act.
     add("active_rules", 8 * ((len(p.rules) + 63) // 64), 8)
     # The last lexeme that may begin a late-starting rule (`starts_late`), for kernels that
@@ -347,27 +349,18 @@ def _compute_layout(p: Program) -> StateLayout:
         add("anchor_count", 4, 4)
         add("anchor_head", 4, 4)  # ring index of the oldest entry
         for i in range(a):
-            add(f"anchor[{i}].start", 8, 8)
-            add(f"anchor[{i}].space_before", 1, 1)
-            add(f"anchor[{i}].len", 1, 1)
-            add(f"anchor[{i}].text", p.lexer.max_lexeme, 1)
+            add_record(f"anchor[{i}].", abi.ANCHOR_ENTRY, p.lexer.max_lexeme)
     if p.anchor_groups:
         add("anchor_active", (len(p.anchor_groups) + 7) // 8, 8)
     # Channels: set flag, value, span of the match that set it
     for c in range(len(p.channels)):
-        add(f"channel[{c}].set", 8, 8)
-        add(f"channel[{c}].value", 8, 8)
-        add(f"channel[{c}].start", 8, 8)
-        add(f"channel[{c}].end", 8, 8)
-    # Rules: verdict bits, match count, one thread slot per element after the first
+        add_record(f"channel[{c}].", abi.CHANNEL_STATE)
+    # Rules: verdict bit, match count, one thread slot per element after the first (each
+    # THREAD.size + 8 x captures bytes)
     for r, rule in enumerate(p.rules):
-        add(f"rule[{r}].rejected", 4, 8)  # the slots follow at +8, each 16 + 8 x captures bytes
-        add(f"rule[{r}].matches", 4, 4)
+        add_record(f"rule[{r}].", abi.RULE_STATE)
         for s in range(1, len(rule.elements)):
-            add(f"rule[{r}].slot[{s}].active", 1, 8)
-            add(f"rule[{r}].slot[{s}].gaps", 1, 1)
-            add(f"rule[{r}].slot[{s}].start", 8, 8)
-            add(f"rule[{r}].slot[{s}].captures", 8 * len(rule.captures), 8)
+            add_record(f"rule[{r}].slot[{s}].", abi.THREAD, 8 * len(rule.captures))
     size = (offset + 7) // 8 * 8
     return StateLayout(fields, size)
 

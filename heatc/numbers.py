@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from heatc_runtime.abi import YEAR_PIVOT
+
 # The Chinese numerals and multipliers the lexer accepts (lang.lexicon builds them into the
 # automaton) and their values.
 CN_DIGITS = {
@@ -109,8 +111,8 @@ def number_value(token: bytes) -> float:
     return _chinese(text)
 
 
-#: A two-digit year below this is in the 2000s, else in the 1900s (POSIX `strptime` %y).
-YEAR_PIVOT = 69
+# A two-digit year below YEAR_PIVOT is in the 2000s, else in the 1900s (POSIX `strptime` %y);
+# the ABI's, since every kernel reads it.
 
 
 def date_value(token: bytes) -> float:

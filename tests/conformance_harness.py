@@ -1,56 +1,31 @@
-"""Run the conformance corpus (tests/conformance/*.yaml, format in its README) against a
-backend. A backend is a function `open_session(program) -> session` whose sessions have
-`feed(bytes) -> list[Snapshot]` and `finish() -> list[Snapshot]`; every backend (reference,
-WASM, native, CUDA) plugs in here unchanged.
+"""Run the conformance corpus (tests/conformance/, format in its README, read strictly by
+conformance_schema) against a backend, on every path a backend offers:
+
+- streaming: `open_session(program) -> session` whose sessions have `feed(bytes) ->
+  list[Snapshot]` and `finish() -> list[Snapshot]` (the reference Machine, a WASM batch
+  sequence, ...), fed under several chunkings of the input;
+- whole documents: `scan(program, data) -> (events, verdicts, counters)` (`Checker.scan`,
+  where a kernel's idle-stretch skipper runs).
+
+Every expectation a case states is compared exactly; what it leaves out has a stated
+default (no failed requirement, no conflict, rule CONFIRMED). Counters are checked on
+every path: bytes, tokens, matches and rejections follow from the case, lexemes from the
+reference interpreter on the whole input (the caller passes that count).
+
+Public surface: `CORPUS`, `load_cases`, `load_error_cases`, `chunkings`, `check_case`,
+`check_document`, `check_error_case`.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 
-import yaml
+from conformance_schema import CORPUS, Case, ErrorCase, EventWant, load_cases, load_error_cases
 
-from heatc_runtime import Snapshot, Verdict
+from heatc_runtime import Event, Snapshot, Verdict
 
-CORPUS = Path(__file__).parent / "conformance"
-
-
-@dataclass
-class Case:
-    file: str
-    name: str
-    rules: str
-    input: bytes
-    verdicts: dict[str, str]
-    events: list[dict]
-    snapshots: list[dict] | None = None
-    chunks: list[bytes] | None = None
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:
-        return f"{self.file}::{self.name}"
-
-
-def load_cases(directory: Path = CORPUS) -> list[Case]:
-    cases = []
-    for path in sorted(directory.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        for c in doc["cases"]:
-            data = bytes.fromhex(c["input_hex"]) if "input_hex" in c else c["input"].encode("utf-8")
-            chunks = [x.encode("utf-8") for x in c["chunks"]] if "chunks" in c else None
-            if chunks is not None and b"".join(chunks) != data:
-                raise ValueError(f"{path.name}::{c['name']}: chunks do not join to the input")
-            cases.append(
-                Case(
-                    path.name, c["name"], doc["rules"], data, c.get("verdicts") or {}, c.get("events") or [],
-                    c.get("snapshots"), chunks, {k: v for k, v in c.items() if k == "reaching_differs"},
-                )
-            )  # fmt: skip
-    return cases
+__all__ = ["CORPUS", "check_case", "check_document", "check_error_case", "chunkings", "load_cases", "load_error_cases"]
 
 
 def chunkings(case: Case) -> list[tuple[str, list[bytes]]]:
@@ -69,7 +44,7 @@ def chunkings(case: Case) -> list[tuple[str, list[bytes]]]:
     return out
 
 
-def run(open_session: Callable, program, pieces: list[bytes]) -> list[Snapshot]:
+def _run(open_session: Callable, program, pieces: list[bytes]) -> list[Snapshot]:
     session = open_session(program)
     snaps: list[Snapshot] = []
     for p in pieces:
@@ -78,96 +53,158 @@ def run(open_session: Callable, program, pieces: list[bytes]) -> list[Snapshot]:
     return snaps
 
 
-def _same_number(expected, actual) -> bool:
+def _same_value(expected, actual) -> bool:
+    """Numbers compare as float64; class names as strings."""
+    if isinstance(expected, str):
+        return isinstance(actual, str) and actual == expected
     return isinstance(actual, float) and float(expected) == actual
 
 
-def _check_event(case: Case, i: int, want: dict, got, where: str) -> list[str]:
+def _span_errors(data: bytes, start: int, end: int, want, prefix: str) -> list[str]:
     errs = []
-    prefix = f"{where}: event {i}"
-    name_key = "rule" if want.get("kind", "match") == "match" else "anchor"
-    if got.kind != want.get("kind", "match"):
-        return [f"{prefix}: kind {got.kind} != {want.get('kind')}"]
-    if got.name != want[name_key]:
-        errs.append(f"{prefix}: {name_key} {got.name} != {want[name_key]}")
-    if "verdict" in want and (got.verdict is None or got.verdict.name != want["verdict"]):
-        errs.append(f"{prefix}: verdict {got.verdict} != {want['verdict']}")
-    text = case.input[got.start : got.end]
-    if "text" in want and text != want["text"].encode("utf-8"):
-        errs.append(f"{prefix}: span {text!r} != {want['text']!r}")
-    for key in ("start", "end"):
-        if key in want and getattr(got, key) != want[key]:
-            errs.append(f"{prefix}: {key} {getattr(got, key)} != {want[key]}")
-    if "captures" in want:
-        caps = dict(got.captures)
-        expected = want["captures"] or {}
-        if set(caps) != set(expected):
-            errs.append(f"{prefix}: captures {caps} != {expected}")
-        else:
-            for k, v in expected.items():
-                ok = _same_number(v, caps[k]) if isinstance(v, (int, float)) else caps[k] == v
-                if not ok:
-                    errs.append(f"{prefix}: capture {k} = {caps[k]!r}, expected {v!r}")
-    if "failed" in want and got.failed != want["failed"]:
-        errs.append(f"{prefix}: failed {got.failed!r} != {want['failed']!r}")
-    if "conflict" in want:
-        c, w = got.conflict, want["conflict"]
-        if c is None:
-            errs.append(f"{prefix}: no conflict reported, expected {w}")
-        else:
-            if "channel" in w and c.channel != w["channel"]:
-                errs.append(f"{prefix}: conflict channel {c.channel} != {w['channel']}")
-            if "value" in w:
-                ok = (
-                    _same_number(w["value"], c.value) if isinstance(w["value"], (int, float)) else c.value == w["value"]
-                )
-                if not ok:
-                    errs.append(f"{prefix}: conflict value {c.value!r} != {w['value']!r}")
-            if "text" in w and case.input[c.start : c.end] != w["text"].encode("utf-8"):
-                errs.append(f"{prefix}: conflict span {case.input[c.start : c.end]!r} != {w['text']!r}")
+    if data[start:end] != want.span:
+        errs.append(f"{prefix} span {data[start:end]!r} [{start}, {end}), expected {want.span!r}")
+    if want.start is not None and start != want.start:
+        errs.append(f"{prefix} start {start}, expected {want.start}")
+    if want.end is not None and end != want.end:
+        errs.append(f"{prefix} end {end}, expected {want.end}")
     return errs
 
 
-def _check_verdicts(expected: dict[str, str], got: dict[str, Verdict], where: str) -> list[str]:
+def _event_errors(data: bytes, want: EventWant, got: Event, prefix: str) -> list[str]:
+    if got.kind != want.kind:
+        return [f"{prefix}: a {got.kind} event ({got.name}), expected a {want.kind} event ({want.name})"]
+    errs = []
+    if got.name != want.name:
+        errs.append(f"{prefix}: {'rule' if want.kind == 'match' else 'anchor'} {got.name}, expected {want.name}")
+    verdict = got.verdict.name if got.verdict is not None else None
+    if verdict != want.verdict:
+        errs.append(f"{prefix}: verdict {verdict}, expected {want.verdict}")
+    errs += _span_errors(data, got.start, got.end, want, f"{prefix}:")
+    caps = dict(got.captures)
+    if set(caps) != set(want.captures) or not all(_same_value(v, caps[k]) for k, v in want.captures.items()):
+        errs.append(f"{prefix}: captures {caps}, expected {want.captures}")
+    if got.failed != want.failed:
+        errs.append(f"{prefix}: failed {got.failed!r}, expected {want.failed!r}")
+    c, w = got.conflict, want.conflict
+    if (c is None) != (w is None):
+        errs.append(f"{prefix}: conflict {c}, expected {w}")
+    elif c is not None and w is not None:
+        if c.channel != w.channel:
+            errs.append(f"{prefix}: conflict channel {c.channel}, expected {w.channel}")
+        if not _same_value(w.value, c.value):
+            errs.append(f"{prefix}: conflict value {c.value!r}, expected {w.value!r}")
+        errs += _span_errors(data, c.start, c.end, w, f"{prefix}: conflict")
+    return errs
+
+
+def _events_errors(case: Case, events: Sequence[Event], where: str) -> list[str]:
+    if len(events) != len(case.events):
+        shown = [(e.kind, e.name, e.verdict and e.verdict.name, case.input[e.start : e.end]) for e in events]
+        return [f"{where}: {len(events)} events, expected {len(case.events)}: {shown}"]
+    errs = []
+    for i, (want, got) in enumerate(zip(case.events, events, strict=True)):
+        errs += _event_errors(case.input, want, got, f"{where}: event {i}")
+    return errs
+
+
+def _verdict_errors(expected: Mapping[str, str], got: Mapping[str, Verdict], where: str) -> list[str]:
     unknown = set(expected) - set(got)
     if unknown:
-        return [f"{where}: expectation names unknown rules {sorted(unknown)}"]
+        return [f"{where}: the expectation names rules the program does not have: {sorted(unknown)}"]
+    return [
+        f"{where}: rule {rule} is {v.name}, expected {expected.get(rule, 'CONFIRMED')}"
+        for rule, v in got.items()
+        if v.name != expected.get(rule, "CONFIRMED")
+    ]
+
+
+def _counter_errors(case: Case, counters: Mapping[str, int], tokens: int, lexemes: int, where: str) -> list[str]:
+    matches = [e for e in case.events if e.kind == "match"]
+    want = {
+        "bytes": len(case.input),
+        "lexemes": lexemes,
+        "tokens": tokens,  # feed calls (semantics §7); a whole-document scan is one
+        "matches": len(matches),  # each completed match is one event (§4)
+        "rejections": sum(e.verdict == "REJECTED" for e in matches),
+    }
+    return [] if dict(counters) == want else [f"{where}: counters {dict(counters)}, expected {want}"]
+
+
+def _snapshot_errors(case: Case, snaps: list[Snapshot], where: str) -> list[str]:
+    if len(snaps) != len(case.snapshots):
+        got = [(len(s.events), {k: v.name for k, v in s.verdicts.items() if v.name != "CONFIRMED"}) for s in snaps]
+        return [f"{where}: {len(snaps)} snapshots, expected {len(case.snapshots)}: {got}"]
     errs = []
-    for rule, v in got.items():
-        want = expected.get(rule, "CONFIRMED")
-        if v.name != want:
-            errs.append(f"{where}: rule {rule} is {v.name}, expected {want}")
+    for j, (want, got) in enumerate(zip(case.snapshots, snaps, strict=True)):
+        if len(got.events) != want.events:
+            errs.append(f"{where}: snapshot {j} has {len(got.events)} events, expected {want.events}")
+        errs += _verdict_errors(want.verdicts, got.verdicts, f"{where} snapshot {j}")
     return errs
 
 
-def check_case(case: Case, program, open_session: Callable) -> list[str]:
-    """All differences between what the backend does and what the case says."""
-    errors: list[str] = []
+def check_case(case: Case, program, open_session: Callable, lexemes: int) -> list[str]:
+    """All differences between what a streaming backend does and what the case says, under
+    every chunking (the first chunking that differs is reported)."""
     for label, pieces in chunkings(case):
-        snaps = run(open_session, program, pieces)
-        events = [e for s in snaps for e in s.events]
+        snaps = _run(open_session, program, pieces)
         where = f"{case.id} [{label}]"
-        if len(events) != len(case.events):
-            shown = [(e.kind, e.name, e.verdict and e.verdict.name, case.input[e.start : e.end]) for e in events]
-            errors.append(f"{where}: {len(events)} events, expected {len(case.events)}: {shown}")
-        else:
-            for i, (want, got) in enumerate(zip(case.events, events, strict=True)):
-                errors += _check_event(case, i, want, got, where)
-        errors += _check_verdicts(case.verdicts, snaps[-1].verdicts, where + " final")
-        check_snapshots = case.snapshots is not None and (
-            label == "chunks" if case.chunks is not None else label == "whole"
-        )
-        if check_snapshots:
-            if len(snaps) != len(case.snapshots):
-                got = [
-                    (len(s.events), {k: v.name for k, v in s.verdicts.items() if v.name != "CONFIRMED"}) for s in snaps
-                ]
-                errors.append(f"{where}: {len(snaps)} snapshots, expected {len(case.snapshots)}: {got}")
-            else:
-                for j, (want, got) in enumerate(zip(case.snapshots, snaps, strict=True)):
-                    if "events" in want and len(got.events) != want["events"]:
-                        errors.append(f"{where}: snapshot {j} has {len(got.events)} events, expected {want['events']}")
-                    errors += _check_verdicts(want.get("verdicts") or {}, got.verdicts, f"{where} snapshot {j}")
+        errors = _events_errors(case, [e for s in snaps for e in s.events], where)
+        errors += _verdict_errors(case.verdicts, snaps[-1].verdicts, where + " final")
+        errors += _counter_errors(case, snaps[-1].counters, len(pieces), lexemes, where + " final")
+        finals = [j for j, s in enumerate(snaps) if s.final]
+        if finals != [len(snaps) - 1]:
+            errors.append(f"{where}: snapshots {finals} of {len(snaps)} are marked final, expected only the last")
+        if case.snapshots is not None and label == ("chunks" if case.chunks is not None else "whole"):
+            errors += _snapshot_errors(case, snaps, where)
         if errors:
-            break  # one chunking's report is enough
+            return errors
+    return []
+
+
+def check_document(case: Case, program, scan: Callable, lexemes: int) -> list[str]:
+    """All differences between a whole-document scan and what the case says (a scan reports
+    the final verdicts and counters only, so the case's snapshots are not checked here)."""
+    events, verdicts, counters = scan(program, case.input)
+    where = f"{case.id} [scan]"
+    errors = _events_errors(case, events, where)
+    errors += _verdict_errors(case.verdicts, verdicts, where + " final")
+    return errors + _counter_errors(case, counters, 1, lexemes, where + " final")
+
+
+def check_error_case(case: ErrorCase, compile_source: Callable, error_type: type[Exception]) -> list[str]:
+    """All differences between the diagnostics `compile_source(text, path)` raises (as
+    `error_type` with `.diagnostics`) and the ones the case lists, in order; each must also
+    render as `path:line:column: error: message`, the source line, and a caret."""
+    path = f"{case.name}.heat"
+    try:
+        compile_source(case.source, path)
+    except error_type as e:
+        diagnostics = e.diagnostics
+    else:
+        return [f"{case.id}: compiled without an error, expected {len(case.errors)}"]
+    got = [(d.line, d.column, d.message, tuple(d.notes)) for d in diagnostics]
+    want = [(w.line, w.column, w.message, w.notes) for w in case.errors]
+    if got != want:
+        return [f"{case.id}: diagnostics\n    {got}\n  expected\n    {want}"]
+    errors = []
+    lines = case.source.splitlines()
+    for d in diagnostics:
+        rendered = d.render().splitlines()
+        head = f"{path}:{d.line}:{d.column}: error: {d.message}"
+        source_line = lines[d.line - 1] if d.line <= len(lines) else None
+        if rendered[0] != head:
+            errors.append(f"{case.id}: renders {rendered[0]!r}, expected {head!r}")
+        elif source_line is not None and not _shows_caret(rendered, source_line, d.column):
+            errors.append(f"{case.id}: the rendering does not show line {d.line} with a caret:\n{d.render()}")
     return errors
+
+
+def _shows_caret(rendered: list[str], source_line: str, column: int) -> bool:
+    """The source line, then a caret under `column` (checked exactly where every character
+    takes one terminal cell: ASCII without tabs)."""
+    if len(rendered) < 3 or not rendered[1].endswith(source_line) or not rendered[2].endswith("^"):
+        return False
+    if source_line.isascii() and "\t" not in source_line:
+        return len(rendered[2]) - 1 == len(rendered[1]) - len(source_line) + column - 1
+    return True

@@ -7,8 +7,11 @@ language should be added here too.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+from hypothesis import note
 from hypothesis import strategies as st
 
 # Literal pool: each string at most once per rule set; no two differ only by case; none
@@ -298,3 +301,18 @@ def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
         prev = c
     out.append(data[prev:])
     return out
+
+
+@contextmanager
+def reported(rules: str, *fed: list[bytes]) -> Iterator[None]:
+    """On a failure inside the block, note each stream as it was fed (lists of pieces, read
+    at the failure): hypothesis prints the notes with the shrunk example, one
+    `corpus case: ...` line each, which tests/corpus_case.py turns into a corpus case."""
+    try:
+        yield
+    except Exception:
+        from corpus_case import failure_line
+
+        for i, pieces in enumerate(fed):
+            note(failure_line(rules, list(pieces), f"sequence {i}" if len(fed) > 1 else ""))
+        raise

@@ -18,6 +18,7 @@ from heatc.cli import app
 from heatc.errors import HeatError
 from heatc.heatmap.build import HCT_MAGIC, build
 from heatc.verify.properties import case_spellings
+from heatc_runtime import abi
 
 HERE = Path(__file__).parent
 GOOD = HERE / "heatmaps" / "good.yaml"
@@ -57,7 +58,7 @@ def test_build_writes_every_artifact(tmp_path):
             "bytes": b["rules"][0]["bytes"],
         }
     ]
-    assert m["abi"] == {"major": 1, "minor": 1} and b["heatc_version"]
+    assert m["abi"] == {"major": abi.ABI_MAJOR, "minor": abi.ABI_MINOR} and b["heatc_version"]
 
 
 def test_rules_hct_header(tmp_path):
@@ -67,7 +68,7 @@ def test_rules_hct_header(tmp_path):
     version, major, _minor, n_rules, state_size, blob_size, l2_end, device_end, digest, _n_sections = (
         struct.unpack_from("<IIIIIIQQ32sI", data, 8)
     )
-    assert (version, major, n_rules) == (1, 1, 1)
+    assert (version, major, n_rules) == (abi.HCT_VERSION, abi.ABI_MAJOR, 1)
     blob = data[-blob_size:]
     assert hashlib.sha256(blob).digest() == digest
     assert 0 < l2_end <= device_end <= blob_size
@@ -167,7 +168,7 @@ def test_cli_build_inspect_scan_lower(tmp_path):
     assert r.exit_code == 0  # stdin empty: nothing rejected
     r = runner.invoke(app, ["scan", str(tmp_path / "tiny"), "--json"], input="glucose 7000 mg/dL.")
     doc = json.loads(r.output)
-    assert r.exit_code == 3 and doc["backend"] == "wasm" and doc["rules"] == {"glucose_mg_dl": "REJECTED"}
+    assert r.exit_code == 3 and doc["run"]["backend"] == "wasm" and doc["rules"] == {"glucose_mg_dl": "REJECTED"}
     r = heatc("lower", GOOD)
     assert r.exit_code == 0 and "# skipped cell glucose×number (line 12): score 0.5 below" in r.output
     assert "require v in [22.5, 1220]" in r.output
@@ -214,4 +215,4 @@ def test_scan_refuses_a_tampered_build(tmp_path):
     d = build(GOOD, tmp_path).directory
     (d.resolve() / "module.wasm").write_bytes(b"\0asm")
     r = runner.invoke(app, ["scan", str(d)], input="x")
-    assert r.exit_code == 1 and "checksum mismatch" in r.output
+    assert r.exit_code == 1 and "size mismatch" in r.output

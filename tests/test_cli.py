@@ -76,7 +76,7 @@ def test_scan_json_document():
     assert doc["rules"]["glucose_mg_dl"] == "REJECTED" and doc["rules"]["heart_rate_value"] == "CONFIRMED"
     bad = next(e for e in doc["events"] if e["rule"] == "glucose_mg_dl")
     assert bad == {
-        "kind": "match", "rule": "glucose_mg_dl", "verdict": "REJECTED", "start": 0, "end": 18,
+        "kind": "match", "rule": "glucose_mg_dl", "verdict": "REJECTED", "bytes": [0, 18], "chars": [0, 18],
         "text": "Glucose 5000 mg/dL", "captures": {"v": 5000.0}, "failed": "v in [10, 2000]",
     }  # fmt: skip
 
@@ -85,7 +85,7 @@ def test_scan_lines_gives_one_document_per_line():
     r = heatc("scan", EXAMPLES / "medical.heat", "--lines", "--json", input="pulse 88\r\npulse 880\n\nBP 120/80\n")
     docs = [json.loads(line) for line in r.output.splitlines()]
     assert [d["verdict"] for d in docs] == ["CONFIRMED", "REJECTED", "CONFIRMED", "CONFIRMED"]
-    assert docs[1]["events"][0]["start"] == 0  # offsets are per document
+    assert docs[1]["events"][0]["bytes"][0] == 0  # offsets are per document
 
 
 def test_scan_text_table(tmp_path):
@@ -126,11 +126,25 @@ def test_installed_entry_point():
 )
 def test_scan_backends_print_the_same_json(name, text):
     outputs = []
-    for backend in ("reference", "wasm"):
+    for backend in ("reference", "wasm", "native"):
         r = heatc("scan", EXAMPLES / f"{name}.heat", EXAMPLES / "texts" / text, "--json", "--backend", backend)
         assert r.exit_code == 3, r.output
         doc = json.loads(r.output)
-        assert doc.pop("backend") == backend
-        doc.pop("elapsed_ms")
+        assert doc.pop("run")["backend"] == backend
         outputs.append(doc)
-    assert outputs[0] == outputs[1]
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_generate_refuses_bad_options_before_loading_a_model(tmp_path):
+    rules = EXAMPLES / "medical.heat"
+    for args, message in (
+        (["--mode", "guardd"], "unknown mode 'guardd' (modes: observe, stop, guard)"),
+        (["--engine", "tgi"], "unknown engine 'tgi' (engines: transformers, vllm)"),
+        (["--k", "0"], "--k must be 1 to 64"),
+    ):
+        r = heatc("generate", rules, "--prompt", "hi", *args)
+        assert r.exit_code == 1 and message in r.output, r.output
+    bad = tmp_path / "bad.heat"
+    bad.write_text("rule {\n")
+    r = heatc("generate", bad, "--prompt", "hi")
+    assert r.exit_code == 1 and f"{bad}:1:" in r.output and "Traceback" not in r.output

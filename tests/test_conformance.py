@@ -1,30 +1,53 @@
-"""The hand-written conformance corpus against every backend available here."""
+"""The hand-written conformance corpus on every path of every backend: the reference Machine
+and a batch sequence of each runtime backend (WASM, native) fed in chunks, and each runtime
+backend's `Checker.scan` of the whole document; and the compile-error cases against the
+compiler."""
 
 import re
 
 import pytest
-from conformance_harness import check_case, load_cases
+from conformance_harness import check_case, check_document, check_error_case, load_cases, load_error_cases
 from conftest import compile_cached
 
-from heatc.backends import BACKENDS, open_session
+from heatc.backends import BACKENDS, open_session, run_document
+from heatc.errors import HeatError
+from heatc.lang.compiler import compile_source
 
 CASES = load_cases()
+ERROR_CASES = load_error_cases()
+PATHS = [*(f"{b}/stream" for b in sorted(BACKENDS)), *(f"{b}/scan" for b in sorted(BACKENDS) if b != "reference")]
 
 
 def test_corpus_is_big_enough():
-    assert len(CASES) >= 40
+    assert len(CASES) >= 200
     assert sum(1 for c in CASES if any(ord(ch) > 0x2E80 for ch in c.input.decode("utf-8", "ignore"))) >= 10
+    assert len(ERROR_CASES) >= 33
 
 
-@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def _lexemes(case) -> int:
+    """The reference interpreter's lexeme count for the whole input (the spec's counter)."""
+    return run_document("reference", compile_cached(case.rules), case.input)[2]["lexemes"]
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_conformance(case, backend):
+def test_conformance(case, path):
     program = compile_cached(case.rules)
-    errors = check_case(case, program, lambda p: open_session(backend, p))
+    backend, how = path.split("/")
+    if how == "scan":
+        errors = check_document(case, program, lambda p, data: run_document(backend, p, data), _lexemes(case))
+    else:
+        errors = check_case(case, program, lambda p: open_session(backend, p), _lexemes(case))
     assert not errors, "\n".join(errors)
 
 
-REACHING = [c for c in CASES if c.extra.get("reaching_differs")]
+@pytest.mark.parametrize("case", ERROR_CASES, ids=lambda c: c.id)
+def test_compile_error(case):
+    errors = check_error_case(case, compile_source, HeatError)
+    assert not errors, "\n".join(errors)
+
+
+REACHING = [c for c in CASES if c.reaching_differs]
 
 
 @pytest.mark.parametrize("case", REACHING, ids=lambda c: c.id)
@@ -34,5 +57,5 @@ def test_binding_cases_fail_with_reaching_gaps(case):
     the reference interpreter does not reproduce them."""
     reaching = re.sub(r"(?<!\.)\.\.(?=\d)", "...", case.rules)
     assert reaching != case.rules
-    errors = check_case(case, compile_cached(reaching), lambda p: open_session("reference", p))
+    errors = check_case(case, compile_cached(reaching), lambda p: open_session("reference", p), _lexemes(case))
     assert errors, f"{case.id} passes with reaching gaps too: it does not test binding"

@@ -15,9 +15,9 @@ import threading
 from pathlib import Path
 
 import pytest
-import wasmtime
 from conformance_harness import CORPUS
 from conftest import REPO, compile_cached, wasm_validate
+from hostile import hostile_module
 
 import heatc_runtime as rt
 from heatc.backends import run_document
@@ -81,7 +81,7 @@ def test_truncated_module_is_refused(medical_dir, tmp_path):
     d = _copy(medical_dir, tmp_path / "m")
     wasm = (d / "module.wasm").read_bytes()
     (d / "module.wasm").write_bytes(wasm[: len(wasm) // 2])
-    with pytest.raises(rt.ModuleError, match="checksum mismatch"):
+    with pytest.raises(rt.ModuleError, match=r"size mismatch .* corrupt or was changed after"):
         rt.load(d)
 
 
@@ -100,6 +100,7 @@ def test_garbage_with_a_matching_checksum_is_refused(medical_dir, tmp_path):
     (d / "module.wasm").write_bytes(junk)
     manifest = json.loads((d / "manifest.json").read_text())
     manifest["wasm"]["sha256"] = hashlib.sha256(junk).hexdigest()
+    manifest["wasm"]["size"] = len(junk)
     (d / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(rt.ModuleError, match="does not compile"):
         rt.load(d)
@@ -128,55 +129,22 @@ def test_missing_or_broken_manifest(tmp_path):
 
 # -- untrusted modules: time and memory limits -----------------------------------------
 
-HOSTILE_WAT = """
-(module
-  (memory (export "memory") {pages})
-  (global (export "abi_major") i32 (i32.const 1)) (global (export "abi_minor") i32 (i32.const 0))
-  (global (export "state_size") i32 (i32.const 64)) (global (export "event_size") i32 (i32.const 72))
-  (global (export "snapshot_size") i32 (i32.const 56)) (global (export "n_rules") i32 (i32.const 0))
-  (global (export "control") i32 (i32.const 256)) (global (export "heap_base") i32 (i32.const 4096))
-  (global (export "lexeme_events") i32 (i32.const 1))
-  (func (export "scan") (param i32 i32 i32 i32) (result i32) (loop $forever (br $forever)) (i32.const 0))
-  (func (export "reset") (param i32)) (func (export "fork") (param i32 i32))
-  (func (export "feed") (param i32 i32 i32 i32 i32) (result i32) (i32.const 0))
-  (func (export "finish") (param i32 i32) (result i32) (i32.const 0))
-  (func (export "snapshot") (param i32 i32) (result i32) (i32.const 0))
-  (func (export "step_batch") (param i32 i32 i32 i32) (result i32) (i32.const 0))
-  (func (export "reset_batch") (param i32 i32))
-  (func (export "snapshot_batch") (param i32 i32 i32) (result i32) (i32.const 0))
-  (func (export "finish_batch") (param i32 i32 i32) (result i32) (i32.const 0))
-  (func (export "verdicts") (param i32 i32)))
-"""
-
-
-def _hostile(tmp_path: Path, pages: int = 1) -> Path:
-    wasm = wasmtime.wat2wasm(HOSTILE_WAT.format(pages=pages))
-    (tmp_path / "module.wasm").write_bytes(wasm)
-    manifest = {
-        "format": "heatc-module", "abi": {"major": 1, "minor": 0},
-        "wasm": {"file": "module.wasm", "sha256": hashlib.sha256(wasm).hexdigest()},
-        "layout": {"state_size": 64, "event_size": 72, "snapshot_size": 56, "flags_offset": 0},
-        "rules": [], "classes": [], "channels": [], "anchor_groups": [],
-    }  # fmt: skip
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    return tmp_path
-
 
 def test_a_module_that_loops_forever_is_stopped_by_the_deadline(tmp_path):
-    checker = rt.load(_hostile(tmp_path), rt.Limits(timeout_s=0.2))
+    checker = rt.load(hostile_module(tmp_path), rt.Limits(timeout_s=0.2))
     with pytest.raises(rt.ModuleTrap, match="ran past its time limit"):
         checker.scan("hello")
 
 
 def test_a_module_that_loops_forever_runs_out_of_fuel(tmp_path):
-    checker = rt.load(_hostile(tmp_path), rt.Limits(fuel=100_000))
+    checker = rt.load(hostile_module(tmp_path), rt.Limits(fuel=100_000))
     with pytest.raises(rt.ModuleTrap, match="ran out of fuel"):
         checker.scan("hello")
 
 
 def test_memory_limit_at_instantiation(tmp_path):
     with pytest.raises(rt.ModuleError, match="cannot be instantiated"):
-        rt.load(_hostile(tmp_path, pages=2000), rt.Limits(memory_bytes=64 << 20))
+        rt.load(hostile_module(tmp_path, pages=2000), rt.Limits(memory_bytes=64 << 20))
 
 
 def test_memory_limit_while_running(medical_dir):

@@ -1,86 +1,85 @@
-"""WASM against the reference interpreter on generated rule sets and streams: whole-
-document scans, random chunkings, batches stepped through a token table, and forks.
-Events, verdicts, counters and every published snapshot must be identical."""
+"""The runtime's backends (WASM and native) against the reference interpreter on generated
+rule sets and streams: whole-document scans, random chunkings, batches stepped through a
+token table, and forks. Events, verdicts, counters and every published snapshot must be
+identical."""
 
 import random
 
+import pytest
 from conftest import compile_cached
+from differential import snapshot_fields as _snap
+from differential import stream_agrees
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import chunkings, dense_texts, long_texts, rule_sets, texts, weak_start_rule_sets
+from strategies import chunkings, dense_texts, long_texts, reported, rule_sets, texts, weak_start_rule_sets
 
-from heatc.backends import wasm_checker
+from heatc.backends import native_checker, wasm_checker
 from heatc.reference import Machine
 from heatc.wasm.pack import pack
 
-
-def _snap(s):
-    return (s.events, s.verdicts, s.counters, s.final)
+# every test below runs on each backend of the runtime
+BACKENDS = pytest.mark.parametrize("checker_for", [wasm_checker, native_checker], ids=["wasm", "native"])
 
 
 @st.composite
 def cases(draw):
     g = draw(rule_sets())
-    program = compile_cached(g.source)
-    streams = draw(st.lists(texts(g.pieces), min_size=1, max_size=4))
-    return program, streams
+    return g.source, draw(st.lists(texts(g.pieces), min_size=1, max_size=4))  # (a Program's repr is pages long)
 
 
+@BACKENDS
 @settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")))
 @given(cases(), st.data())
-def test_scan_matches_reference(case, data):
-    program, streams = case
-    checker = wasm_checker(program)
+def test_scan_matches_reference(checker_for, case, data):
+    source, streams = case
+    program = compile_cached(source)
+    checker = checker_for(program)
     for stream in streams:
-        m = Machine(program)
-        snaps = m.feed(stream) + m.finish()
-        report = checker.scan(stream)
-        assert report.events == [e for s in snaps for e in s.events]
-        assert report.verdicts == snaps[-1].verdicts
-        assert report.counters == snaps[-1].counters
+        with reported(source, [stream]):
+            m = Machine(program)
+            snaps = m.feed(stream) + m.finish()
+            report = checker.scan(stream)
+            assert report.events == [e for s in snaps for e in s.events]
+            assert report.verdicts == snaps[-1].verdicts
+            assert report.counters == snaps[-1].counters
 
 
+@BACKENDS
 @settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")) // 2)
 @given(rule_sets(), st.data())
-def test_long_plain_stretches_match_reference(g, data):
+def test_long_plain_stretches_match_reference(checker_for, g, data):
     """Long mostly-plain text, where the kernel skips idle stretches 16 bytes at a time: a
     quiet whole-document scan, and the same text fed in random pieces (every trigger
     published, so trigger literals are not plain there)."""
-    _long_stream_agrees(compile_cached(g.source), data.draw(long_texts(g.pieces)), data)
+    program = compile_cached(g.source)
+    _long_stream_agrees(g.source, checker_for(program), data.draw(long_texts(g.pieces)), data)
 
 
-def _long_stream_agrees(program, stream: bytes, data) -> None:
-    checker = wasm_checker(program)
-    m = Machine(program)
-    snaps = m.feed(stream) + m.finish()
-    report = checker.scan(stream)
-    assert report.events == [e for s in snaps for e in s.events]
-    assert (report.verdicts, report.counters) == (snaps[-1].verdicts, snaps[-1].counters)
-    batch = checker.batch(1)
-    m = Machine(program)
-    for piece in data.draw(chunkings(stream)):
-        got = batch.feed_text(0, piece)
-        assert [_snap(s) for s in got] == [_snap(s) for s in m.feed(piece)]
-    assert [_snap(s) for s in batch.finish().get(0, [])] == [_snap(s) for s in m.finish()]
+def _long_stream_agrees(source: str, checker, stream: bytes, data) -> None:
+    pieces = data.draw(chunkings(stream))
+    with reported(source, pieces):
+        stream_agrees(compile_cached(source), stream, pieces, checker)
 
 
+@BACKENDS
 @settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")) // 2)
 @given(weak_start_rule_sets(), st.data())
-def test_weak_starts_match_reference(g, data):
+def test_weak_starts_match_reference(checker_for, g, data):
     """Keywords a kernel counts as plain words while their threads cannot yet have advanced
-    (pack._weak_starts), in long mostly-plain text: it must come back to each one whenever
+    (skipper._weak_starts), in long mostly-plain text: it must come back to each one whenever
     something that matters follows within its gap."""
-    program = compile_cached(g.source)
-    assert pack(program).consts["skip_weak"], "the generated rule set has no weak start"
+    assert pack(compile_cached(g.source)).consts["skip_weak"], "the generated rule set has no weak start"
     stream = data.draw(st.one_of(long_texts(g.pieces), dense_texts(g.pieces)))
-    _long_stream_agrees(program, stream, data)
+    _long_stream_agrees(g.source, checker_for(compile_cached(g.source)), stream, data)
 
 
+@BACKENDS
 @settings(max_examples=int(__import__("os").environ.get("HEATC_DIFF_EXAMPLES", "1000")))
 @given(cases(), st.data())
-def test_batches_forks_and_chunkings_match_reference(case, data):
-    program, streams = case
-    checker = wasm_checker(program)
+def test_batches_forks_and_chunkings_match_reference(checker_for, case, data):
+    source, streams = case
+    program = compile_cached(source)
+    checker = checker_for(program)
     n = len(streams)
     pieces = [data.draw(chunkings(s)) for s in streams]
     vocabulary = sorted({p for ps in pieces for p in ps} | {b""})
@@ -88,26 +87,31 @@ def test_batches_forks_and_chunkings_match_reference(case, data):
     checker.set_token_table(vocabulary)
     batch = checker.batch(n)
     machines = [Machine(program) for _ in range(n)]
+    fed: list[list[bytes]] = [[] for _ in range(n)]  # each sequence's stream as fed, forks included
     rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
     steps = max(len(p) for p in pieces)
-    for step in range(steps):
-        tokens = [p[step] if step < len(p) else b"" for p in pieces]
-        got = batch.feed_ids([token_id[t] for t in tokens])
-        for i, (m, t) in enumerate(zip(machines, tokens, strict=True)):
-            assert [_snap(s) for s in got.get(i, [])] == [_snap(s) for s in m.feed(t)], f"seq {i} step {step}"
-        if n > 1 and rng.random() < 0.2:
-            src, dst = rng.sample(range(n), 2)
-            batch.fork(dst, src)
-            machines[dst] = machines[src].fork()
-        if rng.random() < 0.1:
-            got = batch.snapshot()
-            for i, m in enumerate(machines):
-                assert [_snap(s) for s in got[i]] == [_snap(m.snapshot())]
-    got = batch.finish()
-    for i, m in enumerate(machines):
-        assert [_snap(s) for s in got[i]] == [_snap(s) for s in m.finish()]
+    with reported(source, *fed):
+        for step in range(steps):
+            tokens = [p[step] if step < len(p) else b"" for p in pieces]
+            got = batch.feed_ids([token_id[t] for t in tokens])
+            for i, (m, t) in enumerate(zip(machines, tokens, strict=True)):
+                fed[i].append(t)
+                assert [_snap(s) for s in got.get(i, [])] == [_snap(s) for s in m.feed(t)], f"seq {i} step {step}"
+            if n > 1 and rng.random() < 0.2:
+                src, dst = rng.sample(range(n), 2)
+                batch.fork(dst, src)
+                machines[dst] = machines[src].fork()
+                fed[dst][:] = fed[src]
+            if rng.random() < 0.1:
+                got = batch.snapshot()
+                for i, m in enumerate(machines):
+                    assert [_snap(s) for s in got[i]] == [_snap(m.snapshot())]
+        got = batch.finish()
+        for i, m in enumerate(machines):
+            assert [_snap(s) for s in got[i]] == [_snap(s) for s in m.finish()]
 
 
+@BACKENDS
 @settings(max_examples=200)
 @given(
     st.lists(
@@ -118,18 +122,20 @@ def test_batches_forks_and_chunkings_match_reference(case, data):
         ['class a unit = "mg"\nrule r { match a }\n', 'class g keyword = "glucose"\nrule r { match g ..2 v:number }\n']
     ),
 )
-def test_long_letter_runs(words, source):
+def test_long_letter_runs(checker_for, words, source):
     """Letter runs of every length around the 16-byte skip and the 64-byte cap."""
     program = compile_cached(source)
     stream = "".join(words).encode()
-    m = Machine(program)
-    snaps = m.feed(stream) + m.finish()
-    report = wasm_checker(program).scan(stream)
-    assert report.events == [e for s in snaps for e in s.events]
-    assert report.counters == snaps[-1].counters
+    with reported(source, [stream]):
+        m = Machine(program)
+        snaps = m.feed(stream) + m.finish()
+        report = checker_for(program).scan(stream)
+        assert report.events == [e for s in snaps for e in s.events]
+        assert report.counters == snaps[-1].counters
 
 
-def test_weak_starts_sharing_a_table_key():
+@BACKENDS
+def test_weak_starts_sharing_a_table_key(checker_for):
     """Two keywords with one word-table key (the same first 8 letters and length) keep the
     longer horizon: the rule with the long gap still finds its number."""
     source = (
@@ -143,6 +149,6 @@ def test_weak_starts_sharing_a_table_key():
     for stream in [filler + "agreementb a b c d 5 " + filler, filler + "agreementa x 5 agreementb a b c 7 " + filler]:
         m = Machine(program)
         snaps = m.feed(stream.encode()) + m.finish()
-        report = wasm_checker(program).scan(stream.encode())
+        report = checker_for(program).scan(stream.encode())
         assert report.events == [e for s in snaps for e in s.events]
         assert [e.name for e in report.events] == ["s"]

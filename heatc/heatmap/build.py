@@ -3,34 +3,43 @@ directory, written atomically and byte-identical on rebuild.
 
 build/<name> is a symbolic link to build/.<name>.<digest>, a directory named after the hash
 of its contents. A build writes a fresh directory, then swaps the link in one rename, so a
-killed build leaves the previous build/<name> exactly as it was.
+killed build leaves the previous build/<name> exactly as it was. Builds into one target take
+turns (a lock file, build/.<name>.lock), so concurrent builds never delete each other's
+output: the last to finish is the one build/<name> points to. A killed build's staging
+directory is removed by the next build.
 
 Public surface: `build(path, out_root) -> BuildResult`, `compile_heatmap(path) -> (Program,
-Lowered, Heatmap)`, `HCT_MAGIC`, `HCT_VERSION`.
+Lowered, Heatmap)`, `HCT_MAGIC`, `HCT_VERSION` (rules.hct's layout is the ABI's:
+heatc_runtime.abi.HCT_HEADER).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import struct
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from heatc import __version__, ir
 from heatc.errors import Diagnostic, HeatError
+from heatc.hct import hct_bytes
 from heatc.heatmap.format import Heatmap, load_heatmap
 from heatc.heatmap.lower import Lowered, lower
 from heatc.heatmap.tokenizers import TokenTable, table_bytes, token_table
 from heatc.lang.compiler import compile_tree
-from heatc.wasm import ABI_MAJOR, ABI_MINOR, compile_wasm
+from heatc.lang.parse import read_source
+from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
+from heatc_runtime.hct import HCT_MAGIC, HCT_VERSION  # noqa: F401  (re-exported: the format is the runtime's)
+from heatc_runtime.manifest import manifest_digest
 
-HCT_MAGIC = b"HEATCRUL"
-HCT_VERSION = 1
 ARTIFACTS = ("module.wasm", "tokens.bin", "rules.hct", "program.json")
 
 
@@ -46,7 +55,7 @@ class BuildResult:
 def compile_heatmap(path: str | Path) -> tuple[ir.Program, Lowered, Heatmap]:
     hm = load_heatmap(path)
     lowered = lower(hm)
-    program = compile_tree(lowered.tree, Path(path).read_text(encoding="utf-8"))
+    program = compile_tree(lowered.tree, read_source(path, "the heatmap"))
     return program, lowered, hm
 
 
@@ -78,22 +87,6 @@ def _rules_section_size(offsets: dict[str, int]) -> int:
     return later[0] - offsets["rules"]
 
 
-def hct_bytes(program: ir.Program, blob: bytes, offsets: dict[str, int], tier_ends: tuple[int, int]) -> bytes:
-    """rules.hct, the CUDA bridge tables: a header, then the packed tables (heatc.wasm.pack) whose
-    rule records are contiguous in heat order. Layout: docs/heatmap.md, "rules.hct"."""
-    layout = ir.state_layout(program)
-    sections = sorted(offsets.items(), key=lambda kv: kv[1])
-    table = b""
-    for name, off in sections:
-        table += struct.pack("<16sI", name.encode()[:16], off)
-    header = HCT_MAGIC + struct.pack(
-        "<IIIIIIQQ32sI",
-        HCT_VERSION, ABI_MAJOR, ABI_MINOR, len(program.rules), layout.size, len(blob),
-        tier_ends[0], tier_ends[1], hashlib.sha256(blob).digest(), len(sections),
-    )  # fmt: skip
-    return header + table + blob
-
-
 def _relative(path: Path, base: Path) -> str:
     try:
         return os.path.relpath(path, base)
@@ -123,7 +116,7 @@ def build(path: str | Path, out_root: str | Path = "build", tokenizer: TokenTabl
     artifacts = {
         "module.wasm": module.wasm,
         "tokens.bin": table_bytes(table),
-        "rules.hct": hct_bytes(program, packed.blob, packed.offsets, (l2_end, device_end)),
+        "rules.hct": hct_bytes(program, packed, (l2_end, device_end)),
         "program.json": (json.dumps(portable, ensure_ascii=False, separators=(",", ":")) + "\n").encode(),
     }
     inputs = [{"role": "heatmap", "path": _relative(path, base), "sha256": _sha(path.read_bytes())}]
@@ -155,6 +148,7 @@ def build(path: str | Path, out_root: str | Path = "build", tokenizer: TokenTabl
             for i, r in enumerate(program.rules)
         ],
     }
+    manifest["manifest_sha256"] = manifest_digest(manifest)  # (so a changed manifest is refused too)
     artifacts["manifest.json"] = (json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
     return _install(Path(out_root), hm.name, artifacts, manifest, program)
 
@@ -180,29 +174,77 @@ def _install(
     digest = _sha(b"".join(hashlib.sha256(artifacts[k]).digest() for k in sorted(artifacts)))[:16]
     target = out_root / f".{name}.{digest}"
     link = out_root / name
-    unchanged = link.is_symlink() and os.readlink(link) == target.name and target.is_dir()
-    if not target.is_dir():
-        staging = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=out_root))
-        try:
-            for filename, data in artifacts.items():
-                with open(staging / filename, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.rename(staging, target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    if link.exists() and not link.is_symlink():
-        raise HeatError(
-            Diagnostic(str(link), 0, 0, "exists and is not a heatc build link; move it away and build again")
-        )
-    swap = out_root / f".{name}.link-{os.getpid()}"
-    if swap.is_symlink():
-        swap.unlink()
-    os.symlink(target.name, swap)
-    os.replace(swap, link)  # the atomic step
-    for old in out_root.glob(f".{name}.*"):
-        if old != target and old.is_dir() and not old.name.startswith(f".{name}.tmp-"):
-            shutil.rmtree(old, ignore_errors=True)
+    with _build_lock(out_root, name):
+        # Builds of one target take turns from here: what a killed build left (a staging
+        # directory, a half-made link) belongs to no live build and goes.
+        for stale in [*out_root.glob(f".{name}.tmp-*"), *out_root.glob(f".{name}.link-*")]:
+            _remove(stale)
+        if link.exists() and not link.is_symlink():
+            raise HeatError(
+                Diagnostic(str(link), 0, 0, "exists and is not a heatc build link; move it away and build again")
+            )
+        unchanged = link.is_symlink() and os.readlink(link) == target.name and target.is_dir()
+        if not target.is_dir():
+            staging = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=out_root))
+            try:
+                for filename, data in artifacts.items():
+                    with open(staging / filename, "wb") as f:
+                        f.write(data)
+                        f.flush()
+                        os.fsync(f.fileno())
+                os.rename(staging, target)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+        swap = out_root / f".{name}.link-{os.getpid()}"
+        os.symlink(target.name, swap)
+        os.replace(swap, link)  # the atomic step
+        _sync_dir(out_root)
+        for old in out_root.glob(f".{name}.*"):
+            if old != target and old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
     return BuildResult(link, target, manifest, program, unchanged)
+
+
+LOCK_TIMEOUT_S = 600.0  # a build holding the lock longer than this is stuck, not slow
+
+
+@contextlib.contextmanager
+def _build_lock(out_root: Path, name: str):
+    """`.NAME.lock` in the output directory, held (flock) while a build installs: two builds
+    into one target never interleave their swaps and clean-ups. A killed build's lock goes
+    with its process."""
+    path = out_root / f".{name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        deadline = time.monotonic() + LOCK_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise HeatError(
+                        Diagnostic(str(path), 0, 0, f"another build into this target has held its lock for "
+                                   f"{LOCK_TIMEOUT_S:g} s; is it stuck?")
+                    ) from None  # fmt: skip
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _sync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (the new link survives a power cut)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

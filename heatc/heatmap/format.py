@@ -1,14 +1,16 @@
 """SDS heatmaps: the YAML format `heatc learn` writes and `heatc build` reads (docs/heatmap.md).
 
 Loading validates every field and reports problems as `file:line:col: error: field …: what
-was expected`, never as a traceback from the YAML library.
+was expected`, never as a traceback from the YAML library. The YAML is read by
+`heatmap.yamlread` (no aliases, no tags beyond plain values, bounded sizes), and the cells
+are read one at a time as the YAML is parsed, so a large heatmap costs its cells, not a
+node tree of the whole file.
 
 Public surface: `HEATMAP_VERSION`, `load_heatmap(path) -> Heatmap`, the dataclasses.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +18,8 @@ from pathlib import Path
 import yaml
 
 from heatc.errors import Diagnostic, HeatError, SourceText
+from heatc.heatmap.yamlread import Reader, compose, describe, quote
+from heatc_runtime.files import UnreadableFile, read_file
 
 HEATMAP_VERSION = 1
 BUILTIN_CATEGORIES = ("number", "percent", "date")
@@ -25,13 +29,13 @@ TARGETS = ("wasm", "cuda")
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Where:
     line: int
     column: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Category:
     name: str
     kind: str
@@ -40,7 +44,7 @@ class Category:
     where: Where = Where(0, 0)
 
 
-@dataclass
+@dataclass(slots=True)
 class Stats:
     """Values seen with a cell's pair; quantiles may be missing (min/max stand in)."""
 
@@ -54,7 +58,7 @@ class Stats:
     q99: float | None = None
 
 
-@dataclass
+@dataclass(slots=True)  # (a large heatmap has hundreds of thousands of cells)
 class Cell:
     pair: tuple[str, str]
     score: float
@@ -78,7 +82,7 @@ class Cell:
         return "×".join([*self.pair, *([self.unit] if self.unit else [])])
 
 
-@dataclass
+@dataclass(slots=True)
 class Tokenizer:
     kind: str  # embedded | file | dir | bytes
     value: str = ""
@@ -110,128 +114,6 @@ class Heatmap:
     tiers: dict[str, int] = field(default_factory=lambda: {"l2_bytes": 1 << 20, "device_bytes": 64 << 20})
 
 
-# --- a small validator over PyYAML's node tree, so every error has a position ------------
-
-
-class _Reader:
-    def __init__(self, path: Path, text: str):
-        self.path = path
-        self.src = SourceText(str(path), text)
-        self.diags: list[Diagnostic] = []
-
-    def error(self, node, field_path: str, message: str) -> None:
-        mark = node.start_mark if node is not None else None
-        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
-        self.diags.append(self.src.diagnostic(line, col, f"{field_path}: {message}"))
-
-    def where(self, node) -> Where:
-        return Where(node.start_mark.line + 1, node.start_mark.column + 1)
-
-    def named_entries(self, node, field_path: str, what: str):
-        """(name, key node, value node) for each entry of a mapping of names to definitions."""
-        if not isinstance(node, yaml.MappingNode):
-            self.error(node, field_path, f"expected a mapping of {what} name to definition, got {_describe(node)}")
-            return
-        for knode, vnode in node.value:
-            name = self.name(knode, f"{field_path}.{knode.value}")
-            if name is not None:
-                yield name, knode, vnode
-
-    def mapping(self, node, field_path: str, known: tuple[str, ...]) -> dict[str, tuple[object, object]] | None:
-        """{key: (key_node, value_node)}; reports unknown keys (with a suggestion)."""
-        if not isinstance(node, yaml.MappingNode):
-            self.error(node, field_path, f"expected a mapping (key: value lines), got {_describe(node)}")
-            return None
-        out = {}
-        for k, v in node.value:
-            key = k.value if isinstance(k, yaml.ScalarNode) else None
-            if key not in known:
-                import difflib
-
-                close = difflib.get_close_matches(str(key), known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
-                self.error(k, f"{field_path}.{key}", f"unknown field{hint}")
-                continue
-            if key in out:
-                self.error(k, f"{field_path}.{key}", "given twice")
-                continue
-            out[key] = (k, v)
-        return out
-
-    def sequence(self, node, field_path: str) -> list | None:
-        if not isinstance(node, yaml.SequenceNode):
-            self.error(node, field_path, f"expected a list, got {_describe(node)}")
-            return None
-        return list(node.value)
-
-    def scalar(self, node, field_path: str):
-        if not isinstance(node, yaml.ScalarNode):
-            self.error(node, field_path, f"expected a single value, got {_describe(node)}")
-            return None
-        return yaml.constructor.SafeConstructor().construct_object(node)
-
-    def string(self, node, field_path: str, allow_empty: bool = False) -> str | None:
-        v = self.scalar(node, field_path)
-        if v is None:
-            if isinstance(node, yaml.ScalarNode):
-                self.error(node, field_path, "expected a string, got nothing")
-            return None
-        if not isinstance(v, str):
-            v = str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-        if not isinstance(v, str) or (not v and not allow_empty):
-            self.error(node, field_path, f"expected a non-empty string, got {_describe(node)}")
-            return None
-        return v
-
-    def name(self, node, field_path: str) -> str | None:
-        v = self.string(node, field_path)
-        if v is not None and not NAME.match(v):
-            self.error(
-                node, field_path, f"{v!r} is not a valid name (letters, digits, underscores; not starting with a digit)"
-            )
-            return None
-        return v
-
-    def number(self, node, field_path: str, lo: float = -math.inf, hi: float = math.inf, integer: bool = False):
-        v = self.scalar(node, field_path)
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        if ok and integer and v != int(v):
-            ok = False
-        if not ok or not (lo <= v <= hi):
-            what = "a whole number" if integer else "a number"
-            bounds = "" if (lo, hi) == (-math.inf, math.inf) else f" between {lo:g} and {hi:g}"
-            self.error(node, field_path, f"expected {what}{bounds}, got {_describe(node)}")
-            return None
-        return int(v) if integer else float(v)
-
-    def boolean(self, node, field_path: str) -> bool | None:
-        v = self.scalar(node, field_path)
-        if not isinstance(v, bool):
-            self.error(node, field_path, f"expected true or false, got {_describe(node)}")
-            return None
-        return v
-
-    def names(self, node, field_path: str) -> list[str]:
-        items = self.sequence(node, field_path) or []
-        return [n for i, x in enumerate(items) if (n := self.name(x, f"{field_path}[{i}]")) is not None]
-
-    def strings(self, node, field_path: str) -> list[str]:
-        items = self.sequence(node, field_path) or []
-        return [s for i, x in enumerate(items) if (s := self.string(x, f"{field_path}[{i}]")) is not None]
-
-
-def _describe(node) -> str:
-    if node is None:
-        return "nothing"
-    if isinstance(node, yaml.MappingNode):
-        return "a mapping"
-    if isinstance(node, yaml.SequenceNode):
-        return "a list"
-    if node.value == "" or node.tag == "tag:yaml.org,2002:null":
-        return "nothing"
-    return repr(node.value)
-
-
 # --- the format --------------------------------------------------------------------------
 
 TOP = (
@@ -240,34 +122,45 @@ TOP = (
 )  # fmt: skip
 
 
+MAX_HEATMAP_BYTES = 256 << 20
+
+
 def load_heatmap(path: str | Path) -> Heatmap:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read the heatmap: {e.strerror}")) from None
+        data = read_file(path, MAX_HEATMAP_BYTES)
+    except UnreadableFile as e:
+        raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read the heatmap: {e}")) from None
+    try:
+        text = data.decode("utf-8-sig")  # (a leading byte-order mark is dropped)
     except UnicodeDecodeError as e:
         raise HeatError(Diagnostic(str(path), 0, 0, f"the heatmap is not valid UTF-8 (byte {e.start})")) from None
-    r = _Reader(path, text)
+    del data
+    r = Reader(SourceText(str(path), text))
+    cells = _Cells(r)
     try:
-        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
+        root = compose(text, r.src, stream="cells", on_item=cells.item)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
-        problem = getattr(e, "problem", None) or str(e)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise HeatError(r.src.diagnostic(line, col, f"not valid YAML: {problem}")) from None
     if root is None:
         raise HeatError(Diagnostic(str(path), 0, 0, "the heatmap is empty"))
     top = r.mapping(root, "heatmap", TOP)
     if top is None:
         raise HeatError(r.diags)
-    hm = _read(r, path, root, top)
+    hm = _read(r, path, root, top, cells)
     if r.diags:
-        raise HeatError(r.diags)
+        raise HeatError(sorted(r.diags, key=lambda d: (d.line, d.column)))
     return hm
 
 
-def _read(r: _Reader, path: Path, root, top: dict) -> Heatmap:
+def _where(node) -> Where:
+    return Where(node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _read(r: Reader, path: Path, root, top: dict, cells: _Cells) -> Heatmap:
     if "heatmap" not in top:
         r.error(root, "heatmap", f"missing: the format version (this heatc reads version {HEATMAP_VERSION})")
     else:
@@ -286,9 +179,9 @@ def _read(r: _Reader, path: Path, root, top: dict) -> Heatmap:
     if "provenance" in top:
         node = top["provenance"][1]
         if isinstance(node, yaml.MappingNode):
-            provenance = yaml.constructor.SafeConstructor().construct_object(node, deep=True) or {}
+            provenance = r.plain(node, "provenance")
         else:
-            r.error(node, "provenance", f"expected a mapping (teacher, corpus, delta, metrics…), got {_describe(node)}")
+            r.error(node, "provenance", f"expected a mapping (teacher, corpus, delta, metrics…), got {describe(node)}")
 
     hm = Heatmap(path, name or "heatmap", title, provenance, {}, [])
 
@@ -311,24 +204,24 @@ def _read(r: _Reader, path: Path, root, top: dict) -> Heatmap:
             if kind == "bytes":
                 if r.boolean(vnode, "tokenizer.bytes") is not True:
                     r.error(vnode, "tokenizer.bytes", "expected true (one token per byte)")
-                hm.tokenizer = Tokenizer("bytes", "", r.where(vnode))
+                hm.tokenizer = Tokenizer("bytes", "", _where(vnode))
             elif kind == "embedded":
                 v = r.string(vnode, "tokenizer.embedded")
                 if v is not None and v != "minilm":
-                    r.error(vnode, "tokenizer.embedded", f"unknown embedded tokenizer {v!r} (known: minilm)")
-                hm.tokenizer = Tokenizer("embedded", v or "minilm", r.where(vnode))
+                    r.error(vnode, "tokenizer.embedded", f"unknown embedded tokenizer {quote(v)} (known: minilm)")
+                hm.tokenizer = Tokenizer("embedded", v or "minilm", _where(vnode))
             else:
                 v = r.string(vnode, f"tokenizer.{kind}")
                 if v is not None:
                     target = (path.parent / v).resolve()
                     if not target.exists():
-                        r.error(vnode, f"tokenizer.{kind}", f"{v!r} does not exist (resolved to {target})")
-                    hm.tokenizer = Tokenizer(kind, str(target), r.where(vnode))
+                        r.error(vnode, f"tokenizer.{kind}", f"{quote(v)} does not exist (resolved to {target})")
+                    hm.tokenizer = Tokenizer(kind, str(target), _where(vnode))
 
     _read_categories(r, top, hm, root)
     _read_anchors(r, top, hm)
     _read_thresholds(r, top, hm)
-    _read_cells(r, top, hm, root)
+    cells.finish(top, hm, root)
 
     if "triggers" in top:
         tr = r.mapping(top["triggers"][1], "triggers", ("at", "barrier", "every")) or {}
@@ -337,7 +230,7 @@ def _read(r: _Reader, path: Path, root, top: dict) -> Heatmap:
                 names = r.names(tr[key][1], f"triggers.{key}")
                 for i, n in enumerate(names):
                     if n not in hm.categories:
-                        r.error(tr[key][1].value[i], f"triggers.{key}[{i}]", f"unknown category {n!r}")
+                        r.error(tr[key][1].value[i], f"triggers.{key}[{i}]", f"unknown category {quote(n)}")
                 hm.triggers[key] = names
         if "every" in tr:
             hm.triggers["every"] = r.number(tr["every"][1], "triggers.every", 1, 1_000_000, integer=True)
@@ -348,8 +241,12 @@ def _read(r: _Reader, path: Path, root, top: dict) -> Heatmap:
             if v is None:
                 continue
             target = (path.parent / v).resolve()
+            if target.suffix != ".heat":
+                # (and so never shows a line of some other file as a syntax error)
+                r.error(node, f"rules[{i}]", f"{describe(node)} is not a rule file: rule files end in .heat")
+                continue
             if not target.is_file():
-                r.error(node, f"rules[{i}]", f"rule file {v!r} does not exist (resolved to {target})")
+                r.error(node, f"rules[{i}]", f"rule file {describe(node)} does not exist (resolved to {target})")
             hm.rule_files.append(target)
 
     if "expects" in top:
@@ -370,7 +267,9 @@ def _read(r: _Reader, path: Path, root, top: dict) -> Heatmap:
         for i, t in enumerate(targets):
             if t not in TARGETS:
                 r.error(
-                    top["targets"][1].value[i], f"targets[{i}]", f"unknown target {t!r} (known: {', '.join(TARGETS)})"
+                    top["targets"][1].value[i],
+                    f"targets[{i}]",
+                    f"unknown target {quote(t)} (known: {', '.join(TARGETS)})",
                 )
         hm.targets = targets
     if "tiers" in top:
@@ -382,14 +281,14 @@ def _read(r: _Reader, path: Path, root, top: dict) -> Heatmap:
     return hm
 
 
-def _read_categories(r: _Reader, top: dict, hm: Heatmap, root) -> None:
+def _read_categories(r: Reader, top: dict, hm: Heatmap, root) -> None:
     if "categories" not in top:
         r.error(root, "categories", "missing: the lexical categories cells refer to")
         return
     for name, knode, vnode in r.named_entries(top["categories"][1], "categories", "category"):
         fp = f"categories.{name}"
         if name in BUILTIN_CATEGORIES:
-            r.error(knode, fp, f"{name!r} is built in (numbers are recognised without a category)")
+            r.error(knode, fp, f"{quote(name)} is built in (numbers are recognised without a category)")
             continue
         if name in hm.categories:
             r.error(knode, fp, "declared twice")
@@ -401,15 +300,15 @@ def _read_categories(r: _Reader, top: dict, hm: Heatmap, root) -> None:
         if "kind" not in c:
             r.error(vnode, f"{fp}.kind", f"missing (one of {', '.join(CATEGORY_KINDS)})")
         elif kind is not None and kind not in CATEGORY_KINDS:
-            r.error(c["kind"][1], f"{fp}.kind", f"unknown kind {kind!r} (one of {', '.join(CATEGORY_KINDS)})")
+            r.error(c["kind"][1], f"{fp}.kind", f"unknown kind {quote(kind)} (one of {', '.join(CATEGORY_KINDS)})")
         literals = r.strings(c["literals"][1], f"{fp}.literals") if "literals" in c else []
         if not literals:
             r.error(c.get("literals", (None, vnode))[1], f"{fp}.literals", "a category needs at least one literal")
         exact = bool(r.boolean(c["exact"][1], f"{fp}.exact")) if "exact" in c else False
-        hm.categories[name] = Category(name, kind or "other", literals, exact, r.where(knode))
+        hm.categories[name] = Category(name, kind or "other", literals, exact, _where(knode))
 
 
-def _read_anchors(r: _Reader, top: dict, hm: Heatmap) -> None:
+def _read_anchors(r: Reader, top: dict, hm: Heatmap) -> None:
     if "anchors" not in top:
         return
     for name, _knode, vnode in r.named_entries(top["anchors"][1], "anchors", "anchor"):
@@ -421,7 +320,7 @@ def _read_anchors(r: _Reader, top: dict, hm: Heatmap) -> None:
         hm.anchors[name] = (domain, terms)
 
 
-def _read_thresholds(r: _Reader, top: dict, hm: Heatmap) -> None:
+def _read_thresholds(r: Reader, top: dict, hm: Heatmap) -> None:
     if "thresholds" not in top:
         return
     t = r.mapping(top["thresholds"][1], "thresholds", ("sensitivity", "top_k", "margin")) or {}
@@ -448,95 +347,132 @@ CELL_FIELDS = (
 STATS_FIELDS = ("n", "min", "max", "q01", "q05", "q50", "q95", "q99")
 
 
-def _read_cells(r: _Reader, top: dict, hm: Heatmap, root) -> None:
-    if "cells" not in top:
-        r.error(root, "cells", "missing: the heatmap's cells (an empty list is allowed)")
-        return
-    known = set(hm.categories) | set(BUILTIN_CATEGORIES)
-    for i, node in enumerate(r.sequence(top["cells"][1], "cells") or []):
-        fp = f"cells[{i}]"
-        c = r.mapping(node, fp, CELL_FIELDS)
-        if c is None:
-            continue
-        pair: list[str] = []
-        if "pair" not in c:
-            r.error(node, f"{fp}.pair", "missing: the category pair, e.g. [glucose, number]")
+class _Cells:
+    """The cells, each read as the YAML parser reaches it (its nodes are then dropped); the
+    names a cell refers to are checked once the categories and anchors are known."""
+
+    def __init__(self, r: Reader):
+        self.r = r
+        self.cells: list[Cell] = []
+        self.refs: list[tuple[str, str, object, str]] = []  # (kind, name, node position, field)
+        self.lists = 0
+
+    def item(self, node, i: int) -> None:
+        if i == 0:
+            self.lists += 1
+        if self.lists == 1:  # (a second `cells:` is reported as given twice)
+            cell = _read_cell(self.r, node, i, self.refs)
+            if cell is not None:
+                self.cells.append(cell)
+
+    def finish(self, top: dict, hm: Heatmap, root) -> None:
+        r = self.r
+        if "cells" not in top:
+            r.error(root, "cells", "missing: the heatmap's cells (an empty list is allowed)")
+            return
+        for i, node in enumerate(r.sequence(top["cells"][1], "cells") or []):  # (only if not streamed)
+            self.item(node, i)
+        known = {"category": set(hm.categories) | set(BUILTIN_CATEGORIES), "unit": set(hm.categories)}
+        for kind, name, mark, field_path in self.refs:
+            if kind == "anchor":
+                if name not in hm.anchors:
+                    r.error(mark, field_path, f"unknown anchor {quote(name)}")
+            elif name not in known[kind]:
+                r.error(mark, field_path, _unknown_category(name, known[kind]))
+        hm.cells = self.cells
+
+
+class _At:
+    """A node's position without the node (what r.error reads)."""
+
+    __slots__ = ("start_mark",)
+
+    def __init__(self, node):
+        self.start_mark = node.start_mark
+
+
+def _read_cell(r: Reader, node, i: int, refs: list) -> Cell | None:
+    fp = f"cells[{i}]"
+    c = r.mapping(node, fp, CELL_FIELDS)
+    if c is None:
+        return None
+    pair: list[str] = []
+    if "pair" not in c:
+        r.error(node, f"{fp}.pair", "missing: the category pair, e.g. [glucose, number]")
+    else:
+        pair = r.names(c["pair"][1], f"{fp}.pair")
+        if len(pair) != 2:
+            r.error(c["pair"][1], f"{fp}.pair", f"expected two categories, got {len(pair)}")
+            return None
+        for j, p in enumerate(pair):
+            refs.append(("category", p, _At(c["pair"][1].value[j]), f"{fp}.pair[{j}]"))
+    score = r.number(c["score"][1], f"{fp}.score", 0, 1) if "score" in c else None
+    if "score" not in c:
+        r.error(node, f"{fp}.score", "missing: the cell's sensitivity score, between 0 and 1")
+    cell = Cell((pair[0], pair[1]) if len(pair) == 2 else ("", ""), score or 0.0, where=_where(node))
+    if "support" in c:
+        cell.support = r.number(c["support"][1], f"{fp}.support", 0, integer=True) or 0
+    if "unit" in c:
+        cell.unit = r.name(c["unit"][1], f"{fp}.unit")
+        if cell.unit is not None:
+            refs.append(("unit", cell.unit, _At(c["unit"][1]), f"{fp}.unit"))
+    if "gap" in c:
+        g = r.number(c["gap"][1], f"{fp}.gap", 0, 64, integer=True)
+        cell.gap = g if g is not None else cell.gap
+    if "check" in c:
+        chk = r.string(c["check"][1], f"{fp}.check")
+        if chk is not None and chk not in CHECKS:
+            r.error(c["check"][1], f"{fp}.check", f"unknown check {quote(chk)} (one of {', '.join(CHECKS)})")
+        cell.check = chk if chk in CHECKS else cell.check
+    if "stats" in c:
+        s = r.mapping(c["stats"][1], f"{fp}.stats", STATS_FIELDS) or {}
+        stats = Stats()
+        for key, (_, vnode) in s.items():
+            v = r.number(vnode, f"{fp}.stats.{key}", integer=key == "n")
+            setattr(stats, key, v)
+        cell.stats = stats
+    if "range" in c:
+        items = r.sequence(c["range"][1], f"{fp}.range") or []
+        # null leaves a side open
+        opened = [isinstance(x, yaml.ScalarNode) and x.tag == "tag:yaml.org,2002:null" for x in items]
+        bounds = [
+            None if o else r.number(x, f"{fp}.range[{j}]") for j, (x, o) in enumerate(zip(items, opened, strict=True))
+        ]
+        if len(items) != 2:
+            r.error(c["range"][1], f"{fp}.range", "expected [low, high] (null for an open side)")
+        elif all(opened):
+            r.error(c["range"][1], f"{fp}.range", "both sides are open: a range needs a low or a high bound")
+        elif any(b is None and not o for b, o in zip(bounds, opened, strict=True)):
+            pass  # a bound that is no number: reported
+        elif None not in bounds and bounds[0] > bounds[1]:
+            r.error(c["range"][1], f"{fp}.range", f"empty: low {bounds[0]:g} is above high {bounds[1]:g}")
         else:
-            pair = r.names(c["pair"][1], f"{fp}.pair")
-            if len(pair) != 2:
-                r.error(c["pair"][1], f"{fp}.pair", f"expected two categories, got {len(pair)}")
-                continue
-            for j, p in enumerate(pair):
-                if p not in known:
-                    r.error(c["pair"][1].value[j], f"{fp}.pair[{j}]", _unknown_category(p, known))
-        score = r.number(c["score"][1], f"{fp}.score", 0, 1) if "score" in c else None
-        if "score" not in c:
-            r.error(node, f"{fp}.score", "missing: the cell's sensitivity score, between 0 and 1")
-        cell = Cell((pair[0], pair[1]) if len(pair) == 2 else ("", ""), score or 0.0, where=r.where(node))
-        if "support" in c:
-            cell.support = r.number(c["support"][1], f"{fp}.support", 0, integer=True) or 0
-        if "unit" in c:
-            cell.unit = r.name(c["unit"][1], f"{fp}.unit")
-            if cell.unit is not None and cell.unit not in hm.categories:
-                r.error(c["unit"][1], f"{fp}.unit", _unknown_category(cell.unit, set(hm.categories)))
-        if "gap" in c:
-            g = r.number(c["gap"][1], f"{fp}.gap", 0, 64, integer=True)
-            cell.gap = g if g is not None else cell.gap
-        if "check" in c:
-            chk = r.string(c["check"][1], f"{fp}.check")
-            if chk is not None and chk not in CHECKS:
-                r.error(c["check"][1], f"{fp}.check", f"unknown check {chk!r} (one of {', '.join(CHECKS)})")
-            cell.check = chk if chk in CHECKS else cell.check
-        if "stats" in c:
-            s = r.mapping(c["stats"][1], f"{fp}.stats", STATS_FIELDS) or {}
-            stats = Stats()
-            for key, (_, vnode) in s.items():
-                v = r.number(vnode, f"{fp}.stats.{key}", integer=key == "n")
-                setattr(stats, key, v)
-            cell.stats = stats
-        if "range" in c:
-            items = r.sequence(c["range"][1], f"{fp}.range") or []
-            # null leaves a side open
-            opened = [isinstance(x, yaml.ScalarNode) and x.tag == "tag:yaml.org,2002:null" for x in items]
-            bounds = [
-                None if o else r.number(x, f"{fp}.range[{j}]")
-                for j, (x, o) in enumerate(zip(items, opened, strict=True))
-            ]
-            if len(items) != 2:
-                r.error(c["range"][1], f"{fp}.range", "expected [low, high] (null for an open side)")
-            elif all(opened):
-                r.error(c["range"][1], f"{fp}.range", "both sides are open: a range needs a low or a high bound")
-            elif any(b is None and not o for b, o in zip(bounds, opened, strict=True)):
-                pass  # a bound that is no number: reported
-            elif None not in bounds and bounds[0] > bounds[1]:
-                r.error(c["range"][1], f"{fp}.range", f"empty: low {bounds[0]:g} is above high {bounds[1]:g}")
-            else:
-                cell.range = (bounds[0], bounds[1])
-        if "false_alarms" in c:
-            cell.false_alarms = r.number(c["false_alarms"][1], f"{fp}.false_alarms", 0, 1)
-        if "channel" in c:
-            cell.channel = r.name(c["channel"][1], f"{fp}.channel")
-        if "when" in c:
-            cell.when = r.name(c["when"][1], f"{fp}.when")
-        if "name" in c:
-            cell.name = r.name(c["name"][1], f"{fp}.name")
-        if "description" in c:
-            cell.description = r.string(c["description"][1], f"{fp}.description", allow_empty=True) or ""
-        if "freq" in c:
-            f = r.number(c["freq"][1], f"{fp}.freq", 1e-9, 1e9)
-            cell.freq = f if f is not None else cell.freq
-        # what each check needs
-        if cell.check == "range" and cell.range is None and cell.stats is None and pair:
-            r.error(node, fp, "a range cell needs stats (the values seen) or an explicit range")
-        if cell.check == "lock" and not cell.channel:
-            r.error(node, fp, "a lock cell needs a channel name")
-        if cell.when and cell.when not in hm.anchors:
-            r.error(c["when"][1], f"{fp}.when", f"unknown anchor {cell.when!r}")
-        hm.cells.append(cell)
+            cell.range = (bounds[0], bounds[1])
+    if "false_alarms" in c:
+        cell.false_alarms = r.number(c["false_alarms"][1], f"{fp}.false_alarms", 0, 1)
+    if "channel" in c:
+        cell.channel = r.name(c["channel"][1], f"{fp}.channel")
+    if "when" in c:
+        cell.when = r.name(c["when"][1], f"{fp}.when")
+        if cell.when:
+            refs.append(("anchor", cell.when, _At(c["when"][1]), f"{fp}.when"))
+    if "name" in c:
+        cell.name = r.name(c["name"][1], f"{fp}.name")
+    if "description" in c:
+        cell.description = r.string(c["description"][1], f"{fp}.description", allow_empty=True) or ""
+    if "freq" in c:
+        f = r.number(c["freq"][1], f"{fp}.freq", 1e-9, 1e9)
+        cell.freq = f if f is not None else cell.freq
+    # what each check needs
+    if cell.check == "range" and cell.range is None and cell.stats is None and pair:
+        r.error(node, fp, "a range cell needs stats (the values seen) or an explicit range")
+    if cell.check == "lock" and not cell.channel:
+        r.error(node, fp, "a lock cell needs a channel name")
+    return cell
 
 
 def _unknown_category(name: str, known: set[str]) -> str:
     import difflib
 
     close = difflib.get_close_matches(name, sorted(known), n=1)
-    return f"unknown category {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return f"unknown category {quote(name)}" + (f" (did you mean {quote(close[0])}?)" if close else "")

@@ -1,48 +1,28 @@
-"""Token tables: for each token id of a tokenizer, the bytes that token adds to the text.
+"""The token table a heatmap's `tokenizer:` names, for `heatc build`.
 
-Built from a Hugging Face `tokenizer.json` (or `vocab.txt`) without running the tokenizer:
-
-- **WordPiece** (BERT, MiniLM): `##piece` continues a word (its bytes are `piece`); any other
-  token starts a word and is preceded by a space — except punctuation and digits, which
-  attach, so "4.9" and "1,234" still read as numbers (a number right after a word is still a
-  separate lexeme). WordPiece does not record whether the original text had a space before
-  a word, so "mg/dL" comes back as "mg/ dl", as from the tokenizer's own decoder; uncased
-  vocabularies give lower-case text.
-- **Byte-level BPE** (GPT-2 and most decoder LMs): each character of a token stands for one
-  byte through the GPT-2 byte-to-unicode map; the table undoes the map, so it is lossless.
-- **SentencePiece style** (Metaspace `▁` for spaces, `<0xAB>` byte-fallback tokens): `▁`
-  becomes a space and byte tokens their byte.
-
-Special tokens ([CLS], <s>, <|endoftext|>…) add nothing; an unknown-token placeholder
-([UNK], <unk>) adds U+FFFD, so it reads as one character of unknown text. The bytes of a
-table are written to `tokens.bin` (see docs/heatmap.md, "Build outputs").
+The tables themselves (WordPiece, byte-level BPE, SentencePiece/Metaspace) are built by the
+runtime (`heatc_runtime.engines.tokens`), which also builds them at load time for the
+tokenizer an engine holds: one implementation for both. This module resolves a heatmap's
+`tokenizer:` (embedded, a file, a folder, raw bytes) and turns the runtime's errors into
+diagnostics at the heatmap's line. The bytes of a table are written to `tokens.bin` (see
+docs/heatmap.md, "Build outputs").
 
 Public surface: `TokenTable`, `token_table(spec)`, `table_bytes(table)`,
-`minilm_tokenizer_json()`.
+`table_from_tokenizer_json(path)`, `minilm_tokenizer_json()`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import json
-import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
 from heatc.heatmap.format import Tokenizer
-from heatc_runtime.tables import TOKENS_MAGIC, TOKENS_VERSION
+from heatc_runtime.engines import tokens as rt_tokens
+from heatc_runtime.engines.tokens import TokenizerError, TokenTable
+from heatc_runtime.tables import token_table_bytes
 
-UNKNOWN = "\ufffd".encode()
-
-
-@dataclass
-class TokenTable:
-    kind: str  # wordpiece | bytelevel | metaspace | bytes
-    tokens: list[bytes]
-    source: str  # where the tokenizer came from
-    source_sha256: str  # of the tokenizer file the table was built from ("" for bytes)
+__all__ = ["TokenTable", "minilm_tokenizer_json", "table_bytes", "table_from_tokenizer_json", "token_table"]
 
 
 def minilm_tokenizer_json() -> Path:
@@ -60,119 +40,11 @@ def minilm_tokenizer_json() -> Path:
     return path
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte → printable-character map."""
-    keep = (
-        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    chars = keep[:]
-    n = 0
-    for b in range(256):
-        if b not in keep:
-            keep.append(b)
-            chars.append(256 + n)
-            n += 1
-    return dict(zip(keep, map(chr, chars), strict=True))
-
-
-_BYTE_DECODER = {c: b for b, c in _bytes_to_unicode().items()}
-
-
-def _decoder_types(decoder: dict | None) -> list[dict]:
-    if not decoder:
-        return []
-    if decoder.get("type") == "Sequence":
-        return [d for sub in decoder.get("decoders", []) for d in _decoder_types(sub)]
-    return [decoder]
-
-
-def _attaches(token: str) -> bool:
-    """WordPiece tokens written without a leading space: punctuation and digits."""
-    return (len(token) == 1 and not token.isalnum() and not token.isspace()) or token.isdigit()
-
-
 def table_from_tokenizer_json(path: Path) -> TokenTable:
-    data = path.read_bytes()
     try:
-        spec = json.loads(data)
-        model = spec["model"]
-        vocab = model["vocab"]
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as e:
-        raise HeatError(Diagnostic(str(path), 0, 0, f"not a Hugging Face tokenizer.json: {e}")) from None
-    if isinstance(vocab, list):  # Unigram: [[piece, score], ...]
-        pieces = {p[0]: i for i, p in enumerate(vocab)}
-    else:
-        pieces = dict(vocab)
-    specials = {t["content"]: t["id"] for t in spec.get("added_tokens", []) if t.get("special")}
-    for t in spec.get("added_tokens", []):
-        pieces.setdefault(t["content"], t["id"])
-    size = max(pieces.values(), default=-1) + 1
-    by_id: list[str | None] = [None] * size
-    for tok, i in pieces.items():
-        by_id[i] = tok
-    decoders = {d.get("type") for d in _decoder_types(spec.get("decoder"))}
-    pre = json.dumps(spec.get("pre_tokenizer") or {})
-    unk = model.get("unk_token")
-    tokens: list[bytes] = []
-    if model.get("type") == "WordPiece" or "WordPiece" in decoders:
-        kind = "wordpiece"
-        prefix = model.get("continuing_subword_prefix", "##")
-        for tok in by_id:
-            if tok is None or (tok in specials and tok != unk):
-                tokens.append(b"")
-            elif tok == unk:
-                tokens.append(b" " + UNKNOWN)
-            elif tok.startswith(prefix):
-                tokens.append(tok[len(prefix) :].encode())
-            elif _attaches(tok):
-                tokens.append(tok.encode())
-            else:
-                tokens.append(b" " + tok.encode())
-    elif "ByteLevel" in decoders or '"ByteLevel"' in pre:
-        kind = "bytelevel"
-        for tok in by_id:
-            if tok is None or tok in specials:
-                tokens.append(b"")
-            elif all(ch in _BYTE_DECODER for ch in tok):
-                tokens.append(bytes(_BYTE_DECODER[ch] for ch in tok))
-            else:  # an added token written as plain text
-                tokens.append(tok.encode())
-    elif "Metaspace" in decoders or "Metaspace" in pre or "ByteFallback" in decoders or "Replace" in decoders:
-        kind = "metaspace"
-        for tok in by_id:
-            if tok is None or (tok in specials and tok != unk):
-                tokens.append(b"")
-            elif tok == unk:
-                tokens.append(UNKNOWN)
-            elif len(tok) == 6 and tok.startswith("<0x") and tok.endswith(">"):
-                tokens.append(bytes([int(tok[3:5], 16)]))
-            else:
-                tokens.append(tok.replace("\u2581", " ").encode())
-    else:
-        raise HeatError(
-            Diagnostic(
-                str(path), 0, 0,
-                f"unsupported tokenizer: model {model.get('type')!r} with decoder {sorted(decoders) or None} "
-                "(heatc reads WordPiece, byte-level BPE and SentencePiece-style Metaspace tokenizers)",
-            )
-        )  # fmt: skip
-    return TokenTable(kind, tokens, str(path), hashlib.sha256(data).hexdigest())
-
-
-def table_from_vocab_txt(path: Path) -> TokenTable:
-    data = path.read_bytes()
-    lines = data.decode("utf-8").splitlines()
-    tokens = []
-    for tok in lines:
-        if tok.startswith("[") and tok.endswith("]"):
-            tokens.append(b" " + UNKNOWN if tok == "[UNK]" else b"")
-        elif tok.startswith("##"):
-            tokens.append(tok[2:].encode())
-        elif _attaches(tok):
-            tokens.append(tok.encode())
-        else:
-            tokens.append(b" " + tok.encode())
-    return TokenTable("wordpiece", tokens, str(path), hashlib.sha256(data).hexdigest())
+        return rt_tokens.table_from_tokenizer_json(path)
+    except TokenizerError as e:
+        raise HeatError(Diagnostic(str(path), 0, 0, str(e).removeprefix(f"{path}: "))) from None
 
 
 def token_table(spec: Tokenizer, where: str = "heatmap") -> TokenTable:
@@ -187,20 +59,15 @@ def token_table(spec: Tokenizer, where: str = "heatmap") -> TokenTable:
             if (path / "tokenizer.json").is_file():
                 return table_from_tokenizer_json(path / "tokenizer.json")
             if (path / "vocab.txt").is_file():
-                return table_from_vocab_txt(path / "vocab.txt")
+                return rt_tokens.table_from_vocab_txt(path / "vocab.txt")
             raise FileNotFoundError(f"{path} has neither tokenizer.json nor vocab.txt")
         return table_from_tokenizer_json(path)
     except FileNotFoundError as e:
+        raise HeatError(Diagnostic(where, spec.where.line, spec.where.column, f"tokenizer: {e}")) from None
+    except TokenizerError as e:
         raise HeatError(Diagnostic(where, spec.where.line, spec.where.column, f"tokenizer: {e}")) from None
 
 
 def table_bytes(table: TokenTable) -> bytes:
     """tokens.bin: MAGIC, u32 version, u32 count, u32 offsets[count + 1], the token bytes."""
-    offsets = [0]
-    for t in table.tokens:
-        offsets.append(offsets[-1] + len(t))
-    return (
-        TOKENS_MAGIC
-        + struct.pack(f"<II{len(offsets)}I", TOKENS_VERSION, len(table.tokens), *offsets)
-        + b"".join(table.tokens)
-    )
+    return token_table_bytes(table.tokens)

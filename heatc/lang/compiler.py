@@ -20,7 +20,7 @@ from heatc.lang import ast
 from heatc.lang.anchors import build_anchor_table
 from heatc.lang.emit import emit_rules
 from heatc.lang.lexicon import LiteralConflictError, LiteralSpec, build_lexer
-from heatc.lang.parse import parse, parse_file
+from heatc.lang.parse import parse, read_source
 from heatc.lang.unparse import format_requirement, format_string
 from heatc.lexing import (
     lex,
@@ -30,11 +30,12 @@ KNOWN_OPTIONS = ("chinese_numbers",)
 
 
 def compile_file(path: str | Path) -> ir.Program:
-    tree = parse_file(path)
-    return compile_tree(tree, Path(path).read_text(encoding="utf-8"))
+    text = read_source(path)
+    return compile_tree(parse(text, str(path)), text)
 
 
 def compile_source(text: str, path: str = "<string>") -> ir.Program:
+    text = text.removeprefix("\ufeff")
     return compile_tree(parse(text, path), text)
 
 
@@ -104,8 +105,8 @@ class _Compiler:
             return self.src
         if path not in self._sources:
             try:
-                text = Path(path).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+                text = read_source(path)
+            except HeatError:
                 text = ""
             self._sources[path] = SourceText(path, text)
         return self._sources[path]

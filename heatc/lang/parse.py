@@ -1,11 +1,12 @@
 """`.heat` source → syntax tree (`heatc.lang.ast`), with errors a person can act on.
 
-Public surface: `parse(text, path)`, `parse_file(path)`, `grammar_text()`.
+Public surface: `parse(text, path)`, `parse_file(path)`, `read_source(path, what)`, `grammar_text()`.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from lark import Lark, Token, Transformer, v_args
 
 from heatc.errors import HeatError, SourceText
 from heatc.lang import ast
+from heatc_runtime.files import UnreadableFile, read_file
 
 
 # The grammar is data: grammar/heat.lark at the repository root, reached from the package
@@ -55,27 +57,37 @@ def _parser() -> Lark:
     )
 
 
-def parse_file(path: str | Path) -> ast.RuleFile:
+MAX_SOURCE_BYTES = 256 << 20  # a rule file of 100,000 rules is about 10 MB
+MAX_NESTING = 64  # syntax-tree levels: a rule nests about 6, each "(" of an atom two more
+
+
+def read_source(path: str | Path, what: str = "file") -> str:
+    """The text of a source file (a regular file, valid UTF-8; a leading BOM is dropped)."""
     p = Path(path)
     try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise HeatError(SourceText(str(p), "").diagnostic(0, 0, f"cannot read file: {e.strerror}")) from None
+        data = read_file(p, MAX_SOURCE_BYTES)
+    except UnreadableFile as e:
+        raise HeatError(SourceText(str(p), "").diagnostic(0, 0, f"cannot read {what}: {e}")) from None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
         raise HeatError(SourceText(str(p), "").diagnostic(line, col, "the file is not valid UTF-8")) from None
-    return parse(text, str(p))
+
+
+def parse_file(path: str | Path) -> ast.RuleFile:
+    return parse(read_source(path), str(path))
 
 
 def parse(text: str, path: str = "<string>") -> ast.RuleFile:
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as some editors write
     src = SourceText(path, text)
     try:
         tree = _parser().parse(text)
     except lark.exceptions.UnexpectedInput as e:
         raise HeatError(_syntax_diagnostic(src, e)) from None
+    _check_nesting(src, tree)
     try:
         result = _ToAst(src).transform(tree)
     except lark.exceptions.VisitError as e:
@@ -83,6 +95,18 @@ def parse(text: str, path: str = "<string>") -> ast.RuleFile:
             raise e.orig_exc from None
         raise
     return ast.RuleFile(result.header, result.decls, path)
+
+
+def _check_nesting(src: SourceText, tree: lark.Tree) -> None:
+    """Refuse a tree too deep for the recursive passes after parsing (atoms in parentheses
+    nested hundreds deep), at the first node too deep."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            pos = _pos(node)
+            raise HeatError(src.diagnostic(pos.line, pos.column, f"nested too deeply (more than {MAX_NESTING} levels)"))
+        stack.extend((c, depth + 1) for c in node.children if isinstance(c, lark.Tree))
 
 
 # --- syntax errors --------------------------------------------------------------------
@@ -192,7 +216,13 @@ class _ToAst(Transformer):
         def unescape(m: re.Match) -> str:
             esc = m.group(1)
             if esc[0] == "u" and len(esc) == 5:
-                return chr(int(esc[1:], 16))
+                code = int(esc[1:], 16)
+                if 0xD800 <= code <= 0xDFFF:
+                    raise self._error(
+                        ast.Pos(tok.line, tok.column + m.start() + 1),
+                        f'"\\{esc}" is half of a UTF-16 surrogate pair, not a character: write the character itself',
+                    )
+                return chr(code)
             if esc in _SIMPLE_ESCAPES:
                 return _SIMPLE_ESCAPES[esc]
             offset = m.start() + 1
@@ -204,7 +234,11 @@ class _ToAst(Transformer):
         return ast.Str(_ESCAPE.sub(unescape, body), self._p(tok))
 
     def NUMBER(self, tok):  # noqa: N802
-        return ast.Num(float(str(tok)), self._p(tok))
+        value = float(str(tok))
+        if not math.isfinite(value):
+            shown = str(tok) if len(tok) <= 30 else str(tok)[:29] + "…"
+            raise self._error(self._p(tok), f"the number {shown} is too large (beyond a 64-bit float)")
+        return ast.Num(value, self._p(tok))
 
     def __default_token__(self, tok):
         return tok

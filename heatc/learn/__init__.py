@@ -1,8 +1,9 @@
-"""Learning SDS heatmaps from a frozen teacher model (`heatc learn`, `heatc finetune`).
+"""Learning SDS heatmaps from a frozen teacher model (`heatc learn`).
 
-Stages, one module each: `corpus` (read and split text), `teacher` (the frozen model),
-`labels` (per-token sensitivity and pair coupling by perturbing input embeddings),
-`lexemes` (teacher tokens ↔ heatc lexemes, categories), `aggregate` (couplings → heatmap
-cells), `student` (the small detector, ONNX export), `pipeline` (the command).
+Stages: `plan` (read the corpus with `corpus`, learn keywords with `lexemes`, choose the
+sentences the teacher reads), `labelling` (the `teacher`'s `labels`: per-token sensitivity
+and pair coupling by perturbing input embeddings), `aggregate` (couplings and corpus
+statistics → heatmap cells, with `evidence`, `ranges`, `budget`, `guards` and `emit`),
+`distil` (the `student` detector, ONNX export); `pipeline` runs them (`config`: settings).
 Needs the `learn` extra (torch, transformers via the embedded MiniLM).
 """

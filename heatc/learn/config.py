@@ -85,7 +85,7 @@ def rank_and_world() -> tuple[int, int]:
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
-        return dist.getrank_and_world(), dist.get_world_size()
+        return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
 

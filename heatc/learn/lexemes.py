@@ -111,7 +111,7 @@ SEED_CATEGORIES: tuple[Category, ...] = (
 # Seed units by quantity, each quantity a ladder from small to large (units on one rung are
 # one unit written two ways). A unit written for its neighbour on the ladder — mg for mcg or
 # g, mL for L, million for billion, days for weeks — is the error that keeps a value looking
-# plausible, so `aggregate.unit_swaps` takes such a swap as plausible before any keyword
+# plausible, so `guards.unit_swaps` takes such a swap as plausible before any keyword
 # shows it. Kept apart from the categories: it does not change how text lexes.
 UNIT_LADDERS: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("mcg",), ("mg",), ("grams",), ("kg", "pounds")),
@@ -216,7 +216,7 @@ class Lexicon:
 
     def with_families(self, families: dict[str, list[str]]) -> Lexicon:
         """Each family (name → member keyword categories) as one keyword category holding its
-        members' literals, in place of them (`aggregate.keyword_families`)."""
+        members' literals, in place of them (`guards.keyword_families`)."""
         member_of = {m: f for f, ms in families.items() for m in ms}
         by_name = self.by_name()
         kept = [c for c in self.categories if c.name not in member_of]

@@ -2,7 +2,8 @@
 tables and the program's state layout, then assemble it with wasmtime's wat2wasm.
 
 Public surface: `ABI_MAJOR`, `ABI_MINOR`, `compile_wasm(program, packed=None) -> WasmModule`,
-`write_module(module, directory)`, `manifest(program, wasm, consts) -> dict`.
+`write_module(module, directory)`, `manifest(program, wasm, consts) -> dict`, `SWITCHES`,
+`kernel_switches(program, packed=None) -> dict`.
 """
 
 from __future__ import annotations
@@ -15,18 +16,7 @@ import jinja2
 import wasmtime
 
 from heatc import __version__, ir
-from heatc.numbers import YEAR_PIVOT
-from heatc.wasm.pack import (
-    CHANNEL_USE,
-    CN_BIG_KIND,
-    CN_DIGIT,
-    CN_POINT,
-    CN_SMALL_KIND,
-    REQUIREMENT,
-    RULE_BLOCKS_REL,
-    Packed,
-    pack,
-)
+from heatc.wasm.pack import Packed, pack
 from heatc.wasm.skipper import (
     CJK_CONTINUATIONS,
     CJK_KEY_MUL,
@@ -34,22 +24,21 @@ from heatc.wasm.skipper import (
     SKIP_CJK_FINGERPRINTS,
     SKIP_CJK_TABLE,
     SKIP_KEY_MUL,
+    SKIP_NIBBLE_BITS,
+    SKIP_PLAIN_QUIET,
     SKIP_WORD_FINGERPRINTS,
+    word_table_layout,
 )
-from heatc_runtime.abi import FLAG_LOOK
+from heatc_runtime import abi
+from heatc_runtime.abi import ABI_MAJOR, ABI_MINOR, PAGE, SCRATCH, TABLES_ALIGN
 
-ABI_MAJOR = 1
-ABI_MINOR = 1
-
-CONTROL = 0x100
-SHA_W = 0x200  # 256 bytes: the sha256 message schedule
-TMP_THREAD = 0x300  # a thread record for one-element rules
-SCAN_OUT = 0x700  # results of the byte-scanning leaf function
-SCRATCH = 0x800  # run text and sha256 message
-TABLES_ALIGN = 64
-PAGE = 65536
-EVENT_HEADER = 64
-SNAPSHOT_HEADER = 56
+#: The kernel template's feature switches (`{% if C.NAME %}`): which code a program's module
+#: holds. docs/testing.md ("Kernel feature combinations") says which combinations rule sets
+#: reach; tests/test_kernel_features.py builds each.
+SWITCHES = (
+    "N_RULES", "ANCHORS", "LATE", "NUMBER_LOOK", "BULK_AGING", "WINDOW", "WORD_ROW", "SKIP_LOG2", "SKIP_CJK",
+    "SKIP_WEAK", "SKIP_DIGITS", "DIGIT_ALWAYS", "DIGIT_BEFORE_DIGIT", "DIGIT_DECIMALS", "DIGIT_PERCENT",
+)  # fmt: skip
 
 
 @dataclass
@@ -74,29 +63,28 @@ def _wat_bytes(data: bytes) -> str:
     return "\\" + data.hex("\\") if data else ""
 
 
-def _layout_consts(program: ir.Program) -> tuple[dict[str, int], int]:
+def _layout_consts(program: ir.Program) -> tuple[dict[str, int], int, int]:
+    """The state layout's offsets the kernel reads (`F.name`), the state size, and the stride
+    of the anchor ring's entries."""
     layout = ir.state_layout(program)
-    names = [
-        "pos", "lexemes", "tokens", "matches", "rejections", "tok_start", "last_end", "dfa_state", "buf_len",
-        "last_tok", "last_len", "pend_tok", "pend_fallback", "pend_len", "flags", "pending_events", "n_active",
-        "buf", "active_rules",
-    ]  # fmt: skip
-    f = {n: layout.field(n).offset for n in names}
+    f = {n: layout.field(n).offset for n in (*abi.STATE_HEAD.names, "buf", "active_rules")}
     # The kernel relies on these pairs being adjacent (it clears them with one i64 store).
     assert f["last_len"] == f["last_tok"] + 4 and f["pend_fallback"] == f["pend_tok"] + 4
     a = program.anchors.max_lexemes
     f["anchor_count"] = layout.field("anchor_count").offset if a else 0
     f["anchor_head"] = layout.field("anchor_head").offset if a else 0
     f["ring"] = layout.field("anchor[0].start").offset if a else 0
+    ring_entry = -(-(abi.ANCHOR_ENTRY.size + program.lexer.max_lexeme) // 8) * 8
     if a > 1:
-        assert layout.field("anchor[1].start").offset - f["ring"] == 80
-        assert layout.field("anchor[0].text").offset - f["ring"] == 10
+        assert layout.field("anchor[1].start").offset - f["ring"] == ring_entry
+    if a:
+        assert layout.field("anchor[0].text").offset - f["ring"] == abi.ANCHOR_ENTRY.size
     f["anchor_active"] = layout.field("anchor_active").offset if program.anchor_groups else 0
     f["channels"] = layout.field("channel[0].set").offset if program.channels else 0
     late = any(ir.starts_late(r) for r in program.rules)
     for name in ("look_mark", "look_start", "look_code", "look_len", "look_buf"):
         f[name] = layout.field(name).offset if late else 0
-    return f, layout.size
+    return f, layout.size, ring_entry
 
 
 def write_module(module: WasmModule, directory) -> None:
@@ -119,10 +107,27 @@ def write_module(module: WasmModule, directory) -> None:
 def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModule:
     """`packed`: the program's `pack(program)`, when the caller has it already."""
     packed = packed or pack(program)
+    consts, fields = _constants(program, packed)
+    consts["DATA"] = _wat_bytes(packed.blob)
+    wat = _template().render(ABI=abi.constants(), C=consts, F=fields)
+    wasm = wasmtime.wat2wasm(wat)
+    return WasmModule(bytes(wasm), wat, manifest(program, bytes(wasm), consts))
+
+
+def kernel_switches(program: ir.Program, packed: Packed | None = None) -> dict[str, bool]:
+    """The feature switches (`SWITCHES`) `compile_wasm` renders the program's kernel with."""
+    consts, _ = _constants(program, packed or pack(program))
+    return {name: bool(consts[name]) for name in SWITCHES}
+
+
+def _constants(program: ir.Program, packed: Packed) -> tuple[dict, dict[str, int]]:
+    """The template's `C` (this program's constants and switches, the data segment apart) and
+    `F` (its state-record offsets)."""
     assert DIGIT_RUN_MAX == 8, "the kernel's test for long digit runs is written for 8"
-    fields, state_size = _layout_consts(program)
+    fields, state_size, ring_entry = _layout_consts(program)
     k = packed.consts
     max_captures = max(1, k["max_captures"])
+    assert abi.TMP_THREAD + abi.THREAD.size + 8 * max_captures <= abi.SCRATCH, "too many captures for TMP_THREAD"
     n_groups = len(program.anchor_groups)
     max_domain = k["max_domain"]
     a = program.anchors.max_lexemes
@@ -131,35 +136,28 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
     tables = -(-scratch_end // TABLES_ALIGN) * TABLES_ALIGN
     heap_base = -(-(tables + len(packed.blob)) // 16) * 16
     consts = {
-        "ABI_MAJOR": ABI_MAJOR,
-        "ABI_MINOR": ABI_MINOR,
         "HEATC_VERSION": __version__,
         "PROGRAM_NAME": program.name,
         "N_RULES": len(program.rules),
         "W": (len(program.rules) + 63) // 64,
         "STATE_SIZE": state_size,
-        "EV_SIZE": EVENT_HEADER + 8 * max_captures,
-        "SNAP_SIZE": SNAPSHOT_HEADER + -(-len(program.rules) // 8) * 8,
+        "EV_SIZE": abi.EVENT.size + 8 * max_captures,
+        "SNAP_SIZE": abi.SNAPSHOT.size + -(-len(program.rules) // 8) * 8,
         "PLM": max(1, k["max_final"] + n_groups),
-        "CONTROL": CONTROL,
-        "SHA_W": SHA_W,
-        "TMP_THREAD": TMP_THREAD,
-        "SCAN_OUT": SCAN_OUT,
-        "MSG": SCRATCH,
         "SHA_MSG": sha_msg,
         "MAX_DOMAIN": max_domain,
         "TABLES": tables,
         "HEAP_BASE": heap_base,
         "INITIAL_PAGES": max(1, -(-heap_base // PAGE)),
-        "DATA": _wat_bytes(packed.blob),
         "N_CLASSES": program.lexer.n_classes,
         "DFA_WIDTH": k["dfa_width"],
         "WORD_ROW": k["word_row"],
         "SKIP_LOG2": k["skip_log2"],
         "BULK_AGING": int(bool(program.rules) and not a),
         "LATE": k["late"],
-        "FLAG_LOOK": FLAG_LOOK,
         "SKIP_CJK": k["skip_cjk"],
+        "SKIP_PLAIN_QUIET": SKIP_PLAIN_QUIET,
+        "SKIP_NIBBLE_BITS": SKIP_NIBBLE_BITS,
         "SKIP_WORD_FINGERPRINTS": SKIP_WORD_FINGERPRINTS,
         "SKIP_CJK_FINGERPRINTS": SKIP_CJK_FINGERPRINTS,
         "SKIP_CJK_TABLE": SKIP_CJK_TABLE,
@@ -179,34 +177,20 @@ def compile_wasm(program: ir.Program, packed: Packed | None = None) -> WasmModul
         "SKIP_KEY_MUL": SKIP_KEY_MUL - (1 << 64) if SKIP_KEY_MUL >= 1 << 63 else SKIP_KEY_MUL,
         "MAX_LEXEME": program.lexer.max_lexeme,
         "N_CN": k["n_cn"],
-        "CN_DIGIT": CN_DIGIT,
-        "CN_SMALL": CN_SMALL_KIND,
-        "CN_BIG": CN_BIG_KIND,
-        "CN_POINT": CN_POINT,
         "ANCHORS": bool(a),
         "A": a,
         "ANCHOR_SIZE": program.anchors.size,
         "FILTER_BITS": program.anchors.filter_bits,
         "N_DOMAINS": k["n_domains"],
-        "RING_ENTRY": 80,
+        "RING_ENTRY": ring_entry,
         "WINDOW": program.window,
-        "REQUIREMENT": REQUIREMENT,
-        "CHANNEL_USE": CHANNEL_USE,
-        "LEX_SPACE": ir.LEX_SPACE,
-        "LEX_OTHER": ir.LEX_OTHER,
-        "LEX_WORD": ir.LEX_WORD,
-        "LEX_NUMBER": ir.LEX_NUMBER,
-        "LEX_PERCENT": ir.LEX_PERCENT,
-        "LEX_LITERAL0": ir.LEX_LITERAL0,
-        "LEX_DATE": ir.LEX_DATE,
-        "YEAR_PIVOT": YEAR_PIVOT,
-        "RULE_BLOCKS_REL": RULE_BLOCKS_REL,
     }
     for name, offset in packed.offsets.items():
         consts[f"T_{name}"] = tables + offset
-    wat = _template().render(C=consts, F=fields)
-    wasm = wasmtime.wat2wasm(wat)
-    return WasmModule(bytes(wasm), wat, manifest(program, bytes(wasm), consts))
+    if k["skip_log2"]:
+        for part, offset in word_table_layout(k["skip_log2"]).items():
+            consts[f"T_skip_{part}"] = consts["T_skip_words"] + offset
+    return consts, fields
 
 
 def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:
@@ -223,12 +207,14 @@ def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:
             "state_size": consts["STATE_SIZE"],
             "event_size": consts["EV_SIZE"],
             "snapshot_size": consts["SNAP_SIZE"],
-            "control": consts["CONTROL"],
+            "control": abi.CONTROL,
             "heap_base": consts["HEAP_BASE"],
             "lexeme_events": consts["PLM"],
             "max_lexeme": program.lexer.max_lexeme,
             "window": program.window,
             "flags_offset": ir.state_layout(program).field("flags").offset,
+            # the u64 count of rejections so far: what a lookahead compares (guard mode)
+            "rejections_offset": ir.state_layout(program).field("rejections").offset,
         },
         "rules": [
             {

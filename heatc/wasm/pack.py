@@ -1,9 +1,9 @@
 """The IR packed into one little-endian byte blob: what generic kernels (WASM data segment,
 CUDA bridge tables) read. Rule records are contiguous and in heat order, so a prefix of
-the rule section holds the hottest rules. Layout: docs/abi.md, "Tables".
+the rule section holds the hottest rules. Layout: docs/abi.md, "Tables"; the record layouts
+and codes are the ABI's (heatc_runtime.abi).
 
-Public surface: `pack(program) -> Packed`, `RULE_HEADER`, `ELEMENT`, `REQUIREMENT`,
-`CHANNEL_USE` record sizes, `RULE_BLOCKS_REL`.
+Public surface: `pack(program) -> Packed`, `Packed`.
 """
 
 from __future__ import annotations
@@ -14,18 +14,28 @@ from dataclasses import dataclass, field
 from heatc import ir
 from heatc.numbers import CN_BIG, CN_DIGITS, CN_SMALL, POW10
 from heatc.wasm.skipper import skip_tables
-from heatc_runtime.abi import FLAG_LOOK
+from heatc_runtime.abi import (
+    CHANNEL_USE,
+    CN_ENTRY,
+    CN_KIND_BIG,
+    CN_KIND_DIGIT,
+    CN_KIND_POINT,
+    CN_KIND_SHIFT,
+    CN_KIND_SMALL,
+    DFA_BOUNDARY,
+    DFA_CODE_MASK,
+    DFA_FALLBACK_SHIFT,
+    DOMAIN_ENTRY,
+    ELEMENT,
+    FLAG_LOOK,
+    OPS,
+    REQUIREMENT,
+    RULE,
+    THREAD,
+)
 
-RULE_HEADER = 48  # 12 x u32
-RULE_BLOCKS_REL = 44  # the header's last word: where the rule's u32 per element of gap blocks (ir.Element.blocks) lie
-ELEMENT = 16  # gap, accepts_rel, n_accepts, capture
-REQUIREMENT = 64  # op, left, right, pad, left_const, right_const, low, high, closed mask (v128)
-CHANNEL_USE = 24  # channel, capture, key, n_keys, keys_rel, pad
+OP_CODES = {op: i for i, op in enumerate(OPS)}
 
-OP_CODES = {op: i for i, op in enumerate(ir.OPS)}
-
-# Chinese numeral characters for the number-value kernel: (codepoint, kind << 16 | value).
-CN_DIGIT, CN_SMALL_KIND, CN_BIG_KIND, CN_POINT = 1, 2, 3, 4
 SHA256_K = [
     0x428A2F98, 0x71374491, 0xB5C0FBCF, 0xE9B5DBA5, 0x3956C25B, 0x59F111F1, 0x923F82A4, 0xAB1C5ED5,
     0xD807AA98, 0x12835B01, 0x243185BE, 0x550C7DC3, 0x72BE5D74, 0x80DEB1FE, 0x9BDC06A7, 0xC19BF174,
@@ -39,14 +49,16 @@ SHA256_K = [
 
 
 def _cn_table() -> list[tuple[int, int]]:
+    """Chinese numeral characters for the number-value kernel: (codepoint, kind << 16 | value),
+    value the digit, the small multiplier (10, 100, 1000), or 1 for 万 and 2 for 亿."""
     entries: dict[int, int] = {}
     for ch, d in CN_DIGITS.items():
-        entries[ord(ch)] = CN_DIGIT << 16 | d
+        entries[ord(ch)] = CN_KIND_DIGIT << CN_KIND_SHIFT | d
     for ch, v in CN_SMALL.items():
-        entries[ord(ch)] = CN_SMALL_KIND << 16 | v
+        entries[ord(ch)] = CN_KIND_SMALL << CN_KIND_SHIFT | v
     for ch, v in CN_BIG.items():
-        entries[ord(ch)] = CN_BIG_KIND << 16 | (1 if v == 10_000 else 2)
-    entries[ord("点")] = CN_POINT << 16
+        entries[ord(ch)] = CN_KIND_BIG << CN_KIND_SHIFT | (1 if v == 10_000 else 2)
+    entries[ord("点")] = CN_KIND_POINT << CN_KIND_SHIFT
     return sorted(entries.items())
 
 
@@ -75,15 +87,15 @@ def _u32s(values) -> bytes:
 
 def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
     k, nc = len(rule.elements), len(rule.captures)
-    elements_rel = RULE_HEADER
-    accepts_rel = elements_rel + ELEMENT * k
+    elements_rel = RULE.size
+    accepts_rel = elements_rel + ELEMENT.size * k
     accepts: list[int] = []
     element_bytes = b""
     for e in rule.elements:
-        element_bytes += struct.pack("<IIIi", e.gap, accepts_rel + 4 * len(accepts), len(e.accepts), e.capture)
+        element_bytes += ELEMENT.struct.pack(e.gap, accepts_rel + 4 * len(accepts), len(e.accepts), e.capture)
         accepts += e.accepts
     accept_bytes = _u32s(accepts)
-    # binding: per element, the lexeme kinds its gap never skips (ir.KIND_*)
+    # binding: per element, the lexeme kinds its gap never skips (ir.Element.blocks)
     blocks_rel = accepts_rel + len(accept_bytes)
     accept_bytes += _u32s([e.blocks for e in rule.elements])
     reqs_rel = accepts_rel + len(accept_bytes)
@@ -92,24 +104,22 @@ def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
     for q in rule.requirements:
         low_mask = 0xFFFFFFFFFFFFFFFF if q.low_closed else 0
         high_mask = 0xFFFFFFFFFFFFFFFF if q.high_closed else 0
-        req_bytes += struct.pack(
-            "<IiiIddddQQ",
+        req_bytes += REQUIREMENT.struct.pack(
             OP_CODES[q.op], q.left.capture, q.right.capture, 0,
             q.left.const, q.right.const, q.low, q.high, low_mask, high_mask,
         )  # fmt: skip
     chans_rel = reqs_rel + len(req_bytes)
-    keys_rel = chans_rel + CHANNEL_USE * len(rule.channels)
+    keys_rel = chans_rel + CHANNEL_USE.size * len(rule.channels)
     keys: list[int] = []
     chan_bytes = b""
     for u in rule.channels:
-        chan_bytes += struct.pack(
-            "<IIiIII", u.channel, u.capture, u.key, len(u.key_classes), keys_rel + 4 * len(keys), 0
+        chan_bytes += CHANNEL_USE.struct.pack(
+            u.channel, u.capture, u.key, len(u.key_classes), keys_rel + 4 * len(keys), 0
         )
         keys += u.key_classes
-    header = struct.pack(
-        "<IIiIIIIIIIII",
+    header = RULE.struct.pack(
         k, nc, rule.gate, state_off, len(rule.requirements), len(rule.channels),
-        elements_rel, reqs_rel, chans_rel, 16 + 8 * nc, int(late), blocks_rel,
+        elements_rel, reqs_rel, chans_rel, THREAD.size + 8 * nc, int(late), blocks_rel,
     )  # fmt: skip
     body = header + element_bytes + accept_bytes
     body += b"\0" * (reqs_rel - len(body))
@@ -120,16 +130,18 @@ def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
 def _dfa_rows(lx: ir.Lexer) -> bytes:
     """The lexer automaton for kernels: one row of n_classes + 1 u32 per state. Entries are
     target rows premultiplied by the row width (0 = dead), so a step is `row + class`, with no
-    multiply on the critical path; the extra column is the state's accept info:
+    multiply on the critical path; the extra column is the state's accept word:
     lexeme code (bits 0–14) | boundary (bit 15) | fallback lexeme code (bits 16–31)."""
     width = lx.n_classes + 1
-    if lx.n_states * width >= 1 << 31 or max(lx.accept + lx.fallback, default=0) >= 1 << 15:
+    if lx.n_states * width >= 1 << 31 or max(lx.accept + lx.fallback, default=0) > DFA_CODE_MASK:
         raise ValueError("the lexer automaton is too large for the packed format")
     out = []
     for state in range(lx.n_states):
         row = lx.next[state * lx.n_classes : (state + 1) * lx.n_classes]
         out += [t * width for t in row]
-        out.append(lx.accept[state] | lx.boundary[state] << 15 | lx.fallback[state] << 16)
+        out.append(
+            lx.accept[state] | (DFA_BOUNDARY if lx.boundary[state] else 0) | lx.fallback[state] << DFA_FALLBACK_SHIFT
+        )
     return struct.pack(f"<{len(out)}I", *out)
 
 
@@ -212,15 +224,15 @@ def pack(program: ir.Program) -> Packed:
     b.section("anchor_end_filter", struct.pack(f"<{len(a.end_filter)}Q", *a.end_filter))
     b.section("anchor_member_filter", struct.pack(f"<{len(a.member_filter)}Q", *a.member_filter))
     domains = list(dict.fromkeys(g.domain.encode("utf-8") for g in p.anchor_groups))
-    domain_index, domain_bytes = [], b""
+    domain_index, domain_bytes = b"", b""
     for d in domains:
-        domain_index += [len(domain_bytes), len(d)]
+        domain_index += DOMAIN_ENTRY.struct.pack(len(domain_bytes), len(d))
         domain_bytes += d
-    b.section("domain_index", _u32s(domain_index))
+    b.section("domain_index", domain_index)
     b.section("domain_bytes", domain_bytes)
     b.section("pow10", struct.pack("<400d", *POW10))
     cn = _cn_table()
-    b.section("cn_table", b"".join(struct.pack("<II", cp, code) for cp, code in cn))
+    b.section("cn_table", b"".join(CN_ENTRY.struct.pack(cp, code) for cp, code in cn))
     b.section("sha256_k", _u32s(SHA256_K))
 
     skip = skip_tables(p, flags)

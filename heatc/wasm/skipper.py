@@ -8,7 +8,8 @@ set's own words tell a plain word from a literal, and CJK runs go through a tabl
 their own. Weak starts and digit runs let it pass keywords and numbers that begin nothing.
 
 Public surface: `skip_tables(program, flags) -> SkipTables | None`, `SkipTables`, the
-table-layout constants the kernel template reads, `skip_word_key`, `skip_slot`, `cjk_slot`.
+table-layout constants the kernel template reads and `word_table_layout(log2)`,
+`skip_word_key`, `skip_slot`, `cjk_slot`.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
         bit = skip_slot(skip_word_key(word), log2 + 5)
         bits[bit >> 3] |= 1 << (bit & 7)
     plain_bytes = bytes(plain[0] + plain[1]) + bytes([1 << i for i in range(8)] + [0] * 8)
-    assert len(plain_bytes) == SKIP_WORD_FINGERPRINTS
+    assert (SKIP_PLAIN_QUIET, SKIP_NIBBLE_BITS, SKIP_WORD_FINGERPRINTS) == (16, 32, len(plain_bytes))
     bucket = _fingerprint_buckets(patterns)
     plain_bytes += _teddy(patterns, lambda t: bucket[t[0] | 0x20], offsets=2, buckets=WORD_FINGERPRINT_BUCKETS)
     cjk = _cjk_tables(p, flags, step, matters)
@@ -188,14 +189,28 @@ def skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
     digits = _digit_runs(lx, flags, plain_ascii, step)
     weak_bytes = bytes(horizons.get(key, 0) if key else 0 for key in table)
     words = bytes(bits) + struct.pack(f"<{len(table)}Q", *table) + struct.pack(f"<{len(nexts)}Q", *nexts) + weak_bytes
+    layout = word_table_layout(log2)
+    assert len(bits) == layout["slots"] and len(words) == layout["size"], "word_table_layout is stale"
     return SkipTables(plain_bytes, words, log2, cjk[2] if cjk else 0, digits, any(weak_bytes))
 
 
-# where the skipper's tables lie in its `skip_plain` section (the kernel reads them there)
+# where the skipper's tables lie in its `skip_plain` section (the kernel reads them there):
+# the plain-byte nibble table for any stream at 0, for a quiet stream at SKIP_PLAIN_QUIET, a
+# high nibble's bit (1, 2, 4 … 128, then zeros) at SKIP_NIBBLE_BITS, then the fingerprints
+SKIP_PLAIN_QUIET = 16
+SKIP_NIBBLE_BITS = 32
 WORD_FINGERPRINT_BUCKETS = 8
 SKIP_WORD_FINGERPRINTS = 48
 SKIP_CJK_FINGERPRINTS = SKIP_WORD_FINGERPRINTS + 2 * 2 * 16 * WORD_FINGERPRINT_BUCKETS // 8
 SKIP_CJK_TABLE = SKIP_CJK_FINGERPRINTS + 3 * 4 * 16
+
+
+def word_table_layout(log2: int) -> dict[str, int]:
+    """Where the parts of the `skip_words` section lie (from its start) for a word table of
+    2^log2 slots: the filter bits, the u64 keys, the u64 next-word prefixes, the horizons."""
+    n = 1 << log2
+    return {"filter": 0, "slots": n * 4, "nexts": n * 12, "horizons": n * 20, "size": n * 21}
+
 
 # the longest gap a weak start's horizon may cover (horizons are kept in a byte)
 WEAK_HORIZON_MAX = 255
@@ -462,9 +477,9 @@ def _fingerprint_buckets(patterns: set[bytes], n: int = WORD_FINGERPRINT_BUCKETS
     the costliest first, where they add least to the share of English words that would pass:
     (how often words begin with each of the bucket's letters) × (the share of those words
     whose second byte fits: a space for "a" and "I", else the letters that fit). 8 buckets
-    pass more words than 16 keyed by first letter alone did (44 against 38 per KB of
-    contracts, 52 against 29 of clinical notes) for half the swizzles per block, which pays:
-    the scan is 3–9 % faster (docs/abi.md, "The skipper")."""
+    let a few more words through to the exact lookup than 16 keyed by first letter alone,
+    but need half the swizzles per block: the better trade on English text
+    (docs/experiments.md, "Word fingerprints")."""
     seconds: dict[int, set[int]] = {}
     for text in patterns:
         s = seconds.setdefault(text[0] | 0x20, set())

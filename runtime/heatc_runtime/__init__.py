@@ -1,6 +1,6 @@
 """heatc_runtime: load and run compiled heatc modules.
 
-Stands alone: needs numpy and wasmtime (and torch for the CUDA op), never the compiler.
+Stands alone: needs numpy and wasmtime, never the compiler.
 The report types here are shared by every backend, including heatc's reference
 interpreter.
 """
@@ -8,14 +8,15 @@ interpreter.
 from .report import Conflict, Event, Report, Snapshot, Verdict, worst
 
 __all__ = [
-    "ABI_MAJOR", "ABI_MINOR", "Batch", "Checker", "Conflict", "Event", "Limits", "ModuleError", "ModuleTrap",
-    "Report", "Snapshot", "Verdict", "from_bytes", "load", "worst",
+    "ABI_MAJOR", "ABI_MINOR", "Batch", "Checker", "CheckerClosed", "Conflict", "Event", "Limits", "ModuleError",
+    "ModuleTrap", "Report", "SequenceInterrupted", "Snapshot", "Verdict", "from_bytes", "load", "worst",
 ]  # fmt: skip
 
 
 _LAZY = {
     "ABI_MAJOR": "abi", "ABI_MINOR": "abi", "Batch": "batch", "Checker": "checker", "Limits": "limits",
-    "ModuleError": "errors", "ModuleTrap": "errors", "from_bytes": "loader", "load": "loader",
+    "ModuleError": "errors", "ModuleTrap": "errors", "CheckerClosed": "errors", "SequenceInterrupted": "errors",
+    "from_bytes": "loader", "load": "loader",
 }  # fmt: skip
 
 

@@ -1,38 +1,272 @@
-"""The module ABI as data: versions, the control block, record layouts (docs/abi.md).
+"""The module ABI as data, defined here once (docs/abi.md): versions, the fixed memory map, the
+control block, the record layouts (events, snapshots, the fixed part of a state record and
+its sub-records, the packed rule tables, rules.hct's header), the lexeme codes and flag bits
+a kernel reads, status and verdict codes.
 
-Public surface: the constants below and `check_abi(where, major, minor)`.
+Every reader takes it from here: this runtime (checker, batch, records); the compiler
+(`heatc.ir`'s codes and state layout, `heatc.wasm`'s pack and codegen, and the kernel
+template, rendered with `constants()`); the Node.js host, through runtime/js/abi.mjs
+(`js_module()`); C and C++, through cuda_bridge/include/heatc_abi.h (`c_header()`). Both
+files are generated (`make abi` writes them) and tests/test_abi.py checks that they are
+current and that every reader agrees.
 
-Every reader of a module — this runtime, the compiler that writes modules, the kernel
-template, the Node.js host — takes these constants from here.
+Public surface: the constants below, `Record`, `check_abi(where, major, minor)`,
+`constants() -> dict[str, int]`, `js_module() -> str`, `c_header() -> str`.
 """
 
 from __future__ import annotations
 
+import json
 import struct
 
 from .errors import ModuleError
 
 #: The ABI this runtime speaks: same major, minor up to this one.
 ABI_MAJOR = 1
-ABI_MINOR = 1
+ABI_MINOR = 2
 
-#: The control block's u32 words, in order (at the module's exported `control` offset).
+# --- the memory map: fixed regions below the tables ----------------------------------------
+
+CONTROL = 0x100  #: the control block (`CONTROL_BLOCK`), exported as the global `control`
+SHA_W = 0x200  #: 256 bytes: the sha256 message schedule (anchors)
+TMP_THREAD = 0x300  #: a thread record (`THREAD` + captures) for rules of one element
+SCRATCH = 0x800  #: the anchor run text and sha256 message; the tables follow, aligned
+TABLES_ALIGN = 64
+PAGE = 65536
+
+
+class Record:
+    """A little-endian record layout: named fields in order, each with its struct code
+    (`B` u8, `H` u16, `I` u32, `i` i32, `Q` u64, `d` f64, `Ns` N bytes). Every field is at its
+    natural alignment; fields whose name starts with `_` are padding. `tail` names what
+    follows the record when something of variable length does (an event's captures)."""
+
+    def __init__(self, name: str, prefix: str, fields: tuple[tuple[str, str], ...], tail: str = "") -> None:
+        self.name, self.prefix, self.fields, self.tail = name, prefix, fields, tail
+        self.struct = struct.Struct("<" + "".join(code for _, code in fields))
+        self.size = self.struct.size
+        self.offsets: dict[str, int] = {}
+        for i, (field, code) in enumerate(fields):
+            offset = struct.calcsize("<" + "".join(c for _, c in fields[:i]))
+            assert code.endswith("s") or offset % struct.calcsize(code) == 0, f"{name}.{field} is misaligned"
+            self.offsets[field] = offset
+        self.names = tuple(field for field, _ in fields)
+
+    def offset(self, name: str) -> int:
+        return self.offsets[name]
+
+    def position(self, name: str) -> int:
+        """The field's index in a tuple that `self.struct` unpacks."""
+        return self.names.index(name)
+
+    def constants(self) -> dict[str, int]:
+        """PREFIX_FIELD = byte offset for every named field, and PREFIX_TAIL (or PREFIX_SIZE)."""
+        out = {f"{self.prefix}_{name.upper()}": off for name, off in self.offsets.items() if not name.startswith("_")}
+        out[f"{self.prefix}_{(self.tail or 'size').upper()}"] = self.size
+        if not self.tail and self.size & (self.size - 1) == 0:
+            out[f"{self.prefix}_SHIFT"] = self.size.bit_length() - 1  # for a kernel's index × size
+        return out
+
+
+# --- the control block ----------------------------------------------------------------------
+
+#: The control block's u32 words, in order (docs/abi.md, "Control block").
 CONTROL_FIELDS = ("ev_ptr", "ev_cap", "ev_count", "snap_ptr", "snap_cap", "snap_count",
                   "tok_offsets", "n_tokens", "tok_bytes", "status", "bad_index", "scratch", "quiet")  # fmt: skip
+CONTROL_BLOCK = Record("control", "CTL", tuple((name, "I") for name in CONTROL_FIELDS))
+# word indices, for hosts that view the block as u32[]
 EV_COUNT = CONTROL_FIELDS.index("ev_count")
 SNAP_COUNT = CONTROL_FIELDS.index("snap_count")
 STATUS = CONTROL_FIELDS.index("status")
 QUIET = CONTROL_FIELDS.index("quiet")
 
-#: A kernel-only lexeme-code flag beside the IR's (ir.FLAG_*): the code may begin a
-#: late-starting rule, so a kernel keeps such a lexeme as its look-behind (ir.starts_late).
+#: What the `status` word says (the kernel sets it, the host clears it).
+STATUS_OK, STATUS_BAD_TOKEN, STATUS_FINISHED = 0, 1, 2
+STATUS_TEXT = {
+    STATUS_BAD_TOKEN: "a token id is out of range for the token table",
+    STATUS_FINISHED: "the stream is finished; reset it first",
+}
+
+# --- records the kernel writes for the host ------------------------------------------------
+
+#: An event: a match (index = the rule, in IR order) or an anchor (index = the anchor group);
+#: failed requirement and conflicting channel slot, or NO_INDEX; the conflicting channel's
+#: value and the span that set it. One f64 per capture follows.
+EVENT = Record("event", "EV", (
+    ("seq", "I"), ("kind", "B"), ("verdict", "B"), ("_pad0", "H"), ("index", "I"), ("failed", "i"),
+    ("start", "Q"), ("end", "Q"), ("conflict", "i"), ("_pad1", "I"),
+    ("conflict_value", "d"), ("conflict_start", "Q"), ("conflict_end", "Q"),
+), tail="captures")  # fmt: skip
+EVENT_MATCH, EVENT_ANCHOR = 0, 1
+NO_INDEX = -1  #: no failed requirement, no conflict, no gate, no capture, no key
+
+#: A snapshot: seq, the events of this sequence it covers (the next that many in buffer
+#: order), whether it is final, then the counters; one verdict byte per rule follows.
+SNAPSHOT_COUNTERS = ("bytes", "lexemes", "tokens", "matches", "rejections")
+SNAPSHOT = Record("snapshot", "SNAP", (
+    ("seq", "I"), ("events", "I"), ("final", "I"), ("pad", "I"), *((name, "Q") for name in SNAPSHOT_COUNTERS),
+), tail="verdicts")  # fmt: skip
+
+#: Verdict codes, by severity (snapshot bytes, `verdicts()`, event records).
+VERDICT_NAMES = ("CONFIRMED", "PENDING", "REJECTED")
+VERDICT_CONFIRMED = 0
+VERDICT_PENDING = 1
+VERDICT_REJECTED = 2
+VERDICT_NONE = 255  #: an anchor event's verdict byte
+
+# --- the state record ----------------------------------------------------------------------
+
+#: The fixed head of every state record (heatc.ir.state_layout lays out the rest, per
+#: program): counters and the lexer's state; the lexer's look-back buffer follows.
+STATE_HEAD = Record("state_head", "ST", (
+    ("pos", "Q"), ("lexemes", "Q"), ("tokens", "Q"), ("matches", "Q"), ("rejections", "Q"),
+    ("tok_start", "Q"), ("last_end", "Q"),
+    ("dfa_state", "I"), ("buf_len", "I"), ("last_tok", "I"), ("last_len", "I"), ("pend_tok", "I"),
+    ("pend_fallback", "I"), ("pend_len", "I"), ("flags", "I"), ("pending_events", "I"), ("n_active", "I"),
+), tail="buf")  # fmt: skip
+STATE_FINISHED = 1  #: `flags` bit: the stream is finished
+#: Per rule: verdict bit and match count; one thread slot per element after the first follows.
+RULE_STATE = Record("rule_state", "RS", (("rejected", "I"), ("matches", "I")), tail="slots")
+#: A thread slot: live flag, gaps skipped since its last element, span start; one f64 per
+#: capture follows (the rule record's `slot_size` is the whole slot's size).
+THREAD = Record(
+    "thread", "TH", (("active", "B"), ("gaps", "B"), ("_pad0", "H"), ("_pad1", "I"), ("start", "Q")), tail="captures"
+)
+#: A channel slot: whether it is set, its value, the span of the match that set it.
+CHANNEL_STATE = Record("channel_state", "CH", (("set", "Q"), ("value", "d"), ("start", "Q"), ("end", "Q")))
+#: An entry of the anchor ring: span start, whitespace before it, text length; the
+#: normalised text follows (max_lexeme bytes; entries 8-aligned).
+ANCHOR_ENTRY = Record("anchor_entry", "AE", (("start", "Q"), ("space_before", "B"), ("len", "B")), tail="text")
+
+# --- codes the kernel reads from the tables -------------------------------------------------
+
+# Lexeme codes the lexer automaton accepts; a lexeme's symbol is its lexeme code.
+LEX_NONE = 0
+LEX_SPACE = 1  # not a lexeme
+LEX_OTHER = 2
+LEX_WORD = 3
+LEX_NUMBER = 4
+LEX_PERCENT = 5
+LEX_DATE = 6  # a calendar date or a month of a year; its value is the year (docs/semantics.md §2)
+LEX_LITERAL0 = 8  # literal i has lexeme code LEX_LITERAL0 + i
+
+# Per-lexeme-code flags (heatc.ir.Program.code_flags, the packed `code_flags` table).
+FLAG_TRIGGER = 1  # publish a snapshot after this lexeme
+FLAG_BARRIER = 2  # gaps never skip this lexeme
+FLAG_STARTS = 4  # some rule's first element accepts this token (lets kernels skip the rest)
+FLAG_ANCHOR_MEMBER = 8  # a literal whose normalised text occurs in some anchor term
+FLAG_ANCHOR_END = 16  # ... and ends one
+# Lexeme kinds (heatc.ir.Program.code_kinds, the packed `code_kinds` table), one bit each; a
+# rule's element records which kinds its gap never skips (the rule record's `blocks`).
+KIND_VALUE = 1  # number, percent, date
+KIND_UNIT = 2
+KIND_KEYWORD = 4
+KIND_CONSTRAINT = 8
+KIND_PUNCT = 16
+
+#: A two-digit year of a date below this is in the 2000s, else in the 1900s (POSIX %y).
+YEAR_PIVOT = 69
+
+#: Kernel-only (set by the packer, not the IR): the code may begin a late-starting rule, so
+#: a kernel keeps such a lexeme as its look-behind (heatc.ir.starts_late).
 FLAG_LOOK = 32
 
-#: What a non-zero `status` word means.
-STATUS_TEXT = {1: "a token id is out of range for the token table", 2: "the stream is finished; reset it first"}
+#: Requirement operators, numbered in this order in the packed requirement records.
+OPS = ("<", "<=", ">", ">=", "==", "!=", "in")
+_OP_NAMES = ("LT", "LE", "GT", "GE", "EQ", "NE", "IN")
 
-#: A snapshot record's head: seq, events, final, pad, then the counters; the verdicts follow.
-SNAP_HEAD = struct.Struct("<4I5Q")
+#: A lexer automaton row's last u32, its accept word: lexeme code (bits 0–14), whether it
+#: waits for a word-boundary byte (bit 15), the fallback code when the boundary fails (16–31).
+DFA_CODE_MASK = 0x7FFF
+DFA_BOUNDARY = 0x8000
+DFA_FALLBACK_SHIFT = 16
+
+#: The Chinese-numeral table: (codepoint, kind << 16 | value), sorted by codepoint.
+CN_ENTRY = Record("cn_entry", "CNE", (("codepoint", "I"), ("code", "I")))
+CN_KIND_DIGIT, CN_KIND_SMALL, CN_KIND_BIG, CN_KIND_POINT = 1, 2, 3, 4
+CN_KIND_SHIFT = 16
+#: The anchor domains' index: (offset into domain_bytes, length) per domain.
+DOMAIN_ENTRY = Record("domain_entry", "DOM", (("offset", "I"), ("len", "I")))
+
+# --- the packed rule records (docs/abi.md, "Tables"); offsets `…s` are from the record ----
+
+RULE = Record("rule", "RULE", (
+    ("n_elements", "I"), ("n_captures", "I"), ("gate", "i"), ("state_off", "I"), ("n_requirements", "I"),
+    ("n_channels", "I"), ("elements", "I"), ("requirements", "I"), ("channels", "I"), ("slot_size", "I"),
+    ("late", "I"), ("blocks", "I"),
+))  # fmt: skip
+ELEMENT = Record("element", "EL", (("gap", "I"), ("accepts", "I"), ("n_accepts", "I"), ("capture", "i")))
+#: low ≤ v ≤ high for `in`, each bound's `closed` an all-ones or zero u64 (one v128 mask).
+REQUIREMENT = Record("requirement", "REQ", (
+    ("op", "I"), ("left", "i"), ("right", "i"), ("_pad", "I"), ("left_const", "d"), ("right_const", "d"),
+    ("low", "d"), ("high", "d"), ("low_closed", "Q"), ("high_closed", "Q"),
+))  # fmt: skip
+CHANNEL_USE = Record("channel_use", "CU", (
+    ("channel", "I"), ("capture", "I"), ("key", "i"), ("n_keys", "I"), ("keys", "I"), ("_pad", "I"),
+))  # fmt: skip
+
+# --- rules.hct, the CUDA bridge's tables (docs/heatmap.md, "rules.hct") ------------------
+
+HCT_MAGIC = b"HEATCRUL"
+HCT_VERSION = 3
+HCT_HEADER = Record("hct_header", "HCTH", (
+    ("magic", "8s"), ("version", "I"), ("abi_major", "I"), ("abi_minor", "I"), ("n_rules", "I"),
+    ("state_size", "I"), ("blob_size", "I"), ("l2_end", "Q"), ("device_end", "Q"), ("blob_sha256", "32s"),
+    ("n_sections", "I"),
+), tail="sections")  # fmt: skip
+HCT_SECTION = Record("hct_section", "HCTS", (("name", "16s"), ("offset", "I")))  # name truncated to 16 bytes
+#: After the section table: a u32 count, then one parameter record per name in HCT_VALUES.
+HCT_PARAM = Record("hct_param", "HCTP", (("name", "24s"), ("value", "I")))
+#: The per-program parameters rules.hct holds by name: what a core needs besides the tables
+#: (record sizes, the program's constants, the state record's field offsets; 0 when absent).
+HCT_VALUES = (
+    "state_size", "event_size", "snapshot_size", "n_rules", "n_codes", "dfa_width", "dfa_words", "max_lexeme",
+    "plm", "window", "late", "anchor_lexemes", "n_groups", "anchor_size", "filter_bits", "n_domains", "n_cn",
+    "max_captures", "n_channels", "word_row", "skip_log2",
+    "off_pos", "off_lexemes", "off_tokens", "off_matches", "off_rejections", "off_tok_start", "off_last_end",
+    "off_dfa_state", "off_buf_len", "off_last_tok", "off_last_len", "off_pend_tok", "off_pend_fallback",
+    "off_pend_len", "off_flags", "off_pending_events", "off_n_active", "off_buf", "off_active_rules",
+    "off_look_mark", "off_look_start", "off_look_code", "off_look_len", "off_look_buf", "off_anchor_count",
+    "off_anchor_head", "off_ring", "off_anchor_active", "off_channels",
+)  # fmt: skip
+#: The sections of the blob a core reads; their offsets follow HCT_VALUES in HCT_PARAMS, as `t_<name>`.
+HCT_TABLES = (
+    "byte_class", "dfa", "code_flags", "inert", "literal_class", "start_off", "start_rules", "rules", "rule_off",
+    "anchor_keys", "anchor_groups", "anchor_filter", "anchor_end_filter", "anchor_member_filter", "domain_index",
+    "domain_bytes", "pow10", "cn_table", "sha256_k", "skip_plain", "skip_words", "code_kinds",
+)  # fmt: skip
+#: Sections only some programs have (0 when absent: the skipper's, heatc.wasm.skipper).
+HCT_OPTIONAL_TABLES = ("skip_plain", "skip_words")
+#: The order of a core's parameter array (heatc_program.p; HEATC_P_<NAME> in C).
+HCT_PARAMS = HCT_VALUES + tuple(f"t_{name}" for name in HCT_TABLES)
+
+RECORDS = (CONTROL_BLOCK, EVENT, SNAPSHOT, STATE_HEAD, RULE_STATE, THREAD, CHANNEL_STATE, ANCHOR_ENTRY,
+           CN_ENTRY, DOMAIN_ENTRY, RULE, ELEMENT, REQUIREMENT, CHANNEL_USE, HCT_HEADER, HCT_SECTION, HCT_PARAM)  # fmt: skip
+
+
+def constants() -> dict[str, int]:
+    """Every constant of the ABI by name: what the kernel template is rendered with (as
+    `ABI.NAME`) and what the generated JS and C files define. A name is defined once."""
+    groups: list[dict[str, int]] = [
+        {"ABI_MAJOR": ABI_MAJOR, "ABI_MINOR": ABI_MINOR, "HCT_VERSION": HCT_VERSION},
+        {"CONTROL": CONTROL, "SHA_W": SHA_W, "TMP_THREAD": TMP_THREAD, "SCRATCH": SCRATCH},
+        {"TABLES_ALIGN": TABLES_ALIGN, "PAGE": PAGE},
+        *(record.constants() for record in RECORDS),
+        {"STATUS_OK": STATUS_OK, "STATUS_BAD_TOKEN": STATUS_BAD_TOKEN, "STATUS_FINISHED": STATUS_FINISHED},
+        {"EVENT_MATCH": EVENT_MATCH, "EVENT_ANCHOR": EVENT_ANCHOR, "NO_INDEX": NO_INDEX},
+        {f"VERDICT_{name}": code for code, name in enumerate(VERDICT_NAMES)},
+        {"VERDICT_NONE": VERDICT_NONE, "STATE_FINISHED": STATE_FINISHED},
+        {name: value for name, value in globals().items() if name.startswith(("LEX_", "FLAG_", "CN_KIND_", "KIND_"))},
+        {"YEAR_PIVOT": YEAR_PIVOT},
+        {f"OP_{name}": code for code, name in enumerate(_OP_NAMES)},
+        {"DFA_CODE_MASK": DFA_CODE_MASK, "DFA_BOUNDARY": DFA_BOUNDARY, "DFA_FALLBACK_SHIFT": DFA_FALLBACK_SHIFT},
+    ]
+    out: dict[str, int] = {}
+    for group in groups:
+        twice = out.keys() & group.keys()
+        assert not twice, f"ABI constants defined twice: {sorted(twice)}"
+        out |= group
+    return out
 
 
 def check_abi(where: str, major: int, minor: int) -> None:
@@ -41,3 +275,79 @@ def check_abi(where: str, major: int, minor: int) -> None:
             f"{where}: module ABI {major}.{minor} is not supported by this runtime "
             f"(it runs ABI {ABI_MAJOR}.0 to {ABI_MAJOR}.{ABI_MINOR}); rebuild the module with a matching heatc"
         )
+
+
+# --- the generated readers ----------------------------------------------------------------
+
+_GENERATED = "generated by heatc_runtime.abi.{how} (`make abi`); do not edit"
+
+
+def js_module() -> str:
+    """runtime/js/abi.mjs: the ABI for JavaScript hosts, one `export const` per constant."""
+    lines = [
+        f"// The heatc module ABI {ABI_MAJOR}.{ABI_MINOR} (docs/abi.md), " + _GENERATED.format(how="js_module()") + "."
+    ]
+    lines += [f"export const {name} = {value};" for name, value in constants().items()]
+    for name, names in (("CONTROL_FIELDS", CONTROL_FIELDS), ("SNAPSHOT_COUNTERS", SNAPSHOT_COUNTERS),
+                        ("VERDICT_NAMES", VERDICT_NAMES), ("OPS", OPS)):  # fmt: skip
+        lines.append(f"export const {name} = Object.freeze({json.dumps(list(names))});")
+    lines.append(f"export const HCT_MAGIC = {json.dumps(HCT_MAGIC.decode())};")
+    return "\n".join(lines) + "\n"
+
+
+_C_TYPES = {"B": "uint8_t", "H": "uint16_t", "I": "uint32_t", "i": "int32_t", "Q": "uint64_t", "d": "double"}
+
+
+def _c_struct(record: Record) -> list[str]:
+    """A C struct with the record's layout, and static assertions that it has it; none for a
+    record that a C compiler would pad differently (one whose size is no multiple of its
+    widest field)."""
+    widest = max(struct.calcsize(code) if not code.endswith("s") else 1 for _, code in record.fields)
+    if record.size % widest:
+        return []
+    name = f"heatc_{record.name}"
+    out = [f"typedef struct {name} {{"]
+    for field, code in record.fields:
+        if code.endswith("s"):
+            out.append(f"  uint8_t {field}[{code[:-1]}];")
+        else:
+            out.append(f"  {_C_TYPES[code]} {field};")
+    out.append(f"}} {name};")
+    out.append(f'HEATC_STATIC_ASSERT(sizeof({name}) == {record.size}, "{name} size");')
+    for field, offset in record.offsets.items():
+        out.append(f'HEATC_STATIC_ASSERT(offsetof({name}, {field}) == {offset}, "{name}.{field}");')
+    return out
+
+
+def c_header() -> str:
+    """cuda_bridge/include/heatc_abi.h: the ABI for C and C++ (a `#define HEATC_…` per
+    constant, and a struct per record that C lays out alike). Per-program offsets (the state
+    record past its head) are in each module's manifest, not here."""
+    out = [
+        f"/* The heatc module ABI {ABI_MAJOR}.{ABI_MINOR} (docs/abi.md), "
+        + _GENERATED.format(how="c_header()")
+        + ". */",
+        "#ifndef HEATC_ABI_H",
+        "#define HEATC_ABI_H",
+        "",
+        "#include <stddef.h>",
+        "#include <stdint.h>",
+        "",
+        "#ifdef __cplusplus",
+        "#define HEATC_STATIC_ASSERT(cond, what) static_assert(cond, what)",
+        "#else",
+        "#define HEATC_STATIC_ASSERT(cond, what) _Static_assert(cond, what)",
+        "#endif",
+        "",
+    ]
+    out += [f"#define HEATC_{name} ({value})" if value < 0 else f"#define HEATC_{name} {value}"
+            for name, value in constants().items()]  # fmt: skip
+    out.append(f'#define HEATC_HCT_MAGIC "{HCT_MAGIC.decode()}"')
+    for i, op in enumerate(OPS):
+        out.append(f'#define HEATC_OP_{_OP_NAMES[i]}_TEXT "{op}"')
+    for record in RECORDS:
+        lines = _c_struct(record)
+        if lines:
+            out += ["", *lines]
+    out += ["", "#endif /* HEATC_ABI_H */"]
+    return "\n".join(out) + "\n"

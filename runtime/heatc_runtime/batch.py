@@ -1,43 +1,143 @@
-"""`Batch`: many sequences in one state array of a checker's memory, one wasm call per step."""
+"""`Batch`: many sequences in one state array of a checker's memory, one wasm call per step.
+
+Public surface: `Batch` (made by `Checker.batch(n)`).
+"""
 
 from __future__ import annotations
 
 import ctypes
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .abi import EV_COUNT, SNAP_COUNT, STATUS, STATUS_TEXT
+from .abi import EV_COUNT, SNAP_COUNT, STATUS, STATUS_FINISHED, STATUS_TEXT
+from .args import U32, as_bytes, bad_id, count, index, token_ids
+from .errors import CheckerClosed, ModuleTrap, SequenceInterrupted
 from .report import Event, Snapshot
 
 if TYPE_CHECKING:
     from .checker import Checker
+
+BLOCKED = -3  # a batch's generation while feed_ids must take the checked path (see _ready)
 
 
 class Batch:
     """`n` sequences in one state array; every method is one wasm call for the whole batch.
 
     Methods return the snapshots published, by sequence index — an empty dict when no
-    trigger fired, which is the common case at each decoding step.
+    trigger fired, which is the common case at each decoding step. Every sequence index is
+    checked (IndexError; negative indices are refused), and every token id (no id wraps
+    round or is truncated: a float, a negative or a too-large id is refused before any
+    sequence advances).
+
+    After a trap (`ModuleTrap`: deadline, fuel, memory) the sequences the call was stepping
+    are *interrupted* — their step's output is lost and their state half-updated — and
+    every call that needs them raises `SequenceInterrupted` until they are reset
+    (`reset(i)`, `reset()`) or a clean sequence is forked onto them. A finished sequence
+    (after `finish()`) must be reset before it is fed or finished again.
+
+    `close()` (or leaving a `with` block) gives the state array back to the checker at once;
+    a batch that is garbage-collected gives it back too.
     """
 
     def __init__(self, checker: Checker, n: int):
-        if n < 1:
-            raise ValueError("a batch needs at least one sequence")
+        n = count(n, "n")
         self.checker = checker
         self.n = n
-        with checker._lock:
-            self.states = checker._alloc(n * checker.state_size)
-            self._ids = checker._alloc(4 * n)
-            checker._call("reset_batch", self.states, n)
-            self._view_ids()
-        self._step = checker._calls["step_batch"].bound(self.states, self._ids, n, 0)
-        self._rearm_each_call = checker.limits.fuel is not None
+        self._one = n == 1
+        self._closed = False
         self._pending: dict[int, list[Event]] = {}
+        self._interrupted: set[int] = set()
+        self._finished: set[int] = set()
+        with checker._lock:
+            checker._check_open()
+            ids_at = -(-n * checker.state_size // 16) * 16
+            self._block = checker._alloc(ids_at + 4 * n)  # the states, then the step's token ids
+            self.states, self._ids = self._block, self._block + ids_at
+            try:
+                checker._begin()
+                checker._call("reset_batch", self.states, n)
+            except ModuleTrap:
+                checker._trapped()
+                checker._free(self._block)
+                raise
+            self._view_ids()
+            self._step = checker._calls["step_batch"].bound(self.states, self._ids, n, 0)
+            self._finalizer = weakref.finalize(self, checker._heap.free_later, self._block)
+            self._finalizer.atexit = False  # (the checkers are closed at exit)
+        self._rearm_each_call = checker.limits.fuel is not None
 
     def __len__(self) -> int:
         return self.n
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give the batch's memory back to its checker now; later calls raise `CheckerClosed`."""
+        c = self.checker
+        with c._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._ids_generation = BLOCKED
+            self._finalizer.detach()
+            if not c._closed:
+                c._free(self._block)
+
+    # -- state of the sequences ---------------------------------------------------------
+
+    def _usable(self, *seqs: int) -> None:
+        """Raise unless the batch and its checker are open and none of `seqs` (no seqs: none
+        of the batch) is interrupted."""
+        if self._closed:
+            raise CheckerClosed("this batch was closed: open another with checker.batch(n)")
+        self.checker._check_open()
+        hit = self._interrupted.intersection(seqs) if seqs else self._interrupted
+        if hit:
+            raise SequenceInterrupted(
+                f"{_seqs(hit)} of this batch {'was' if len(hit) == 1 else 'were'} interrupted by a trap "
+                "mid-step: reset (batch.reset(i), or batch.reset() for all) before using it again"
+            )
+
+    def _not_finished(self, *seqs: int) -> None:
+        hit = self._finished.intersection(seqs) if seqs else self._finished
+        if hit:
+            raise ValueError(f"sequence {min(hit)}: {STATUS_TEXT[STATUS_FINISHED]}")
+
+    def _interrupt(self, seqs: set[int] | None, trap: ModuleTrap) -> ModuleTrap:
+        """Mark the sequences a trapped call was stepping; the error to raise."""
+        self.checker._trapped()
+        hit = set(range(self.n)) if seqs is None else seqs
+        self._interrupted |= hit
+        for i in hit:
+            self._pending.pop(i, None)
+        self._ids_generation = BLOCKED
+        return ModuleTrap(f"{trap}; {_seqs(hit)} of the batch must be reset before use (its step was lost)")
+
+    def _ready(self) -> None:
+        """feed_ids' checked path: after memory grew, a new token table, a trap, a finish, or
+        on the first step. Raises what makes the batch unable to step."""
+        c = self.checker
+        self._usable()
+        self._not_finished()
+        if c._token_table is None:
+            raise ValueError("no token table: call checker.set_token_table() first")
+        self._view_ids()
+        self._ids_generation = c._generation
+
+    def _view_ids(self) -> None:
+        c = self.checker
+        self._ids_view = c._mem[self._ids : self._ids + 4 * self.n].view(np.uint32)
+        self._id0 = ctypes.c_uint32.from_address(self._ids_view.ctypes.data)
+        self._ids_generation = BLOCKED  # (set current by _ready, which checks the rest)
+
+    # -- records ----------------------------------------------------------------------
 
     def _collect(self, out: dict[int, list[Snapshot]]) -> dict[int, list[Snapshot]]:
         events, snaps = self.checker._drain()
@@ -45,7 +145,7 @@ class Batch:
             self._pending.setdefault(seq, []).append(e)
         for seq, n_events, snap in snaps:
             if n_events:  # (most snapshots of a decoding step cover no events)
-                pending = self._pending[seq]
+                pending = self._pending.get(seq, [])
                 snap.events = pending[:n_events]
                 self._pending[seq] = pending[n_events:]
             if seq in out:
@@ -54,85 +154,142 @@ class Batch:
                 out[seq] = [snap]
         return out
 
-    def _view_ids(self) -> None:
-        c = self.checker
-        self._ids_view = c._mem[self._ids : self._ids + 4 * self.n].view(np.uint32)
-        self._id0 = ctypes.c_uint32.from_address(self._ids_view.ctypes.data)
-        # (without a token table the views are never current: feed_ids checks for one)
-        self._ids_generation = c._generation if c._token_table is not None else -1
+    # -- stepping ---------------------------------------------------------------------
 
     def feed_ids(self, ids) -> dict[int, list[Snapshot]]:
         """Advance every sequence by one token id (through the token table): one wasm call."""
         c = self.checker
         # (every attribute looked up and every call made here is a measurable share of a
         # decoding step at batch 1: the lock is taken with acquire/release, about half the
-        # cost of a `with` block here; ids[0] goes to ctypes as it is; the deadline is
-        # checked against one precomputed time)
+        # cost of a `with` block here; ids[0] goes to ctypes as it is, and only an id that
+        # is not a numpy uint32 is checked for wrapping round (the kernel refuses ids past
+        # the table); the deadline is checked against one precomputed time)
         lock = c._lock
         lock.acquire()
         try:
-            if self._ids_generation != c._generation:  # memory grew, a new token table, or none yet
-                if c._token_table is None:
-                    raise ValueError("no token table: call checker.set_token_table() first")
-                self._view_ids()
-            if self.n == 1 and len(ids) == 1:
-                self._id0.value = ids[0]
-            else:
+            if self._ids_generation != c._generation:  # see _ready
+                self._ready()
+            try:
+                one = self._one and len(ids) == 1
+            except TypeError:
+                raise TypeError(f"token ids: expected a sequence of {self.n}, got {type(ids).__name__}") from None
+            if one:
+                v = ids[0]
                 try:
-                    self._ids_view[:] = ids
-                except ValueError:
-                    raise ValueError(f"expected {self.n} token ids, got shape {np.shape(ids)}") from None
-            if self._rearm_each_call or time.monotonic() > c._rearm_at:
+                    self._id0.value = v
+                except TypeError:
+                    raise bad_id(v, c._n_tokens) from None
+                if v.__class__ is not U32 and v >> 32:  # (ctypes keeps the low 32 bits)
+                    raise bad_id(v, c._n_tokens)
+            else:
+                self._ids_view[:] = token_ids(ids, self.n, c._n_tokens)
+            if self._rearm_each_call or time.monotonic() > c._rearm_at:  # (c._begin(), inlined)
                 c._arm()
-            done = self._step()
+            try:
+                done = self._step()
+            except ModuleTrap as e:
+                raise self._interrupt(None, e) from None
             ctlc = c._ctlc
             if done == self.n and not (ctlc[EV_COUNT] or ctlc[SNAP_COUNT]):
                 return {}  # the common decoding step: nothing worth a Python object happened
-            ctl = c._ctlv
-            out: dict[int, list[Snapshot]] = {}
+            return self._step_rest(done)
+        finally:
+            lock.release()
+
+    def _step_rest(self, done: int) -> dict[int, list[Snapshot]]:
+        """The rest of a step whose first call published something or stopped early."""
+        c = self.checker
+        ctl = c._ctlv
+        out: dict[int, list[Snapshot]] = {}
+        try:
             self._collect(out)
             while done < self.n:  # the buffers filled, or a bad token id
                 if ctl[STATUS]:
                     status, ctl[STATUS] = int(ctl[STATUS]), 0
+                    if done:  # (ids are checked before the step: only a batch of one gets here)
+                        self._interrupt(None, ModuleTrap("a token id the host did not check"))
+                    if status == 1:
+                        raise bad_id(int(self._ids_view[done]), c._n_tokens)
                     raise ValueError(f"sequence {done}: {STATUS_TEXT.get(status, status)}")
-                done += c._call(
+                more = c._call(
                     "step_batch", self.states + done * c.state_size, self._ids + 4 * done, self.n - done, done
                 )
                 self._collect(out)
-            return out
-        finally:
-            lock.release()
+                if not more and not ctl[STATUS]:
+                    more = self._feed_long(done, out)
+                done += more
+        except ModuleTrap as e:
+            raise self._interrupt(None, e) from None
+        return out
+
+    def _feed_long(self, i: int, out: dict[int, list[Snapshot]]) -> int:
+        """Step sequence `i` by a token too long for one call even with empty buffers: its
+        bytes in as many calls as they need (what `feed_text` does)."""
+        c = self.checker
+        token = c._token_table[int(self._ids_view[i])]
+        ptr = c._input(token)
+        self._view_ids()  # (_input may have grown memory, moving it: the rest of the step reads the ids)
+        st, fed = self.states + i * c.state_size, 0
+        while fed < len(token):
+            more = c._call("feed", st, i, ptr + fed, len(token) - fed, 1)
+            self._collect(out)
+            if not more:
+                raise c._stalled("a batch step")
+            fed += more
+        return 1
 
     def feed_text(self, i: int, text: str | bytes) -> list[Snapshot]:
-        """Feed one sequence some bytes (one token)."""
+        """Feed one sequence some bytes (one token): str, bytes, bytearray or memoryview."""
+        i = index(i, self.n, "i")
+        data = as_bytes(text, "text")
         c = self.checker
-        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        st = self.states + i * c.state_size
         out: dict[int, list[Snapshot]] = {}
         with c._lock:
-            ptr = c._input(data)
-            done = 0
-            while True:
-                done += c._call("feed", st, i, ptr + done, len(data) - done, 1)
-                self._collect(out)
-                if done == len(data):
-                    break
-                if c._ctl_get("status"):
-                    c._ctl(status=0)
-                    raise ValueError(f"sequence {i}: {STATUS_TEXT[2]}")
+            self._usable(i)
+            self._not_finished(i)
+            st = self.states + i * c.state_size
+            try:
+                c._begin()
+                ptr = c._input(data)
+                done = 0
+                while True:
+                    more = c._call("feed", st, i, ptr + done, len(data) - done, 1)
+                    self._collect(out)
+                    done += more
+                    if done == len(data):
+                        break
+                    if c._ctl_get("status"):
+                        c._ctl(status=0)
+                        raise ValueError(f"sequence {i}: {STATUS_TEXT[STATUS_FINISHED]}")
+                    if not more:
+                        raise c._stalled("feed_text")
+            except ModuleTrap as e:
+                raise self._interrupt({i}, e) from None
         return out.get(i, [])
 
     def _each(self, name: str) -> dict[int, list[Snapshot]]:
         c = self.checker
         out: dict[int, list[Snapshot]] = {}
         with c._lock:
+            self._usable()
+            if name == "finish_batch":
+                self._not_finished()
             states, n, seq0 = self.states, self.n, 0
-            while n:
-                done = c._call(name, states, n, seq0)
-                self._collect(out)
-                states += done * c.state_size
-                seq0 += done
-                n -= done
+            try:
+                c._begin()
+                while n:
+                    done = c._call(name, states, n, seq0)
+                    self._collect(out)
+                    if not done:
+                        raise c._stalled(name)
+                    states += done * c.state_size
+                    seq0 += done
+                    n -= done
+            except ModuleTrap as e:
+                raise self._interrupt(None, e) from None
+            if name == "finish_batch":
+                self._finished.update(range(self.n))
+                self._ids_generation = BLOCKED
         return out
 
     def snapshot(self) -> dict[int, list[Snapshot]]:
@@ -144,24 +301,120 @@ class Batch:
         return self._each("finish_batch")
 
     def reset(self, i: int | None = None) -> None:
+        """Start sequence `i` (every sequence, without `i`) afresh; this also clears a trap's
+        interruption and a finish."""
         c = self.checker
+        if i is not None:
+            i = index(i, self.n, "i")
         with c._lock:
+            if self._closed:
+                self._usable()
+            c._check_open()
+            try:
+                c._begin()
+                if i is None:
+                    c._call("reset_batch", self.states, self.n)
+                else:
+                    c._call("reset", self.states + i * c.state_size)
+            except ModuleTrap as e:
+                raise self._interrupt(None if i is None else {i}, e) from None
             if i is None:
-                c._call("reset_batch", self.states, self.n)
                 self._pending.clear()
+                self._interrupted.clear()
+                self._finished.clear()
             else:
-                c._call("reset", self.states + i * c.state_size)
                 self._pending.pop(i, None)
+                self._interrupted.discard(i)
+                self._finished.discard(i)
 
     def fork(self, dst: int, src: int) -> None:
         """Make sequence `dst` a copy of `src` (state and undelivered events)."""
+        dst, src = index(dst, self.n, "dst"), index(src, self.n, "src")
         c = self.checker
         with c._lock:
-            c._call("fork", self.states + dst * c.state_size, self.states + src * c.state_size)
+            self._usable(src)
+            try:
+                c._begin()
+                c._call("fork", self.states + dst * c.state_size, self.states + src * c.state_size)
+            except ModuleTrap as e:
+                raise self._interrupt({dst}, e) from None
             self._pending[dst] = list(self._pending.get(src, []))
+            self._interrupted.discard(dst)
+            if src in self._finished:
+                self._finished.add(dst)
+                self._ids_generation = BLOCKED
+            else:
+                self._finished.discard(dst)
+
+    def fork_from(self, dst: int, other: Batch, src: int) -> None:
+        """Make sequence `dst` a copy of sequence `src` of `other` — a batch of the same module
+        on any backend (WASM or native: they share the state record) — with its undelivered
+        events. Refused with the reason when the records differ in size or, on the native
+        backend, when the record's fields are out of range (then `dst` is reset)."""
+        c = self.checker
+        dst = index(dst, self.n, "dst")
+        data = other.state(src)
+        if len(data) != c.state_size:
+            raise ValueError(
+                f"a state record of {len(data)} bytes cannot run on this module, whose records are {c.state_size} bytes"
+            )
+        with c._lock:
+            self._usable()
+            at = self.states + dst * c.state_size
+            c._view()[at : at + c.state_size] = np.frombuffer(data, np.uint8)
+            problem = c._check_state(at)
+            self._interrupted.discard(dst)
+            self._ids_generation = BLOCKED  # (the finished flag may have changed)
+            if problem is not None:
+                c._call("reset", at)
+                self._pending.pop(dst, None)
+                self._finished.discard(dst)
+                raise ValueError(f"the state record cannot run on this module: {problem}")
+            self._pending[dst] = list(other._pending.get(src, []))
+            if c._finished(at):
+                self._finished.add(dst)
+            else:
+                self._finished.discard(dst)
 
     def state(self, i: int) -> bytes:
         """The raw fixed-size state record of sequence `i`."""
+        i = index(i, self.n, "i")
         c = self.checker
-        at = self.states + i * c.state_size
-        return bytes(c._view()[at : at + c.state_size])
+        with c._lock:
+            self._usable(i)
+            at = self.states + i * c.state_size
+            return bytes(c._view()[at : at + c.state_size])
+
+    def finish_one(self, i: int) -> list[Snapshot]:
+        """End sequence `i`'s stream alone, the others going on; its last snapshot is final.
+        (A decoding loop ends sequences at different steps.)"""
+        i = index(i, self.n, "i")
+        c = self.checker
+        out: dict[int, list[Snapshot]] = {}
+        with c._lock:
+            self._usable(i)
+            self._not_finished(i)
+            st = self.states + i * c.state_size
+            try:
+                c._begin()
+                while not c._finished(st):  # (finish does nothing when the buffers lack room: drain, call again)
+                    c._call("finish", st, i)
+                    published = c._ctlc[EV_COUNT] or c._ctlc[SNAP_COUNT]
+                    self._collect(out)
+                    if not published and not c._finished(st):
+                        raise c._stalled("finish_one")
+            except ModuleTrap as e:
+                raise self._interrupt({i}, e) from None
+            self._finished.add(i)
+            self._ids_generation = BLOCKED
+        return out.get(i, [])
+
+
+def _seqs(seqs: set[int]) -> str:
+    """'sequence 3', 'sequences 0 to 63', 'sequences 1, 4, 9'."""
+    s = sorted(seqs)
+    if len(s) == 1:
+        return f"sequence {s[0]}"
+    if s[-1] - s[0] == len(s) - 1:
+        return f"sequences {s[0]} to {s[-1]}"
+    return "sequences " + ", ".join(map(str, s[:8])) + (", …" if len(s) > 8 else "")

@@ -1,4 +1,8 @@
-"""The two ways a module can fail: refused at load, or stopped while running."""
+"""How running a module can fail: refused at load, stopped while running, used after
+`close()`, or a sequence used after a trap interrupted it.
+
+Public surface: `ModuleError`, `ModuleTrap`, `CheckerClosed`, `SequenceInterrupted`.
+"""
 
 
 class ModuleError(Exception):
@@ -7,3 +11,11 @@ class ModuleError(Exception):
 
 class ModuleTrap(Exception):  # noqa: N818 (a trap, as wasm calls it)
     """A module stopped while running: deadline, fuel, memory limit or a trap."""
+
+
+class CheckerClosed(RuntimeError):  # noqa: N818 (a state, as `closed` files say it)
+    """A checker, or a batch, used after `close()` (its own, or its checker's)."""
+
+
+class SequenceInterrupted(RuntimeError):  # noqa: N818
+    """A batch sequence a trap left mid-step: reset it, or fork a clean one onto it, first."""

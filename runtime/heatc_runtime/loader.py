@@ -1,75 +1,118 @@
 """Load a compiled heatc module: `load(path)`, `from_bytes(manifest, wasm)` → `Checker`.
 
 A module is refused at load — with the reason — when its manifest is missing or
-malformed, a file's sha256 does not match, its ABI version is not one this runtime
-speaks, or wasmtime cannot compile it.
+malformed, a file is not a plain file of the size its manifest records (a link, a device,
+a FIFO, a name outside the directory), a file's sha256 does not match, its ABI version is
+not one this runtime speaks, or wasmtime cannot compile it. Nothing is read before its
+type and size are checked. `backend="native"` runs the build's rules.hct on the native
+core instead of module.wasm on wasmtime (heatc_runtime.native), with the same Checker API
+and results.
+
+Public surface: `load(path, limits, backend)`, `from_bytes(manifest, code, limits, where, backend)`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from .abi import check_abi
 from .checker import Checker
 from .errors import ModuleError
+from .files import UnreadableFile, WrongSize, read_file
 from .limits import Limits
+from .manifest import check_manifest, read_manifest
 from .tables import read_token_table
 
-
-def read_manifest(path: Path) -> tuple[dict, Path]:
-    manifest_path = path / "manifest.json" if path.is_dir() else path
-    if not manifest_path.exists():
-        raise ModuleError(f"{path}: no manifest.json (is this a heatc build directory?)")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModuleError(f"{manifest_path}: the manifest is not valid JSON: {e}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != "heatc-module":
-        raise ModuleError(f"{manifest_path}: not a heatc module manifest")
-    for key in ("abi", "wasm", "layout", "rules", "classes", "channels", "anchor_groups"):
-        if key not in manifest:
-            raise ModuleError(f"{manifest_path}: the manifest has no {key!r}")
-    return manifest, manifest_path.parent
+BACKENDS = ("wasm", "native")
+MAX_ARTIFACT_BYTES = 1 << 30  # the largest file of a build this runtime reads
 
 
-def load(path: str | Path, limits: Limits | None = None) -> Checker:
+def load(path: str | Path, limits: Limits | None = None, backend: str = "wasm") -> Checker:
     """Load a module or build directory (manifest.json, module.wasm, and for a build
-    tokens.bin and the other artifacts), verifying every file's sha256 first."""
+    tokens.bin and the other artifacts), verifying every file's sha256 first. With
+    `backend="native"` the build's rules.hct runs on the native core."""
+    _check_backend(backend)
     path = Path(path)
+    if path.is_dir():
+        path = path.resolve()  # a build's link, followed once: every file comes from one build
     manifest, directory = read_manifest(path)
-    wasm_path = directory / str(manifest["wasm"].get("file", "module.wasm"))
+    wasm_name = manifest["wasm"].get("file", "module.wasm")
     artifacts = manifest.get("build", {}).get("artifacts", {})
+    files: dict[str, bytes] = {}
     for name, info in artifacts.items():
-        file = directory / name
+        files[name] = _read(directory / name, info.get("size"), "the build artifact")
+        if hashlib.sha256(files[name]).hexdigest() != info["sha256"]:
+            raise ModuleError(
+                f"{directory / name}: checksum mismatch: the build is corrupt or was changed after it was made"
+            )
+    if backend == "wasm":
+        code_name, what = wasm_name, "the module"
+        code_size = manifest["wasm"].get("size")
+    else:
+        code_name, what = "rules.hct", "the rule tables"
+        if code_name not in artifacts:
+            raise ModuleError(
+                f"{directory / code_name}: no rules.hct (the native backend runs a build directory: heatc build)"
+            )
+        code_size = artifacts[code_name].get("size")
+    code = files.get(code_name)
+    if code is None:
+        code = _read(directory / code_name, code_size, what)
+    checker = from_bytes(manifest, code, limits, where=str(directory / code_name), backend=backend)
+    if "tokens.bin" in files:
         try:
-            data = file.read_bytes()
-        except OSError as e:
-            raise ModuleError(f"{file}: cannot read a build artifact: {e.strerror}") from None
-        if hashlib.sha256(data).hexdigest() != info.get("sha256"):
-            raise ModuleError(f"{file}: checksum mismatch: the build is corrupt or was changed after it was made")
-    try:
-        wasm = wasm_path.read_bytes()
-    except OSError as e:
-        raise ModuleError(f"{wasm_path}: cannot read the module: {e.strerror}") from None
-    checker = from_bytes(manifest, wasm, limits, where=str(wasm_path))
-    if "tokens.bin" in artifacts:
-        try:
-            checker.set_token_table(read_token_table((directory / "tokens.bin").read_bytes()))
+            checker.set_token_table(read_token_table(files["tokens.bin"]))
         except ValueError as e:
+            checker.close()
             raise ModuleError(f"{directory / 'tokens.bin'}: {e}") from None
     return checker
 
 
-def from_bytes(manifest: dict, wasm: bytes, limits: Limits | None = None, where: str = "module") -> Checker:
-    """A Checker from a manifest and module bytes already in memory, verified like `load`."""
+def _read(path: Path, size: int | None, what: str) -> bytes:
+    try:
+        return read_file(path, MAX_ARTIFACT_BYTES, size=size, follow_links=False)
+    except WrongSize as e:
+        raise ModuleError(f"{path}: {e}: the build is corrupt or was changed after it was made") from None
+    except UnreadableFile as e:
+        raise ModuleError(f"{path}: cannot read {what}: {e}") from None
+
+
+def from_bytes(
+    manifest: dict, wasm: bytes, limits: Limits | None = None, where: str = "module", backend: str = "wasm"
+) -> Checker:
+    """A Checker from a manifest and module bytes already in memory, verified like `load`:
+    module.wasm's bytes, or with `backend="native"` rules.hct's."""
+    _check_backend(backend)
+    check_manifest(manifest, where)
     abi = manifest["abi"]
-    check_abi(where, int(abi.get("major", -1)), int(abi.get("minor", -1)))
+    check_abi(where, abi["major"], abi["minor"])
+    if backend == "native":
+        return _native_checker(manifest, wasm, limits or Limits(), where)
     digest = hashlib.sha256(wasm).hexdigest()
     if digest != manifest["wasm"]["sha256"]:
         raise ModuleError(
             f"{where}: checksum mismatch (sha256 {digest[:16]}…, manifest says "
-            f"{str(manifest['wasm']['sha256'])[:16]}…): the module is corrupt or was changed after the build"
+            f"{manifest['wasm']['sha256'][:16]}…): the module is corrupt or was changed after the build"
         )
     return Checker(manifest, wasm, limits or Limits())
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ModuleError(f"unknown backend {backend!r} (available: {', '.join(BACKENDS)})")
+
+
+def _native_checker(manifest: dict, data: bytes, limits: Limits, where: str) -> Checker:
+    from .hct import read_hct
+    from .native import NativeChecker
+
+    expected = manifest.get("build", {}).get("artifacts", {}).get("rules.hct", {}).get("sha256")
+    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+        raise ModuleError(f"{where}: checksum mismatch: the tables are corrupt or were changed after the build")
+    hct = read_hct(data, where)
+    if hct.abi != (manifest["abi"]["major"], manifest["abi"]["minor"]):
+        raise ModuleError(
+            f"{where}: the tables say ABI {hct.abi[0]}.{hct.abi[1]} but the manifest says {manifest['abi']}"
+        )
+    return NativeChecker(manifest, hct, limits, where)

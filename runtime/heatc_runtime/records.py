@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from .abi import SNAP_HEAD
+from .abi import EVENT, EVENT_ANCHOR, SNAPSHOT
 from .report import Conflict, Event, Snapshot, Verdict, VerdictMap
 
 _VERDICTS = tuple(Verdict)  # by value: indexing is cheaper than calling the enum
@@ -40,11 +40,12 @@ class RecordDecoder:
         ]
         self._channels = [(c["name"], c["kind"]) for c in m["channels"]]
         self._groups = m["anchor_groups"]
-        # seq, kind, verdict, pad, rule or group, failed, start, end, conflict, pad, its value,
-        # start and end, then one float per capture (docs/abi.md, "Records")
-        self.event_record = struct.Struct("<IBBHIiQQiIdQQ" + "d" * ((self.event_size - 64) // 8))
+        # the ABI's event record (seq, kind, verdict, pad, rule or group, failed, start, end,
+        # conflict, pad, its value, start and end; the positions below read it in this order,
+        # tests/test_abi.py checks them), then one float per capture
+        self.event_record = struct.Struct(EVENT.struct.format + "d" * ((self.event_size - EVENT.size) // 8))
         # a snapshot record: its head, then the verdict bytes (padded) as one bytes field
-        self.snap_record = struct.Struct(SNAP_HEAD.format + f"{self.snapshot_size - SNAP_HEAD.size}s")
+        self.snap_record = struct.Struct(SNAPSHOT.struct.format + f"{self.snapshot_size - SNAPSHOT.size}s")
         assert self.event_record.size == self.event_size
 
     def _value(self, kind: str, x: float) -> float | str:
@@ -71,8 +72,8 @@ class RecordDecoder:
         for raw in runs:
             for rec in self.event_record.iter_unpack(raw):
                 r = rec[4]
-                names = number_names[r]
-                if rec[1] or rec[5] >= 0 or rec[8] >= 0 or names is None:
+                # (an anchor event's index is its group's, which may be past the last rule)
+                if rec[1] or rec[5] >= 0 or rec[8] >= 0 or (names := number_names[r]) is None:
                     add(general(rec))
                     continue
                 event = new(event_type)
@@ -88,7 +89,7 @@ class RecordDecoder:
         """One event record, as a tuple in the order of `event_record`'s fields."""
         _seq, kind, verdict, _pad, r, failed, start, end, conflict, _pad2, cvalue, cstart, cend = rec[:13]
         caps = rec[13:]  # room for the most captures of any rule
-        if kind == 1:
+        if kind == EVENT_ANCHOR:
             return Event("anchor", self._groups[r], start, end)
         names = self._number_names[r]
         if names is not None:

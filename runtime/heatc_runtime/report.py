@@ -6,13 +6,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from .abi import VERDICT_CONFIRMED, VERDICT_PENDING, VERDICT_REJECTED
+
 
 class Verdict(IntEnum):
-    """Ordered by severity: the verdict of a group is the worst of its members."""
+    """Ordered by severity: the verdict of a group is the worst of its members. The values
+    are the ABI's verdict codes."""
 
-    CONFIRMED = 0
-    PENDING = 1
-    REJECTED = 2
+    CONFIRMED = VERDICT_CONFIRMED
+    PENDING = VERDICT_PENDING
+    REJECTED = VERDICT_REJECTED
 
     def __str__(self) -> str:
         return self.name
@@ -55,23 +58,28 @@ class Event:
         })  # fmt: skip
         return event
 
-    def to_json(self, stream: bytes | None = None) -> dict:
+    def to_json(self, stream: bytes | None = None, span: Callable[[int, int], dict] | None = None) -> dict:
+        """The event as JSON; `span(start, end)` gives each span's fields (default: `start`,
+        `end` and, with the `stream`, its `text`; audit reports add character offsets)."""
+        if span is None:
+
+            def span(start: int, end: int) -> dict:
+                if stream is None:
+                    return {"start": start, "end": end}
+                return {"start": start, "end": end, "text": stream[start:end].decode("utf-8", errors="replace")}
+
         d: dict = {"kind": self.kind}
         d["rule" if self.kind == "match" else "anchor"] = self.name
         if self.verdict is not None:
             d["verdict"] = self.verdict.name
-        d["start"], d["end"] = self.start, self.end
-        if stream is not None:
-            d["text"] = stream[self.start : self.end].decode("utf-8", errors="replace")
+        d.update(span(self.start, self.end))
         if self.kind == "match":
             d["captures"] = dict(self.captures)
         if self.failed is not None:
             d["failed"] = self.failed
         if self.conflict is not None:
             c = self.conflict
-            d["conflict"] = {"channel": c.channel, "value": c.value, "start": c.start, "end": c.end}
-            if stream is not None:
-                d["conflict"]["text"] = stream[c.start : c.end].decode("utf-8", errors="replace")
+            d["conflict"] = {"channel": c.channel, "value": c.value, **span(c.start, c.end)}
         return d
 
 
@@ -113,24 +121,45 @@ class Snapshot:
         return worst(self.verdicts.values())
 
 
-class Report:
+class Verdicts:
+    """`verdict` (the worst) and `rejected` (the rules REJECTED) of anything that holds
+    `verdicts`, rule name → Verdict: a `Report`, a generation's report."""
+
+    __slots__ = ()
+    verdicts: Mapping[str, Verdict]
+
+    @property
+    def verdict(self) -> Verdict:
+        return worst(self.verdicts.values())
+
+    @property
+    def rejected(self) -> list[str]:
+        return [name for name, v in self.verdicts.items() if v is Verdict.REJECTED]
+
+
+class Report(Verdicts):
     """The outcome of checking one whole document.
 
     `events` may be given as a function that returns them: a backend passes one to decode
     its event records when they are first read, so that a caller who reads only the
-    verdicts does not pay for the Python objects (on a busy document, a sixth of a scan)."""
+    verdicts does not pay for the Python objects (on a busy document, a sixth of a scan).
 
-    __slots__ = ("_events", "counters", "verdicts")
+    `source` — the module's identity (`audit.ModuleInfo`) and the text's bytes — is what
+    `audit()` needs besides; `Checker.scan()` gives it."""
+
+    __slots__ = ("_events", "_source", "counters", "verdicts")
 
     def __init__(
         self,
         verdicts: Mapping[str, Verdict],  # every rule's final verdict, in program (heat) order
         events: list[Event] | Callable[[], list[Event]],
         counters: dict[str, int],
+        source: tuple | None = None,  # (audit.ModuleInfo, text bytes)
     ):
         self.verdicts = verdicts
         self.counters = counters
         self._events = events
+        self._source = source
 
     @property
     def events(self) -> list[Event]:
@@ -147,18 +176,23 @@ class Report:
 
     def __reduce__(self):
         # pickled and copied with its events decoded (the decoder belongs to a live module)
-        return (Report, (dict(self.verdicts), self.events, self.counters))
+        return (Report, (dict(self.verdicts), self.events, self.counters, self._source))
 
     def __repr__(self) -> str:
         return f"Report(verdicts={dict(self.verdicts)!r}, events={self.events!r}, counters={self.counters!r})"
 
-    @property
-    def verdict(self) -> Verdict:
-        return worst(self.verdicts.values())
+    def audit(self, policy=None):
+        """The audit report (`audit.AuditReport`: module, triggered rules, events with byte and
+        character spans, confidence and the `audit.Policy`'s action; docs/report.md)."""
+        if self._source is None:
+            raise ValueError(
+                "this report does not know its module and text: audit it with "
+                "heatc_runtime.audit.audit_report(module, text, events, verdicts, counters)"
+            )
+        from .audit import audit_report
 
-    @property
-    def rejected(self) -> list[str]:
-        return [name for name, v in self.verdicts.items() if v is Verdict.REJECTED]
+        module, text = self._source
+        return audit_report(module, text, self.events, self.verdicts, self.counters, policy)
 
     def to_json(self, stream: bytes | None = None) -> dict:
         return {

@@ -2,8 +2,14 @@
 calls into a module's exports.
 
 Python→wasm calls cost microseconds, so the runtime calls through wasmtime's unchecked
-entry point with pre-built argument buffers (wasmtime's private `_bindings`: the
-`wasmtime` pin in pyproject.toml is the range this was tested with).
+entry point with pre-built argument buffers. That uses wasmtime-py's private API (its
+ctypes `_bindings`, `Store._context()`, `Func._func`, `_from_ptr`), which may change with
+any major release: `TESTED_WASMTIME` is the range this was tested with (the pin in
+pyproject.toml), and importing this module with a wasmtime that lacks that API fails with
+an error that says so rather than with a ctypes error on the first call.
+
+Public surface: `TESTED_WASMTIME`, `missing_private_api`, `engine_for`, `RawCall`,
+`ptr_value`, `trap_message`, `EPOCH_TICK_S`.
 """
 
 from __future__ import annotations
@@ -11,11 +17,56 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from importlib import metadata
 
 import wasmtime
-from wasmtime import _bindings as ffi
 
 from .errors import ModuleTrap
+
+TESTED_WASMTIME = ">=50,<51"  # = the wasmtime requirement in pyproject.toml (a test checks)
+
+
+def missing_private_api(wasmtime_module, ffi) -> list[str]:
+    """The parts of wasmtime-py's private API that RawCall needs and `wasmtime_module` (with
+    its `_bindings` module `ffi`, None if absent) lacks."""
+    if ffi is None:
+        return ["wasmtime._bindings"]
+    missing = [
+        f"_bindings.{n}" for n in ("wasmtime_val_raw_t", "wasmtime_error_t", "wasm_trap_t") if not hasattr(ffi, n)
+    ]
+    entry = getattr(ffi, "_wasmtime_func_call_unchecked", None)
+    # the signature RawCall calls: (context, func, args_and_results, args_and_results_len, trap)
+    if entry is None or len(getattr(entry, "argtypes", None) or ()) != 5:
+        missing.append("_bindings._wasmtime_func_call_unchecked(context, func, args, n, trap)")
+    if not callable(getattr(wasmtime_module.Store, "_context", None)):
+        missing.append("Store._context()")
+    if "_func" not in getattr(wasmtime_module.Func, "__annotations__", {}):
+        missing.append("Func._func")
+    missing += [
+        f"{c}._from_ptr" for c in ("WasmtimeError", "Trap") if not hasattr(getattr(wasmtime_module, c), "_from_ptr")
+    ]
+    return missing
+
+
+def _import_private_api():
+    try:
+        from wasmtime import _bindings
+    except ImportError:
+        _bindings = None
+    missing = missing_private_api(wasmtime, _bindings)
+    if missing:
+        try:
+            version = metadata.version("wasmtime")
+        except metadata.PackageNotFoundError:
+            version = "(version unknown)"
+        raise ImportError(
+            f"wasmtime {version} is not a version heatc_runtime was tested with (needs wasmtime{TESTED_WASMTIME}; "
+            f"its private API lacks {', '.join(missing)}): pip install 'wasmtime{TESTED_WASMTIME}'"
+        )
+    return _bindings
+
+
+ffi = _import_private_api()
 
 EPOCH_TICK_S = 0.01
 

@@ -1,0 +1,259 @@
+"""Conflicts across retrieved chunks on documents nobody here wrote (docs/conflicts.md).
+
+CUAD: each contract is split into ~1,000-character chunks (at whitespace), as a retriever
+would store it. One term that the contract states twice with the same value — a number of
+days after a payment, notice or cure keyword, a percentage after an interest, royalty,
+commission or discount keyword, a dollar amount after a liability or fee keyword, or the
+state whose law governs — is found by this script's own regular expressions (not by the
+rules), and one of its mentions is changed in its chunk to a value no mention has. The
+injected conflict is found when `Checker.conflicts()` reports a conflict one of whose sides
+covers the changed value. False conflicts: every conflict on the unmodified contracts, listed
+in the output for reading (some are real inconsistencies of the contract).
+
+TAT-QA: each document's table becomes one chunk per row ("Automotive: 2019 5,686; 2018
+6,092."), its paragraphs one chunk each; a number a paragraph repeats from the table is
+changed in the paragraph.
+
+    python bench/conflicts.py [--rules examples/legal.heat] [--contracts N] [--json out.json]
+
+Targets: recall >= 0.8 over the injected conflicts, <= 1 false conflict per 10 clean
+contracts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "runtime")]
+
+DATA = REPO.parent / "shared" / "data"
+CUAD = DATA / "legal" / "text" / "cuad_v1_full_contract_txt_all510.tar.gz"
+TATQA = [DATA / "finance" / "text" / f"tatqa_dataset_{s}.json" for s in ("dev", "test_gold")]
+CHUNK = 1000
+
+# --- the injector's own idea of "the same term, stated again" ----------------------------
+STATES = ["New York", "Delaware", "California", "Texas", "Nevada", "Florida", "Illinois", "Massachusetts",
+          "New Jersey", "Pennsylvania", "Washington", "Georgia", "Ohio", "Michigan", "Colorado", "Minnesota",
+          "Virginia", "Maryland", "Utah", "North Carolina", "Arizona", "Connecticut", "Oregon", "Indiana",
+          "Missouri", "Wisconsin", "Tennessee", "England"]  # fmt: skip
+_NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+_DAYS_VALUE, _DAYS = rf"\(?({_NUM})\)?", r"\s*(?:calendar\s+|business\s+)?-?days?\b"
+TERMS = {
+    # family: (keyword regex, value regex with one group, what follows the value)
+    "payment days": (r"\b(?:pay|paid|payable|payments?|invoices?|invoiced)\b", _DAYS_VALUE, _DAYS),
+    "notice days": (r"\b(?:notice|notify|notified|notification)\b", _DAYS_VALUE, _DAYS),
+    "cure days": (r"\b(?:cure|cured|remedy|remedied)\b", _DAYS_VALUE, _DAYS),
+    "percent": (r"\b(?:interest|royalty|royalties|commissions?|discount)\b", rf"({_NUM})", r"\s*(?:%|percent\b)"),
+    "amount": (r"\b(?:liability|fees?|royalty|royalties|penalty)\b", rf"\$\s?({_NUM})", r""),
+    "law": (r"\b(?:governed\s+by|governing\s+law|construed\s+in\s+accordance\s+with)\b",
+            r"(" + "|".join(STATES) + r")", r""),
+}  # fmt: skip
+GAP = r"[^.;:]{0,70}?"  # the keyword and the value in one clause
+
+
+@dataclass
+class Site:
+    family: str
+    value: str  # as written
+    start: int  # of the value, in the document
+    end: int
+
+
+def find_sites(text: str) -> list[Site]:
+    sites = []
+    for family, (kw, value, unit) in TERMS.items():
+        for m in re.finditer(kw + GAP + r"(?<![\w$.,])" + value + unit, text, flags=re.I):
+            sites.append(Site(family, m.group(1), m.start(1), m.end(1)))
+    return sites
+
+
+def repeated(sites: list[Site]) -> list[tuple[Site, Site]]:
+    """Pairs (first, other) of mentions of one family with the same value."""
+    out = []
+    by_key: dict[tuple[str, str], list[Site]] = {}
+    for s in sorted(sites, key=lambda s: s.start):
+        by_key.setdefault((s.family, s.value.lower()), []).append(s)
+    for group in by_key.values():
+        out += [(group[0], other) for other in group[1:] if other.start >= group[0].end]
+    return out
+
+
+def changed(site: Site, values: set[str], rng: random.Random) -> str:
+    if site.family == "law":
+        return rng.choice([s for s in STATES if s.lower() not in values])
+    number = float(site.value.replace(",", ""))
+    for factor in (2, 3, 0.5, 4, 5):
+        new = number * factor
+        text = f"{new:,.0f}" if "," in site.value else (f"{new:g}" if "." in site.value else str(int(new)))
+        if text.lower() not in values and float(text.replace(",", "")) != number:
+            return text
+    return str(int(number) + 7)
+
+
+def chunk_spans(text: str, size: int = CHUNK) -> list[tuple[int, int]]:
+    spans, at = [], 0
+    while at < len(text):
+        end = min(len(text), at + size)
+        if end < len(text):
+            cut = text.rfind(" ", at + size // 2, end)
+            end = cut if cut > at else end
+        spans.append((at, end))
+        at = end
+    return spans
+
+
+def contracts(limit: int | None) -> list[tuple[str, str]]:
+    out = []
+    with tarfile.open(CUAD) as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            if member.isfile() and member.name.endswith(".txt"):
+                out.append((Path(member.name).stem, tar.extractfile(member).read().decode("utf-8", errors="replace")))
+    return out[:limit]
+
+
+def covered(conflict, chunk: int, start: int, end: int) -> bool:
+    return any(m.chunk == chunk and m.start <= start and end <= m.end for m in (conflict.earlier, conflict.later))
+
+
+def run_cuad(checker, docs, rng) -> dict:
+    false, injected, found, by_family, listing, missed = 0, 0, 0, {}, [], []
+    t0 = time.perf_counter()
+    for name, text in docs:
+        spans = chunk_spans(text)
+        chunks = [text[s:e] for s, e in spans]
+        clean = checker.conflicts(chunks)
+        false += len(clean)
+        for c in clean:
+            listing.append({"contract": name, "channel": c.channel, "earlier": c.earlier.text, "later": c.later.text,
+                            "chunks": [c.earlier.chunk, c.later.chunk], "score": round(c.score, 3)})  # fmt: skip
+        pairs = repeated(find_sites(text))
+        if not pairs:
+            continue
+        _, site = rng.choice(pairs)
+        values = {s.value.lower() for s in find_sites(text) if s.family == site.family}
+        new = changed(site, values, rng)
+        i = next(k for k, (s, e) in enumerate(spans) if s <= site.start < e)
+        if site.end > spans[i][1]:
+            continue  # the value straddles a chunk cut
+        s0 = site.start - spans[i][0]
+        modified = list(chunks)
+        modified[i] = chunks[i][:s0] + new + chunks[i][s0 + len(site.value) :]
+        b0 = len(modified[i][:s0].encode())
+        b1 = b0 + len(new.encode())
+        injected += 1
+        fam = by_family.setdefault(site.family, [0, 0])
+        fam[0] += 1
+        if any(covered(c, i, b0, b1) for c in checker.conflicts(modified)):
+            found += 1
+            fam[1] += 1
+        else:
+            missed.append({"contract": name, "family": site.family, "was": site.value, "now": new,
+                           "context": modified[i][max(0, s0 - 80) : s0 + 40]})  # fmt: skip
+    return {
+        "contracts": len(docs), "chunks_per_contract": round(sum(len(chunk_spans(t)) for _, t in docs) / len(docs), 1),
+        "injected": injected, "found": found, "recall": round(found / max(injected, 1), 3),
+        "by_family": {k: {"injected": v[0], "found": v[1]} for k, v in sorted(by_family.items())},
+        "false_conflicts": false, "false_per_10_contracts": round(10 * false / len(docs), 2),
+        "seconds": round(time.perf_counter() - t0, 1), "false_listing": listing, "missed": missed,
+    }  # fmt: skip
+
+
+# --- TAT-QA: a table value changed in its paragraph ---------------------------------------
+
+_CELL = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+")
+
+
+def table_chunks(table: list[list[str]]) -> list[str]:
+    """One chunk per row: "label: header value; header value." (a table as a RAG index stores it)."""
+    years = next((row for row in table if sum(bool(re.fullmatch(r"(19|20)\d\d", c.strip())) for c in row) >= 2), [])
+    out = []
+    for row in table:
+        if row is years or not row or not row[0].strip():
+            continue
+        cells = [
+            f"{(years[j].strip() if j < len(years) else '')} {c.strip()}".strip()
+            for j, c in enumerate(row[1:], 1)
+            if c.strip()
+        ]
+        if cells:
+            out.append(f"{row[0].strip()}: " + "; ".join(cells) + ".")
+    return out
+
+
+def run_tatqa(checker, rng) -> dict:
+    docs = [d for path in TATQA for d in json.loads(path.read_text(encoding="utf-8"))]
+    false, injected, found, listing = 0, 0, 0, []
+    for doc in docs:
+        rows = table_chunks(doc["table"]["table"])
+        paragraphs = [p["text"] for p in doc["paragraphs"]]
+        chunks = rows + paragraphs
+        if not chunks:
+            continue
+        clean = checker.conflicts(chunks)
+        false += len(clean)
+        listing += [{"uid": doc["table"].get("uid"), "earlier": c.earlier.text, "later": c.later.text} for c in clean]
+        cells = {m.group() for row in doc["table"]["table"] for cell in row[1:] for m in _CELL.finditer(cell)}
+        sites = [(k, m) for k, p in enumerate(paragraphs) for m in _CELL.finditer(p) if m.group() in cells]
+        if not sites:
+            continue
+        k, m = rng.choice(sites)
+        value = float(m.group().replace(",", ""))
+        new = f"{value * 2:,.{len(m.group().split('.')[1]) if '.' in m.group() else 0}f}"
+        p = paragraphs[k]
+        modified = rows + paragraphs[:k] + [p[: m.start()] + new + p[m.end() :]] + paragraphs[k + 1 :]
+        b0 = len(p[: m.start()].encode())
+        injected += 1
+        if any(covered(c, len(rows) + k, b0, b0 + len(new.encode())) for c in checker.conflicts(modified)):
+            found += 1
+    return {
+        "documents": len(docs), "injected": injected, "found": found, "recall": round(found / max(injected, 1), 3),
+        "false_conflicts": false, "false_per_10_documents": round(10 * false / len(docs), 2),
+        "false_listing": listing,
+    }  # fmt: skip
+
+
+def checker_for(path: Path):
+    from heatc.backends import wasm_checker
+    from heatc.heatmap.build import compile_heatmap
+    from heatc.lang.compiler import compile_file
+
+    program = compile_heatmap(path)[0] if path.suffix in (".yaml", ".yml") else compile_file(path)
+    return wasm_checker(program)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rules", type=Path, default=REPO / "examples" / "legal.heat")
+    parser.add_argument("--finance-rules", type=Path, default=REPO / "examples" / "finance.heat")
+    parser.add_argument("--contracts", type=int, default=None, help="the first N contracts (default: all 510)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip-tatqa", action="store_true")
+    parser.add_argument("--json", type=Path, help="also write the numbers and listings here")
+    args = parser.parse_args()
+    out = {"rules": str(args.rules), "cuad": run_cuad(checker_for(args.rules), contracts(args.contracts),
+                                                     random.Random(args.seed))}  # fmt: skip
+    if not args.skip_tatqa:
+        out["finance_rules"] = str(args.finance_rules)
+        out["tatqa"] = run_tatqa(checker_for(args.finance_rules), random.Random(args.seed))
+    for part in ("cuad", "tatqa"):
+        if part in out:
+            summary = {k: v for k, v in out[part].items() if k not in ("false_listing", "missed")}
+            print(part, json.dumps(summary))
+    for c in out["cuad"]["false_listing"]:
+        print("  false?", c["contract"][:60], c["channel"], repr(c["earlier"]), "vs", repr(c["later"]), c["chunks"])
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,921 @@
+// heatc_runtime._native: the core (heatc_core.h) on the CPU, as a CPython extension.
+//
+// A Module holds one program's tables and a linear memory laid out like the WASM module's
+// (control block, event and snapshot buffers, token table, state arrays, input), so the
+// runtime's Checker and Batch drive it exactly as they drive the WASM instance: every entry
+// point takes and returns the WASM exports' u32 offsets. Every offset is checked against the
+// memory before use, and the tables are checked once at load, so nothing a caller passes
+// can make the core read or write outside them.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define HEATC_WITH_SKIPPER 1
+#include "heatc_core.h"
+#include "heatc_kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HEATC_X86 1
+#endif
+
+namespace heatc {
+
+static bool have_ssse3 = false;  // set at import: the skipper's swizzles need SSSE3's pshufb
+
+#if defined(HEATC_X86)
+// A port of the WASM kernel's skipper (kernel.wat.j2, $scan), ASCII part: 32 bytes a block,
+// letters, whitespace and plain bytes as bit masks, Teddy fingerprints then the exact word
+// table (heatc.wasm.skipper) to tell plain words from literals. It stops before digits,
+// non-ASCII bytes and weak starts (the automaton reads those: the same results, less skipped).
+__attribute__((target("ssse3,popcnt"))) static uint32_t skip_ssse3(const Program& g, const Io& io, uint8_t* s,
+                                                                    const uint8_t* in, uint32_t i, uint32_t len,
+                                                                    uint64_t* tok_start_io, uint64_t* lexemes_io) {
+  const uint8_t* plain_t = g.t + g.p[HEATC_P_T_SKIP_PLAIN];
+  const uint8_t* words = g.t + g.p[HEATC_P_T_SKIP_WORDS];
+  const uint32_t log2 = g.p[HEATC_P_SKIP_LOG2];
+  const uint8_t* table = words + ((size_t)1 << (log2 + 2));
+  const uint8_t* prefixes = table + 8 * ((size_t)1 << log2);
+  const uint32_t mask = (1u << log2) - 1;
+  const bool anchors = g.p[HEATC_P_ANCHOR_LEXEMES] != 0;
+  const __m128i plain_lo = _mm_loadu_si128((const __m128i*)(plain_t + (io.quiet ? 16 : 0)));
+  const __m128i plain_hi = _mm_loadu_si128((const __m128i*)(plain_t + 32));
+  const __m128i fp0l = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS));
+  const __m128i fp0h = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS + 16));
+  const __m128i fp1l = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS + 32));
+  const __m128i fp1h = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS + 48));
+  const __m128i nib = _mm_set1_epi8(15), zero = _mm_setzero_si128();
+  uint64_t tok_start = *tok_start_io, lexemes = *lexemes_io;
+  const uint8_t* p = in + i;
+  const uint8_t* end = in + len;
+  auto spaces = [](__m128i v) {
+    return (uint32_t)_mm_movemask_epi8(_mm_or_si128(
+        _mm_cmpeq_epi8(v, _mm_set1_epi8(0x20)), _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8(0x77)), _mm_set1_epi8(-123))));
+  };
+  while (end - p >= 40) {
+    uint32_t lm = 0, om = 0, k = 0, fpm = 0;
+    for (int h = 0; h < 32; h += 16) {
+      __m128i v = _mm_loadu_si128((const __m128i*)(p + h));
+      __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), nib), lo = _mm_and_si128(v, nib);
+      lm |= (uint32_t)_mm_movemask_epi8(_mm_cmplt_epi8(
+                _mm_add_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8(0x1F)), _mm_set1_epi8(-102)))
+            << h;
+      __m128i pl = _mm_and_si128(_mm_shuffle_epi8(plain_lo, lo), _mm_shuffle_epi8(plain_hi, hi));
+      om |= (uint32_t)(~_mm_movemask_epi8(_mm_cmpeq_epi8(pl, zero)) & 0xFFFF) << h;
+      k |= spaces(v) << h;
+      __m128i x = _mm_loadu_si128((const __m128i*)(p + h + 1));
+      __m128i fa = _mm_and_si128(_mm_and_si128(_mm_shuffle_epi8(fp0l, lo), _mm_shuffle_epi8(fp0h, hi)),
+                                 _mm_and_si128(_mm_shuffle_epi8(fp1l, _mm_and_si128(x, nib)),
+                                               _mm_shuffle_epi8(fp1h, _mm_and_si128(_mm_srli_epi16(x, 4), nib))));
+      fpm |= (uint32_t)(~_mm_movemask_epi8(_mm_cmpeq_epi8(fa, zero)) & 0xFFFF) << h;
+    }
+    uint32_t ws_mask = k;  // whitespace, for the next-word test
+    uint32_t any = lm | om | k;
+    k = any == 0xFFFFFFFFu ? 32 : (uint32_t)__builtin_ctz(~any);  // the first byte that is none of these
+    uint32_t ws = lm & ~(lm << 1);                                    // word starts
+    uint32_t lim = k;
+    if (k == 32 && (lm >> 31)) lim = 31 - (uint32_t)__builtin_clz(ws);  // a word that may run past the block
+    uint32_t w = ws & fpm & (uint32_t)(((uint64_t)1 << lim) - 1);
+    while (w) {
+      uint32_t at = (uint32_t)__builtin_ctz(w);
+      w &= w - 1;
+      uint32_t rest = ~(lm >> at);
+      uint32_t n = rest ? (uint32_t)__builtin_ctz(rest) : 32 - at;
+      uint64_t key = ld<uint64_t>(p + at) | 0x2020202020202020ull;
+      if (n < 8) key &= ((uint64_t)1 << (8 * n)) - 1;
+      uint64_t any_key = key ^ ((uint64_t)n << 40);
+      uint32_t fslot = (uint32_t)((any_key * HEATC_SKIP_KEY_MUL) >> (64 - log2 - 5));
+      if (!(words[fslot >> 3] >> (fslot & 7) & 1)) continue;  // nearly every plain word stops here
+      uint32_t b = p[at + n];
+      if (b - 9 < 5) b = 0x20;
+      bool stop = false;
+      // the word with the byte after it (`mg` then `/`), then with any byte after it
+      for (int pass = 0; pass < 2 && !stop; pass++) {
+        uint64_t probe = pass == 0 ? key ^ ((uint64_t)(n | b << 8) << 40) : any_key;
+        uint32_t slot = (uint32_t)((probe * HEATC_SKIP_KEY_MUL) >> (64 - log2));
+        for (;;) {
+          uint64_t e = ld<uint64_t>(table + 8 * slot);
+          if (!e) break;
+          if (e == probe) {
+            stop = true;
+            if (pass == 0 && b == 0x20) {
+              // the first word of a multi-word literal: a plain word unless the next word
+              // begins as one of the literal's does (the slot's u16 prefixes; 0: can't tell)
+              uint64_t pre = ld<uint64_t>(prefixes + 8 * slot);
+              if (pre) {
+                uint32_t from = at + n, after = ~(ws_mask >> from);
+                uint32_t j = from + (after ? (uint32_t)__builtin_ctz(after) : 32 - from);
+                if (j < 32) {
+                  uint32_t next = ld<uint16_t>(p + j) | 0x2020;
+                  bool hit = false;
+                  for (int q = 0; q < 4; q++) hit |= (uint32_t)((pre >> (16 * q)) & 0xFFFF) == next;
+                  if (!hit) stop = false;
+                }
+              }
+            }
+            break;
+          }
+          slot = (slot + 1) & mask;
+        }
+      }
+      if (stop) {
+        lim = at;  // stop after counting what came before it
+        k = 0;
+        break;
+      }
+    }
+    uint32_t below = (uint32_t)(((uint64_t)1 << lim) - 1);
+    lexemes += (uint32_t)__builtin_popcount(om & below) + (uint32_t)__builtin_popcount(ws & below);
+    if (anchors) {
+      // skipped lexemes are in no anchor term: each breaks every run; the last ends at its highest byte
+      uint32_t lw = (om | lm) & below;
+      if (lw) {
+        st<uint32_t>(s + g.p[HEATC_P_OFF_ANCHOR_COUNT], 0);
+        st<uint64_t>(s + g.p[HEATC_P_OFF_LAST_END], tok_start + 32 - (uint32_t)__builtin_clz(lw));
+      }
+    }
+    p += lim;
+    tok_start += lim;
+    if (!(k == 32 && lim != 0)) break;  // go on after a whole block, or before a word that runs past it
+  }
+  *tok_start_io = tok_start;
+  *lexemes_io = lexemes;
+  return (uint32_t)(p - in);
+}
+#endif
+
+uint32_t skip_plain(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i, uint32_t len,
+                    uint64_t* tok_start, uint64_t* lexemes) {
+#if defined(HEATC_X86)
+  if (have_ssse3) return skip_ssse3(g, io, s, in, i, len, tok_start, lexemes);
+#endif
+  return i;  // (no SIMD: the automaton reads everything)
+}
+
+}  // namespace heatc
+
+namespace {
+
+using heatc::ld;
+
+enum Fn { RESET, FORK, FEED, FINISH, SNAPSHOT, SCAN, VERDICTS, STEP_BATCH, RESET_BATCH, SNAPSHOT_BATCH, FINISH_BATCH, N_FN };
+const char* const FN_NAMES[N_FN] = {"reset",   "fork",       "feed",        "finish",         "snapshot",    "scan",
+                                    "verdicts", "step_batch", "reset_batch", "snapshot_batch", "finish_batch"};
+const int FN_ARGS[N_FN] = {1, 2, 5, 2, 2, 4, 2, 4, 2, 3, 3};
+
+struct Module {
+  PyObject_HEAD
+  heatc::Program prog;
+  uint8_t* tables;  // owned copy of the blob
+  uint32_t tables_size;
+  uint8_t* mem;  // reserved once (never moves); `size` bytes of it are the visible memory
+  size_t reserved;
+  uint64_t size;
+  uint32_t control;
+  PyObject* trap;  // the exception raised for a bad offset (heatc_runtime.ModuleTrap)
+};
+
+struct Call {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  Module* module;
+  int fn;
+  int bound;  // 1: args[] are fixed
+  uint32_t args[5];
+};
+
+PyTypeObject ModuleType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+PyTypeObject CallType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+#define P(name) (m->prog.p[HEATC_P_##name])
+
+bool in_mem(const Module* m, uint64_t off, uint64_t len) { return off <= m->size && len <= m->size - off; }
+
+int trap(Module* m, const char* what) {
+  PyErr_Format(m->trap, "the native module was passed an offset outside its memory (%s)", what);
+  return -1;
+}
+
+uint32_t* ctl(Module* m) { return (uint32_t*)(m->mem + m->control); }
+
+// the control block as pointers, each range checked
+int load_io(Module* m, heatc::Io& io, bool tokens) {
+  uint32_t* c = ctl(m);
+  io.ev_cap = c[HEATC_CTL_EV_CAP];
+  io.ev_count = c[HEATC_CTL_EV_COUNT];
+  io.snap_cap = c[HEATC_CTL_SNAP_CAP];
+  io.snap_count = c[HEATC_CTL_SNAP_COUNT];
+  if (!in_mem(m, c[HEATC_CTL_EV_PTR], (uint64_t)io.ev_cap * P(EVENT_SIZE)) || io.ev_count > io.ev_cap)
+    return trap(m, "event buffer");
+  if (!in_mem(m, c[HEATC_CTL_SNAP_PTR], (uint64_t)io.snap_cap * P(SNAPSHOT_SIZE)) || io.snap_count > io.snap_cap)
+    return trap(m, "snapshot buffer");
+  io.ev = m->mem + c[HEATC_CTL_EV_PTR];
+  io.snap = m->mem + c[HEATC_CTL_SNAP_PTR];
+  io.ev_keep = io.ev_cap;
+  io.snap_keep = io.snap_cap;
+  io.ev_scratch = nullptr;
+  io.n_tokens = 0;
+  io.tok_offsets = nullptr;
+  io.tok_bytes = nullptr;
+  io.tok_total = 0;
+  if (tokens && c[HEATC_CTL_N_TOKENS]) {
+    if (!in_mem(m, c[HEATC_CTL_TOK_OFFSETS], 4 * ((uint64_t)c[HEATC_CTL_N_TOKENS] + 1)) ||
+        c[HEATC_CTL_TOK_OFFSETS] % 4 || !in_mem(m, c[HEATC_CTL_TOK_BYTES], 0))
+      return trap(m, "token table");
+    io.n_tokens = c[HEATC_CTL_N_TOKENS];
+    io.tok_offsets = (const uint32_t*)(m->mem + c[HEATC_CTL_TOK_OFFSETS]);
+    io.tok_bytes = m->mem + c[HEATC_CTL_TOK_BYTES];
+    io.tok_total = (uint32_t)(m->size - c[HEATC_CTL_TOK_BYTES]);
+  }
+  io.status = 0;
+  io.bad_index = 0;
+  io.quiet = c[HEATC_CTL_QUIET];
+  return 0;
+}
+
+void store_io(Module* m, const heatc::Io& io) {
+  uint32_t* c = ctl(m);
+  c[HEATC_CTL_EV_COUNT] = io.ev_count;
+  c[HEATC_CTL_SNAP_COUNT] = io.snap_count;
+  if (io.status) {
+    c[HEATC_CTL_STATUS] = io.status;
+    c[HEATC_CTL_BAD_INDEX] = io.bad_index;
+  }
+}
+
+// one entry point, with the WASM export's arguments; -1 with an exception set on a bad offset
+int64_t dispatch(Module* m, int fn, const uint32_t* a) {
+  const heatc::Program& g = m->prog;
+  const uint32_t ss = P(STATE_SIZE);
+  heatc::Io io;
+  switch (fn) {
+    case RESET:
+      if (!in_mem(m, a[0], ss)) return trap(m, "state");
+      heatc::reset(g, m->mem + a[0]);
+      return 0;
+    case FORK:
+      if (!in_mem(m, a[0], ss) || !in_mem(m, a[1], ss)) return trap(m, "state");
+      memmove(m->mem + a[0], m->mem + a[1], ss);
+      return 0;
+    case VERDICTS:
+      if (!in_mem(m, a[0], ss) || !in_mem(m, a[1], P(N_RULES))) return trap(m, "state");
+      heatc::verdicts(g, m->mem + a[0], m->mem + a[1]);
+      return 0;
+    case RESET_BATCH:
+      if (!in_mem(m, a[0], (uint64_t)a[1] * ss)) return trap(m, "states");
+      for (uint32_t i = 0; i < a[1]; i++) heatc::reset(g, m->mem + a[0] + (uint64_t)i * ss);
+      return 0;
+    default:
+      break;
+  }
+  if (load_io(m, io, fn == STEP_BATCH) < 0) return -1;
+  int64_t out = 0;
+  switch (fn) {
+    case FEED:
+    case SCAN: {
+      uint32_t ptr = a[2], len = a[3];
+      if (!in_mem(m, a[0], ss)) return trap(m, "state");
+      if (!in_mem(m, ptr, len)) return trap(m, "input");
+      out = fn == FEED ? heatc::feed(g, io, m->mem + a[0], a[1], m->mem + ptr, len, a[4])
+                       : heatc::scan_document(g, io, m->mem + a[0], a[1], m->mem + ptr, len);
+      break;
+    }
+    case FINISH:
+    case SNAPSHOT:
+      if (!in_mem(m, a[0], ss)) return trap(m, "state");
+      out = fn == FINISH ? heatc::finish(g, io, m->mem + a[0], a[1]) : heatc::snapshot(g, io, m->mem + a[0], a[1]);
+      break;
+    case SNAPSHOT_BATCH:
+    case FINISH_BATCH: {
+      if (!in_mem(m, a[0], (uint64_t)a[1] * ss)) return trap(m, "states");
+      uint32_t i = 0;
+      for (; i < a[1]; i++) {
+        uint8_t* s = m->mem + a[0] + (uint64_t)i * ss;
+        if (!(fn == FINISH_BATCH ? heatc::finish(g, io, s, a[2] + i) : heatc::snapshot(g, io, s, a[2] + i))) break;
+      }
+      out = i;
+      break;
+    }
+    case STEP_BATCH: {
+      uint32_t states = a[0], ids = a[1], n = a[2], seq0 = a[3];
+      if (!in_mem(m, states, (uint64_t)n * ss)) return trap(m, "states");
+      if (!in_mem(m, ids, 4 * (uint64_t)n)) return trap(m, "token ids");
+      uint32_t i = 0;
+      for (; i < n; i++) {
+        if (!heatc::step(g, io, m->mem + states + (uint64_t)i * ss, seq0 + i, ld<uint32_t>(m->mem + ids + 4 * i))) {
+          if (io.status) io.bad_index = i;
+          break;
+        }
+      }
+      out = i;
+      break;
+    }
+    default:
+      break;
+  }
+  store_io(m, io);
+  return out;
+}
+
+// ---- table and state checks --------------------------------------------------------------
+
+struct Checker {
+  const Module* m;
+  const char* problem;
+  bool range(uint64_t off, uint64_t len, const char* what) {
+    if (off > m->tables_size || len > m->tables_size - off) problem = problem ? problem : what;
+    return !problem;
+  }
+  bool that(bool ok, const char* what) {
+    if (!ok && !problem) problem = what;
+    return !problem;
+  }
+};
+
+bool pow2(uint32_t x) { return x && !(x & (x - 1)); }
+
+// Every offset and index the core follows lies inside the tables and the state record.
+const char* check_tables(const Module* m) {
+  Checker c{m, nullptr};
+  const heatc::Program& g = m->prog;
+  const uint8_t* t = g.t;
+  const uint32_t ss = P(STATE_SIZE), width = P(DFA_WIDTH), codes = P(N_CODES), rules = P(N_RULES);
+  const uint32_t words = (rules + 63) / 64;
+  if (!c.that(width >= 2 && P(DFA_WORDS) % width == 0 && P(DFA_WORDS) > width, "the automaton's size is invalid"))
+    return c.problem;
+  c.that(codes > HEATC_LEX_LITERAL0 - 1 && codes < 0x8000, "the number of lexeme codes is invalid");
+  c.that(P(MAX_LEXEME) >= 1 && P(MAX_LEXEME) <= 64, "the lexeme cap is invalid");
+  c.that(P(EVENT_SIZE) >= HEATC_EV_CAPTURES + 8 * P(MAX_CAPTURES) && P(EVENT_SIZE) % 8 == 0, "the event size is too small");
+  c.that(P(SNAPSHOT_SIZE) >= HEATC_SNAPSHOT_HEAD + rules, "the snapshot size is too small");
+  c.that(P(PLM) >= 1, "lexeme_events is 0");
+  c.that(P(WORD_ROW) % width == 0 && P(WORD_ROW) < P(DFA_WORDS), "the plain-word state is out of range");
+  if (P(SKIP_LOG2)) {
+    c.that(P(SKIP_LOG2) <= 24 && P(MAX_LEXEME) >= 32, "the skipper's table size is invalid");
+    c.range(P(T_SKIP_PLAIN), HEATC_SKIP_WORD_FINGERPRINTS + 64, "the skipper's byte tables");
+    c.range(P(T_SKIP_WORDS), ((uint64_t)1 << (P(SKIP_LOG2) + 2)) + 17 * ((uint64_t)1 << P(SKIP_LOG2)), "the skipper's word table");
+    if (!c.problem) {
+      bool empty = false;
+      for (uint32_t i = 0; i < (1u << P(SKIP_LOG2)) && !empty; i++)
+        empty = ld<uint64_t>(t + P(T_SKIP_WORDS) + ((uint64_t)1 << (P(SKIP_LOG2) + 2)) + 8 * i) == 0;
+      c.that(empty, "the skipper's word table has no empty slot");
+    }
+  }
+  // the state record's fields
+  auto field = [&](uint32_t off, uint64_t len, const char* what) { c.that(off % 4 == 0 && off + len <= ss, what); };
+  field(P(OFF_POS), 8, "state field pos");
+  field(P(OFF_LEXEMES), 8, "state field lexemes");
+  field(P(OFF_TOKENS), 8, "state field tokens");
+  field(P(OFF_MATCHES), 8, "state field matches");
+  field(P(OFF_REJECTIONS), 8, "state field rejections");
+  field(P(OFF_TOK_START), 8, "state field tok_start");
+  field(P(OFF_LAST_END), 8, "state field last_end");
+  field(P(OFF_DFA_STATE), 4, "state field dfa_state");
+  field(P(OFF_BUF_LEN), 4, "state field buf_len");
+  field(P(OFF_LAST_TOK), 4, "state field last_tok");
+  field(P(OFF_LAST_LEN), 4, "state field last_len");
+  field(P(OFF_PEND_TOK), 4, "state field pend_tok");
+  field(P(OFF_PEND_FALLBACK), 4, "state field pend_fallback");
+  field(P(OFF_PEND_LEN), 4, "state field pend_len");
+  field(P(OFF_FLAGS), 4, "state field flags");
+  field(P(OFF_PENDING_EVENTS), 4, "state field pending_events");
+  field(P(OFF_N_ACTIVE), 4, "state field n_active");
+  field(P(OFF_BUF), P(MAX_LEXEME), "state field buf");
+  field(P(OFF_ACTIVE_RULES), 8 * (uint64_t)words, "state field active_rules");
+  if (P(LATE)) {
+    field(P(OFF_LOOK_MARK), 8, "state field look_mark");
+    field(P(OFF_LOOK_START), 8, "state field look_start");
+    field(P(OFF_LOOK_CODE), 4, "state field look_code");
+    field(P(OFF_LOOK_LEN), 4, "state field look_len");
+    field(P(OFF_LOOK_BUF), P(MAX_LEXEME), "state field look_buf");
+  }
+  const uint32_t A = P(ANCHOR_LEXEMES), groups = P(N_GROUPS);
+  if (A) {
+    c.that(A <= 8 && P(MAX_LEXEME) <= HEATC_RING_ENTRY - HEATC_RING_TEXT, "the anchor ring is invalid");
+    field(P(OFF_ANCHOR_COUNT), 4, "state field anchor_count");
+    field(P(OFF_ANCHOR_HEAD), 4, "state field anchor_head");
+    field(P(OFF_RING), (uint64_t)A * HEATC_RING_ENTRY, "state field anchor ring");
+    c.that(pow2(P(ANCHOR_SIZE)) && pow2(P(FILTER_BITS)) && P(FILTER_BITS) >= 64, "the anchor tables' sizes are invalid");
+    c.range(P(T_ANCHOR_KEYS), 8 * (uint64_t)P(ANCHOR_SIZE), "anchor keys");
+    c.range(P(T_ANCHOR_GROUPS), 4 * (uint64_t)P(ANCHOR_SIZE), "anchor groups");
+    const uint32_t filters[3] = {P(T_ANCHOR_FILTER), P(T_ANCHOR_END_FILTER), P(T_ANCHOR_MEMBER_FILTER)};
+    for (uint32_t f : filters) c.range(f, P(FILTER_BITS) / 8, "anchor filter");
+    c.range(P(T_DOMAIN_INDEX), 8 * (uint64_t)P(N_DOMAINS), "anchor domains");
+    if (c.problem) return c.problem;
+    bool empty = false;
+    for (uint32_t i = 0; i < P(ANCHOR_SIZE); i++) {
+      empty |= ld<uint64_t>(t + P(T_ANCHOR_KEYS) + 8 * i) == 0;
+      int32_t grp = ld<int32_t>(t + P(T_ANCHOR_GROUPS) + 4 * i);
+      c.that(grp < (int32_t)groups, "an anchor term's group is out of range");
+    }
+    c.that(empty, "the anchor table has no empty slot");
+    for (uint32_t d = 0; d < P(N_DOMAINS); d++)
+      c.range(P(T_DOMAIN_BYTES) + (uint64_t)ld<uint32_t>(t + P(T_DOMAIN_INDEX) + 8 * d),
+              ld<uint32_t>(t + P(T_DOMAIN_INDEX) + 8 * d + 4), "an anchor domain");
+  }
+  if (groups) field(P(OFF_ANCHOR_ACTIVE), (groups + 7) / 8, "state field anchor_active");
+  if (P(N_CHANNELS)) field(P(OFF_CHANNELS), 32 * (uint64_t)P(N_CHANNELS), "state field channels");
+  // fixed tables
+  c.range(P(T_BYTE_CLASS), 256, "byte classes");
+  c.range(P(T_DFA), 4 * (uint64_t)P(DFA_WORDS), "automaton");
+  c.range(P(T_CODE_FLAGS), codes, "code flags");
+  c.range(P(T_INERT), codes, "inert codes");
+  c.range(P(T_CODE_KINDS), codes, "lexeme kinds");
+  c.range(P(T_LITERAL_CLASS), 4 * (uint64_t)(codes - HEATC_LEX_LITERAL0), "literal classes");
+  c.range(P(T_START_OFF), 4 * ((uint64_t)codes + 1), "start lists");
+  c.range(P(T_RULE_OFF), 4 * (uint64_t)rules, "rule offsets");
+  c.range(P(T_POW10), 8 * 400, "powers of ten");
+  c.range(P(T_CN_TABLE), 8 * (uint64_t)P(N_CN), "numeral table");
+  c.range(P(T_SHA256_K), 256, "sha256 constants");
+  if (c.problem) return c.problem;
+  for (uint32_t b = 0; b < 256; b++) c.that(t[P(T_BYTE_CLASS) + b] < width - 1, "a byte class is out of range");
+  for (uint32_t i = 0; i < P(DFA_WORDS); i++) {
+    uint32_t x = ld<uint32_t>(t + P(T_DFA) + 4 * i);
+    if (i % width == width - 1)
+      c.that((x & 0x7FFF) < codes && (x >> 16) < codes, "the automaton accepts an unknown lexeme code");
+    else
+      c.that(x % width == 0 && x < P(DFA_WORDS), "the automaton has a transition out of range");
+  }
+  uint32_t n_starts = ld<uint32_t>(t + P(T_START_OFF) + 4 * codes);
+  c.range(P(T_START_RULES), 4 * (uint64_t)n_starts, "start rules");
+  if (c.problem) return c.problem;
+  for (uint32_t code = 0; code < codes; code++) {
+    uint32_t a = ld<uint32_t>(t + P(T_START_OFF) + 4 * code), b = ld<uint32_t>(t + P(T_START_OFF) + 4 * code + 4);
+    c.that(a <= b && b <= n_starts, "a start list is out of range");
+    for (uint32_t i = a; i < b && !c.problem; i++) {
+      uint32_t r = ld<uint32_t>(t + P(T_START_RULES) + 4 * i);
+      c.that(r < rules && (i == a || r > ld<uint32_t>(t + P(T_START_RULES) + 4 * i - 4)), "a start list is not sorted");
+    }
+  }
+  for (uint32_t r = 0; r < rules && !c.problem; r++) {
+    uint32_t at = ld<uint32_t>(t + P(T_RULE_OFF) + 4 * r);
+    if (!c.range(at, HEATC_RULE_HEADER, "a rule record")) break;
+    const uint8_t* rec = t + at;
+    uint32_t k = ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS), nc = ld<uint32_t>(rec + HEATC_RULE_N_CAPTURES);
+    int32_t gate = ld<int32_t>(rec + HEATC_RULE_GATE);
+    c.that(k >= 1 && k <= 16 && nc <= k && nc <= P(MAX_CAPTURES), "a rule's element or capture count is invalid");
+    c.that(gate < (int32_t)groups, "a rule's gate is out of range");
+    c.that(ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE) == HEATC_THREAD_CAPTURES + 8 * nc, "a rule's slot size is wrong");
+    c.that(ld<uint32_t>(rec + HEATC_RULE_STATE) % 8 == 0 &&
+               ld<uint32_t>(rec + HEATC_RULE_STATE) + 8 + (uint64_t)(k - 1) * (16 + 8 * nc) <= ss,
+           "a rule's state lies outside the state record");
+    c.that(!ld<uint32_t>(rec + HEATC_RULE_LATE) || k >= 2, "a late-starting rule has one element");
+    if (!c.range(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS), HEATC_ELEMENT * (uint64_t)k, "a rule's elements"))
+      break;
+    for (uint32_t i = 0; i < k; i++) {
+      const uint8_t* el = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) + HEATC_ELEMENT * i;
+      int32_t cap = ld<int32_t>(el + HEATC_ELEMENT_CAPTURE);
+      c.that(cap < (int32_t)nc && ld<uint32_t>(el + HEATC_ELEMENT_GAP) < 255, "a rule element is invalid");
+      c.range(at + (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS), 4 * (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS),
+              "a rule element's accept list");
+    }
+    c.range(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_BLOCKS), 4 * (uint64_t)k, "a rule's gap blocks");
+    uint32_t nq = ld<uint32_t>(rec + HEATC_RULE_N_REQUIREMENTS), nu = ld<uint32_t>(rec + HEATC_RULE_N_CHANNELS);
+    if (!c.range(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS), HEATC_REQUIREMENT * (uint64_t)nq,
+                 "a rule's requirements"))
+      break;
+    for (uint32_t i = 0; i < nq; i++) {
+      const uint8_t* q = rec + ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS) + HEATC_REQUIREMENT * i;
+      c.that(ld<uint32_t>(q) <= HEATC_OP_IN && ld<int32_t>(q + HEATC_REQ_LEFT) < (int32_t)nc &&
+                 ld<int32_t>(q + HEATC_REQ_RIGHT) < (int32_t)nc,
+             "a requirement is invalid");
+    }
+    if (!c.range(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_CHANNELS), HEATC_CHANNEL_USE * (uint64_t)nu, "a rule's channels"))
+      break;
+    for (uint32_t i = 0; i < nu; i++) {
+      const uint8_t* u = rec + ld<uint32_t>(rec + HEATC_RULE_CHANNELS) + HEATC_CHANNEL_USE * i;
+      uint32_t keys = ld<uint32_t>(u + HEATC_CHAN_N_KEYS);
+      int32_t key = ld<int32_t>(u + HEATC_CHAN_KEY);
+      c.that(ld<uint32_t>(u + HEATC_CHAN_CAPTURE) < nc && key < (int32_t)nc && (key < 0 || keys >= 1) &&
+                 (uint64_t)ld<uint32_t>(u + HEATC_CHAN_CHANNEL) + (key < 0 ? 1 : keys) <= P(N_CHANNELS),
+             "a channel use is invalid");
+      c.range(at + (uint64_t)ld<uint32_t>(u + HEATC_CHAN_KEYS), 4 * (uint64_t)keys, "a channel use's key classes");
+    }
+  }
+  return c.problem;
+}
+
+// The fields of a state record the core follows as indices, in range (a state from another
+// batch, or another backend, of the same module).
+const char* check_state(const Module* m, const uint8_t* s) {
+  Checker c{m, nullptr};
+  const uint32_t codes = P(N_CODES), cap = P(MAX_LEXEME);
+  uint32_t row = ld<uint32_t>(s + P(OFF_DFA_STATE)), len = ld<uint32_t>(s + P(OFF_BUF_LEN));
+  c.that(row % P(DFA_WIDTH) == 0 && row < P(DFA_WORDS), "its lexer state is out of range");
+  c.that(len <= cap && ld<uint32_t>(s + P(OFF_LAST_LEN)) <= len && ld<uint32_t>(s + P(OFF_PEND_LEN)) <= len,
+         "its token buffer length is out of range");
+  c.that(ld<uint32_t>(s + P(OFF_LAST_TOK)) < codes && ld<uint32_t>(s + P(OFF_PEND_TOK)) < codes &&
+             ld<uint32_t>(s + P(OFF_PEND_FALLBACK)) < codes,
+         "its lexeme codes are out of range");
+  if (P(LATE))
+    c.that(ld<uint32_t>(s + P(OFF_LOOK_LEN)) <= cap && ld<uint32_t>(s + P(OFF_LOOK_CODE)) < codes,
+           "its look-behind is out of range");
+  if (P(ANCHOR_LEXEMES)) {
+    uint32_t A = P(ANCHOR_LEXEMES);
+    c.that(ld<uint32_t>(s + P(OFF_ANCHOR_COUNT)) <= A && ld<uint32_t>(s + P(OFF_ANCHOR_HEAD)) < A,
+           "its anchor ring is out of range");
+    for (uint32_t i = 0; i < A; i++)
+      c.that(s[P(OFF_RING) + i * HEATC_RING_ENTRY + HEATC_RING_LEN] <= cap, "its anchor ring is out of range");
+  }
+  uint32_t words = (P(N_RULES) + 63) / 64, active = 0;
+  for (uint32_t w = 0; w < words; w++) {
+    uint64_t bits = ld<uint64_t>(s + P(OFF_ACTIVE_RULES) + 8 * w);
+    if (w == words - 1 && P(N_RULES) % 64) c.that(bits >> (P(N_RULES) % 64) == 0, "it marks rules it does not have");
+    active += (uint32_t)__builtin_popcountll(bits);
+  }
+  c.that(active == ld<uint32_t>(s + P(OFF_N_ACTIVE)), "its count of live rules is wrong");
+  return c.problem;
+}
+
+// ---- Call: one entry point, optionally with its arguments bound ---------------------------
+
+PyObject* call_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  Call* c = (Call*)self;
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  uint32_t a[5];
+  const uint32_t* use = c->args;
+  if (!c->bound) {
+    if (n != FN_ARGS[c->fn] || kwnames) {
+      PyErr_Format(PyExc_TypeError, "%s() takes %d arguments", FN_NAMES[c->fn], FN_ARGS[c->fn]);
+      return nullptr;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+      unsigned long v = PyLong_AsUnsignedLong(args[i]);
+      if (v == (unsigned long)-1 && PyErr_Occurred()) return nullptr;
+      if (v > 0xFFFFFFFFul) {
+        PyErr_SetString(PyExc_OverflowError, "offsets and counts are u32");
+        return nullptr;
+      }
+      a[i] = (uint32_t)v;
+    }
+    use = a;
+  } else if (n || kwnames) {
+    PyErr_SetString(PyExc_TypeError, "a bound call takes no arguments");
+    return nullptr;
+  }
+  int64_t r = dispatch(c->module, c->fn, use);
+  if (r < 0) return nullptr;
+  return PyLong_FromLongLong(r);
+}
+
+Call* new_call(Module* m, int fn) {
+  Call* c = PyObject_New(Call, &CallType);
+  if (!c) return nullptr;
+  c->vectorcall = call_vectorcall;
+  Py_INCREF(m);
+  c->module = m;
+  c->fn = fn;
+  c->bound = 0;
+  memset(c->args, 0, sizeof c->args);
+  return c;
+}
+
+PyObject* call_bound(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+  Call* c = (Call*)self;
+  if (n != FN_ARGS[c->fn]) {
+    PyErr_Format(PyExc_TypeError, "%s() takes %d arguments", FN_NAMES[c->fn], FN_ARGS[c->fn]);
+    return nullptr;
+  }
+  Call* b = new_call(c->module, c->fn);
+  if (!b) return nullptr;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    unsigned long v = PyLong_AsUnsignedLong(args[i]);
+    if ((v == (unsigned long)-1 && PyErr_Occurred()) || v > 0xFFFFFFFFul) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_OverflowError, "offsets and counts are u32");
+      Py_DECREF(b);
+      return nullptr;
+    }
+    b->args[i] = (uint32_t)v;
+  }
+  b->bound = 1;
+  return (PyObject*)b;
+}
+
+void call_dealloc(PyObject* self) {
+  Py_XDECREF(((Call*)self)->module);
+  PyObject_Free(self);
+}
+
+PyMethodDef call_methods[] = {
+    {"bound", (PyCFunction)(void (*)(void))call_bound, METH_FASTCALL,
+     "bound(*args): a zero-argument call with these arguments fixed"},
+    {nullptr, nullptr, 0, nullptr}};
+
+// ---- Module ----------------------------------------------------------------------------
+
+PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
+  static const char* names[] = {"tables", "params", "memory_bytes", "control", "trap", nullptr};
+  Py_buffer tables;
+  PyObject *params, *trap_type;
+  unsigned long long memory_bytes;
+  unsigned int control;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "y*OKIO", (char**)names, &tables, &params, &memory_bytes, &control,
+                                   &trap_type))
+    return nullptr;
+  Module* m = (Module*)type->tp_alloc(type, 0);
+  if (!m) {
+    PyBuffer_Release(&tables);
+    return nullptr;
+  }
+  m->tables = nullptr;
+  m->mem = nullptr;
+  Py_INCREF(trap_type);
+  m->trap = trap_type;
+  PyObject* seq = PySequence_Fast(params, "params must be a sequence of ints");
+  if (!seq || PySequence_Fast_GET_SIZE(seq) != HEATC_N_PARAMS) {
+    if (seq) PyErr_Format(PyExc_ValueError, "expected %d parameters", (int)HEATC_N_PARAMS);
+    Py_XDECREF(seq);
+    goto fail;
+  }
+  for (int i = 0; i < HEATC_N_PARAMS; i++) {
+    unsigned long v = PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(seq, i));
+    if (PyErr_Occurred() || v > 0xFFFFFFFFul) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a parameter is out of range");
+      Py_DECREF(seq);
+      goto fail;
+    }
+    m->prog.p[i] = (uint32_t)v;
+  }
+  Py_DECREF(seq);
+  if (tables.len > 0x7FFFFFFF || memory_bytes > 0xFFFFFFFFull || control % 8 ||
+      (uint64_t)control + 4 * 16 > memory_bytes) {
+    PyErr_SetString(PyExc_ValueError, "the tables or the memory are too large");
+    goto fail;
+  }
+  m->tables_size = (uint32_t)tables.len;
+  m->tables = (uint8_t*)aligned_alloc(64, ((size_t)tables.len + 64) / 64 * 64);
+  if (!m->tables) {
+    PyErr_NoMemory();
+    goto fail;
+  }
+  memcpy(m->tables, tables.buf, tables.len);
+  m->prog.t = m->tables;
+  heatc::whole_tables(m->prog);
+  if (const char* problem = check_tables(m)) {
+    PyErr_Format(PyExc_ValueError, "the tables are invalid: %s", problem);
+    goto fail;
+  }
+  // one reservation, never moved: views into it stay valid as the visible size grows
+  m->reserved = (size_t)(memory_bytes + 4095) / 4096 * 4096;
+  {
+    void* mem = mmap(nullptr, m->reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) {
+      m->mem = nullptr;
+      PyErr_Format(PyExc_MemoryError, "cannot reserve %llu bytes for the module's memory", memory_bytes);
+      goto fail;
+    }
+    m->mem = (uint8_t*)mem;
+  }
+  m->size = (uint64_t)control + 4 * 16;
+  m->control = control;
+  PyBuffer_Release(&tables);
+  return (PyObject*)m;
+fail:
+  PyBuffer_Release(&tables);
+  Py_DECREF(m);
+  return nullptr;
+}
+
+void module_dealloc(PyObject* self) {
+  Module* m = (Module*)self;
+  if (m->mem) munmap(m->mem, m->reserved);
+  free(m->tables);
+  Py_XDECREF(m->trap);
+  Py_TYPE(self)->tp_free(self);
+}
+
+int module_getbuffer(PyObject* self, Py_buffer* view, int flags) {
+  Module* m = (Module*)self;
+  return PyBuffer_FillInfo(view, self, m->mem, (Py_ssize_t)m->reserved, 0, flags);
+}
+
+PyBufferProcs module_buffer = {module_getbuffer, nullptr};
+
+PyObject* module_grow(PyObject* self, PyObject* arg) {
+  Module* m = (Module*)self;
+  unsigned long long size = PyLong_AsUnsignedLongLong(arg);
+  if (PyErr_Occurred()) return nullptr;
+  if (size > m->reserved || size > 0xFFFFFFFFull) {
+    PyErr_SetString(PyExc_MemoryError, "past the module's memory limit");
+    return nullptr;
+  }
+  if (size > m->size) m->size = size;
+  return PyLong_FromUnsignedLongLong(m->size);
+}
+
+PyObject* module_function(PyObject* self, PyObject* arg) {
+  const char* name = PyUnicode_AsUTF8(arg);
+  if (!name) return nullptr;
+  for (int fn = 0; fn < N_FN; fn++)
+    if (!strcmp(name, FN_NAMES[fn])) return (PyObject*)new_call((Module*)self, fn);
+  PyErr_Format(PyExc_KeyError, "no entry point %s", name);
+  return nullptr;
+}
+
+PyObject* module_check_state(PyObject* self, PyObject* arg) {
+  Module* m = (Module*)self;
+  unsigned long st = PyLong_AsUnsignedLong(arg);
+  if (PyErr_Occurred()) return nullptr;
+  if (!in_mem(m, st, m->prog.p[HEATC_P_STATE_SIZE])) {
+    trap(m, "state");
+    return nullptr;
+  }
+  const char* problem = check_state(m, m->mem + st);
+  if (!problem) Py_RETURN_NONE;
+  return PyUnicode_FromString(problem);
+}
+
+PyObject* module_size(PyObject* self, void*) { return PyLong_FromUnsignedLongLong(((Module*)self)->size); }
+
+PyMethodDef module_methods[] = {
+    {"grow", module_grow, METH_O, "grow(size): make the visible memory at least `size` bytes; returns its size"},
+    {"function", module_function, METH_O, "function(name): the entry point `name` (the WASM export's arguments)"},
+    {"check_state", module_check_state, METH_O, "check_state(offset): None, or why the state record there is invalid"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef module_getset[] = {{"size", module_size, nullptr, "bytes of visible memory", nullptr},
+                               {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+// ---- the torch ops' CPU kernel ----------------------------------------------------------
+// The same per-sequence work as the CUDA kernels (heatc_kernels.h), looping over the batch.
+// Arguments are the by-value structs as bytes (heatc_runtime.cuda.layout packs them) and the
+// addresses of tensors whose shapes, dtypes and sizes the Python op has checked; the tables
+// were checked once (check_tables below) when the program was loaded.
+
+bool struct_arg(PyObject* obj, void* out, size_t size, const char* what) {
+  Py_buffer b;
+  if (PyObject_GetBuffer(obj, &b, PyBUF_SIMPLE) < 0) return false;
+  bool ok = (size_t)b.len == size;
+  if (ok)
+    memcpy(out, b.buf, size);
+  else
+    PyErr_Format(PyExc_ValueError, "%s is %zd bytes, expected %zu (heatc_runtime.cuda.layout)", what, b.len, size);
+  PyBuffer_Release(&b);
+  return ok;
+}
+
+bool u64_args(PyObject* const* args, Py_ssize_t from, Py_ssize_t n, uint64_t* out) {
+  for (Py_ssize_t i = 0; i < n; i++) {
+    out[i] = PyLong_AsUnsignedLongLong(args[from + i]);
+    if (out[i] == (uint64_t)-1 && PyErr_Occurred()) return false;
+  }
+  return true;
+}
+
+bool op_args(const char* name, Py_ssize_t n, Py_ssize_t want, PyObject* const* args, heatc::Program* g,
+             heatc::Tokens* tk) {
+  if (n != want) {
+    PyErr_Format(PyExc_TypeError, "%s() takes %d arguments", name, (int)want);
+    return false;
+  }
+  if (!struct_arg(args[0], g, sizeof *g, "the program struct")) return false;
+  return !tk || struct_arg(args[1], tk, sizeof *tk, "the token table struct");
+}
+
+// op_step(program, tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep)
+PyObject* op_step(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  heatc::Program g;
+  heatc::Tokens tk;
+  uint64_t a[8];
+  if (!op_args("op_step", nargs, 10, args, &g, &tk) || !u64_args(args, 2, 8, a)) return nullptr;
+  uint8_t* states = (uint8_t*)a[0];
+  const int64_t* ids = (const int64_t*)a[1];
+  const int64_t* lengths = (const int64_t*)a[2];
+  uint64_t n = a[3], t_max = a[4];
+  uint8_t* out = (uint8_t*)a[5];
+  uint32_t ev_keep = (uint32_t)a[6], snap_keep = (uint32_t)a[7];
+  const uint64_t ss = g.p[HEATC_P_STATE_SIZE], rb = heatc::row_bytes(g, ev_keep, snap_keep);
+  Py_BEGIN_ALLOW_THREADS
+  for (uint64_t i = 0; i < n; i++) {
+    uint32_t len = (uint32_t)t_max;
+    if (lengths) len = lengths[i] < 0 ? 0u : lengths[i] > (int64_t)t_max ? (uint32_t)t_max : (uint32_t)lengths[i];
+    heatc::step_row(g, tk, states + i * ss, out + i * rb, ev_keep, snap_keep, (uint32_t)i, ids + i * t_max, len);
+  }
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+// op_text(program, states, text, text_len, offsets, n, out, ev_keep, snap_keep, mode)
+PyObject* op_text(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  heatc::Program g;
+  uint64_t a[9];
+  if (!op_args("op_text", nargs, 10, args, &g, nullptr) || !u64_args(args, 1, 9, a)) return nullptr;
+  uint8_t* states = (uint8_t*)a[0];
+  const uint8_t* text = (const uint8_t*)a[1];
+  uint64_t text_len = a[2];
+  const int64_t* offsets = (const int64_t*)a[3];
+  uint64_t n = a[4];
+  uint8_t* out = (uint8_t*)a[5];
+  uint32_t ev_keep = (uint32_t)a[6], snap_keep = (uint32_t)a[7], mode = (uint32_t)a[8];
+  const uint64_t ss = g.p[HEATC_P_STATE_SIZE], rb = heatc::row_bytes(g, ev_keep, snap_keep);
+  Py_BEGIN_ALLOW_THREADS
+  for (uint64_t i = 0; i < n; i++)
+    heatc::text_row(g, states + i * ss, out + i * rb, ev_keep, snap_keep, (uint32_t)i, text, text_len, offsets[i],
+                    offsets[i + 1], mode);
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+// op_guard(program, tokens, states, cand, n, k, scratch, mask, flush)
+PyObject* op_guard(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  heatc::Program g;
+  heatc::Tokens tk;
+  uint64_t a[7];
+  if (!op_args("op_guard", nargs, 9, args, &g, &tk) || !u64_args(args, 2, 7, a)) return nullptr;
+  const uint8_t* states = (const uint8_t*)a[0];
+  const int64_t* cand = (const int64_t*)a[1];
+  uint64_t n = a[2], k = a[3];
+  uint8_t* scratch = (uint8_t*)a[4];
+  uint8_t* mask = (uint8_t*)a[5];
+  uint32_t flush = (uint32_t)a[6];
+  const uint64_t ss = g.p[HEATC_P_STATE_SIZE], slot = heatc::guard_slot(g);
+  Py_BEGIN_ALLOW_THREADS
+  for (uint64_t i = 0; i < n; i++)
+    for (uint64_t j = 0; j < k; j++) {
+      uint8_t* sc = scratch + (i * k + j) * slot;
+      memcpy(sc, states + i * ss, ss);
+      mask[i * k + j] = heatc::guard_candidate(g, tk, sc, cand[i * k + j], flush);
+    }
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+// check_tables(tables, params): None, or why the core cannot run these tables
+PyObject* op_check_tables(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "check_tables(tables, params)");
+    return nullptr;
+  }
+  Py_buffer b;
+  if (PyObject_GetBuffer(args[0], &b, PyBUF_SIMPLE) < 0) return nullptr;
+  Module m;  // (only its program and size: check_tables reads nothing else)
+  memset((void*)&m, 0, sizeof m);
+  m.prog.t = (const uint8_t*)b.buf;
+  m.tables_size = (uint32_t)b.len;
+  PyObject* seq = PySequence_Fast(args[1], "params must be a sequence of ints");
+  const char* problem = nullptr;
+  if (seq && PySequence_Fast_GET_SIZE(seq) == HEATC_N_PARAMS && b.len <= 0x7FFFFFFF) {
+    for (int i = 0; i < HEATC_N_PARAMS && !PyErr_Occurred(); i++)
+      m.prog.p[i] = (uint32_t)PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(seq, i));
+    if (!PyErr_Occurred()) problem = check_tables(&m);
+  } else if (seq) {
+    PyErr_Format(PyExc_ValueError, "expected %d parameters and tables under 2 GB", (int)HEATC_N_PARAMS);
+  }
+  Py_XDECREF(seq);
+  PyBuffer_Release(&b);
+  if (PyErr_Occurred()) return nullptr;
+  if (!problem) Py_RETURN_NONE;
+  return PyUnicode_FromString(problem);
+}
+
+PyMethodDef native_functions[] = {
+    {"op_step", (PyCFunction)(void (*)(void))op_step, METH_FASTCALL,
+     "op_step(program, tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep)"},
+    {"op_text", (PyCFunction)(void (*)(void))op_text, METH_FASTCALL,
+     "op_text(program, states, text, text_len, offsets, n, out, ev_keep, snap_keep, mode)"},
+    {"op_guard", (PyCFunction)(void (*)(void))op_guard, METH_FASTCALL,
+     "op_guard(program, tokens, states, cand, n, k, scratch, mask, flush)"},
+    {"check_tables", (PyCFunction)(void (*)(void))op_check_tables, METH_FASTCALL,
+     "check_tables(tables, params): None, or why the core cannot run these tables"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef native_module = {PyModuleDef_HEAD_INIT, "_native",
+                             "The heatc core on the CPU (cuda_bridge/include/heatc_core.h).", -1, native_functions};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__native(void) {
+  ModuleType.tp_name = "heatc_runtime._native.Module";
+  ModuleType.tp_basicsize = sizeof(Module);
+  ModuleType.tp_flags = Py_TPFLAGS_DEFAULT;
+  ModuleType.tp_new = module_new;
+  ModuleType.tp_dealloc = module_dealloc;
+  ModuleType.tp_as_buffer = &module_buffer;
+  ModuleType.tp_methods = module_methods;
+  ModuleType.tp_getset = module_getset;
+  ModuleType.tp_doc = "Module(tables, params, memory_bytes, control, trap): one program and its memory";
+  CallType.tp_name = "heatc_runtime._native.Call";
+  CallType.tp_basicsize = sizeof(Call);
+  CallType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+  CallType.tp_vectorcall_offset = offsetof(Call, vectorcall);
+  CallType.tp_call = PyVectorcall_Call;
+  CallType.tp_dealloc = call_dealloc;
+  CallType.tp_methods = call_methods;
+  if (PyType_Ready(&ModuleType) < 0 || PyType_Ready(&CallType) < 0) return nullptr;
+#if defined(HEATC_X86)
+  __builtin_cpu_init();
+  heatc::have_ssse3 = __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("popcnt");
+#endif
+  PyObject* mod = PyModule_Create(&native_module);
+  if (!mod) return nullptr;
+  Py_INCREF(&ModuleType);
+  if (PyModule_AddObject(mod, "Module", (PyObject*)&ModuleType) < 0 ||
+      PyModule_AddIntConstant(mod, "N_PARAMS", HEATC_N_PARAMS) < 0) {
+    Py_DECREF(mod);
+    return nullptr;
+  }
+  return mod;
+}

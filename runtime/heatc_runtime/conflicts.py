@@ -1,0 +1,225 @@
+"""Conflicts across retrieved chunks: every pair of mentions whose values disagree under a
+consistency rule (`consistent` or `lock`; docs/conflicts.md).
+
+The chunks are read as one stream, in retrieval order, with a boundary between two chunks
+that no match can cross: `BOUNDARY_LEXEMES` U+001E characters, each an `other` lexeme that
+no pattern element accepts, one more than the longest gap a pattern may skip
+(docs/language.md) — so every partial match dies at the boundary, on every backend, by the
+rules of docs/semantics.md alone. Consistency channels, and anchors, carry over: a channel's
+value is set by its first confirmed mention (in retrieval order, the most relevant chunk
+first), and every later mention that disagrees with it is a REJECTED match whose event names
+the channel, the earlier value and the span that set it. Each such event is one conflict
+here, both sides mapped back to their chunk — same-chunk conflicts included. So a conflict
+list is a function of the stream's events: the reference interpreter's, the WASM kernel's
+and the native core's are identical.
+
+**Conflict score**, in [0, 1]: `heat · (1 + d) / 2`, with `d` the relative difference of
+the two values, |a − b| / max(|a|, |b|) (numbers carry no sign), and d = 1 for two classes
+(two governing laws). The rule's heat says how much the term matters; a far-apart pair
+(30 vs 90 days) is less likely a rounding or formatting artefact than 4.20 vs 4.21.
+
+Public surface: `BOUNDARY`, `BOUNDARY_LEXEMES`, `NoConsistencyRulesError`, `Mention`,
+`ChunkConflict`, `ConflictReport`, `chunk_bytes(chunks)`, `join_chunks(chunks)`,
+`find_conflicts(module, chunks, events)`, `scan_chunks(checker, chunks)`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .audit import ModuleInfo, char_offsets
+from .report import Event, Verdict
+
+#: One more than the longest gap a pattern may skip (the language's `..64`).
+BOUNDARY_LEXEMES = 65
+BOUNDARY = b"\x1e" * BOUNDARY_LEXEMES
+CONFLICTS_FORMAT = "heatc-conflicts"
+CONFLICTS_VERSION = 1
+
+
+class NoConsistencyRulesError(ValueError):
+    """The rule set has no `consistent` or `lock` statement: it cannot find conflicts."""
+
+
+@dataclass(frozen=True)
+class Mention:
+    """One side of a conflict: where the value was written, and the value."""
+
+    chunk: int
+    start: int  # byte span in the chunk's UTF-8
+    end: int
+    char_start: int  # character span in the chunk
+    char_end: int
+    text: str
+    value: float | str | None  # None: the rule locks several captures of the channel's kind that differ
+
+    def to_json(self) -> dict:
+        return {
+            "chunk": self.chunk, "bytes": [self.start, self.end], "chars": [self.char_start, self.char_end],
+            "text": self.text, "value": self.value,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ChunkConflict:
+    rule: str  # the rule whose later match disagreed
+    channel: str
+    earlier: Mention  # the mention that set the channel
+    later: Mention
+    captures: tuple[tuple[str, float | str], ...]  # the later match's
+    score: float
+
+    @property
+    def same_chunk(self) -> bool:
+        return self.earlier.chunk == self.later.chunk
+
+    def to_json(self) -> dict:
+        return {
+            "rule": self.rule, "channel": self.channel, "score": self.score, "earlier": self.earlier.to_json(),
+            "later": {**self.later.to_json(), "captures": dict(self.captures)},
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ConflictReport:
+    module: ModuleInfo
+    chunks: int
+    conflicts: tuple[ChunkConflict, ...]  # in stream order of the later mention
+
+    def __len__(self) -> int:
+        return len(self.conflicts)
+
+    def __iter__(self):
+        return iter(self.conflicts)
+
+    def to_json(self) -> dict:
+        return {
+            "format": CONFLICTS_FORMAT,
+            "version": CONFLICTS_VERSION,
+            "module": self.module.to_json(),
+            "chunks": self.chunks,
+            "channels": [name for name, _ in self.module.channels],
+            "conflicts": [c.to_json() for c in self.conflicts],
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), ensure_ascii=False)
+
+
+def chunk_bytes(chunks: Sequence[str | bytes]) -> list[bytes]:
+    """The chunks as UTF-8, or a TypeError/ValueError that says which chunk is not text."""
+    if isinstance(chunks, str | bytes | bytearray | memoryview):
+        raise TypeError("chunks must be a list of texts (each a str, or UTF-8 bytes), not one text")
+    try:
+        items = list(chunks)
+    except TypeError:
+        raise TypeError(f"chunks must be a list of texts, not {type(chunks).__name__}") from None
+    if not items:
+        raise ValueError("no chunks: give at least one text (the retrieved passages, in retrieval order)")
+    out = []
+    for i, chunk in enumerate(items):
+        if isinstance(chunk, str):
+            try:
+                out.append(chunk.encode("utf-8"))
+            except UnicodeEncodeError as e:
+                raise ValueError(f"chunk {i} cannot be written as UTF-8: {e.reason} at character {e.start}") from None
+        elif isinstance(chunk, bytes | bytearray | memoryview):
+            data = bytes(chunk)
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"chunk {i} is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} ({e.reason})"
+                ) from None
+            out.append(data)
+        else:
+            raise TypeError(f"chunk {i} is a {type(chunk).__name__}, not text (str or UTF-8 bytes)")
+    return out
+
+
+def join_chunks(chunks: list[bytes]) -> tuple[bytes, list[int]]:
+    """The stream the rules read, and where each chunk starts in it."""
+    starts, at = [], 0
+    for chunk in chunks:
+        starts.append(at)
+        at += len(chunk) + len(BOUNDARY)
+    return BOUNDARY.join(chunks), starts
+
+
+def _require_channels(module: ModuleInfo) -> None:
+    if not module.channels:
+        raise NoConsistencyRulesError(
+            f"the rule set {module.name!r} has no consistency rules (no `consistent` or `lock` statement), "
+            "so it cannot find conflicts between chunks; add one (docs/language.md) or use rules that have "
+            "them (examples/legal.heat, examples/finance.heat)"
+        )
+
+
+def _later_value(module: ModuleInfo, e: Event, channel: str, earlier: float | str) -> float | str | None:
+    """The later mention's own value on `channel`: `RULE.v` and `RULE.v[CLASS]` name their
+    capture; a lock names only the channel, so its capture is the rule's one capture of the
+    channel's kind that disagrees with the earlier value."""
+    captures = dict(e.captures)
+    prefix = e.name + "."
+    if channel.startswith(prefix):
+        return captures.get(channel[len(prefix) :].split("[", 1)[0])
+    kind = dict(module.channels).get(channel)
+    names = [n for n, k in module.captures.get(e.name, ()) if k == kind and captures.get(n) != earlier]
+    return captures[names[0]] if len(names) == 1 else None
+
+
+def _score(heat: float, a: float | str, b: float | str | None) -> float:
+    if isinstance(a, float) and isinstance(b, float):
+        top = max(abs(a), abs(b))
+        d = abs(a - b) / top if top else 0.0
+    else:
+        d = 1.0
+    return heat * (1.0 + d) / 2.0
+
+
+def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Event]) -> ConflictReport:
+    """The conflicts among the events of the joined stream (`join_chunks(chunks)`)."""
+    _require_channels(module)
+    _, starts = join_chunks(chunks)
+
+    def mention(start: int, end: int, value) -> Mention:
+        i = bisect.bisect_right(starts, start) - 1
+        s, e = start - starts[i], end - starts[i]
+        if e > len(chunks[i]):
+            raise RuntimeError(
+                f"a match spans the boundary after chunk {i}: this rule set reads U+001E as part of a "
+                "literal, so it cannot keep chunks apart"
+            )
+        chars = char_offsets(chunks[i], (s, e))
+        return Mention(i, s, e, chars[s], chars[e], chunks[i][s:e].decode("utf-8", errors="replace"), value)
+
+    found = []
+    for e in events:
+        c = e.conflict
+        if e.kind != "match" or e.verdict is not Verdict.REJECTED or c is None:
+            continue
+        value = _later_value(module, e, c.channel, c.value)
+        found.append(
+            ChunkConflict(
+                e.name,
+                c.channel,
+                mention(c.start, c.end, c.value),
+                mention(e.start, e.end, value),
+                tuple(e.captures),
+                _score(module.heat.get(e.name, 0.5), c.value, value),
+            )
+        )
+    return ConflictReport(module, len(chunks), tuple(found))
+
+
+def scan_chunks(checker, chunks: Sequence[str | bytes]) -> ConflictReport:
+    """`Checker.conflicts(chunks)`: one scan of the joined stream."""
+    module = checker.module_info
+    _require_channels(module)
+    data = chunk_bytes(chunks)
+    stream, _ = join_chunks(data)
+    # (the class's scan: with metrics attached, a conflict check counts as one, not as a report)
+    return find_conflicts(module, data, type(checker).scan(checker, stream).events)

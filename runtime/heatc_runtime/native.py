@@ -1,0 +1,133 @@
+"""The native backend: the C++ core (cuda_bridge/include/heatc_core.h) compiled into the
+extension `heatc_runtime._native` at install time, stepping rules.hct's tables.
+
+`NativeChecker` is a `Checker` whose memory and calls are the extension's: a linear memory
+laid out like the WASM module's (control block, buffers, token table, state arrays) and
+entry points with the WASM exports' arguments. Everything above that layer — scans,
+batches, draining and decoding records — is the Checker's and Batch's own, so both
+backends give the same results through the same API, and a state record moves between
+them unchanged (docs/abi.md, "State record").
+
+Limits: the native core runs the host's own compiled code, not a sandbox: `timeout_s` and
+`fuel` do not apply (every call's work is bounded by its input), `memory_bytes` caps its
+memory. Its inputs are checked instead: the tables once at load, every offset at each call,
+a state record when it is brought in (`Batch.fork_from`).
+
+Public surface: `NativeChecker(manifest, hct, limits, where)`, `native_extension()`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .abi import CONTROL_FIELDS
+from .checker import CLOSED, Checker
+from .errors import ModuleError, ModuleTrap
+from .hct import Hct
+from .limits import Limits
+
+CONTROL = 256  # the control block's offset; the memory below it stays unused (0 is no buffer)
+HEAP_BASE = 512
+PAGE = 65536
+
+
+def native_extension():
+    """The compiled extension, or a ModuleError that says how to get it."""
+    try:
+        from . import _native
+    except ImportError as e:
+        raise ModuleError(
+            "the native backend is not available: the extension heatc_runtime._native was not built "
+            f"({e}). It is compiled when heatc is installed: install a C++ compiler (g++ or clang++) and "
+            "Python's headers, then reinstall (pip install --force-reinstall --no-deps heatc, or "
+            "`pip install -e .` in a checkout); or use backend='wasm'"
+        ) from None
+    return _native
+
+
+class NativeChecker(Checker):
+    """A Checker on the native core (same API and results as the WASM one)."""
+
+    backend = "native"
+
+    def __init__(self, manifest: dict, hct: Hct, limits: Limits, where: str = "rules.hct"):
+        native = native_extension()
+        self.manifest = manifest
+        self._closed = False
+        self._generation = 0
+        self.limits = limits
+        self._hct = hct
+        self._where = where
+        self._lock = threading.Lock()
+        layout = manifest["layout"]
+        for key in ("state_size", "event_size", "snapshot_size"):
+            if hct.param(key) != layout[key]:
+                raise ModuleError(f"{where}: the tables' {key} is {hct.param(key)}, the manifest says {layout[key]}")
+        if hct.n_rules != len(manifest["rules"]):
+            raise ModuleError(f"{where}: the tables and the manifest disagree on the number of rules")
+        if limits.memory_bytes < 4 * PAGE:
+            raise ModuleError(f"the native backend needs at least {4 * PAGE} bytes of memory (Limits.memory_bytes)")
+        self.state_size = hct.param("state_size")
+        self.event_size = hct.param("event_size")
+        self.snapshot_size = hct.param("snapshot_size")
+        self.control = CONTROL
+        try:
+            self._native = native.Module(hct.blob, hct.params, limits.memory_bytes, CONTROL, ModuleTrap)
+        except ValueError as e:
+            raise ModuleError(f"{where}: {e}") from None
+        except MemoryError as e:
+            raise ModuleError(f"{where}: {e}") from None
+        names = ("reset", "fork", "feed", "finish", "scan", "snapshot", "step_batch", "reset_batch",
+                 "snapshot_batch", "finish_batch", "verdicts")  # fmt: skip
+        self._calls = {name: self._native.function(name) for name in names}
+        self._native.grow(HEAP_BASE)
+        self._refresh_view()
+        self._init_buffers(HEAP_BASE, hct.param("plm"))
+        self._rearm_at = float("inf")  # no deadline to re-arm (Batch checks this)
+
+    # -- the memory and call layer --------------------------------------------------------
+
+    def _refresh_view(self) -> None:
+        # The memory never moves (one reservation): a view made before growing still points
+        # at it, but covers only the old size, so views are made again
+        native = self._native
+        self._mem = np.frombuffer(native, np.uint8, count=native.size)
+        self._ctlv = self._mem[self.control : self.control + 4 * len(CONTROL_FIELDS)].view(np.uint32)
+        self._ctlc = (ctypes.c_uint32 * len(CONTROL_FIELDS)).from_buffer(native, self.control)
+        self._generation = getattr(self, "_generation", 0) + 1
+
+    def _grow(self, end: int) -> None:
+        if end > self._native.size:
+            if end > self.limits.memory_bytes:
+                raise ModuleTrap(f"the module's memory would exceed its limit ({self.limits.memory_bytes} bytes)")
+            self._native.grow(min(-(-end // PAGE) * PAGE, self.limits.memory_bytes))
+            self._refresh_view()
+
+    def _arm(self) -> None:
+        """(no deadline or fuel: see the module docstring)"""
+
+    def _call(self, name: str, *params: int) -> int:
+        return self._calls[name](*params)
+
+    def _check_state(self, at: int) -> str | None:
+        return self._native.check_state(at)
+
+    def close(self) -> None:
+        """Drop the module (its memory is released once no view of it is left)."""
+        with self._lock:
+            self._closed = True
+            self._generation = CLOSED
+            self._calls = {}
+            for name in ("_mem", "_ctlv", "_ctlc"):
+                self.__dict__.pop(name, None)
+
+    def clone(self) -> NativeChecker:
+        """An independent module on the same tables (for another thread)."""
+        self._check_open()
+        twin = NativeChecker(self.manifest, self._hct, self.limits, self._where)
+        if self._token_table is not None:
+            twin.set_token_table(self._token_table)
+        return twin

@@ -1,0 +1,177 @@
+"""Conflicts across retrieved chunks (docs/conflicts.md): one stream with boundaries no match
+crosses, the same conflicts from the reference interpreter and both backends, each side
+mapped to its chunk and span, and bad input refused with the reason."""
+
+import json
+
+import pytest
+from conftest import REPO, compile_cached
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import rule_sets, texts
+from test_cli import heatc
+
+import heatc_runtime as rt
+from heatc import ir
+from heatc.backends import module_info, native_checker, run_document, wasm_checker
+from heatc.heatmap.build import compile_heatmap
+from heatc.lang.compiler import compile_file
+from heatc_runtime.conflicts import (
+    BOUNDARY,
+    BOUNDARY_LEXEMES,
+    NoConsistencyRulesError,
+    chunk_bytes,
+    find_conflicts,
+    join_chunks,
+)
+
+EXAMPLES = REPO / "examples"
+LEGAL = compile_file(EXAMPLES / "legal.heat")
+
+
+def reference_conflicts(program, chunks):
+    data = chunk_bytes(chunks)
+    events = run_document("reference", program, join_chunks(data)[0])[0]
+    return find_conflicts(module_info(program), data, events)
+
+
+@settings(max_examples=200)
+@given(rule_sets(), st.data())
+def test_backends_find_the_reference_conflicts(g, data):
+    """The conflict list is a function of the joined stream's events: the reference
+    interpreter's, the WASM kernel's and the native core's are the same, and every side of
+    every conflict lies inside its chunk and reads what the chunk says there."""
+    program = compile_cached(g.source)
+    if not program.channels:
+        with pytest.raises(NoConsistencyRulesError, match="no consistency rules"):
+            wasm_checker(program).conflicts(["x"])
+        return
+    pool = texts(g.pieces).map(lambda b: b.decode("utf-8", errors="replace"))
+    chunks = data.draw(st.lists(pool, min_size=1, max_size=4))
+    want = reference_conflicts(program, chunks)
+    assert wasm_checker(program).conflicts(chunks) == want
+    assert native_checker(program).conflicts(chunks) == want
+    encoded = [c.encode() for c in chunks]
+    for c in want:
+        for side in (c.earlier, c.later):
+            assert 0 <= side.start <= side.end <= len(encoded[side.chunk])
+            assert encoded[side.chunk][side.start : side.end].decode() == side.text
+            assert chunks[side.chunk][side.char_start : side.char_end] == side.text
+        assert (c.earlier.chunk, c.earlier.start) < (c.later.chunk, c.later.start)
+        assert 0 <= c.score <= 1
+
+
+def test_the_boundary_outlasts_the_longest_gap():
+    assert BOUNDARY_LEXEMES == ir.MAX_GAP + 1 and BOUNDARY == b"\x1e" * BOUNDARY_LEXEMES
+    source = 'class k keyword = "pay"\nclass d unit = "days"\nrule r { match k ..64 v:number ..64 d\n  consistent v }\n'
+    checker = wasm_checker(compile_cached(source))
+    assert len(checker.conflicts(["pay 30 days", "pay 60 days"])) == 1
+    # the longest gap may not bridge two chunks: "pay" ending one chunk, "45 days" starting the next
+    report = checker.conflicts(["pay 30 days. pay", "45 days", "pay 60 days"])
+    assert [(c.earlier.chunk, c.later.chunk, c.later.value) for c in report] == [(0, 2, 60.0)]
+    one_stream = checker.scan(b"pay 30 days. pay 45 days").events
+    assert [e.verdict for e in one_stream] == [rt.Verdict.CONFIRMED, rt.Verdict.REJECTED]
+
+
+def test_contract_conflicts_across_and_within_chunks():
+    checker = wasm_checker(LEGAL)
+    chunks = [
+        "1. Customer shall pay each invoice within thirty (30) days.",
+        "7. Either party may terminate on sixty (60) days written notice. This Agreement is governed by the "
+        "laws of the State of New York.",
+        "9. Payments are due within 45 days. Notice: 60 days. Royalties of 5%; the royalty is 8% after 2025.",
+        "12. Governing law: Delaware.",
+    ]
+    report = checker.conflicts(chunks)
+    got = [(c.channel, c.earlier.chunk, c.earlier.value, c.later.chunk, c.later.value) for c in report]
+    assert got == [
+        ("term_days_consistent.d[payment]", 0, 30.0, 2, 45.0),
+        ("rate_consistent.r[royalty]", 2, 5.0, 2, 8.0),  # within one chunk
+        ("governing_law", 1, "new_york", 3, "delaware"),
+    ]
+    payment, royalty, law = report.conflicts
+    assert payment.earlier.text == "invoice within thirty (30) days"  # the newer thread wins (semantics §3)
+    assert payment.later.text == "Payments are due within 45 days" and not payment.same_chunk and royalty.same_chunk
+    # score: heat × (1 + relative difference) / 2, classes differ fully
+    assert payment.score == pytest.approx(0.9 * (1 + 15 / 45) / 2) and law.score == pytest.approx(0.85)
+    assert report == native_checker(LEGAL).conflicts(chunks) == reference_conflicts(LEGAL, chunks)
+    assert not checker.conflicts(chunks[:2])  # no disagreement: an empty list means none
+    doc = report.to_json()
+    assert doc["format"] == "heatc-conflicts" and doc["chunks"] == 4 and "governing_law" in doc["channels"]
+    assert doc["conflicts"][2]["later"] == {
+        "chunk": 3, "bytes": [4, 27], "chars": [4, 27], "text": "Governing law: Delaware", "value": "delaware",
+        "captures": {"law": "delaware"},
+    }  # fmt: skip
+
+
+def test_character_spans_of_chinese_chunks():
+    checker = wasm_checker(LEGAL)
+    chunks = ["前言。书面通知应于十五日内送达。", "附件：通知期限为三十日。"]
+    (c,) = checker.conflicts(chunks)
+    assert chunks[c.later.chunk][c.later.char_start : c.later.char_end] == c.later.text == "通知期限为三十日"
+    assert (c.later.start, c.later.char_start) == (len("附件：".encode()), len("附件："))
+
+
+def test_bad_chunks_are_refused_with_the_reason():
+    checker = wasm_checker(LEGAL)
+    with pytest.raises(ValueError, match=r"chunk 1 is not UTF-8 text: byte 0xff at offset 3"):
+        checker.conflicts(["fine", b"abc\xffdef"])
+    with pytest.raises(ValueError, match="no chunks"):
+        checker.conflicts([])
+    with pytest.raises(TypeError, match=r"a list of texts .* not one text"):
+        checker.conflicts("pay within 30 days")
+    with pytest.raises(TypeError, match="chunk 0 is a int, not text"):
+        checker.conflicts([3])
+    with pytest.raises(ValueError, match="chunk 0 cannot be written as UTF-8"):
+        checker.conflicts(["\ud800"])
+    medical = wasm_checker(compile_file(EXAMPLES / "medical.heat"))
+    with pytest.raises(NoConsistencyRulesError, match="'medical' has no consistency rules"):
+        medical.conflicts(["Glucose 5000 mg/dL."])
+    assert checker.conflicts([b"", "", "pay 30 days"]).chunks == 3  # empty chunks are chunks
+
+
+def test_shipped_rules_and_heatmaps_carry_consistency_rules():
+    """The legal and finance rules and heatmaps find the conflicts their users meet."""
+    finance = compile_file(EXAMPLES / "finance.heat")
+    cases = [
+        (LEGAL, ["governed by the laws of Delaware.", "Governing law: New York."], "governing_law"),
+        (finance, ["The APR is 18%.", "Your annual percentage rate is 21%."], "stated_apr"),
+        (compile_heatmap(REPO / "heatmaps" / "legal.yaml")[0],
+         ["This Agreement is governed by the laws of Delaware.", "Governing law: New York."], "governing_law"),
+        (compile_heatmap(REPO / "heatmaps" / "legal.yaml")[0],
+         ["Royalties of 5% of Net Sales.", "The royalty is 8%."], "rate_consistent.r[rate_royalty]"),
+        (compile_heatmap(REPO / "heatmaps" / "finance.yaml")[0],
+         ["借款年利率为18%。", "合同另载年化利率为24%。"], "zh_stated_annual_rate"),
+    ]  # fmt: skip
+    for program, chunks, channel in cases:
+        assert [c.channel for c in wasm_checker(program).conflicts(chunks)] == [channel]
+
+
+def test_cli_chunks(tmp_path):
+    a, b, bad = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "bad.txt"
+    a.write_text("Customer shall pay within 30 days.")
+    b.write_text("Payment is due within 60 days.")
+    bad.write_bytes(b"pay \xc3( days")
+    outputs = []
+    for backend in ("reference", "wasm", "native"):
+        r = heatc("scan", EXAMPLES / "legal.heat", "--chunks", a, b, "--json", "--backend", backend)
+        assert r.exit_code == 3, r.output
+        doc = json.loads(r.output)
+        assert doc.pop("run")["chunk_names"] == [str(a), str(b)]
+        outputs.append(doc)
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert outputs[0] == wasm_checker(LEGAL).conflicts([a.read_text(), b.read_text()]).to_json()
+    r = heatc(
+        "scan", EXAMPLES / "legal.heat", "--chunk-separator", "\\n---\\n", input="pay within 30 days\n---\npay 60 days"
+    )
+    assert r.exit_code == 3 and "2 chunks: 1 conflict" in r.output and "chunk 1 [0:11] 'pay 60 days' = 60" in r.output
+    r = heatc("scan", EXAMPLES / "legal.heat", "--chunks", a, a)
+    assert r.exit_code == 0 and "2 chunks: 0 conflicts" in r.output
+    r = heatc("scan", EXAMPLES / "legal.heat", "--chunks", a, bad)
+    assert r.exit_code == 1 and f"{bad}: error: not UTF-8 text: byte 0xc3 at offset 4" in r.output
+    r = heatc("scan", EXAMPLES / "medical.heat", "--chunks", a, b)
+    assert r.exit_code == 1 and "has no consistency rules" in r.output and "Traceback" not in r.output
+    r = heatc("scan", EXAMPLES / "legal.heat", a, b)
+    assert r.exit_code == 1 and "give one text FILE" in r.output
+    r = heatc("scan", EXAMPLES / "legal.heat", "--chunks", a, "--chunk-separator", "x")
+    assert r.exit_code == 1 and "not both" in r.output

