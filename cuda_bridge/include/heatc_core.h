@@ -966,7 +966,7 @@ uint32_t skip_plain(const Program& g, const Io& io, uint8_t* s, const uint8_t* i
 // of the input, after a literal that waits for its word-boundary byte, at the 64-byte cap,
 // or before a byte that ends a token that needs more. Returns the new input index.
 HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i,
-                              uint32_t len) {
+                              uint32_t len, uint32_t* seen) {
   const uint8_t* dfa = HT(DFA);
   const uint8_t* cls = HT(BYTE_CLASS);
   const uint8_t* flags = HT(CODE_FLAGS);
@@ -1005,6 +1005,8 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
         if (late && (f & HEATC_FLAG_LOOK)) keep_look(g, s, tok_start, last_tok, n, lexemes);
       }
       tok_start += n;
+      // the byte at i has arrived: what the bytes read again emit counts it (`seen`)
+      if (r && i + 1 > *seen) *seen = i + 1;
       i -= r;
       q = 0;
       row = width;
@@ -1054,9 +1056,12 @@ HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, ui
                                     uint32_t len) {
   uint64_t pos0 = SF(uint64_t, POS);
   uint32_t i = 0;
+  // bytes that arrived: `scan` reads again from the input the bytes after a token that ended
+  // short of them, and the counters of what those emit include every byte that arrived
+  uint32_t seen = 0;
   while (i < len) {
     if (SF(uint32_t, PEND_TOK)) resolve_pending(g, s, in[i]);
-    i = scan(g, io, s, in, i, len);
+    i = scan(g, io, s, in, i, len, &seen);
     if (SF(uint32_t, PEND_TOK)) continue;
     if (i >= len) break;
     uint32_t b = in[i], n = SF(uint32_t, BUF_LEN), last_tok = SF(uint32_t, LAST_TOK);
@@ -1065,7 +1070,7 @@ HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, ui
     if (SF(uint32_t, LAST_LEN) == n && n != 0) {
       if (last_tok != HEATC_LEX_SPACE) {
         if (!(ev_room(io, HP(PLM)) && snap_room(io, 3))) break;
-        SSET(uint64_t, POS, pos0 + i + 1);  // counters include the byte whose arrival emitted it
+        SSET(uint64_t, POS, pos0 + (i + 1 > seen ? i + 1 : seen));  // counters include the byte whose arrival emitted it
         emit(g, io, s, seq, last_tok, n);
       }
       SSET(uint64_t, TOK_START, SF(uint64_t, TOK_START) + n);
@@ -1073,10 +1078,10 @@ HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, ui
       continue;
     }
     // otherwise (bytes to lex again, or the cap): make sure there is room, take the slow path
-    SSET(uint64_t, POS, pos0 + i);
+    SSET(uint64_t, POS, pos0 + (i > seen ? i : seen));
     if (!room_for_bytes(g, io, s, 1)) break;
     i++;
-    SSET(uint64_t, POS, pos0 + i);
+    SSET(uint64_t, POS, pos0 + (i > seen ? i : seen));
     push_byte(g, io, s, seq, b);
   }
   SSET(uint64_t, POS, pos0 + i);
