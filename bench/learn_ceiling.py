@@ -139,7 +139,7 @@ def scale_lock(domain: str, args) -> None:
             clean = conflicts(stream)
             sentences += len(spans)
             flagged += sum(any(a <= x < b for x in clean) for a, b in spans)
-            for kind, corrupted in lu.corruptions(domain, stream):
+            for kind, corrupted, _ in lu.corruptions(domain, stream):
                 if kind == "unit swapped" and tried < args.max_per_kind:
                     tried += 1
                     caught += len(conflicts(corrupted)) > len(clean)
@@ -180,7 +180,7 @@ def ceiling(domain: str, args) -> None:
         for a, b in spans:
             sentences.append([(v, contexts(u, w)) for s, _, v, u, w in rs if a <= s < b])
         at = {s: (v, contexts(u, w)) for s, _, v, u, w in rs}
-        for kind, corrupted in lu.corruptions(domain, stream):
+        for kind, corrupted, _ in lu.corruptions(domain, stream):
             if tried[kind] >= args.max_per_kind:
                 continue
             tried[kind] += 1

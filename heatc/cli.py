@@ -377,16 +377,17 @@ def learn(
         typer.Option(
             "--sensitivity", min=0.0, max=1.0, help="The heatmap's threshold: cells scoring at least this become rules."
         ),
-    ] = 0.75,
+    ] = 0.25,
     alarm_budget: Annotated[
         float,
         typer.Option(
             "--alarm-budget",
             min=0.0,
             max=1.0,
-            help="Rejections the learned rules may make per clean corpus sentence, all cells together.",
+            help="Rejections the learned rules may make per clean corpus sentence that holds a value some "
+            "rule checks, all cells together.",
         ),
-    ] = 0.02,
+    ] = 0.01,
     epochs: Annotated[int, typer.Option("--epochs", help="Student training epochs.")] = 8,
     student: Annotated[
         bool, typer.Option("--student/--no-student", help="Train and export the student detector.")

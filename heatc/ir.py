@@ -20,28 +20,60 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from heatc_runtime import abi
 
 # The codes a kernel reads from the tables are the ABI's: lexeme codes (the lexer automaton
-# accepts them; a lexeme's symbol is its lexeme code), the flags of Program.code_flags, and
-# the requirement operators in the order kernels number them.
+# accepts them; a lexeme's symbol is its lexeme code), the flags of Program.code_flags, the
+# lexeme kinds of Program.code_kinds, and the requirement operators in the order kernels
+# number them.
 from heatc_runtime.abi import FLAG_ANCHOR_END as FLAG_ANCHOR_END
 from heatc_runtime.abi import FLAG_ANCHOR_MEMBER as FLAG_ANCHOR_MEMBER
 from heatc_runtime.abi import FLAG_BARRIER as FLAG_BARRIER
 from heatc_runtime.abi import FLAG_STARTS as FLAG_STARTS
 from heatc_runtime.abi import FLAG_TRIGGER as FLAG_TRIGGER
+from heatc_runtime.abi import (
+    KIND_CONSTRAINT,
+    KIND_KEYWORD,
+    KIND_PUNCT,
+    KIND_UNIT,
+    LEX_DATE,
+    LEX_NUMBER,
+    LEX_OTHER,
+    LEX_PERCENT,
+    LEX_SPACE,
+    LEX_WORD,
+)
+from heatc_runtime.abi import KIND_VALUE as KIND_VALUE
 from heatc_runtime.abi import LEX_LITERAL0 as LEX_LITERAL0
 from heatc_runtime.abi import LEX_NONE as LEX_NONE
-from heatc_runtime.abi import LEX_NUMBER, LEX_OTHER, LEX_PERCENT, LEX_SPACE, LEX_WORD
 from heatc_runtime.abi import OPS as OPS
 
-IR_VERSION = 3
+IR_VERSION = 4
 MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
 MAX_ANCHOR_LEXEMES = 8
 MAX_ELEMENTS = 16
 MAX_GAP = 64
 
-LEXEME_NAMES = {LEX_SPACE: "space", LEX_OTHER: "other", LEX_WORD: "word", LEX_NUMBER: "number", LEX_PERCENT: "percent"}
+LEXEME_NAMES = {
+    LEX_SPACE: "space",
+    LEX_OTHER: "other",
+    LEX_WORD: "word",
+    LEX_NUMBER: "number",
+    LEX_PERCENT: "percent",
+    LEX_DATE: "date",
+}
+
+# class kind -> lexeme kind (a gap never skips a lexeme of the kind of the elements it joins,
+# so a keyword binds its nearest value: docs/semantics.md §3); `other` classes (and inline
+# literals) are recognised only so that they are not read differently, and never stop a gap
+CLASS_KINDS = {
+    "unit": KIND_UNIT,
+    "keyword": KIND_KEYWORD,
+    "constraint": KIND_CONSTRAINT,
+    "punct": KIND_PUNCT,
+    "other": 0,
+}
 
 # Tokens a lexer emits for open classes of text (most lexemes are one of these)
-OPEN_CODES = frozenset({LEX_OTHER, LEX_WORD, LEX_NUMBER, LEX_PERCENT})
+OPEN_CODES = frozenset({LEX_OTHER, LEX_WORD, LEX_NUMBER, LEX_PERCENT, LEX_DATE})
+VALUE_CODES = (LEX_NUMBER, LEX_PERCENT, LEX_DATE)  # the codes whose lexemes have a value
 
 
 def starts_late(rule: Rule) -> bool:
@@ -72,7 +104,9 @@ class Lexer:
     n_states: int
     next: list[int]  # n_states * n_classes, row-major; 0 = no transition
     accept: list[int]  # lexeme code accepted in each state (LEX_NONE = none)
-    boundary: list[int]  # 1: the accept holds only if the next byte is not an ASCII letter
+    # 1: the accept holds only if the next byte is not an ASCII letter (nor an ASCII digit,
+    # when the accepted code is LEX_DATE)
+    boundary: list[int]
     fallback: list[int]  # lexeme code accepted instead when the boundary fails
     max_lexeme: int = MAX_LEXEME
 
@@ -97,6 +131,8 @@ class Element:
     gap: int  # lexemes that may lie between the previous element and this one
     accepts: list[int]  # sorted lexeme codes
     capture: int = -1  # capture slot, or -1
+    # the lexeme kinds (KIND_*) that gap never skips: those of this element and the one before
+    blocks: int = 0
 
 
 @dataclass
@@ -216,6 +252,7 @@ class Program:
     code_flags: list[int]  # per lexeme code: FLAG_TRIGGER | FLAG_BARRIER
     window: int  # snapshot every N tokens; 0 = off
     expects: list[Expect] = field(default_factory=list)
+    code_kinds: list[int] = field(default_factory=list)  # per lexeme code: its KIND_* bit, or 0
     ir_version: int = IR_VERSION
 
     def code_name(self, code: int) -> str:
@@ -371,6 +408,7 @@ def from_json(text: str) -> Program:
         code_flags=d["code_flags"],
         window=d["window"],
         expects=[Expect(**e) for e in d["expects"]],
+        code_kinds=d["code_kinds"],
         ir_version=version,
     )
 

@@ -5,7 +5,7 @@ The compiler lexes literal text and hashes anchor terms with these very function
 build time and run time normalise identically; the reference interpreter runs the same
 lexer over the stream.
 
-Public surface: `Lexeme`, `NUMERIC_CODES`, `lex(program, data)`, `LexerState`, `run_lexer`, `finish_lexer`,
+Public surface: `Lexeme`, `NUMERIC_CODES`, `lexeme_value`, `lex(program, data)`, `LexerState`, `run_lexer`, `finish_lexer`,
 `normalise_anchor_text`, `join_anchor_run`, `fnv1a64`, `anchor_filter_hash`, `anchor_key`,
 `is_anchor_text`.
 """
@@ -16,10 +16,19 @@ import hashlib
 from dataclasses import dataclass
 
 from heatc import ir
-from heatc.numbers import number_value
+from heatc.numbers import date_value, number_value
 
 _ASCII_LETTER = bytes(1 if (65 <= b <= 90 or 97 <= b <= 122) else 0 for b in range(256))
-NUMERIC_CODES = (ir.LEX_NUMBER, ir.LEX_PERCENT)  # the codes whose lexemes have a value
+_ASCII_ALNUM = bytes(1 if _ASCII_LETTER[b] or 48 <= b <= 57 else 0 for b in range(256))
+NUMERIC_CODES = ir.VALUE_CODES  # the codes whose lexemes have a value
+
+
+def lexeme_value(code: int, raw: bytes) -> float:
+    """The value of a lexeme: a number's or percent's (`number_value`), a date's year
+    (`date_value`), 0 for any other."""
+    if code == ir.LEX_DATE:
+        return date_value(raw)
+    return number_value(raw) if code in NUMERIC_CODES else 0.0
 
 
 @dataclass(frozen=True)
@@ -28,7 +37,7 @@ class Lexeme:
     start: int
     end: int
     raw: bytes
-    value: float = 0.0  # numbers and percents
+    value: float = 0.0  # numbers and percents; a date's year
 
 
 class LexerState:
@@ -62,8 +71,9 @@ def run_lexer(lx: ir.Lexer, st: LexerState, data: bytes, emit, fresh: bool = Tru
         else:
             return
         if st.pend_tok:
-            # The byte after a literal that ends in a letter decides its word boundary.
-            if _ASCII_LETTER[b]:
+            # The byte after a literal that ends in a letter decides its word boundary; after
+            # a date, a digit breaks it too (semantics §1).
+            if (_ASCII_ALNUM if st.pend_tok == ir.LEX_DATE else _ASCII_LETTER)[b]:
                 if st.pend_fallback:
                     st.last_tok, st.last_len = st.pend_fallback, st.pend_len
             else:
@@ -111,8 +121,7 @@ def lex(program: ir.Program, data: bytes) -> list[Lexeme]:
 
     def emit(code: int, start: int, raw: bytes) -> None:
         if code != ir.LEX_SPACE:
-            value = number_value(raw) if code in NUMERIC_CODES else 0.0
-            out.append(Lexeme(code, start, start + len(raw), raw, value))
+            out.append(Lexeme(code, start, start + len(raw), raw, lexeme_value(code, raw)))
 
     st = LexerState()
     run_lexer(program.lexer, st, data, emit)

@@ -56,7 +56,8 @@ def native_header() -> str:
         {f"ctl_{f}": i for i, f in enumerate(abi.CONTROL_FIELDS)},
     )
     block("status codes (heatc_runtime.abi)", {"status_bad_token": abi.STATUS_BAD_TOKEN, "status_finished": abi.STATUS_FINISHED})  # fmt: skip
-    block("lexeme codes (heatc.ir)", {n: getattr(ir, n) for n in ("LEX_NONE", "LEX_SPACE", "LEX_OTHER", "LEX_WORD", "LEX_NUMBER", "LEX_PERCENT", "LEX_LITERAL0")})  # fmt: skip
+    block("lexeme codes (heatc.ir)", {n: getattr(ir, n) for n in ("LEX_NONE", "LEX_SPACE", "LEX_OTHER", "LEX_WORD", "LEX_NUMBER", "LEX_PERCENT", "LEX_DATE", "LEX_LITERAL0")})  # fmt: skip
+    block("dates (heatc_runtime.abi)", {"year_pivot": abi.YEAR_PIVOT})
     flags = {n: getattr(ir, n) for n in dir(ir) if n.startswith("FLAG_")}
     block("lexeme-code flags (heatc.ir, heatc_runtime.abi)", {**flags, "FLAG_LOOK": abi.FLAG_LOOK})
     block("Chinese numeral kinds (heatc_runtime.abi)", {"cn_digit": abi.CN_KIND_DIGIT, "cn_small": abi.CN_KIND_SMALL, "cn_big": abi.CN_KIND_BIG, "cn_point": abi.CN_KIND_POINT})  # fmt: skip

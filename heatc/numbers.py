@@ -1,15 +1,18 @@
 """The value of a number lexeme: one exactly specified float64 algorithm
 (docs/semantics.md §2). Every backend must reproduce these steps operation by operation:
 each `*`, `/` and `+` below is one IEEE-754 binary64 operation, round-to-nearest-even, never
-fused. Python floats are binary64 and never fuse, so this module is the reference.
+fused. Python floats are binary64 and never fuse, so this module is the reference. The value
+of a date lexeme is its year (`date_value`).
 
-Public surface: `number_value(token_bytes)`, `POW10`, the numeral tables `CN_DIGITS`, `CN_SMALL`,
-`CN_BIG`, `ARABIC_MULT_SMALL`, `ARABIC_MULT_BIG`.
+Public surface: `number_value(token_bytes)`, `date_value(token_bytes)`, `YEAR_PIVOT`, `POW10`,
+the numeral tables `CN_DIGITS`, `CN_SMALL`, `CN_BIG`, `ARABIC_MULT_SMALL`, `ARABIC_MULT_BIG`.
 """
 
 from __future__ import annotations
 
 import math
+
+from heatc_runtime.abi import YEAR_PIVOT
 
 # The Chinese numerals and multipliers the lexer accepts (lang.lexicon builds them into the
 # automaton) and their values.
@@ -106,3 +109,32 @@ def number_value(token: bytes) -> float:
     if _arabic_digit(text[0]) is not None:
         return _arabic(text)
     return _chinese(text)
+
+
+# A two-digit year below YEAR_PIVOT is in the 2000s, else in the 1900s (POSIX `strptime` %y);
+# the ABI's, since every kernel reads it.
+
+
+def date_value(token: bytes) -> float:
+    """The year a date lexeme writes, 0 when it writes none (docs/semantics.md §2).
+
+    The digit groups of the date are its maximal runs of digits (ASCII or full-width). A group
+    of four digits is the year; otherwise a date with three groups (`M/D/YY`) has a two-digit
+    year in the third, and one with two (`M/NN`) in the second if it is 32 or more (no day is),
+    read with `YEAR_PIVOT`; any other date (`09/05`, `November 5`, `11月`) names no year."""
+    groups: list[list[int]] = [[]]
+    for ch in token.decode("utf-8"):
+        d = _arabic_digit(ch)
+        if d is not None:
+            groups[-1].append(d)
+        elif groups[-1]:
+            groups.append([])
+    groups = [g for g in groups if g]
+    for g in groups:
+        if len(g) == 4:
+            return float(g[0] * 1000 + g[1] * 100 + g[2] * 10 + g[3])
+    last = groups[-1] if groups else []
+    yy = last[0] * 10 + last[1] if len(last) == 2 else -1
+    if (len(groups) == 3 and yy >= 0) or (len(groups) == 2 and yy >= 32):  # M/D/YY; M/YY when no day
+        return float(yy + (2000 if yy < YEAR_PIVOT else 1900))
+    return 0.0

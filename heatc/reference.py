@@ -25,10 +25,10 @@ from heatc.lexing import (
     finish_lexer,
     is_anchor_text,
     join_anchor_run,
+    lexeme_value,
     normalise_anchor_text,
     run_lexer,
 )
-from heatc.numbers import number_value
 from heatc_runtime import Conflict, Event, Snapshot, Verdict
 
 # --- matching ---------------------------------------------------------------------------
@@ -218,7 +218,7 @@ class Machine:
         if code == ir.LEX_SPACE:
             return
         end = start + len(raw)
-        x = Lexeme(code, start, end, raw, number_value(raw) if code in NUMERIC_CODES else 0.0)
+        x = Lexeme(code, start, end, raw, lexeme_value(code, raw))
         space_before = start > self._last_end
         self._last_end = end
         self.lexemes += 1
@@ -226,11 +226,12 @@ class Machine:
             self._step_anchors(x, space_before)
         flags = self.program.code_flags[code]
         barrier = bool(flags & ir.FLAG_BARRIER)
+        kind = self.program.code_kinds[code]  # it ends the gaps that block its kind
         # Every rule steps on every lexeme; but a rule with no thread, which this lexeme does
         # not start, finds nothing to advance or end and starts nothing: only the others are
         # stepped, in rule order (the order of their events)
         for r in sorted(self._live.union(self._starting.get(code, ()))):
-            self._step_rule(r, x, barrier)
+            self._step_rule(r, x, barrier, kind)
         if flags & ir.FLAG_TRIGGER:
             self._publish()
 
@@ -267,7 +268,7 @@ class Machine:
             else:
                 t.caps[element.capture] = float(self._literal_class[x.code - ir.LEX_LITERAL0])
 
-    def _step_rule(self, r: int, x: Lexeme, barrier: bool) -> None:
+    def _step_rule(self, r: int, x: Lexeme, barrier: bool, kind: int) -> None:
         rule = self.program.rules[r]
         if rule.gate >= 0 and not self._active[rule.gate]:
             return
@@ -290,7 +291,7 @@ class Machine:
                 moved = _Thread(t.start, 0, list(t.caps))
                 self._capture(moved, element, x)
                 slots[i + 1] = moved  # the newer thread wins
-            if t.gaps < element.gap and not barrier:
+            if t.gaps < element.gap and not barrier and not kind & element.blocks:
                 t.gaps += 1
             else:
                 slots[i] = None

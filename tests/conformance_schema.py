@@ -71,6 +71,9 @@ class Case:
     verdicts: dict[str, str]  # final verdicts; unlisted rules CONFIRMED
     snapshots: list[SnapshotWant] | None = None
     chunks: list[bytes] | None = None
+    # a binding case: with every `..N` written `...N` (a gap that skips values and keywords)
+    # the reference does not reproduce it (tests/test_conformance.py)
+    reaching_differs: bool = False
 
     @property
     def id(self) -> str:
@@ -122,6 +125,10 @@ def _position(v: Any) -> str | None:
 
 def _verdict(v: Any) -> str | None:
     return None if v in VERDICTS else f"must be one of {', '.join(VERDICTS)}"
+
+
+def _bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else "must be true or false"
 
 
 def _outcome(v: Any) -> str | None:
@@ -217,6 +224,7 @@ RUN_CASE = Shape(
         "events": ListOf(EVENT_KINDS),
         "verdicts": MapOf(_outcome),
         "snapshots": ListOf(SNAPSHOT, non_empty=True),
+        "reaching_differs": _bool,
     },
     required=("name", "events"),
     exactly_one=(("input", "input_hex"),),
@@ -386,7 +394,10 @@ def _run_case(file: str, rules: str, c: dict, out: _Problems) -> Case | None:
     if "snapshots" in c:
         snapshots = [SnapshotWant(s["events"], dict(s.get("verdicts") or {})) for s in c["snapshots"]]
     events = [_event(e) for e in c["events"]]
-    return Case(file, c["name"], rules, data, events, dict(c.get("verdicts") or {}), snapshots, chunks)
+    return Case(
+        file, c["name"], rules, data, events, dict(c.get("verdicts") or {}), snapshots, chunks,
+        bool(c.get("reaching_differs")),
+    )  # fmt: skip
 
 
 def _error_case(file: str, c: dict) -> ErrorCase:

@@ -11,6 +11,7 @@ import re
 from decimal import Decimal
 
 LETTERS = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+ALNUM = LETTERS | set(b"0123456789")
 WS = b"[ \\t\\n\\v\\f\\r]"
 
 
@@ -44,8 +45,50 @@ MULT = b"(?:" + _alt("十百千") + b"|" + CN_BIG + b"+|" + _alt("十百千") + 
 PCT_SIGN = b"(?:%|\xef\xbc\x85)"
 
 
-def token_patterns(literals: list[tuple[str, bool]], chinese: bool) -> list[tuple[int, str, re.Pattern, bool]]:
-    """(priority, token name, regex, needs a non-letter after) for every token kind."""
+def _d(digits: str) -> bytes:
+    """One ASCII or full-width digit of `digits`."""
+    return b"(?:[" + digits.encode() + b"]|" + b"|".join(chr(0xFF10 + int(c)).encode() for c in digits) + b")"
+
+
+# Dates, as docs/semantics.md §2 lists their forms.
+_ANY, _NZ = _d("0123456789"), _d("123456789")
+_MONTH = b"(?:" + _NZ + b"|" + _d("0") + _NZ + b"|" + _d("1") + _d("012") + b")"
+_DAY = b"(?:" + _NZ + b"|" + _d("0") + _NZ + b"|" + _d("12") + _ANY + b"|" + _d("3") + _d("01") + b")"
+_YEAR = _d("12") + _ANY + _ANY + _ANY
+_NAMES = (
+    b"(?:"
+    + b"|".join(
+        [
+            m.encode()
+            for m in "January February March April May June July August September October November December".split()
+        ]
+        + [
+            m.upper().encode()
+            for m in "January February March April May June July August September October November December".split()
+        ]
+        + [m.encode() + b"\\.?" for m in "Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec".split()]
+    )
+    + b")"
+)
+_ORD = b"(?:st|nd|rd|th)"
+DATE_BOUNDED = b"|".join([
+    _MONTH + b"/" + _DAY + b"/(?:" + _ANY + _ANY + b"|" + _YEAR + b")",
+    b"(?:" + _d("0") + _NZ + b"|" + _d("1") + _d("012") + b")/" + _ANY + _ANY,
+    _NZ + b"/(?:" + _d("0") + _ANY + b"|" + _d("3") + _d("23456789") + b"|" + _d("456789") + _ANY + b")",
+    _NAMES + WS + b"+" + _DAY + _ORD + b"?(?:," + WS + b"*|" + WS + b"+)" + _YEAR,
+    _NAMES + WS + b"+" + _DAY + _ORD + b"?",
+    _NAMES + b",?" + WS + b"+" + _YEAR,
+    _NAMES + WS + b"+of" + WS + b"+" + _YEAR,
+])  # fmt: skip
+_RI = b"(?:" + "日".encode() + b"|" + "号".encode() + b")"
+DATE_CJK = b"|".join([
+    _YEAR + "年".encode() + b"(?:" + _MONTH + "月".encode() + b"(?:" + _DAY + _RI + b")?)?",
+    _MONTH + "月".encode() + b"(?:" + _DAY + _RI + b")?",
+])  # fmt: skip
+
+
+def token_patterns(literals: list[tuple[str, bool]], chinese: bool) -> list[tuple[int, str, re.Pattern, set]]:
+    """(priority, token name, regex, the bytes that may not follow it) for every token kind."""
     out = []
     for i, (text, exact) in enumerate(literals):
         parts = []
@@ -61,19 +104,21 @@ def token_patterns(literals: list[tuple[str, bool]], chinese: bool) -> list[tupl
                 parts.append(b"[" + ch.lower().encode() + ch.upper().encode() + b"]")
             else:
                 parts.append(re.escape(ch.encode()))
-        boundary = text.encode()[-1] in LETTERS
+        boundary = LETTERS if text.encode()[-1] in LETTERS else set()
         out.append((1 if exact else 2, f"lit{i}", re.compile(b"".join(parts), re.S), boundary))
     numbers = [DEC]
     percents = [DEC + PCT_SIGN]
     if chinese:
         numbers += [DEC + MULT, CN]
         percents += [re.escape("百分之".encode()) + b"(?:" + DEC + b"|" + CN + b")"]
-    out.append((3, "number", re.compile(b"|".join(b"(?:" + n + b")" for n in numbers), re.S), False))
-    out.append((3, "percent", re.compile(b"|".join(b"(?:" + n + b")" for n in percents), re.S), False))
-    out.append((4, "word", re.compile(b"[A-Za-z]+"), False))
-    out.append((5, "space", re.compile(WS + b"+|\xc2\xa0|\xe3\x80\x80"), False))
+    out.append((3, "number", re.compile(b"|".join(b"(?:" + n + b")" for n in numbers), re.S), set()))
+    out.append((3, "percent", re.compile(b"|".join(b"(?:" + n + b")" for n in percents), re.S), set()))
+    out.append((3, "date", re.compile(DATE_BOUNDED, re.S), ALNUM))
+    out.append((3, "date", re.compile(DATE_CJK, re.S), set()))
+    out.append((4, "word", re.compile(b"[A-Za-z]+"), set()))
+    out.append((5, "space", re.compile(WS + b"+|\xc2\xa0|\xe3\x80\x80"), set()))
     other = b"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}|."
-    out.append((6, "other", re.compile(other, re.S), False))
+    out.append((6, "other", re.compile(other, re.S), set()))
     return out
 
 
@@ -88,9 +133,7 @@ def regex_lex(
             window = data[pos : pos + length]
             after = data[pos + length] if pos + length < len(data) else None
             fits = [
-                (prio, name)
-                for prio, name, rx, boundary in patterns
-                if rx.fullmatch(window) and not (boundary and after is not None and after in LETTERS)
+                (prio, name) for prio, name, rx, boundary in patterns if rx.fullmatch(window) and after not in boundary
             ]
             if fits:
                 name = min(fits)[1]

@@ -28,12 +28,18 @@ NUMBER_PIECES = [
     "0", "5", "7", "12", "120", "2000", "1,234", "3.5", "0.25", "２０", "4.9", "36%", "8%", "８％", "24 %",
     "三十", "十五", "一千零五", "二〇二四", "30万", "1.5亿", "百分之八", "百分之三十六", "三点五",
 ]  # fmt: skip
+# Dates and their near misses (docs/semantics.md §2): fractions, pressures, month names alone.
+DATE_PIECES = [
+    "09/05", "11/30/2026", "1/16/96", "4/96", "9/03", "10/10", "5/5", "7/10", "120/80", "12/8", "/",
+    "November 2003", "Nov. 5th", "May 5, 2003", "October of 2006", "November", "Nov", "APR", "MAY 5",
+    "2026年11月", "11月30日", "2026年", "月", "０９/０５",
+]  # fmt: skip
 WORD_PIECES = ["the", "was", "and", "level", "Glucose", "RATE", "mgmt", "xmg", "pays", "Q3", "FY2024", "é", "µ"]
 # Words a kernel's idle-stretch skipper must tell from literals: literal heads followed by
 # other bytes, near-misses, and words of 15, 16 and 17 letters (its block is 16 bytes).
 PLAIN_WORDS = [
     "blood", "bloodsugar", "glucoses", "mgs", "mg-", "notices", "e", "eg", "Within", "hr", "HRs", "bpms",
-    "payment", "at", "most", "not", "exceeds", "a", "I", "of", "patient", "Xylophonists", "qwertyuiopasdfg",
+    "payment", "at", "most", "not", "exceeds", "a", "I", "of", "patient", "May", "may", "MAY", "Nov", "November", "Xylophonists", "qwertyuiopasdfg",
     "qwertyuiopasdfgh", "qwertyuiopasdfghj", "Aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 ]  # fmt: skip
 # CJK text a skipper must tell from literals and numerals: plain characters, full-width
@@ -137,7 +143,7 @@ def rule_sets(draw, max_rules: int = 5) -> GeneratedRules:
     n_rules = draw(st.integers(1, max_rules))
     for r in range(n_rules):
         lines.append(draw(_rule(f"r{r}", class_names, literals, anchors)))
-    pieces = list(literals) + NUMBER_PIECES + WORD_PIECES + ANCHOR_TERMS
+    pieces = list(literals) + NUMBER_PIECES + DATE_PIECES + WORD_PIECES + ANCHOR_TERMS
     pieces += [x.upper() for x in literals if x.isascii()]
     # a space in a literal matches any run of ASCII whitespace
     pieces += [x.replace(" ", ws) for x in literals if " " in x for ws in ("\t", "\r\n", " \x0b\x0c")]
@@ -151,7 +157,7 @@ def _rule(draw, name: str, class_names: list[str], literals: list[str], anchors:
     numeric: list[str] = []
     symbolic: list[str] = []  # class captures
     for i in range(n):
-        kind = draw(st.sampled_from(["class", "number", "percent", "literal", "any", "numeric_any"]))
+        kind = draw(st.sampled_from(["class", "number", "percent", "date", "literal", "any", "numeric_any"]))
         if kind == "class":
             atom, cap_kind = draw(st.sampled_from(class_names)), "class"
         elif kind == "literal":
@@ -160,7 +166,7 @@ def _rule(draw, name: str, class_names: list[str], literals: list[str], anchors:
             opts = draw(st.lists(st.sampled_from(class_names), min_size=1, max_size=3, unique=True))
             atom, cap_kind = "(" + " | ".join(opts) + ")", "class"
         elif kind == "numeric_any":
-            atom, cap_kind = "(number | percent)", "number"
+            atom, cap_kind = draw(st.sampled_from(["(number | percent)", "(number | date)"])), "number"
         else:
             atom, cap_kind = kind, "number"
         capture = ""
@@ -168,7 +174,8 @@ def _rule(draw, name: str, class_names: list[str], literals: list[str], anchors:
             cname = f"v{i}"
             capture = f"{cname}:"
             (numeric if cap_kind == "number" else symbolic).append(cname)
-        gap = f"..{draw(st.integers(0, 4))} " if i > 0 and draw(st.booleans()) else ""
+        dots = draw(st.sampled_from(["..", "..", "..."]))  # binding gaps, and gaps that reach across
+        gap = f"{dots}{draw(st.integers(0, 4))} " if i > 0 and draw(st.booleans()) else ""
         elements.append(f"{gap}{capture}{atom}")
     body = ["match " + " ".join(elements)]
     if anchors and draw(st.integers(0, 3)) == 0:
@@ -230,16 +237,18 @@ def weak_start_rule_sets(draw) -> GeneratedRules:
         kw = draw(st.sampled_from(starts + [f"({' | '.join(starts)})"] + [_q(k) for k in keywords]))
         second = draw(st.sampled_from(["v:number", "v:(number | percent)", "cap", "v:percent"]))
         gap = draw(st.integers(0, 7))
-        elements = [kw, f"..{gap} {second}"]
+        dots = draw(st.sampled_from(["..", "..."]))
+        elements = [kw, f"{dots}{gap} {second}"]
         if second == "cap":
-            elements.append(f"..{draw(st.integers(0, 3))} v:number")
+            elements.append(f"{dots}{draw(st.integers(0, 3))} v:number")
         if draw(st.booleans()):
-            elements.append(f"..{draw(st.integers(0, 2))} u")
+            elements.append(f"{dots}{draw(st.integers(0, 2))} u")
         body = ["match " + " ".join(elements)]
         body.append(draw(st.sampled_from(["require v < 100", "consistent v", "require v in [1, 30]", "lock c = v"])))
         lines.append(f"rule w{r} {{\n  " + "\n  ".join(body) + "\n}")
     pieces = keywords + [k.upper() for k in keywords] + units + ["shall not exceed", "不超过", ".", ";"]
     pieces += ["payroll", "noticeable", "Articles", "prepay", "shall", "not", "exceed", "é", "三十", "十五天"]
+    pieces += ["09/05", "November 2003", "5/5"]
     return GeneratedRules("\n".join(lines) + "\n", pieces)
 
 

@@ -18,6 +18,7 @@ from heatc.cli import app
 from heatc.errors import HeatError
 from heatc.heatmap.build import HCT_MAGIC, build
 from heatc.verify.properties import case_spellings
+from heatc_runtime import abi
 
 HERE = Path(__file__).parent
 GOOD = HERE / "heatmaps" / "good.yaml"
@@ -57,7 +58,7 @@ def test_build_writes_every_artifact(tmp_path):
             "bytes": b["rules"][0]["bytes"],
         }
     ]
-    assert m["abi"] == {"major": 1, "minor": 1} and b["heatc_version"]
+    assert m["abi"] == {"major": abi.ABI_MAJOR, "minor": abi.ABI_MINOR} and b["heatc_version"]
 
 
 def test_rules_hct_header(tmp_path):
@@ -67,7 +68,7 @@ def test_rules_hct_header(tmp_path):
     version, major, _minor, n_rules, state_size, blob_size, l2_end, device_end, digest, _n_sections = (
         struct.unpack_from("<IIIIIIQQ32sI", data, 8)
     )
-    assert (version, major, n_rules) == (2, 1, 1)
+    assert (version, major, n_rules) == (abi.HCT_VERSION, abi.ABI_MAJOR, 1)
     blob = data[-blob_size:]
     assert hashlib.sha256(blob).digest() == digest
     assert 0 < l2_end <= device_end <= blob_size

@@ -3,6 +3,8 @@ and a batch sequence of each runtime backend (WASM, native) fed in chunks, and e
 backend's `Checker.scan` of the whole document; and the compile-error cases against the
 compiler."""
 
+import re
+
 import pytest
 from conformance_harness import check_case, check_document, check_error_case, load_cases, load_error_cases
 from conftest import compile_cached
@@ -43,3 +45,17 @@ def test_conformance(case, path):
 def test_compile_error(case):
     errors = check_error_case(case, compile_source, HeatError)
     assert not errors, "\n".join(errors)
+
+
+REACHING = [c for c in CASES if c.reaching_differs]
+
+
+@pytest.mark.parametrize("case", REACHING, ids=lambda c: c.id)
+def test_binding_cases_fail_with_reaching_gaps(case):
+    """The binding cases marked so describe what binding changes: with every `..N` written
+    `...N` (a gap that reaches across values and keywords, as every gap did before binding),
+    the reference interpreter does not reproduce them."""
+    reaching = re.sub(r"(?<!\.)\.\.(?=\d)", "...", case.rules)
+    assert reaching != case.rules
+    errors = check_case(case, compile_cached(reaching), lambda p: open_session("reference", p), _lexemes(case))
+    assert errors, f"{case.id} passes with reaching gaps too: it does not test binding"

@@ -24,6 +24,7 @@ from heatc.heatmap.build import build  # noqa: E402
 from heatc.reference import Machine  # noqa: E402
 from heatc.wasm import compile_wasm  # noqa: E402
 from heatc.wasm.pack import pack  # noqa: E402
+from heatc_runtime.abi import ABI_MINOR  # noqa: E402
 from heatc_runtime.cuda import layout, ops  # noqa: E402
 from heatc_runtime.cuda.program import OpProgram, load  # noqa: E402
 from heatc_runtime.hct import read_hct  # noqa: E402
@@ -277,7 +278,7 @@ def test_bad_input_is_refused_with_the_reason(good, tmp_path):
     for name, patch, why in [
         ("sha", lambda x: x[:-1] + bytes([x[-1] ^ 1]), "checksum mismatch"),
         ("version", lambda x: x[:8] + (9).to_bytes(4, "little") + x[12:], "version 9 is not supported"),
-        ("abi", lambda x: x[:12] + (7).to_bytes(4, "little") + x[16:], "ABI 7.1 is not supported"),
+        ("abi", lambda x: x[:12] + (7).to_bytes(4, "little") + x[16:], f"ABI 7.{ABI_MINOR} is not supported"),
     ]:
         bad = tmp_path / name
         bad.mkdir()

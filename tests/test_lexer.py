@@ -4,7 +4,7 @@ from conftest import compile_cached
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from oracle import regex_lex
-from strategies import LITERAL_POOL, NUMBER_PIECES, SEPARATORS, WORD_PIECES
+from strategies import DATE_PIECES, LITERAL_POOL, NUMBER_PIECES, SEPARATORS, WORD_PIECES
 
 from heatc import ir
 from heatc.errors import HeatError
@@ -18,7 +18,7 @@ literal_sets = st.lists(
 )
 
 pieces = st.sampled_from(
-    LITERAL_POOL + NUMBER_PIECES + WORD_PIECES + SEPARATORS + ["ab", "AB", "b.", "a b", "十万", "x"]
+    LITERAL_POOL + NUMBER_PIECES + DATE_PIECES + WORD_PIECES + SEPARATORS + ["ab", "AB", "b.", "a b", "十万", "x"]
 )
 streams = st.one_of(
     st.lists(pieces, max_size=25).map(lambda p: "".join(p).encode("utf-8")),
@@ -41,6 +41,7 @@ def _program(literals: list[str], exact: list[bool], chinese: bool):
 @example(["mg", "mg/dL"], [False, False], False, b"mg/dLx mgmt 500mg MG/DL")
 @example(["blood sugar"], [False], False, b"blood \n sugar bloodsugar blood sugars")
 @example(["a"], [False], False, b"a" * 70)
+@example([], [], True, "09/05 11/30/2026 120/80 November 35 Nov. 5thx 2026年11月30日 11月30 APR 4".encode())
 def test_dfa_lexer_matches_regex_oracle(literals, data, chinese, stream):
     exact = (
         data.draw(st.lists(st.booleans(), min_size=len(literals), max_size=len(literals)))

@@ -15,10 +15,17 @@ names = (
 strings = st.text(max_size=12).map(ast.Str)
 numbers = st.floats(allow_nan=False, allow_infinity=False).map(ast.Num)
 simple_atoms = st.one_of(
-    names.map(ast.AtomClass), strings.map(ast.AtomLiteral), st.just(ast.AtomNumber()), st.just(ast.AtomPercent())
+    names.map(ast.AtomClass),
+    strings.map(ast.AtomLiteral),
+    st.just(ast.AtomNumber()),
+    st.just(ast.AtomPercent()),
+    st.just(ast.AtomDate()),
 )
 atoms = st.one_of(simple_atoms, st.lists(simple_atoms, min_size=1, max_size=3).map(lambda xs: ast.AtomAny(tuple(xs))))
-elements = st.builds(ast.Element, atoms, st.none() | numbers, st.none() | names)
+elements = st.one_of(
+    st.builds(ast.Element, atoms, st.none(), st.none() | names),
+    st.builds(ast.Element, atoms, numbers, st.none() | names, across=st.booleans()),  # `..N` or `...N`
+)
 operands = st.one_of(names, numbers)
 rule_stmts = st.one_of(
     st.builds(ast.WhenStmt, names),

@@ -372,6 +372,47 @@ HEATC_HD HEATC_CALL double number_value(const Program& g, const uint8_t* p, uint
   return (m * pow10(g, (uint32_t)k) + f) / pow10(g, (uint32_t)k);
 }
 
+
+// The value of a date lexeme: the year it writes (heatc/numbers.py date_value). Its digit
+// groups are its maximal runs of digits (ASCII or full-width); a group of four is the year;
+// else M/D/YY has a two-digit year in its third group, and M/NN in its second if it is 32 or
+// more (no day is), read with the POSIX pivot; else 0.
+HEATC_HD HEATC_CALL double date_value(const uint8_t* p, uint32_t len) {
+  const uint8_t* end = p + len;
+  int32_t year = -1, acc = 0, run = 0, groups = 0, last = 0, last_run = 0;
+  for (;;) {
+    bool closing = p >= end;
+    int32_t d = -1;
+    if (!closing) {
+      uint32_t n;
+      d = arabic_digit(decode(p, &n));
+      p += n;
+    }
+    if (d >= 0) {
+      acc = acc * 10 + d;
+      run++;
+    } else if (run) {
+      groups++;
+      if (run == 4 && year < 0) year = acc;
+      last = acc;
+      last_run = run;
+      acc = 0;
+      run = 0;
+    }
+    if (closing) break;
+  }
+  if (year >= 0) return (double)year;
+  if (last_run == 2 && (groups == 3 || (groups == 2 && last >= 32)))
+    return (double)(last + (last < (int32_t)HEATC_YEAR_PIVOT ? 2000 : 1900));
+  return 0.0;
+}
+
+// the value of a lexeme: a number's or percent's, a date's year, 0 for any other
+HEATC_HD HEATC_INLINE double lexeme_value(const Program& g, const uint8_t* p, uint32_t len, uint32_t code) {
+  if (code == HEATC_LEX_NUMBER || code == HEATC_LEX_PERCENT) return number_value(g, p, len);
+  if (code == HEATC_LEX_DATE) return date_value(p, len);
+  return 0.0;
+}
 // ---- anchors (docs/semantics.md §5) -----------------------------------------------------
 
 // sha256, streamed: the first 8 bytes of the digest of what `put` was given
@@ -688,7 +729,7 @@ HEATC_HD HEATC_CALL void complete(const Program& g, Io& io, uint8_t* s, uint32_t
 
 // one rule's step for one lexeme (docs/semantics.md §3)
 HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t r, uint32_t code,
-                               uint64_t start, uint64_t end, double value, bool barrier) {
+                               uint64_t start, uint64_t end, double value, bool barrier, uint32_t kind) {
   const uint8_t* rec = rule_rec(g, r);
   int32_t gate = ld<int32_t>(rec + HEATC_RULE_GATE);
   if (gate >= 0 && !gate_open(g, s, gate)) return;
@@ -696,13 +737,13 @@ HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_
   uint32_t ss = ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE);
   uint8_t* slots = s + ld<uint32_t>(rec + HEATC_RULE_STATE) + 8;
   const uint8_t* els = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS);
+  // per element, the lexeme kinds its gap never skips (binding: docs/semantics.md §3)
+  const uint8_t* blocks = rec + ld<uint32_t>(rec + HEATC_RULE_BLOCKS);
   bool late = HP(LATE) && ld<uint32_t>(rec + HEATC_RULE_LATE);
   // a late-starting rule: the thread its first lexeme would have started, if any
   if (late && look_thread(g, s, rec, SF(uint64_t, LEXEMES) - 1)) {
     uint32_t lcode = SF(uint32_t, LOOK_CODE);
-    double lvalue = 0.0;
-    if (lcode == HEATC_LEX_NUMBER || lcode == HEATC_LEX_PERCENT)
-      lvalue = number_value(g, s + HP(OFF_LOOK_BUF), SF(uint32_t, LOOK_LEN));
+    double lvalue = lexeme_value(g, s + HP(OFF_LOOK_BUF), SF(uint32_t, LOOK_LEN), lcode);
     zero(slots, ss);
     slots[HEATC_THREAD_ACTIVE] = 1;
     st<uint64_t>(slots + HEATC_THREAD_START, SF(uint64_t, LOOK_START));
@@ -726,7 +767,7 @@ HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_
       capture(g, slot + ss, el, code, value);
     }
     uint32_t gaps = slot[HEATC_THREAD_GAPS];
-    if (gaps < ld<uint32_t>(el + HEATC_ELEMENT_GAP) && !barrier)
+    if (gaps < ld<uint32_t>(el + HEATC_ELEMENT_GAP) && !barrier && !(kind & u32at(blocks, i)))
       slot[HEATC_THREAD_GAPS] = (uint8_t)(gaps + 1);
     else
       slot[HEATC_THREAD_ACTIVE] = 0;
@@ -761,6 +802,7 @@ HEATC_HD HEATC_CALL void rules_step(const Program& g, Io& io, uint8_t* s, uint32
                                 uint64_t end, double value) {
   if (!HP(N_RULES)) return;
   bool barrier = (HT(CODE_FLAGS)[code] & HEATC_FLAG_BARRIER) != 0;
+  uint32_t kind = HT(CODE_KINDS)[code];  // it ends the gaps that block its kind
   const uint8_t* start_rules = HT(START_RULES);
   uint32_t si = u32at(HT(START_OFF), code), s_end = u32at(HT(START_OFF), code + 1);
   uint32_t words = (HP(N_RULES) + 63) / 64;
@@ -775,7 +817,7 @@ HEATC_HD HEATC_CALL void rules_step(const Program& g, Io& io, uint8_t* s, uint32
     while (bits) {
       uint32_t r = w * 64 + ctz64(bits);
       bits &= bits - 1;
-      step_rule(g, io, s, seq, r, code, start, end, value, barrier);
+      step_rule(g, io, s, seq, r, code, start, end, value, barrier, kind);
     }
   }
 }
@@ -802,8 +844,7 @@ HEATC_HD HEATC_CALL void emit(const Program& g, Io& io, uint8_t* s, uint32_t seq
   uint32_t flags = HT(CODE_FLAGS)[code];
   // most lexemes (plain words) can neither start a rule nor meet a live thread
   if ((flags & HEATC_FLAG_STARTS) || SF(uint32_t, N_ACTIVE)) {
-    double value = 0.0;
-    if (code == HEATC_LEX_NUMBER || code == HEATC_LEX_PERCENT) value = number_value(g, s + HP(OFF_BUF), len);
+    double value = lexeme_value(g, s + HP(OFF_BUF), len, code);
     rules_step(g, io, s, seq, code, start, end, value);
   }
   if (HP(LATE) && (flags & HEATC_FLAG_LOOK)) keep_look(g, s, start, code, len, SF(uint64_t, LEXEMES));
@@ -833,9 +874,10 @@ HEATC_HD HEATC_CALL uint32_t emit_last(const Program& g, Io& io, uint8_t* s, uin
   return n - len;
 }
 
-// the byte after a literal ending in a letter decides its word boundary
+// the byte after a literal ending in a letter decides its word boundary; after a date, a
+// digit breaks it too (docs/semantics.md §1)
 HEATC_HD HEATC_INLINE void resolve_pending(const Program& g, uint8_t* s, uint32_t b) {
-  if (is_letter(b)) {
+  if (is_letter(b) || (SF(uint32_t, PEND_TOK) == HEATC_LEX_DATE && b - 48 < 10)) {
     if (SF(uint32_t, PEND_FALLBACK)) {
       SSET(uint32_t, LAST_TOK, SF(uint32_t, PEND_FALLBACK));
       SSET(uint32_t, LAST_LEN, SF(uint32_t, PEND_LEN));
@@ -924,7 +966,7 @@ uint32_t skip_plain(const Program& g, const Io& io, uint8_t* s, const uint8_t* i
 // of the input, after a literal that waits for its word-boundary byte, at the 64-byte cap,
 // or before a byte that ends a token that needs more. Returns the new input index.
 HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i,
-                              uint32_t len) {
+                              uint32_t len, uint32_t* seen) {
   const uint8_t* dfa = HT(DFA);
   const uint8_t* cls = HT(BYTE_CLASS);
   const uint8_t* flags = HT(CODE_FLAGS);
@@ -963,6 +1005,8 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
         if (late && (f & HEATC_FLAG_LOOK)) keep_look(g, s, tok_start, last_tok, n, lexemes);
       }
       tok_start += n;
+      // the byte at i has arrived: what the bytes read again emit counts it (`seen`)
+      if (r && i + 1 > *seen) *seen = i + 1;
       i -= r;
       q = 0;
       row = width;
@@ -1012,9 +1056,12 @@ HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, ui
                                     uint32_t len) {
   uint64_t pos0 = SF(uint64_t, POS);
   uint32_t i = 0;
+  // bytes that arrived: `scan` reads again from the input the bytes after a token that ended
+  // short of them, and the counters of what those emit include every byte that arrived
+  uint32_t seen = 0;
   while (i < len) {
     if (SF(uint32_t, PEND_TOK)) resolve_pending(g, s, in[i]);
-    i = scan(g, io, s, in, i, len);
+    i = scan(g, io, s, in, i, len, &seen);
     if (SF(uint32_t, PEND_TOK)) continue;
     if (i >= len) break;
     uint32_t b = in[i], n = SF(uint32_t, BUF_LEN), last_tok = SF(uint32_t, LAST_TOK);
@@ -1023,7 +1070,7 @@ HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, ui
     if (SF(uint32_t, LAST_LEN) == n && n != 0) {
       if (last_tok != HEATC_LEX_SPACE) {
         if (!(ev_room(io, HP(PLM)) && snap_room(io, 3))) break;
-        SSET(uint64_t, POS, pos0 + i + 1);  // counters include the byte whose arrival emitted it
+        SSET(uint64_t, POS, pos0 + (i + 1 > seen ? i + 1 : seen));  // counters include the byte whose arrival emitted it
         emit(g, io, s, seq, last_tok, n);
       }
       SSET(uint64_t, TOK_START, SF(uint64_t, TOK_START) + n);
@@ -1031,10 +1078,10 @@ HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, ui
       continue;
     }
     // otherwise (bytes to lex again, or the cap): make sure there is room, take the slow path
-    SSET(uint64_t, POS, pos0 + i);
+    SSET(uint64_t, POS, pos0 + (i > seen ? i : seen));
     if (!room_for_bytes(g, io, s, 1)) break;
     i++;
-    SSET(uint64_t, POS, pos0 + i);
+    SSET(uint64_t, POS, pos0 + (i > seen ? i : seen));
     push_byte(g, io, s, seq, b);
   }
   SSET(uint64_t, POS, pos0 + i);

@@ -4,7 +4,7 @@
 
 // ABI version (heatc_runtime.abi)
 #define HEATC_ABI_MAJOR 1u
-#define HEATC_ABI_MINOR 1u
+#define HEATC_ABI_MINOR 2u
 
 // control block words (heatc_runtime.abi.CONTROL_FIELDS)
 #define HEATC_CTL_EV_PTR 0u
@@ -32,7 +32,11 @@
 #define HEATC_LEX_WORD 3u
 #define HEATC_LEX_NUMBER 4u
 #define HEATC_LEX_PERCENT 5u
+#define HEATC_LEX_DATE 6u
 #define HEATC_LEX_LITERAL0 8u
+
+// dates (heatc_runtime.abi)
+#define HEATC_YEAR_PIVOT 69u
 
 // lexeme-code flags (heatc.ir, heatc_runtime.abi)
 #define HEATC_FLAG_ANCHOR_END 16u
@@ -73,6 +77,7 @@
 #define HEATC_RULE_CHANNELS 32u
 #define HEATC_RULE_SLOT_SIZE 36u
 #define HEATC_RULE_LATE 40u
+#define HEATC_RULE_BLOCKS 44u
 #define HEATC_ELEMENT_GAP 0u
 #define HEATC_ELEMENT_ACCEPTS 4u
 #define HEATC_ELEMENT_N_ACCEPTS 8u
@@ -215,5 +220,6 @@ enum {
   HEATC_P_T_SHA256_K = 68,
   HEATC_P_T_SKIP_PLAIN = 69,
   HEATC_P_T_SKIP_WORDS = 70,
-  HEATC_N_PARAMS = 71
+  HEATC_P_T_CODE_KINDS = 71,
+  HEATC_N_PARAMS = 72
 };

@@ -423,6 +423,7 @@ const char* check_tables(const Module* m) {
   c.range(P(T_DFA), 4 * (uint64_t)P(DFA_WORDS), "automaton");
   c.range(P(T_CODE_FLAGS), codes, "code flags");
   c.range(P(T_INERT), codes, "inert codes");
+  c.range(P(T_CODE_KINDS), codes, "lexeme kinds");
   c.range(P(T_LITERAL_CLASS), 4 * (uint64_t)(codes - HEATC_LEX_LITERAL0), "literal classes");
   c.range(P(T_START_OFF), 4 * ((uint64_t)codes + 1), "start lists");
   c.range(P(T_RULE_OFF), 4 * (uint64_t)rules, "rule offsets");
@@ -471,6 +472,7 @@ const char* check_tables(const Module* m) {
       c.range(at + (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS), 4 * (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS),
               "a rule element's accept list");
     }
+    c.range(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_BLOCKS), 4 * (uint64_t)k, "a rule's gap blocks");
     uint32_t nq = ld<uint32_t>(rec + HEATC_RULE_N_REQUIREMENTS), nu = ld<uint32_t>(rec + HEATC_RULE_N_CHANNELS);
     if (!c.range(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS), HEATC_REQUIREMENT * (uint64_t)nq,
                  "a rule's requirements"))

@@ -22,7 +22,7 @@ from heatc.heatmap.yamlread import Reader, compose, describe, quote
 from heatc_runtime.files import UnreadableFile, read_file
 
 HEATMAP_VERSION = 1
-BUILTIN_CATEGORIES = ("number", "percent")
+BUILTIN_CATEGORIES = ("number", "percent", "date")
 CATEGORY_KINDS = ("unit", "keyword", "constraint", "punct", "other")
 CHECKS = ("range", "consistent", "lock")
 TARGETS = ("wasm", "cuda")
@@ -67,7 +67,9 @@ class Cell:
     gap: int = 3
     check: str = "range"
     stats: Stats | None = None
-    range: tuple[float, float] | None = None
+    # low, high; None for a side the range leaves open (`range: [null, 2060]`)
+    range: tuple[float | None, float | None] | None = None
+    false_alarms: float | None = None  # the rule's measured share of held-out clean values it rejects
     channel: str | None = None
     when: str | None = None
     name: str | None = None
@@ -340,6 +342,7 @@ def _read_thresholds(r: Reader, top: dict, hm: Heatmap) -> None:
 
 CELL_FIELDS = (
     "pair", "unit", "score", "support", "gap", "check", "stats", "range", "channel", "when", "name", "description", "freq",
+    "false_alarms",
 )  # fmt: skip
 STATS_FIELDS = ("n", "min", "max", "q01", "q05", "q50", "q95", "q99")
 
@@ -430,14 +433,23 @@ def _read_cell(r: Reader, node, i: int, refs: list) -> Cell | None:
         cell.stats = stats
     if "range" in c:
         items = r.sequence(c["range"][1], f"{fp}.range") or []
-        bounds = [r.number(x, f"{fp}.range[{j}]") for j, x in enumerate(items)]
-        if len(bounds) != 2 or None in bounds:
-            if len(items) != 2:
-                r.error(c["range"][1], f"{fp}.range", "expected [low, high]")
-        elif bounds[0] > bounds[1]:
+        # null leaves a side open
+        opened = [isinstance(x, yaml.ScalarNode) and x.tag == "tag:yaml.org,2002:null" for x in items]
+        bounds = [
+            None if o else r.number(x, f"{fp}.range[{j}]") for j, (x, o) in enumerate(zip(items, opened, strict=True))
+        ]
+        if len(items) != 2:
+            r.error(c["range"][1], f"{fp}.range", "expected [low, high] (null for an open side)")
+        elif all(opened):
+            r.error(c["range"][1], f"{fp}.range", "both sides are open: a range needs a low or a high bound")
+        elif any(b is None and not o for b, o in zip(bounds, opened, strict=True)):
+            pass  # a bound that is no number: reported
+        elif None not in bounds and bounds[0] > bounds[1]:
             r.error(c["range"][1], f"{fp}.range", f"empty: low {bounds[0]:g} is above high {bounds[1]:g}")
         else:
             cell.range = (bounds[0], bounds[1])
+    if "false_alarms" in c:
+        cell.false_alarms = r.number(c["false_alarms"][1], f"{fp}.false_alarms", 0, 1)
     if "channel" in c:
         cell.channel = r.name(c["channel"][1], f"{fp}.channel")
     if "when" in c:

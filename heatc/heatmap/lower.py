@@ -3,7 +3,7 @@ of the DSL, next to the categories, anchors, triggers and hand-written rule file
 heatmap names. The result is a syntax tree, so `heatc lower` can print it as `.heat` source
 that a person reads, edits and commits. docs/heatmap.md describes the policy.
 
-Public surface: `lower(heatmap) -> Lowered`, `margin_range(stats, spread, factor)`.
+Public surface: `lower(heatmap) -> Lowered`, `margin_range(stats, spread, factor)`, `round_out`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from heatc.heatmap.format import Cell, Heatmap, Stats
+from heatc.heatmap.format import BUILTIN_CATEGORIES, Cell, Heatmap, Stats
 from heatc.lang import ast
 from heatc.lang.parse import parse_file
 
@@ -25,7 +25,7 @@ class Lowered:
     skipped: list[tuple[Cell, str]] = field(default_factory=list)  # cells not lowered, and why
 
 
-def _round_out(x: float, up: bool) -> float:
+def round_out(x: float, up: bool) -> float:
     """Round outwards to 3 significant figures, so the range reads well and never shrinks."""
     if x == 0 or not math.isfinite(x):
         return x
@@ -54,7 +54,7 @@ def margin_range(stats: Stats, spread: float, factor: float) -> tuple[float, flo
         low, high = lo - spread * width, hi + spread * width
         if (stats.min if stats.min is not None else lo) >= 0:
             low = max(low, 0.0)
-    return _round_out(low, up=False), _round_out(high, up=True)
+    return round_out(low, up=False), round_out(high, up=True)
 
 
 def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
@@ -72,17 +72,19 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
             return ast.AtomNumber(here)
         if category == "percent":
             return ast.AtomPercent(here)
+        if category == "date":
+            return ast.AtomDate(here)
         return ast.AtomClass(_name(category), here)
 
     first, second = cell.pair
-    value_first = first in ("number", "percent")
+    value_first = first in BUILTIN_CATEGORIES
     stmts: list[ast.RuleStmt] = []
     if cell.when:
         stmts.append(ast.WhenStmt(_name(cell.when), here))
     gap = _n(cell.gap) if cell.gap else None
     if value_first:  # a number and the unit after it: [number, mg_dl]
         elements = [ast.Element(_atom(first), capture=_name("v"), pos=here), ast.Element(_atom(second), pos=here)]
-    elif cell.check == "lock" and second not in ("number", "percent"):  # a class-valued channel
+    elif cell.check == "lock" and second not in BUILTIN_CATEGORIES:  # a class-valued channel
         elements = [ast.Element(_atom(first), pos=here), ast.Element(_atom(second), gap, _name("v"), here)]
     else:
         key = _name("k") if cell.check == "consistent" else None
@@ -93,7 +95,12 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
     stmts.append(ast.MatchStmt(tuple(elements), here))
     if cell.check == "range":
         lo, hi = cell.range if cell.range is not None else margin_range(cell.stats, hm.margin_spread, hm.margin_factor)
-        stmts.append(ast.RequireIn(_name("v"), _n(lo), _n(hi), True, True, here))
+        if lo is None:  # an open side: the bound no error needs is left out
+            stmts.append(ast.RequireCmp(_name("v"), "<=", _n(hi), here))
+        elif hi is None:
+            stmts.append(ast.RequireCmp(_name("v"), ">=", _n(lo), here))
+        else:
+            stmts.append(ast.RequireIn(_name("v"), _n(lo), _n(hi), True, True, here))
     elif cell.check == "consistent":
         stmts.append(ast.ConsistentStmt(_name("v"), _name("k"), here))
     else:

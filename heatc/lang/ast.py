@@ -129,6 +129,11 @@ class AtomPercent:
 
 
 @dataclass(frozen=True)
+class AtomDate:
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
 class AtomAny:
     """`(a | b | ...)`; alternatives are never themselves `AtomAny` after parsing."""
 
@@ -136,7 +141,7 @@ class AtomAny:
     pos: Pos = _pos()
 
 
-Atom = AtomClass | AtomLiteral | AtomNumber | AtomPercent | AtomAny
+Atom = AtomClass | AtomLiteral | AtomNumber | AtomPercent | AtomDate | AtomAny
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,7 @@ class Element:
     gap: Num | None = None
     capture: Name | None = None
     pos: Pos = _pos()
+    across: bool = False  # `...N`: the gap may skip values and keywords too (docs/language.md)
 
 
 # --- rule statements ------------------------------------------------------------------

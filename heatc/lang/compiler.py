@@ -167,7 +167,8 @@ class _Compiler:
         self._check_literals(program)
         self._anchor_literals = build_anchor_table(program, self.anchors, self.literals, name, self.error)
         self.checkpoint()
-        program.rules, program.channels = emit_rules(rules, self.classes, self.anchors, self.error)
+        program.code_kinds = self._code_kinds()
+        program.rules, program.channels = emit_rules(rules, self.classes, self.anchors, self.error, program.code_kinds)
         program.code_flags = self._code_flags(at, barrier, program.rules)
         self.checkpoint()
         return program
@@ -343,6 +344,8 @@ class _Compiler:
             return [ir.LEX_NUMBER], "number", []
         if isinstance(atom, ast.AtomPercent):
             return [ir.LEX_PERCENT], "number", []
+        if isinstance(atom, ast.AtomDate):
+            return [ir.LEX_DATE], "number", []
         if isinstance(atom, ast.AtomClass):
             c = self._resolve_class(atom.name)
             if c is None:
@@ -464,11 +467,13 @@ class _Compiler:
         for i, lit in enumerate(self.literals):
             data = lit.text.encode("utf-8")
             as_bare = lex(bare, data)
-            if len(as_bare) == 1 and as_bare[0].code in (ir.LEX_NUMBER, ir.LEX_PERCENT) and as_bare[0].end == len(data):
-                self.error(
-                    lit.pos,
-                    f"literal {format_string(lit.text)} reads as a number; match numbers with `number` or `percent`",
+            if len(as_bare) == 1 and as_bare[0].code in ir.VALUE_CODES and as_bare[0].end == len(data):
+                what = (
+                    "a date; match dates with `date`"
+                    if as_bare[0].code == ir.LEX_DATE
+                    else ("a number; match numbers with `number` or `percent`")
                 )
+                self.error(lit.pos, f"literal {format_string(lit.text)} reads as {what}")
                 continue
             seen = lex(program, data)
             if [x.code for x in seen] != [ir.LEX_LITERAL0 + i]:
@@ -476,6 +481,14 @@ class _Compiler:
                 self.error(
                     lit.pos, f"literal {format_string(lit.text)} can never be matched: its text reads as {shown}"
                 )
+
+    def _code_kinds(self) -> list[int]:
+        kinds = [0] * (ir.LEX_LITERAL0 + len(self.literals))
+        for code in ir.VALUE_CODES:
+            kinds[code] = ir.KIND_VALUE
+        for i, lit in enumerate(self.literals):
+            kinds[ir.LEX_LITERAL0 + i] = ir.CLASS_KINDS[self.classes[lit.class_index].kind]
+        return kinds
 
     def _code_flags(self, at: set[int], barrier: set[int], rules: list[ir.Rule]) -> list[int]:
         flags = [0] * (ir.LEX_LITERAL0 + len(self.literals))

@@ -1,6 +1,7 @@
 """Checked rules → IR rules and channels: the last step of compiling a rule file.
 
-Public surface: `emit_rules(rules, classes, anchors, error)`, `DEFAULT_HEAT`, `DEFAULT_FREQ`.
+Public surface: `emit_rules(rules, classes, anchors, error, code_kinds)`, `DEFAULT_HEAT`,
+`DEFAULT_FREQ`.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ DEFAULT_FREQ = 1.0
 
 
 def emit_rules(
-    rules, classes, anchors: dict, error: Callable[[ast.Pos, str], None]
+    rules, classes, anchors: dict, error: Callable[[ast.Pos, str], None], code_kinds: list[int]
 ) -> tuple[list[ir.Rule], list[ir.Channel]]:
     """The checked rules as IR rules in heat order (heat × freq, then source order), and
     the channels their consistency and lock statements use. `rules` are the compiler's
     (declaration, source order, [(element, accepted codes)], captures by name) tuples;
-    `classes` its classes (`.name`), `anchors` its anchor declarations by name."""
+    `classes` its classes (`.name`), `anchors` its anchor declarations by name, `code_kinds`
+    the kind of each lexeme code (`ir.KIND_*`): a gap never skips a lexeme of a kind that
+    the element before it or after it accepts."""
     channels: list[ir.Channel] = []
     lock_slots: dict[str, int] = {}
     anchor_ids = {name: i for i, name in enumerate(anchors)}
@@ -86,10 +89,16 @@ def emit_rules(
                     )
                 uses.append(ir.ChannelUse(slot, cap_index[cap.name], text=f"lock {s.channel.text} = {cap.name}"))
         ir_elements = []
+        before = 0  # the kinds the previous element accepts
         for e, accepts in elements:
             gap = int(e.gap.value) if e.gap is not None else 0
             capture = cap_index[e.capture.text] if e.capture is not None and e.capture.text in cap_index else -1
-            ir_elements.append(ir.Element(gap, sorted(set(accepts)), capture))
+            kinds = 0
+            for code in accepts:
+                kinds |= code_kinds[code]
+            blocks = 0 if e.across or not gap else before | kinds
+            ir_elements.append(ir.Element(gap, sorted(set(accepts)), capture, blocks))
+            before = kinds
         lowered.append(
             ir.Rule(
                 name=d.name.text,

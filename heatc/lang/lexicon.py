@@ -1,7 +1,8 @@
-"""Build the rule set's lexer automaton: literals, numbers, words, spaces, other characters
-(docs/semantics.md §1–2), as one maximal-munch DFA in `ir.Lexer` form.
+"""Build the rule set's lexer automaton: literals, numbers, dates, words, spaces, other
+characters (docs/semantics.md §1–2), as one maximal-munch DFA in `ir.Lexer` form.
 
-Public surface: `build_lexer(literals, chinese_numbers)`, `LiteralConflictError`.
+Public surface: `build_lexer(literals, chinese_numbers)`, `LiteralConflictError`,
+`MONTH_NAMES`, `MONTH_FOLLOWERS`.
 """
 
 from __future__ import annotations
@@ -65,6 +66,93 @@ def _literal_fragment(nfa: Nfa, lit: LiteralSpec) -> Fragment:
     return nfa.seq(*parts)
 
 
+# Month names a date may begin with (docs/semantics.md §2), written Capitalised or in
+# capitals; the abbreviations Capitalised only ("APR" is a rate, "MAR" a record), and with a
+# dot when a day or a year follows.
+MONTH_NAMES = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+    "November", "December",
+)  # fmt: skip
+MONTH_ABBREVIATIONS = ("Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec")
+# the bytes that may follow a month name inside a date: a space (any ASCII whitespace), the
+# dot of an abbreviation, the comma of "November, 2003"
+MONTH_FOLLOWERS = (0x20, ord("."), ord(","))
+ASCII_DIGITS = "0123456789"
+
+
+def _date_fragments(nfa: Nfa) -> tuple[Fragment, Fragment]:
+    """(dates that end in an ASCII letter or digit, the others: those ending in 年 月 日 号).
+    The first hold at a boundary only: not before an ASCII letter or digit, so that
+    `November 35` is no date `November 3`.
+
+    Digits are ASCII or full-width. A month is 1–12, written with one or two digits; a day
+    1–31, likewise; a year two digits, or four beginning with 1 or 2:
+
+    - `M/D/Y`: `11/30/2026`, `1/16/96`;
+    - `MM/NN`: a two-digit month and two digits (`09/05`, `11/30`, `10/99`), and `M/NN` with a
+      one-digit month when NN begins with 0 or is 32 or more (`9/03`, `4/96`) — a fraction, a
+      score or a pressure has neither (`5/5`, `7/10`, `120/80`);
+    - a month name with a day, a year or both: `November 5`, `Nov. 5th`, `November 5, 2003`,
+      `November 2003`, `November, 2003`, `October of 2006`;
+    - `YYYY年`, `YYYY年M月`, `YYYY年M月D日`, `M月D日`, `M月` (日 or 号 for the day).
+    """
+
+    def d(chars: str = ASCII_DIGITS) -> Fragment:
+        return _chars(nfa, [c for ch in chars for c in (ch, FULLWIDTH_DIGITS[int(ch)])])
+
+    def month() -> Fragment:
+        return nfa.alt(d("123456789"), nfa.seq(d("0"), d("123456789")), nfa.seq(d("1"), d("012")))
+
+    def day() -> Fragment:
+        return nfa.alt(d("123456789"), nfa.seq(d("0"), d("123456789")), nfa.seq(d("12"), d()), nfa.seq(d("3"), d("01")))
+
+    def year4() -> Fragment:
+        return nfa.seq(d("12"), d(), d(), d())
+
+    def slash() -> Fragment:
+        return nfa.literal(b"/")
+
+    def ws() -> Fragment:
+        return nfa.plus(lambda: nfa.byteset(ASCII_SPACE))
+
+    def name() -> Fragment:
+        return nfa.alt(
+            *(nfa.alt(nfa.literal(m.encode()), nfa.literal(m.upper().encode())) for m in MONTH_NAMES),
+            *(nfa.seq(nfa.literal(m.encode()), nfa.opt(nfa.literal(b"."))) for m in MONTH_ABBREVIATIONS),
+        )
+
+    def ordinal() -> Fragment:
+        return nfa.alt(*(nfa.literal(x) for x in (b"st", b"nd", b"rd", b"th")))
+
+    three = nfa.seq(month(), slash(), day(), slash(), nfa.alt(nfa.seq(d(), d()), year4()))
+    two = nfa.alt(
+        nfa.seq(nfa.alt(nfa.seq(d("0"), d("123456789")), nfa.seq(d("1"), d("012"))), slash(), d(), d()),
+        nfa.seq(
+            d("123456789"),
+            slash(),
+            nfa.alt(nfa.seq(d("0"), d()), nfa.seq(d("3"), d("23456789")), nfa.seq(d("456789"), d())),
+        ),
+    )
+    named = nfa.alt(
+        nfa.seq(
+            name(), ws(), day(), nfa.opt(ordinal()), nfa.alt(nfa.seq(nfa.literal(b","), nfa.opt(ws())), ws()), year4()
+        ),
+        nfa.seq(name(), ws(), day(), nfa.opt(ordinal())),
+        nfa.seq(name(), nfa.opt(nfa.literal(b",")), ws(), year4()),
+        nfa.seq(name(), ws(), nfa.literal(b"of"), ws(), year4()),
+    )
+    nian, yue = nfa.literal("年".encode()), nfa.literal("月".encode())
+
+    def ri() -> Fragment:
+        return _chars(nfa, ["日", "号"])
+
+    cjk = nfa.alt(
+        nfa.seq(year4(), nian, nfa.opt(nfa.seq(month(), yue, nfa.opt(nfa.seq(day(), ri()))))),
+        nfa.seq(month(), yue, nfa.opt(nfa.seq(day(), ri()))),
+    )
+    return nfa.alt(three, two, named), cjk
+
+
 def _number_fragments(nfa: Nfa, chinese: bool) -> tuple[Fragment, Fragment]:
     """(number, percent) fragments."""
 
@@ -117,7 +205,7 @@ def _number_fragments(nfa: Nfa, chinese: bool) -> tuple[Fragment, Fragment]:
 
 @functools.cache
 def _base_dfa(chinese_numbers: bool) -> Dfa:
-    """Numbers, words, spaces, other characters: the same for every rule set, built once."""
+    """Numbers, dates, words, spaces, other characters: the same for every rule set, built once."""
     nfa = Nfa()
     start = nfa.state()
 
@@ -128,6 +216,9 @@ def _base_dfa(chinese_numbers: bool) -> Dfa:
     number, percent = _number_fragments(nfa, chinese_numbers)
     token(number, _Label(PRIO_NUMBER, ir.LEX_NUMBER, False))
     token(percent, _Label(PRIO_NUMBER, ir.LEX_PERCENT, False))
+    bounded, cjk = _date_fragments(nfa)
+    token(bounded, _Label(PRIO_NUMBER, ir.LEX_DATE, True))
+    token(cjk, _Label(PRIO_NUMBER, ir.LEX_DATE, False))
     token(nfa.plus(lambda: nfa.byteset(ASCII_LETTERS)), _Label(PRIO_WORD, ir.LEX_WORD, False))
     space = nfa.alt(nfa.plus(lambda: nfa.byteset(ASCII_SPACE)), _chars(nfa, ["\u00a0", "\u3000"]))
     token(space, _Label(PRIO_SPACE, ir.LEX_SPACE, False))

@@ -36,12 +36,13 @@ _TERMINAL_WORDS = {
     "CLASS_KIND": "a class kind (unit, keyword, constraint, punct, other)",
     "LOW_BRACKET": '"[" or "("',
     "HIGH_BRACKET": '"]" or ")"',
+    "GAP": 'a gap (".." or "...")',
     "$END": "the end of the file",
 }
 
 RESERVED_WORDS = frozenset(
     "ruleset options class anchor domain triggers at every barrier rule heat freq when match "
-    "require in consistent per lock expect passes rejects number percent exact unit keyword "
+    "require in consistent per lock expect passes rejects number percent date exact unit keyword "
     "constraint punct other".split()
 )
 
@@ -324,15 +325,16 @@ class _ToAst(Transformer):
 
     def element(self, meta, children):
         gap = capture = None
+        across = False
         for c in children[:-1]:
             if isinstance(c, tuple) and c[0] == "gap":
-                gap = c[1]
+                gap, across = c[1], c[2]
             elif isinstance(c, tuple) and c[0] == "capture":
                 capture = c[1]
-        return ast.Element(children[-1], gap, capture, self._p(meta))
+        return ast.Element(children[-1], gap, capture, self._p(meta), across)
 
     def gap(self, meta, children):
-        return ("gap", children[0])
+        return ("gap", children[1], str(children[0]) == "...")
 
     def capture(self, meta, children):
         return ("capture", children[0])
@@ -348,6 +350,9 @@ class _ToAst(Transformer):
 
     def atom_percent(self, meta, children):
         return ast.AtomPercent(self._p(meta))
+
+    def atom_date(self, meta, children):
+        return ast.AtomDate(self._p(meta))
 
     def atom_any(self, meta, children):
         flat: list[ast.Atom] = []

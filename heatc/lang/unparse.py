@@ -61,13 +61,15 @@ def format_atom(a: ast.Atom) -> str:
         return "number"
     if isinstance(a, ast.AtomPercent):
         return "percent"
+    if isinstance(a, ast.AtomDate):
+        return "date"
     return "(" + " | ".join(format_atom(o) for o in a.options) + ")"
 
 
 def format_element(e: ast.Element) -> str:
     parts = []
     if e.gap is not None:
-        parts.append(f"..{format_number(e.gap.value)} ")
+        parts.append(f"{'...' if e.across else '..'}{format_number(e.gap.value)} ")
     if e.capture is not None:
         parts.append(f"{e.capture.text}:")
     parts.append(format_atom(e.atom))

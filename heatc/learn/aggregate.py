@@ -1,8 +1,8 @@
 """The aggregate stage: couplings and corpus statistics → cells within the false-alarm
-budget, unit guards and keyword families (the modules `evidence`, `ranges`, `budget` and
-`guards` do the work).
+budget, unit guards and keyword families (the modules `evidence`, `couplings`,
+`quantities`, `ranges`, `budget` and `guards` do the work).
 
-Public surface: `aggregate`, `rare_word_cells`, `counted_text`.
+Public surface: `aggregate`, `rare_word_cells`, `counted_text`, `checked_sentences`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from heatc.learn.config import (
     LearnConfig,
 )
 from heatc.learn.corpus import sentences
+from heatc.learn.couplings import Couplings
 from heatc.learn.evidence import (
     CellKey,
     CellValues,
-    Couplings,
     LearnedCell,
     candidate_cells,
     collect_values,
@@ -34,6 +34,7 @@ from heatc.learn.guards import (
 )
 from heatc.learn.lexemes import Lexicon, discover_keywords, lex_sentence
 from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
+from heatc.learn.quantities import is_quantity, keyword_profiles
 
 
 def rare_word_cells(lexicon: Lexicon, sample: list[str], min_count: int) -> tuple[Lexicon, set[str], list[CellKey]]:
@@ -64,11 +65,28 @@ def rare_word_cells(lexicon: Lexicon, sample: list[str], min_count: int) -> tupl
 
 def counted_text(text: str) -> str:
     """The text of a document in which its values, and the false alarms the budget is spent
-    on, are counted: its sentences (`sentences`), joined. The budget is a share of the
-    corpus's sentences (`Plan.sentences`), so the fragments that are not counted as sentences
-    (under 12 or over 400 characters: tables, lists, long runs without a sentence end) do not
-    spend it either."""
+    on, are counted: its sentences (`sentences`), joined, so the fragments that are not
+    counted as sentences (under 12 or over 400 characters: tables, lists, long runs without a
+    sentence end) do not spend the budget either."""
     return " ".join(sentences(text))
+
+
+def checked_sentences(values: dict[CellKey, CellValues], keys, documents) -> int:
+    """How many sentences of the documents (as `counted_text` joins them) hold a value that
+    one of the cells `keys` captures: the sentences a false alarm can fall in, of which the
+    budget is a share."""
+    starts: list[list[int]] = []
+    for d in documents:
+        offsets, pos = [], 0
+        for s in sentences(d.text):
+            offsets.append(pos)
+            pos += len(s.encode()) + 1
+        starts.append(offsets)
+    hit: set[tuple[int, int]] = set()
+    for k in keys:
+        for d, positions in values[k].starts.items():
+            hit.update((d, int(np.searchsorted(starts[d], p, side="right")) - 1) for p in positions)
+    return len(hit)
 
 
 def aggregate(
@@ -124,20 +142,28 @@ def aggregate(
             value, per_lexeme = _relexed(old, lx.lexemes, value, per_lexeme)
             if value in by_value:
                 couplings.add(lx, by_value[value], per_lexeme, only=unscored if rec.get("topup") else None)
-    scores = {}
-    for k in candidates:
-        strength, n = couplings.strength(k)
-        if n >= config.min_probes:
-            scores[k] = couplings.percentile(strength)
+    # Which keywords name a measured quantity, by what their values look like in the corpus
+    # (`quantities`): a domain keyword that does not has no cells at all; another keyword-like
+    # category (a number word, a constraint word) keeps only its cells with a unit.
+    profiles = keyword_profiles(lexicon, {k.keyword for k in candidates if k.keyword}, texts)
+    verdicts = {k: is_quantity(p) for k, p in profiles.items()}
+    not_quantity = {k: why for k, (ok, why) in verdicts.items() if not ok}
+    candidates = [
+        k for k in candidates
+        if k.keyword not in not_quantity or (groups.get(k.keyword) != "keyword" and k.unit and k.check == "range")
+    ]  # fmt: skip
+    strengths = {k: couplings.strength(k) for k in candidates}
+    scores = couplings.scores(candidates, config.min_probes)
     guarded = unit_guards(candidates, [k for k, x in scores.items() if x >= config.sensitivity], groups)
     everything = collect_values(lexicon, candidates + sorted(guarded), texts)
     values = {k: v for k, v in everything.items() if k not in guarded}
-    guards = _guard_cells(guarded, everything, scores, couplings, config.min_support)
+    guards = _guard_cells(guarded, everything, scores, strengths, config.min_support)
     swaps = unit_swaps(candidates)
+    hot = [k for k, x in scores.items() if x >= config.sensitivity] + sorted(guarded)
     cells = cell_table(
-        everything, couplings, min_support=config.min_support, min_probes=config.min_probes, sentences=plan_.sentences,
-        alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
-        substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
+        everything, scores, strengths, min_support=config.min_support, min_probes=config.min_probes,
+        sentences=checked_sentences(everything, hot, documents), alarm_budget=config.alarm_budget,
+        sensitivity=config.sensitivity, substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
         swapped=swap_sources(values, swaps),
     )  # fmt: skip
     # max_cells bounds the cells of the heatmap's own statistics; guards come with the hot
@@ -150,8 +176,9 @@ def aggregate(
         used = {x for c in cells for x in (c.key.keyword, c.key.unit) if x} | {"sentence_end", "abbreviation"}
         final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
         recount = collect_values(final, sorted({c.key for c in cells}), texts)
+        checked = checked_sentences(recount, [c.key for c in cells if c.score >= config.sensitivity], documents)
         kept = select_cells(
-            [c for c in cells if not c.guards], recount, min_support=config.min_support, sentences=plan_.sentences,
+            [c for c in cells if not c.guards], recount, min_support=config.min_support, sentences=checked,
             alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
             substitutes=_numeral_substitutes(recount, set(numerals)), guards=[c for c in cells if c.guards],
             swapped=swap_sources({k: v for k, v in recount.items() if k not in guarded}, swaps),
@@ -166,6 +193,8 @@ def aggregate(
         "candidate_cells": len(plan_.candidates),
         "cells": len(kept),
         "hot_cells": sum(c.score >= config.sensitivity for c in kept),
+        "checked_sentences": checked,
+        "not_quantities": len(not_quantity),
         "unit_vs_keyword": _role_summary(couplings),
     }
     return final, kept, summary
@@ -175,7 +204,7 @@ def _guard_cells(
     guarded: dict[CellKey, list[tuple[CellKey, float]]],
     values: dict[CellKey, CellValues],
     scores: dict[CellKey, float],
-    couplings: Couplings,
+    strengths: dict[CellKey, tuple[float, int]],
     min_support: int,
 ) -> list[LearnedCell]:
     """Unit guards (`unit_guards`) as cells: each takes the teacher's score of the best
@@ -190,7 +219,7 @@ def _guard_cells(
         if not stands_for:
             continue
         best = max(stands_for, key=lambda x: (scores[x[0]], x[0]))[0]
-        strength, n = couplings.strength(best)
+        strength, n = strengths[best]
         out.append(
             LearnedCell(
                 g, round(scores[best], 4), round(strength, 4), n, sum(len(values[k].values) for k, _ in stands_for),

@@ -1,10 +1,12 @@
 """The false-alarm budget: which scored cells become rules, and which range each holds,
-so that all of them together reject at most `ALARM_BUDGET` of the corpus's sentences.
+so that all of them together reject at most `ALARM_BUDGET` of the corpus's sentences that
+hold a value some cell checks.
 
-A *consistency* cell joins a range cell when the cell recurs within documents and its
-value nearly always repeats there.
+A *consistency* cell joins a range cell only where the same term truly must repeat: it
+recurs in `min_documents` documents, and where a document states it again it states the
+same value (`MAX_CONFLICTS`) — a term of a contract, not a dose that changes.
 
-Public surface: `cell_table`, `select_cells`, `allocate`.
+Public surface: `cell_table`, `select_cells`, `allocate`, `MAX_CONFLICTS`.
 """
 
 from __future__ import annotations
@@ -15,23 +17,27 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, Stats
-from heatc.heatmap.lower import margin_range
-from heatc.learn.evidence import ALARM_BUDGET, MAX_REJECTED, CellKey, CellValues, Couplings, LearnedCell
+from heatc.learn.evidence import ALARM_BUDGET, MAX_REJECTED, CellKey, CellValues, LearnedCell
 from heatc.learn.ranges import (
     conflicts,
     count_outside,
+    fitted_values,
     log_width,
+    n_bounds,
     range_options,
     rejected_values,
-    slip_power,
+    tail_margin,
     value_stats,
 )
+
+# a consistency cell's restated values may differ from the first at most this often
+MAX_CONFLICTS = 0.02
 
 
 def cell_table(
     values: dict[CellKey, CellValues],
-    couplings: Couplings,
+    scores: dict[CellKey, float],
+    strengths: dict[CellKey, tuple[float, int]],
     *,
     min_support: int,
     min_probes: int,
@@ -44,18 +50,19 @@ def cell_table(
     guards: Iterable[LearnedCell] = (),
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
 ) -> list[LearnedCell]:
-    """Every cell with enough corpus support and teacher evidence, highest score first,
+    """Every cell with enough corpus support and a teacher's score (`scores`, from
+    `Couplings.scores`; `strengths` their (strength, probed occurrences)), highest score first,
     within the false-alarm budget (`select_cells`)."""
     ranked = []
     guards = list(guards)
     guard_keys = {g.key for g in guards}  # their values are counted in `values`; they are not ranked
     for key, cv in values.items():
-        if len(cv.values) < min_support or key in guard_keys:
+        if len(cv.values) < min_support or key in guard_keys or key not in scores:
             continue
-        strength, n = couplings.strength(key)
+        strength, n = strengths[key]
         if n < min_probes:
             continue
-        ranked.append(LearnedCell(key, round(couplings.percentile(strength), 4), round(strength, 4), n, 0, {}))
+        ranked.append(LearnedCell(key, round(scores[key], 4), round(strength, 4), n, 0, {}))
     ranked.sort(key=lambda c: (-c.score, c.key))
     return select_cells(
         ranked, values, min_support=min_support, sentences=sentences, alarm_budget=alarm_budget,
@@ -98,7 +105,11 @@ def select_cells(
     budget = alarm_budget * max(sentences, 1)
     out: list[LearnedCell] = []
     alarms = 0.0
-    narrow: set[CellKey] = set()
+    options: dict[CellKey, list] = {}  # each hot range cell's candidate ranges, for `allocate`
+    hot_ranges = [
+        c.key for c in ranked if c.key.check == "range" and sensitivity is not None and c.score >= sensitivity
+    ]
+    margin = tail_margin((k, values[k]) for k in hot_ranges if len(values[k].values) >= min_support)
 
     def take(cells: list[LearnedCell], hot: bool = False) -> None:
         nonlocal alarms
@@ -106,17 +117,24 @@ def select_cells(
             cv = values[c.key]
             if len(cv.values) < min_support:
                 continue
-            fit = cv.bare()
+            fit = fitted_values(c.key, cv)
+            if not fit.values:
+                continue
             stats = value_stats(cv.values, fit.values)
             if c.key.check == "range":
                 rejected = rejected_values(stats, cv.values)
-                if rejected_values(stats, fit.values) > max_rejected * len(fit.values):
-                    if not hot or not any(o.kept_out <= max_rejected * len(fit.values) for o in range_options(cv)):
+                if hot:  # runs with a candidate range that accepts all but max_rejected of its values
+                    options[c.key] = [
+                        o for o in range_options(cv, c.key, margin) if o.kept_out <= max_rejected * len(fit.values)
+                    ]
+                    if not options[c.key]:
                         continue
-                    narrow.add(c.key)  # only a candidate range accepts enough of its values
+                elif rejected_values(stats, fit.values) > max_rejected * len(fit.values):
+                    continue
             else:
                 rejected, documents = conflicts(cv)
-                if documents < min_documents:
+                restated = sum(len(vs) - 1 for vs in cv.per_document.values() if len(vs) >= 2)
+                if documents < min_documents or rejected > MAX_CONFLICTS * restated:
                     continue
             if alarms + rejected > budget:
                 continue
@@ -131,9 +149,7 @@ def select_cells(
     for g in guards:
         rejected = int((np.asarray(values[g.key].values) > 0).sum())  # range [0, 0]: every value is a false alarm
         out.append(dataclasses.replace(g, rejected=rejected, range=(0.0, 0.0)))
-    out, alarms = allocate(
-        out, values, budget=total, max_rejected=max_rejected, narrow=narrow, substitutes=substitutes, swapped=swapped
-    )
+    out, alarms = allocate(out, values, budget=total, options=options, substitutes=substitutes, swapped=swapped)
     budget = total
     take([c for c in ranked if c.score < sensitivity])
     return out
@@ -144,8 +160,7 @@ def allocate(
     values: dict[CellKey, CellValues],
     *,
     budget: float,
-    max_rejected: float = MAX_REJECTED,
-    narrow: set[CellKey] | frozenset[CellKey] = frozenset(),
+    options: dict[CellKey, list],
     substitutes: dict[CellKey, np.ndarray] | None = None,
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
 ) -> tuple[list[LearnedCell], float]:
@@ -157,15 +172,15 @@ def allocate(
     a slip of the values it accepts that would fall outside, and a substitution when the
     value it accepts is replaced by one it rejects; a consistency cell notices both at every
     value of a document that states its term at least twice, a substitution unless the new
-    value happens to be the same. It costs its false alarms, for a range the larger of its rejections
-    in the corpus and the cross-validated estimate for unseen documents (`range_options`). Each
-    cell is left out, or runs with the margin policy's range or a candidate range (which
-    must still accept all but `max_rejected` of its values; for the cells in `narrow` the
-    margin policy's range does not, and only candidate ranges are offered); the choice maximises the total
-    worth within the budget (a Lagrangian relaxation: every cell takes the choice with the
-    largest worth − λ × cost, for the smallest λ ≥ 0 that fits; between choices alike in
-    both, the narrower range, which notices smaller changes too). Returns the cells that run
-    and the false alarms charged for them.
+    value happens to be the same. It costs its false alarms, for a range the larger of its
+    rejections in the corpus and the cross-validated estimate for unseen documents. Each range
+    cell is left out or runs with one of its candidate `options` (`range_options`: bounds
+    beyond the clean tails, or a side left open); the choice maximises the total worth within
+    the budget (a Lagrangian relaxation: every cell takes the choice with the largest worth −
+    λ × cost, for the smallest λ ≥ 0 that fits; between choices alike in both, the one with
+    fewer bounds — a bound no error needs is left out — then the narrower range, which
+    notices smaller changes too). Returns the cells that run, each with its measured
+    false-alarm rate (`LearnedCell.false_alarms`), and the false alarms charged for them.
 
     `substitutes` gives, per cell, the values a substitution draws from where they are not
     the cell's own: a number word restated in digits ("thirty (30) days") has one value, so
@@ -176,53 +191,45 @@ def allocate(
     "within 30 days" written "within 30 months" puts a days value in the cell "within … months".
     A third kind of error, weighted as a unit guard's: each source's values times the share of
     its unit's swaps that go to this cell's unit, halved; the range notices those it rejects."""
-    # (worth, cost, bounds or None for the margin policy's, rejections in the corpus, width)
-    choices: list[list[tuple[float, float, tuple[float, float] | None, int, float]]] = []
+    # (worth, cost, bounds, rejections in the corpus, bounds held, width, false-alarm rate)
+    choices: list[list[tuple]] = []
     for c in cells:
         cv = values[c.key]
-        ch = [(0.0, 0.0, None, 0, math.inf)]  # left out
+        n_all = max(len(cv.values), 1)
+        ch: list[tuple] = [(0.0, 0.0, None, 0, 0, math.inf, 0.0)]  # left out
         if c.guards:
-            ch.append((c.worth, max(float(c.rejected), c.expected), (0.0, 0.0), c.rejected, 0.0))
+            cost = max(float(c.rejected), c.expected)
+            ch.append((c.worth, cost, (0.0, 0.0), c.rejected, 2, 0.0, cost / max(c.support, 1)))
         elif c.key.check == "consistent":
             # a restated value is noticed however it changes: a slip, or another value
-            counts = np.unique(np.asarray(cv.values), return_counts=True)[1] / max(len(cv.values), 1)
+            counts = np.unique(np.asarray(cv.values), return_counts=True)[1] / n_all
             stated = sum(len(vs) for vs in cv.per_document.values() if len(vs) >= 2) - c.rejected
             worth = stated * (1.0 + (1.0 - float((counts**2).sum()))) / 2
-            ch.append((worth, float(c.rejected), None, c.rejected, 0.0))
+            ch.append((worth, float(c.rejected), None, c.rejected, 0, 0.0, c.rejected / n_all))
         else:
-            fit = cv.bare()  # the values it was fitted to; it is worth what it would notice there
-            n = len(fit.values)
+            n = len(fitted_values(c.key, cv).values)  # the values it was fitted to; worth what it notices there
             pool = None if substitutes is None else substitutes.get(c.key)
             sources = () if swapped is None else swapped.get(c.key, ())
 
-            def worth(
-                power: float, rejected: int, bounds: tuple[float, float], n: int = n, pool=pool, sources=sources
-            ) -> float:
-                inside = 1.0 - rejected / n  # the share of the cell's values it accepts
+            def worth(o, n: int = n, pool=pool, sources=sources) -> float:
+                inside = 1.0 - o.kept_out / n  # the share of the cell's values it accepts
                 # another value in its place: noticed if the range accepts the first and not the second
-                outside = 1.0 - inside if pool is None or not len(pool) else count_outside(bounds, pool) / len(pool)
+                outside = 1.0 - inside if pool is None or not len(pool) else count_outside(o.bounds, pool) / len(pool)
                 # a value of another unit written in this cell's unit: noticed if the range rejects it
-                swap = sum(share * count_outside(bounds, src) for share, src in sources)
-                return (n * (power + inside * outside) + swap) / 2
+                swap = sum(share * count_outside(o.bounds, src) for share, src in sources)
+                return (n * (o.power + inside * outside) + swap) / 2
 
-            default = margin_range(Stats(**c.stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
-            if c.key not in narrow:
-                ch.append(
-                    (worth(slip_power(default, fit.values), count_outside(default, fit.values), default), float(c.rejected),
-                     None, c.rejected, log_width(default))
-                )  # fmt: skip
             ch.extend(
-                (worth(o.power, o.kept_out, o.bounds), float(max(o.rejected, o.expected)), o.bounds, o.rejected,
-                 log_width(o.bounds))
-                for o in range_options(cv)
-                if o.kept_out <= max_rejected * n
+                (worth(o), float(max(o.rejected, o.expected)), o.bounds, o.rejected, n_bounds(o.bounds),
+                 log_width(o.bounds), o.expected / n_all)
+                for o in options.get(c.key, ())
             )  # fmt: skip
         choices.append(ch)
 
     def pick(lam: float) -> list[int]:
-        # ties: the cheaper choice, then the narrower range (it notices smaller changes too)
+        # ties: the cheaper choice, then fewer bounds, then the narrower range
         return [
-            max(range(len(ch)), key=lambda k, ch=ch: (ch[k][0] - lam * ch[k][1], -ch[k][1], -ch[k][4]))
+            max(range(len(ch)), key=lambda k, ch=ch: (ch[k][0] - lam * ch[k][1], -ch[k][1], -ch[k][4], -ch[k][5]))
             for ch in choices
         ]
 
@@ -243,7 +250,7 @@ def allocate(
     for c, ch, k in zip(cells, choices, pick(lam), strict=True):
         if k == 0:
             continue
-        _, charged, bounds, rejected, _ = ch[k]
+        _, charged, bounds, rejected, _, _, rate = ch[k]
         spent += charged
-        out.append(dataclasses.replace(c, range=bounds, rejected=rejected))
+        out.append(dataclasses.replace(c, range=bounds, rejected=rejected, false_alarms=round(rate, 5)))
     return out, spent

@@ -2,7 +2,7 @@
 ranks of a `torchrun` run, seeded hashing.
 
 Public surface: `LearnConfig`, `Progress`, `quiet`, `rank_and_world`, `barrier`,
-`seeded_hash`, `WORK_VERSION`, `TOPUP_VERSION`.
+`seeded_hash`, `WORK_VERSION`, `TOPUP_VERSION`, `SENSITIVITY`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from heatc.learn.evidence import (
 )
 from heatc.learn.lexemes import SEED_CATEGORIES, STOPWORDS
 
+# A learned cell's score is the share of candidate cells it is coupled at least as strongly as
+# (`heatc.learn.couplings`): the cells in the bottom quarter stay below the threshold.
+SENSITIVITY = 0.25
 WORK_VERSION = 2  # the format of a run's working files (<output>.learn/); another version starts afresh
 TOPUP_VERSION = 1  # how `topup_plan` chooses; another version redoes the top-up alone
 
@@ -48,8 +51,9 @@ class LearnConfig:
     min_probes: int = 3  # probed occurrences a cell needs
     max_keywords: int = 200
     max_cells: int = 400
-    sensitivity: float = 0.75
-    alarm_budget: float = ALARM_BUDGET  # clean-corpus rejections allowed per sentence, all cells together
+    sensitivity: float = SENSITIVITY
+    # clean-corpus rejections allowed per sentence that holds a value some cell checks, all cells together
+    alarm_budget: float = ALARM_BUDGET
     batch_size: int = 16
     chunk_size: int = 64
     epochs: int = 8

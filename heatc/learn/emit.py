@@ -75,6 +75,8 @@ def heatmap_document(
         doc.update(score=c.score, support=c.support, stats=c.stats)
         if c.range is not None:
             doc["range"] = [c.range[0], c.range[1]]
+        if c.false_alarms is not None:
+            doc["false_alarms"] = float(f"{c.false_alarms:.3g}")
         if c.key.check != "range":
             doc["check"] = c.key.check
         if c.guards:
@@ -86,9 +88,11 @@ def heatmap_document(
             cell_docs.append(doc)
             continue
         doc["description"] = (
-            f"learned: coupling {c.strength:g}× the mean over {c.probes} probed occurrences; "
-            f"values {_decimal(c.stats['q01'])}–{_decimal(c.stats['q99'])} (1st–99th percentile)"
+            f"learned: coupling {c.strength:g}× an ordinary lexeme's at its distance, over {c.probes} probed "
+            f"occurrences; values {_decimal(c.stats['q01'])}–{_decimal(c.stats['q99'])} (1st–99th percentile)"
         )
+        if c.false_alarms is not None and c.key.check == "range":
+            doc["description"] += f"; rejects {c.false_alarms * 100:.2g} % of held-out clean values"
         if c.key.check == "range" and c.rejected:
             doc["description"] += f"; {c.rejected / c.support * 100:.2g} % of the values seen fall outside its range"
         if c.key.check == "consistent":
@@ -150,7 +154,7 @@ def _expects_for(
             if cell.score < sensitivity or cell.guards:
                 continue
             lo, hi = cell.range if cell.range is not None else _margin(cell.stats)
-            if not lo <= v <= hi:
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
                 out.append(name)
         return out
 

@@ -20,7 +20,8 @@ from heatc.learn.lexemes import UNIT_LADDERS
 
 SWAP_KEYWORDS = 2  # keywords that must take both units before a swap between them is plausible
 QUANTITY_EVIDENCE = 1.0  # the evidence two units of one quantity have before any keyword takes both
-GUARDS_PER_CELL = 2  # guards a hot unit cell may add: its unit's most plausible swaps
+SHOWN_LADDER_EVIDENCE = 0.25  # ... where keywords show other swaps of the unit
+GUARDS_PER_CELL = 3  # guards a hot unit cell may add: its unit's most plausible swaps
 
 
 def _units_by_keyword(candidates: Iterable[CellKey]) -> dict[str, set[str]]:
@@ -68,8 +69,10 @@ def unit_swaps(candidates: Iterable[CellKey], ladders: Ladders = UNIT_LADDERS) -
     million, billion) are plausible swaps — a wrong prefix or scale is the error that keeps a
     value looking right — and the lexicon's word counts as `QUANTITY_EVIDENCE` of each: no
     two keywords of half of MTSamples take both mL and L, one of TAT-QA million and billion.
-    The lexicon fills a gap in the evidence and never dilutes it: days, whose swaps keywords
-    show (months, years, hours), get no weeks. Only units some candidate cell uses take part."""
+    Where keywords do show such a swap, the neighbours still count, as `SHOWN_LADDER_EVIDENCE`:
+    "Lasix 40 mg" written "Lasix 40 g" is a slip of scale whatever mcg the keywords show, and
+    a small share keeps the swaps the keywords show in front. Only units some candidate cell
+    uses take part."""
     candidates = list(candidates)
     units_of = _units_by_keyword(candidates)
     evidence: dict[tuple[str, str], float] = defaultdict(float)
@@ -85,8 +88,8 @@ def unit_swaps(candidates: Iterable[CellKey], ladders: Ladders = UNIT_LADDERS) -
         a for (a, b), n in keywords.items() if n >= SWAP_KEYWORDS and a in quantity and quantity.get(b) == quantity[a]
     }
     for a, b in ladder_neighbours(ladders):
-        if a in used and b in used and a not in shown:
-            evidence[a, b] += QUANTITY_EVIDENCE
+        if a in used and b in used:
+            evidence[a, b] += SHOWN_LADDER_EVIDENCE if a in shown else QUANTITY_EVIDENCE
             keywords[a, b] += SWAP_KEYWORDS
     plausible: dict[str, dict[str, float]] = defaultdict(dict)
     for (a, b), e in evidence.items():

@@ -195,7 +195,7 @@ class Lexicon:
         return Lexicon(kept, self.chinese_numbers)
 
     def with_keywords(self, phrases: Iterable[str], group: str = "keyword") -> Lexicon:
-        taken = {c.name for c in self.categories} | set(RESERVED_WORDS) | {"number", "percent"}
+        taken = {c.name for c in self.categories} | set(RESERVED_WORDS)
         seen = {lit.lower() for c in self.categories for lit in c.literals}
         added = []
         for phrase in phrases:
@@ -205,7 +205,7 @@ class Lexicon:
             base = _IDENT.sub("_", phrase.lower()).strip("_") or "keyword"
             if base[0].isdigit():
                 base = "kw_" + base
-            if base in RESERVED_WORDS or base in ("number", "percent"):
+            if base in RESERVED_WORDS:
                 base += "_kw"  # "consistent", "lock", "number": words the rule language reserves
             name, k = base, 2
             while name in taken:
@@ -249,10 +249,11 @@ class SentenceLexemes:
     categories: list[str | None]
 
     def is_value(self, i: int) -> bool:
-        return self.lexemes[i].code in (ir.LEX_NUMBER, ir.LEX_PERCENT)
+        return self.lexemes[i].code in ir.VALUE_CODES
 
     def value_category(self, i: int) -> str:
-        return "percent" if self.lexemes[i].code == ir.LEX_PERCENT else "number"
+        """number | percent | date (a date's value is its year)."""
+        return ir.LEXEME_NAMES[self.lexemes[i].code]
 
 
 def lex_sentence(program: ir.Program, text: str) -> SentenceLexemes:

@@ -1,21 +1,28 @@
 """Value ranges: statistics of a cell's clean values, the ranges a rule could hold
-(quantile cuts with a margin), how many clean values each rejects and how much of the
-error it exists to catch (a value ten times too large or too small) it would notice.
+(bounds beyond the clean values' tails by a margin, or a side left open), how many clean
+values each rejects — in the corpus and, cross-validated, in unseen documents — and how
+much of the error it exists to catch (a value ten times too large or too small) it would
+notice.
+
+A bound is `None` where the range leaves that side open: the bound no error needs (a
+lower bound that only rejects small doses, when no slip lands below it) is left out.
 
 Public surface: `inliers`, `value_stats`, `conflicts`, `rejected_values`, `rejected_share`,
-`RangeOption`, `range_options`, `slip_power`, `count_outside`, `log_width`.
+`Bounds`, `RangeOption`, `range_options`, `tail_margin`, `fitted_values`, `slip_power`,
+`count_outside`, `log_width`, `n_bounds`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, Stats
-from heatc.heatmap.lower import margin_range
-from heatc.learn.evidence import CellValues
+from heatc.heatmap.lower import margin_range, round_out
+from heatc.learn.evidence import CellKey, CellValues
 
 OUTLIER_FENCE = 3.0  # interquartile ranges, in log10 space
 
@@ -66,10 +73,22 @@ def rejected_values(stats: dict, values: list[float]) -> int:
     return sum(not lo <= v <= hi for v in values)
 
 
-def count_outside(bounds: tuple[float, float], values) -> int:
+Bounds = tuple[float | None, float | None]  # None: that side is open
+
+
+def _closed(bounds: Bounds) -> tuple[float, float]:
     lo, hi = bounds
+    return (-math.inf if lo is None else lo), (math.inf if hi is None else hi)
+
+
+def count_outside(bounds: Bounds, values) -> int:
+    lo, hi = _closed(bounds)
     a = np.asarray(values, dtype=np.float64)
     return int(((a < lo) | (a > hi)).sum())
+
+
+def n_bounds(bounds: Bounds) -> int:
+    return sum(b is not None for b in bounds)
 
 
 def rejected_share(stats: dict, values: list[float]) -> float:
@@ -77,34 +96,46 @@ def rejected_share(stats: dict, values: list[float]) -> float:
     return rejected_values(stats, values) / max(len(values), 1)
 
 
-RANGE_LEVELS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1)  # quantile levels cut from each end of a tightened range
-RANGE_FACTORS = (1.1, 1.25, 1.5, 2.0, 3.0)  # the margin a tightened range keeps, in log space
+# quantile levels a bound is read from at each end: the clean tail (0 is the extreme value);
+# a cut past a few stray values is priced by the false alarms it costs
+RANGE_LEVELS = (0.0, 0.0025, 0.005, 0.01, 0.025, 0.05)
+# the margin beyond the tail, in log space (lo / f, hi × f), in multiples of `tail_margin`
+RANGE_FACTORS = (1.0, 1.5, 2.0, 3.0)
+TAIL_QUANTILE = 0.99  # `tail_margin`: the share of the documents' tails a margin covers
+# the margin beyond the tail in widths of the values' central 90 % (q95 − q05): for quantities
+# whose values sit far from 0 (years), where a factor of 1.5 would reach past any error
+RANGE_WIDTHS = (0.5, 1.0, 2.0, 4.0)
 SLIP = 10.0  # the error a range exists to catch: a value written ten times too large or too small
 
 
 @dataclass(frozen=True)
 class RangeOption:
-    bounds: tuple[float, float]
+    bounds: Bounds
     rejected: int  # clean values outside, in the corpus
     expected: float  # clean values outside, estimated for unseen documents (cross-validated)
     power: float  # share of the values that the range accepts but rejects ten times larger or smaller
     kept_out: int  # of the values it was fitted to (`CellValues.bare`), those it rejects
 
 
-def _fit(x: np.ndarray, low: float, high: float, factor: float) -> tuple[float, float] | None:
-    """[quantile(low) / factor, quantile(1 − high) × factor], rounded outwards as `heatc lower`
-    rounds; None unless the quantity is positive there."""
-    lo, hi = np.quantile(x, [low, 1.0 - high])
-    if lo <= 0:
+def _fit(x: np.ndarray, low: float, high: float, margin: tuple[str, float], sides: str) -> Bounds | None:
+    """Bounds beyond the tails quantile(low) and quantile(1 − high): `margin` ("factor", f)
+    gives [lo / f, hi × f], ("width", w) [lo − w·s, hi + w·s] with s = q95 − q05; `sides`
+    keeps both, the "low" or the "high" one. Rounded outwards as `heatc lower` rounds. None
+    where the lower bound kept would not be above 0 (that range is the one with the side open)."""
+    lo, hi, q05, q95 = (float(q) for q in np.quantile(x, [low, 1.0 - high, 0.05, 0.95]))
+    kind, m = margin
+    a = lo / m if kind == "factor" else lo - m * (q95 - q05)
+    b = hi * m if kind == "factor" else hi + m * (q95 - q05)
+    if sides != "high" and a <= 0:
         return None
-    return margin_range(Stats(q01=float(lo), q99=float(hi)), DEFAULT_MARGIN_SPREAD, factor)
+    return (round_out(a, False) if sides != "high" else None), (round_out(b, True) if sides != "low" else None)
 
 
-def slip_power(bounds: tuple[float, float], values) -> float:
+def slip_power(bounds: Bounds, values) -> float:
     """The share of `values` a rule with these bounds accepts and would reject if it were
     written ten times larger or ten times smaller (a slipped decimal point, a wrong unit),
     the two directions weighted alike."""
-    lo, hi = bounds
+    lo, hi = _closed(bounds)
     a = np.asarray(values, dtype=np.float64)
     inside = (a >= lo) & (a <= hi)
     up = inside & ((a * SLIP < lo) | (a * SLIP > hi))
@@ -115,14 +146,49 @@ def slip_power(bounds: tuple[float, float], values) -> float:
 FOLDS = 5  # documents are split this many ways to estimate a range's false alarms out of sample
 
 
-def range_options(cv: CellValues) -> list[RangeOption]:
-    """Candidate ranges for a positive quantity: quantiles cut from either end, widened by
-    a factor (those whose lower quantile is above 0). Each is costed by its rejections in the
-    corpus and by a cross-validated estimate for unseen documents: fitted on the values of
-    four fifths of the documents and counted on the other fifth's, for each fifth — the
-    narrower a range, the more its in-corpus count flatters. A keyword cell without a unit is
-    fitted to its values written without one (`CellValues.bare`) and costed on all of them."""
+def fitted_values(key: CellKey, cv: CellValues) -> CellValues:
+    """The values a cell's range is fitted to: those written without a unit for a keyword cell
+    without one (`CellValues.bare`); for a date cell, the dates that name a year (0 stands
+    for none)."""
     fit = cv.bare()
+    if key.value != "date":
+        return fit
+    out = CellValues()
+    for d, vs in fit.per_document.items():
+        out.per_document[d].extend(v for v in vs if v > 0)
+        out.values.extend(v for v in vs if v > 0)
+    return out
+
+
+def tail_margin(cells: Iterable[tuple[CellKey, CellValues]], quantile: float = TAIL_QUANTILE) -> float:
+    """How far beyond the clean tail a bound must sit for the tails of documents not seen:
+    over every cell and every fifth of its documents, the factors by which that fifth's
+    smallest value lies below the other four fifths' smallest and its largest above their
+    largest; the `quantile` of those factors (at least 1.5). In half of MTSamples one fifth
+    in nine goes past the others' tail, and the 99th percentile is about 3.5: a lower bound
+    at 1.6 mg for doses whose smallest is 2.4 mg is no margin real tails have."""
+    factors = []
+    for key, cv in cells:
+        parts: list[list[float]] = [[] for _ in range(FOLDS)]
+        for d, vs in fitted_values(key, cv).per_document.items():
+            parts[d % FOLDS].extend(v for v in vs if v > 0)
+        for i in range(FOLDS):
+            rest = [v for j, p in enumerate(parts) if j != i for v in p]
+            if parts[i] and len(rest) >= 5:
+                factors += [min(rest) / min(parts[i]), max(parts[i]) / max(rest)]
+    return max(1.5, float(np.quantile(factors, quantile))) if factors else 1.5
+
+
+def range_options(cv: CellValues, key: CellKey | None = None, margin: float = 1.5) -> list[RangeOption]:
+    """Candidate ranges: bounds beyond the clean tails (quantile levels `RANGE_LEVELS`) by a
+    margin (`RANGE_FACTORS` × `margin`, the `tail_margin`, in log space; `RANGE_WIDTHS` in
+    widths), with both sides or one left open. Each is costed by its rejections in the corpus and by a cross-validated
+    estimate for unseen documents: fitted on the values of four fifths of the documents and
+    counted on the other fifth's, for each fifth — the narrower a range, the more its
+    in-corpus count flatters; the estimate is what the heatmap records as the rule's
+    false-alarm rate. A keyword cell without a unit is fitted to its values written without
+    one (`fitted_values`) and costed on all of them."""
+    fit = cv.bare() if key is None else fitted_values(key, cv)
     x = np.asarray(fit.values, dtype=np.float64)
     every = np.asarray(cv.values, dtype=np.float64)
     parts: list[list[float]] = [[] for _ in range(FOLDS)]
@@ -135,30 +201,36 @@ def range_options(cv: CellValues) -> list[RangeOption]:
     fitted = [np.asarray([v for j, p in enumerate(parts) if j != i for v in p], dtype=np.float64) for i in range(FOLDS)]
     if len(x) == 0 or min(len(f) for f in fitted) < 5:
         return []
-    out = []
-    for low in RANGE_LEVELS:
-        for high in RANGE_LEVELS:
-            for factor in RANGE_FACTORS:
-                bounds = _fit(x, low, high, factor)
-                if bounds is None:
-                    continue
-                folds = [_fit(f, low, high, factor) for f in fitted]
-                if any(b is None for b in folds):
-                    continue
-                expected = sum(count_outside(b, h) for b, h in zip(folds, held, strict=True))
-                out.append(
-                    RangeOption(
-                        bounds,
-                        count_outside(bounds, every),
-                        float(expected),
-                        slip_power(bounds, x),
-                        count_outside(bounds, x),
-                    )
+    margins = [("factor", f * margin) for f in RANGE_FACTORS] + [("width", w) for w in RANGE_WIDTHS]
+    shapes = [(low, high, "both") for low in RANGE_LEVELS for high in RANGE_LEVELS]
+    shapes += [(low, 0.0, "low") for low in RANGE_LEVELS] + [(0.0, high, "high") for high in RANGE_LEVELS]
+    out, seen = [], set()
+    for low, high, sides in shapes:
+        for margin in margins:
+            bounds = _fit(x, low, high, margin, sides)
+            if bounds is None or bounds in seen:
+                continue
+            folds = [_fit(f, low, high, margin, sides) for f in fitted]
+            if any(b is None for b in folds):
+                continue
+            seen.add(bounds)
+            expected = sum(count_outside(b, h) for b, h in zip(folds, held, strict=True))
+            out.append(
+                RangeOption(
+                    bounds,
+                    count_outside(bounds, every),
+                    float(expected),
+                    slip_power(bounds, x),
+                    count_outside(bounds, x),
                 )
+            )
     return out
 
 
-def log_width(bounds: tuple[float, float]) -> float:
-    """A range's width in decades; a range that reaches 0 counts as wider than any other."""
+def log_width(bounds: Bounds) -> float:
+    """A range's width in decades, an open side reaching 10^-9 or 10^12 (so that of two ranges
+    open on the same side the one with the nearer bound is narrower)."""
     lo, hi = bounds
-    return math.log10(hi / lo) if lo > 0 else 1e9
+    lo = 1e-9 if lo is None or lo <= 0 else lo
+    hi = 1e12 if hi is None else hi
+    return math.log10(max(hi, lo) / lo)

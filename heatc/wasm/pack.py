@@ -95,6 +95,9 @@ def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
         element_bytes += ELEMENT.struct.pack(e.gap, accepts_rel + 4 * len(accepts), len(e.accepts), e.capture)
         accepts += e.accepts
     accept_bytes = _u32s(accepts)
+    # binding: per element, the lexeme kinds its gap never skips (ir.Element.blocks)
+    blocks_rel = accepts_rel + len(accept_bytes)
+    accept_bytes += _u32s([e.blocks for e in rule.elements])
     reqs_rel = accepts_rel + len(accept_bytes)
     reqs_rel += -reqs_rel % 16
     req_bytes = b""
@@ -116,7 +119,7 @@ def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
         keys += u.key_classes
     header = RULE.struct.pack(
         k, nc, rule.gate, state_off, len(rule.requirements), len(rule.channels),
-        elements_rel, reqs_rel, chans_rel, THREAD.size + 8 * nc, int(late), 0,
+        elements_rel, reqs_rel, chans_rel, THREAD.size + 8 * nc, int(late), blocks_rel,
     )  # fmt: skip
     body = header + element_bytes + accept_bytes
     body += b"\0" * (reqs_rel - len(body))
@@ -180,13 +183,23 @@ def pack(program: ir.Program) -> Packed:
         for code in rule.elements[-1].accepts:
             finals[code] += 1
     b.section("code_flags", bytes(flags))
-    # inert tokens: in no element's accept list, no barrier: to a live thread such a lexeme
-    # is only one more gap, so a kernel may age threads by a run of them at once
+    kinds = p.code_kinds or [0] * n_codes
+    b.section("code_kinds", bytes(kinds))  # per code its kind (ir.KIND_*): the gaps it ends
+    # inert tokens: in no element's accept list, no barrier, of no kind a gap does not skip:
+    # to a live thread such a lexeme is only one more gap, so a kernel may age threads by a
+    # run of them at once
     accepted = {code for rule in p.rules for e in rule.elements for code in e.accepts}
+    blocked = 0
+    for rule in p.rules:
+        for e in rule.elements:
+            blocked |= e.blocks
     busy = ir.FLAG_BARRIER | ir.FLAG_STARTS | ir.FLAG_ANCHOR_MEMBER
     b.section(
         "inert",
-        bytes(int(code not in accepted and not flag & busy) for code, flag in enumerate(flags)),
+        bytes(
+            int(code not in accepted and not flag & busy and not kinds[code] & blocked)
+            for code, flag in enumerate(flags)
+        ),
     )
     b.section("literal_class", _u32s([lit.class_id for lit in p.literals]))
 

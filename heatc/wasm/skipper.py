@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass
 
 from heatc import ir
+from heatc.lang.lexicon import MONTH_ABBREVIATIONS, MONTH_FOLLOWERS, MONTH_NAMES
 from heatc_runtime.abi import FLAG_LOOK
 
 ASCII_WHITESPACE = b" \t\n\v\f\r"
@@ -146,6 +147,16 @@ def skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
             h = weak.get(ir.LEX_LITERAL0 + i, 0)
             seen_h = horizons.get(key, h)  # (two literals may share a key)
             horizons[key] = max(h, seen_h) if h and seen_h else 0
+    # a month name may begin a date (`November 2003`, `Nov. 5`): a word the automaton may
+    # continue past a space, a dot or a comma, which the skipper cannot tell from here
+    for month in MONTH_NAMES + MONTH_ABBREVIATIONS:
+        word = month.lower().encode()
+        for nxt in MONTH_FOLLOWERS:
+            key = skip_word_key(word, nxt)
+            keys.add(key)
+            goes_on[key] = None
+        filter_words.add(word)
+        patterns.add(month.encode() + b" ")
     for m in p.anchors.members:
         if re.fullmatch(r"[a-z]+", m):
             keys.add(skip_word_key(m.encode()))
@@ -245,12 +256,16 @@ def _weak_starts(p: ir.Program, flags: list[int], plain_codes: set[int]) -> dict
 # the longest run of ASCII digits a skipper counts as a number (the kernel copies its bytes
 # with one i64 load and store)
 DIGIT_RUN_MAX = 8
+# the most plain bytes that may extend a number for the skipper to count digit runs (the
+# kernel compares a block's bytes with each)
+DIGIT_EXTENDERS_MAX = 4
 
 
 def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple[tuple[int, ...], bool, bool] | None:
     """Whether a skipper may count a run of 1 to DIGIT_RUN_MAX ASCII digits as one number
     lexeme (keeping it as the look-behind when late-starting rules look at numbers). None: no,
-    it stops before digits. Else the `plain` bytes that may extend a number, at most 3, each
+    it stops before digits. Else the `plain` bytes that may extend a number, at most
+    `DIGIT_EXTENDERS_MAX` (`,` `.` `%` and the `/` of a date such as `09/05`), each
     | 0x100 if it does so only when a digit or a non-ASCII byte follows (`,` and `.` of `1,000`
     and `2.5`, not `%`): a run is counted when whitespace or another plain byte follows it,
     or one of those with an ASCII byte but no digit after it; whether a run may hold one
@@ -299,7 +314,7 @@ def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple
         return True
 
     extending = [b for b in plain if any(step(s, b) for s in states)]
-    if len(extending) > 3:
+    if len(extending) > DIGIT_EXTENDERS_MAX:
         return None
     extenders = tuple(b | (0x100 if only_before_a_digit(b) else 0) for b in extending)
     # a point between digits is part of the number only where it extends one just so

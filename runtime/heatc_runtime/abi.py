@@ -23,7 +23,7 @@ from .errors import ModuleError
 
 #: The ABI this runtime speaks: same major, minor up to this one.
 ABI_MAJOR = 1
-ABI_MINOR = 1
+ABI_MINOR = 2
 
 # --- the memory map: fixed regions below the tables ----------------------------------------
 
@@ -147,6 +147,7 @@ LEX_OTHER = 2
 LEX_WORD = 3
 LEX_NUMBER = 4
 LEX_PERCENT = 5
+LEX_DATE = 6  # a calendar date or a month of a year; its value is the year (docs/semantics.md §2)
 LEX_LITERAL0 = 8  # literal i has lexeme code LEX_LITERAL0 + i
 
 # Per-lexeme-code flags (heatc.ir.Program.code_flags, the packed `code_flags` table).
@@ -155,6 +156,17 @@ FLAG_BARRIER = 2  # gaps never skip this lexeme
 FLAG_STARTS = 4  # some rule's first element accepts this token (lets kernels skip the rest)
 FLAG_ANCHOR_MEMBER = 8  # a literal whose normalised text occurs in some anchor term
 FLAG_ANCHOR_END = 16  # ... and ends one
+# Lexeme kinds (heatc.ir.Program.code_kinds, the packed `code_kinds` table), one bit each; a
+# rule's element records which kinds its gap never skips (the rule record's `blocks`).
+KIND_VALUE = 1  # number, percent, date
+KIND_UNIT = 2
+KIND_KEYWORD = 4
+KIND_CONSTRAINT = 8
+KIND_PUNCT = 16
+
+#: A two-digit year of a date below this is in the 2000s, else in the 1900s (POSIX %y).
+YEAR_PIVOT = 69
+
 #: Kernel-only (set by the packer, not the IR): the code may begin a late-starting rule, so
 #: a kernel keeps such a lexeme as its look-behind (heatc.ir.starts_late).
 FLAG_LOOK = 32
@@ -181,7 +193,7 @@ DOMAIN_ENTRY = Record("domain_entry", "DOM", (("offset", "I"), ("len", "I")))
 RULE = Record("rule", "RULE", (
     ("n_elements", "I"), ("n_captures", "I"), ("gate", "i"), ("state_off", "I"), ("n_requirements", "I"),
     ("n_channels", "I"), ("elements", "I"), ("requirements", "I"), ("channels", "I"), ("slot_size", "I"),
-    ("late", "I"), ("_pad", "I"),
+    ("late", "I"), ("blocks", "I"),
 ))  # fmt: skip
 ELEMENT = Record("element", "EL", (("gap", "I"), ("accepts", "I"), ("n_accepts", "I"), ("capture", "i")))
 #: low ≤ v ≤ high for `in`, each bound's `closed` an all-ones or zero u64 (one v128 mask).
@@ -196,7 +208,7 @@ CHANNEL_USE = Record("channel_use", "CU", (
 # --- rules.hct, the CUDA bridge's tables (docs/heatmap.md, "rules.hct") ------------------
 
 HCT_MAGIC = b"HEATCRUL"
-HCT_VERSION = 2
+HCT_VERSION = 3
 HCT_HEADER = Record("hct_header", "HCTH", (
     ("magic", "8s"), ("version", "I"), ("abi_major", "I"), ("abi_minor", "I"), ("n_rules", "I"),
     ("state_size", "I"), ("blob_size", "I"), ("l2_end", "Q"), ("device_end", "Q"), ("blob_sha256", "32s"),
@@ -221,7 +233,7 @@ HCT_VALUES = (
 HCT_TABLES = (
     "byte_class", "dfa", "code_flags", "inert", "literal_class", "start_off", "start_rules", "rules", "rule_off",
     "anchor_keys", "anchor_groups", "anchor_filter", "anchor_end_filter", "anchor_member_filter", "domain_index",
-    "domain_bytes", "pow10", "cn_table", "sha256_k", "skip_plain", "skip_words",
+    "domain_bytes", "pow10", "cn_table", "sha256_k", "skip_plain", "skip_words", "code_kinds",
 )  # fmt: skip
 #: Sections only some programs have (0 when absent: the skipper's, heatc.wasm.skipper).
 HCT_OPTIONAL_TABLES = ("skip_plain", "skip_words")
@@ -244,7 +256,8 @@ def constants() -> dict[str, int]:
         {"EVENT_MATCH": EVENT_MATCH, "EVENT_ANCHOR": EVENT_ANCHOR, "NO_INDEX": NO_INDEX},
         {f"VERDICT_{name}": code for code, name in enumerate(VERDICT_NAMES)},
         {"VERDICT_NONE": VERDICT_NONE, "STATE_FINISHED": STATE_FINISHED},
-        {name: value for name, value in globals().items() if name.startswith(("LEX_", "FLAG_", "CN_KIND_"))},
+        {name: value for name, value in globals().items() if name.startswith(("LEX_", "FLAG_", "CN_KIND_", "KIND_"))},
+        {"YEAR_PIVOT": YEAR_PIVOT},
         {f"OP_{name}": code for code, name in enumerate(_OP_NAMES)},
         {"DFA_CODE_MASK": DFA_CODE_MASK, "DFA_BOUNDARY": DFA_BOUNDARY, "DFA_FALLBACK_SHIFT": DFA_FALLBACK_SHIFT},
     ]

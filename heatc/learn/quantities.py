@@ -1,0 +1,180 @@
+"""Which keywords name a measured quantity, read from the corpus.
+
+A word stands before a number for many reasons: "glucose 162" measures something; "a
+pleasant 42-year-old", "the patient received 2 mg", "last 48 hours", "closed with 3-0
+Vicryl", "fusion at L4-5", "DIAGNOSES: 1. …" do not — the number belongs to another word
+("year-old", "mg", "hours"), is part of a name (a suture size, a spinal level, a tooth
+number) or counts a list. What tells a quantity word is what its values look like:
+
+- it binds a value often when it is written: "patient", "hospital", "findings", "well"
+  are written far more often than they are followed by a number;
+- its values are read one way: the same quantity of the unit ladder (mg and g are one
+  reading), the same unit off the ladders, no unit, a percentage, a year, a date — not now
+  an age, now a dose, now a date;
+- they are values, not parts of names: a number glued to a letter before it ("L4", "x3",
+  "CO2"), after a "#" ("#10 blade"), or joined by a hyphen to what follows ("4-0",
+  "42-year-old") is part of a compound;
+- they vary: a label that always takes the same number ("oriented x3", "IMPRESSION: 1.")
+  measures nothing;
+- they are no codes: whole numbers of four digits or more written without separators, not
+  years (`code` reading).
+
+`quantity_score` multiplies the four shares into one number in [0, 1] — the share of its
+occurrences that bind a value (full marks from `VALUE_RATE` on), the dominant reading's
+share, the share of values that are no compounds, and how far its most common value stays
+below `TOP_VALUE` — and a keyword names a quantity from `QUANTITY_MIN` on. So one weakness
+does not exclude a word that is strong otherwise (a drug family is followed by a dose one
+time in five, but its doses are read one way), while a word middling in everything
+("morning": a value one time in five, half of them without a unit) is out.
+
+Each keyword is scanned over the corpus (its nearest value, binding as the lowered rules
+bind, and the unit right after it) and `is_quantity` decides from that `KeywordProfile`.
+The teacher's couplings decide the rest (`heatc.learn.couplings`).
+
+Public surface: `KeywordProfile`, `keyword_profiles`, `quantity_score`, `is_quantity`,
+`VALUE_RATE`, `TOP_VALUE`, `QUANTITY_MIN`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from heatc.backends import wasm_checker
+from heatc.learn.lexemes import UNIT_LADDERS, Lexicon
+
+VALUE_RATE = 0.5  # a keyword whose occurrences bind a value at least this often is fully a value's name
+TOP_VALUE = 0.6  # a most common value up to this share of the values is no label
+QUANTITY_MIN = 0.2  # the quantity score a keyword needs
+MIN_VALUES = 5  # fewer values than this: no profile to judge (the cells lack support anyway)
+NOT_QUANTITIES = ("code",)  # readings no measured quantity has
+
+
+@dataclass
+class KeywordProfile:
+    occurrences: int = 0  # times the keyword is written
+    readings: Counter = field(default_factory=Counter)  # reading -> values read so
+    values: list[float] = field(default_factory=list)
+    compounds: int = 0  # values that are parts of compounds
+
+    @property
+    def n(self) -> int:
+        return sum(self.readings.values())
+
+    def dominant(self) -> tuple[str, float]:
+        """(the most common reading, its share of the values)."""
+        if not self.readings:
+            return "", 0.0
+        reading, count = self.readings.most_common(1)[0]
+        return reading, count / self.n
+
+    def top_value(self) -> float:
+        """The share of the values that are its most common value."""
+        return Counter(self.values).most_common(1)[0][1] / len(self.values) if self.values else 0.0
+
+
+def _reading(unit: str, raw: bytes, value: float, quantity: dict[str, int]) -> str:
+    """A number's reading: the quantity of its unit's ladder (mg and g are one reading), the
+    unit itself off the ladders; without a unit, a year (a whole number 1900–2099), a code
+    (a whole number of four digits or more written without separators) or none ("")."""
+    if unit:
+        return f"quantity{quantity[unit]}" if unit in quantity else unit
+    if raw.isdigit() and len(raw) == 4 and 1900 <= value <= 2099:
+        return "year"
+    if raw.isdigit() and len(raw) >= 4:
+        return "code"
+    return ""
+
+
+_NUMBER_BYTES = frozenset(b"0123456789.,")
+
+
+def _compound(data: bytes, end: int) -> tuple[bytes, bool]:
+    """(the bytes of the number that ends at `end`, whether it is part of a compound: glued
+    to a letter or a "#" before it, or joined by a hyphen to a digit or letter after it)."""
+    start = end
+    while start > 0 and data[start - 1] in _NUMBER_BYTES:
+        start -= 1
+    before = data[start - 1 : start]
+    after = data[end : end + 2]
+    glued = before.isalpha() or before == b"#"
+    hyphen = len(after) == 2 and after[:1] == b"-" and after[1:].isalnum()
+    return data[start:end], glued or hyphen
+
+
+def keyword_profiles(lexicon: Lexicon, keywords: Iterable[str], texts: Iterable[str]) -> dict[str, KeywordProfile]:
+    """Scan `texts` once with, per keyword, a rule for its occurrences and one per kind of
+    value after it (the lowered rules' gap of 3, binding)."""
+    keywords = sorted(set(keywords))
+    units = [c.name for c in lexicon.categories if c.group == "unit"]
+    any_unit = "(" + " | ".join(units) + ")" if units else ""
+    rules = []
+    for i, k in enumerate(keywords):
+        rules.append(f"rule o{i} {{\n  match {k}\n}}\n")
+        for kind in ("number", "percent", "date"):
+            rules.append(f"rule {kind[0]}{i} {{\n  match {k} ..3 v:{kind}\n}}\n")
+        if any_unit:
+            rules.append(f"rule u{i} {{\n  match {k} ..3 v:number u:{any_unit}\n}}\n")
+    checker = wasm_checker(lexicon.program("".join(rules)))
+    quantity = {u: q for q, ladder in enumerate(UNIT_LADDERS) for rung in ladder for u in rung}
+    out = {k: KeywordProfile() for k in keywords}
+    for text in texts:
+        data = text.encode()
+        # a keyword binds one value; a number with a unit after it is reported by rule n and
+        # rule u, both from the keyword's start
+        bare: dict[tuple[int, int], tuple[float, int]] = {}
+        unit_of: dict[tuple[int, int], tuple[float, str]] = {}
+        for e in checker.scan(data).events:
+            if e.kind != "match":
+                continue
+            kind, i = e.name[0], int(e.name[1:])
+            profile = out[keywords[i]]
+            caps = dict(e.captures)
+            if kind == "o":
+                profile.occurrences += 1
+            elif kind == "n":
+                bare[i, e.start] = (float(caps["v"]), e.end)
+            elif kind == "u":
+                unit_of[i, e.start] = (float(caps["v"]), str(caps["u"]))
+            else:
+                profile.readings["percent" if kind == "p" else "date"] += 1
+                profile.values.append(float(caps["v"]))
+        for (i, start), (v, end) in bare.items():
+            value, unit = unit_of.get((i, start), (None, ""))
+            raw, compound = _compound(data, end)
+            profile = out[keywords[i]]
+            profile.readings[_reading(unit if value == v else "", raw, v, quantity)] += 1
+            profile.values.append(v)
+            profile.compounds += compound
+    return out
+
+
+def quantity_score(p: KeywordProfile) -> float:
+    """The product of: the share of the keyword's occurrences that bind a value, over
+    `VALUE_RATE` (at most 1); its dominant reading's share of the values; the share of them
+    that are no parts of compounds; and 1 − how far its most common value's share exceeds
+    `TOP_VALUE`, over 1 − `TOP_VALUE` (0 for a label that always takes one number)."""
+    if not p.n:
+        return 0.0
+    rate = min(1.0, p.n / max(p.occurrences, 1) / VALUE_RATE)
+    variety = 1.0 - max(0.0, p.top_value() - TOP_VALUE) / (1.0 - TOP_VALUE)
+    return rate * p.dominant()[1] * (1.0 - p.compounds / p.n) * variety
+
+
+def is_quantity(p: KeywordProfile) -> tuple[bool, str]:
+    """Whether a keyword's values say it names a measured quantity, and why not if they do
+    not. Keywords with fewer than `MIN_VALUES` values are not judged (True)."""
+    if p.n < MIN_VALUES:
+        return True, ""
+    reading, share = p.dominant()
+    if reading in NOT_QUANTITIES:
+        return False, f"its values are {reading}s"
+    q = quantity_score(p)
+    if q >= QUANTITY_MIN:
+        return True, ""
+    rate = p.n / max(p.occurrences, 1)
+    return False, (
+        f"quantity score {q:.2f}: {rate:.0%} of its occurrences bind a value, {share:.0%} read "
+        f"{reading or 'without a unit'}, {p.compounds / p.n:.0%} in compounds, {p.top_value():.0%} one number"
+    )

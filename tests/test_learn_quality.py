@@ -1,0 +1,189 @@
+"""What makes a learned rule one a user can leave switched on: keywords that name a measured
+quantity (`heatc.learn.quantities`), ranges that reject the impossible with a side left open
+where no error needs it (`heatc.learn.ranges`), consistency only where a term must repeat,
+the budget counted in the sentences that hold a value some cell checks, and each rule's
+measured false-alarm rate written into the heatmap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from heatc.heatmap.format import load_heatmap
+from heatc.heatmap.lower import lower
+from heatc.learn.aggregate import checked_sentences, counted_text
+from heatc.learn.budget import cell_table
+from heatc.learn.corpus import Document
+from heatc.learn.couplings import Couplings
+from heatc.learn.emit import heatmap_document, write_heatmap
+from heatc.learn.evidence import CellKey, CellValues, collect_values, occurrences
+from heatc.learn.lexemes import Lexicon, lex_sentence
+from heatc.learn.quantities import is_quantity, keyword_profiles
+from heatc.learn.ranges import count_outside, range_options
+from heatc.reference import scan
+from heatc_runtime import Verdict
+
+
+def _scored(strengths: dict, probes: int = 3) -> tuple[dict, dict]:
+    c = Couplings()
+    c.by_distance[-1] = [1.0]
+    for key, x in strengths.items():
+        c.evidence[key] = [((x, -1),)] * probes
+    return c.scores(strengths, probes), {k: c.strength(k) for k in strengths}
+
+
+def _spread(values, documents: int = 40) -> CellValues:
+    cv = CellValues()
+    for i, v in enumerate(values):
+        cv.values.append(float(v))
+        cv.per_document[i % documents].append(float(v))
+    return cv
+
+
+def _profiles(words: list[str], texts: list[str]):
+    lexicon = Lexicon().with_keywords(words)
+    return keyword_profiles(lexicon, [c.name for c in lexicon.categories if c.group == "keyword"], texts)
+
+
+def test_a_quantity_word_binds_a_value_read_one_way():
+    texts = [f"Sodium was {v}. The patient is well." for v in (135, 139, 141, 144, 137, 140)] * 4
+    texts += ["The patient received 2 mg.", "The patient is 42 years old.", "Patient seen 09/05.", "Patient 3 today."]
+    texts += ["The patient walked 2 miles.", "The patient had 4 children.", "The patient took 5 mL."]
+    texts += ["The patient rested."] * 30
+    profiles = _profiles(["sodium", "patient"], texts)
+    assert is_quantity(profiles["sodium"]) == (True, "")
+    ok, why = is_quantity(profiles["patient"])
+    assert not ok and "bind a value" in why
+
+
+def test_numbers_that_are_parts_of_names_or_labels_are_no_quantity():
+    sutures = [f"Closed with {n}-0 Vicryl." for n in (2, 3, 4, 3, 4, 5)] * 3
+    levels = [f"Fusion at L{n}-{n + 1} today." for n in (3, 4, 5, 4)] * 3
+    ages = [f"A pleasant {n}-year-old woman." for n in (42, 55, 61, 70, 38)] * 3
+    labels = ["IMPRESSION: 1. Pneumonia."] * 12
+    profiles = _profiles(["closed", "fusion", "pleasant", "impression"], sutures + levels + ages + labels)
+    for word in ("closed", "fusion", "pleasant"):
+        ok, why = is_quantity(profiles[word])
+        assert not ok and "compounds" in why, word
+    ok, why = is_quantity(profiles["impression"])
+    assert not ok and "one number" in why
+
+
+def test_a_word_followed_by_codes_or_by_years_and_amounts_alike_is_no_quantity():
+    codes = [f"CPT code {n} billed." for n in (99213, 99214, 99215, 99203, 99204, 99212)] * 2
+    mixed = [f"Surgery in {y}." for y in (1998, 2001, 2005)] * 2 + [f"Surgery for {n} hours." for n in (2, 3)] * 2
+    mixed += [f"Surgery {n} times." for n in (2, 3)] * 2 + [f"Surgery blood loss {n} mL." for n in (50, 200)] * 2
+    mixed += ["No surgery was planned."] * 60
+    profiles = _profiles(["code", "surgery"], codes + mixed)
+    ok, why = is_quantity(profiles["code"])
+    assert not ok and "codes" in why
+    assert not is_quantity(profiles["surgery"])[0]
+    # years alone are a reading of their own: a fiscal year is a quantity of time
+    texts = [f"In fiscal {y}, revenue rose." for y in (2017, 2018, 2019, 2016, 2015, 2019, 2014)]
+    years = keyword_profiles(Lexicon(), ["fiscal_year"], texts)  # the seed lexicon's "fiscal"
+    assert is_quantity(years["fiscal_year"]) == (True, "")
+
+
+def test_dates_are_values_for_the_learner_and_date_cells_capture_years():
+    lexicon = Lexicon().with_keywords(["ended"])
+    s = lex_sentence(lexicon.program(), "For the year ended December 31, 2019, revenue rose.")
+    [occ] = occurrences(s, lexicon.groups())
+    assert CellKey("ended", "date", "") in occ.keys
+    key = CellKey("ended", "date", "")
+    texts = ["The year ended December 31, 2019.", "The quarter ended March 31, 2018.", "The year ended 12/31/2017."]
+    assert collect_values(lexicon, [key], texts)[key].values == [2019.0, 2018.0, 2017.0]
+    assert key.pattern() == "ended ..3 v:date" and key.name == "ended_date"
+
+
+def test_range_bounds_sit_beyond_the_clean_tails_and_a_side_may_be_left_open():
+    """Doses of 0.1 mg are rare but real: every candidate lower bound lies below the smallest
+    value the bound is read from (a tail level of at most 1 %), and some candidates leave the
+    lower side open."""
+    doses = [0.1] * 3 + [0.25] * 5 + list(np.geomspace(1, 1000, 292))
+    options = range_options(_spread(doses))
+    lows = sorted({o.bounds[0] for o in options if o.bounds[0] is not None})
+    assert lows and max(lows) < 1.0  # never a bound inside the bulk (1 % cut at most)
+    assert any(o.bounds[0] is None for o in options) and any(o.bounds[1] is None for o in options)
+
+
+def test_a_bound_no_error_needs_is_left_out():
+    """Years cluster far from 0: a ×10 slip lands far above any year, and ÷10 far below, but
+    no clean value is rejected by an upper bound 4 decades up either; a lower bound costs a
+    false alarm for every 0 (a date that names no year)."""
+    key = CellKey("ended", "date", "")
+    years = [0.0] * 30 + [float(y) for y in np.random.default_rng(0).integers(2010, 2021, 370)]
+    cells = cell_table(
+        {key: _spread(years)}, *_scored({key: 3.0}), min_support=5, min_probes=3, sentences=400, sensitivity=0.75
+    )
+    [cell] = cells
+    lo, hi = cell.range
+    assert lo is None and 2020 <= hi < 2119  # a year written a century late is rejected
+    assert cell.rejected == 0 and cell.false_alarms == 0
+
+
+def test_consistency_only_where_a_restated_term_repeats():
+    """A contract restates its payment term; a note's doses change ("prednisone 20 mg, up
+    from 5 mg"): a consistency cell whose restatements disagree more than rarely does not run,
+    however few false alarms it would cost within the budget."""
+    term, dose = CellKey("payment", "number", "days", "consistent"), CellKey("prednisone", "number", "mg", "consistent")
+    values = {term: CellValues(), dose: CellValues()}
+    for d in range(40):
+        for k, vs in ((term, [30, 30, 30]), (dose, [20, 20, 20, 20, 20, 5] if d < 4 else [20, 20])):
+            values[k].values.extend(vs)
+            values[k].per_document[d].extend(vs)
+    cells = cell_table(values, *_scored({term: 3.0, dose: 3.0}), min_support=5, min_probes=3, sentences=10**6)
+    assert [c.key for c in cells] == [term]
+
+
+def test_the_budget_is_a_share_of_the_sentences_that_hold_a_checked_value():
+    lexicon = Lexicon().with_keywords(["glucose"])
+    key = CellKey("glucose", "number", "")
+    docs = [
+        Document("a", "Glucose 95 today. No values here at all. Glucose 110 later."),
+        Document("b", "Nothing here."),
+    ]
+    values = collect_values(lexicon, [key], [counted_text(d.text) for d in docs])
+    assert checked_sentences(values, [key], docs) == 2
+
+
+def test_a_rule_with_an_open_side_is_written_lowered_and_rejects_above_its_bound(tmp_path):
+    lexicon = Lexicon().with_keywords(["ended"])
+    key = CellKey("ended", "date", "")
+    years = [0.0] * 30 + [float(y) for y in np.random.default_rng(1).integers(2010, 2021, 370)]
+    [cell] = cell_table(
+        {key: _spread(years)}, *_scored({key: 3.0}), min_support=5, min_probes=3, sentences=400, sensitivity=0.75
+    )
+    doc = heatmap_document(
+        name="years", title="t", lexicon=lexicon, cells=[cell], provenance={}, sensitivity=0.75, rule_files=[],
+        tokenizer={"bytes": True},
+    )  # fmt: skip
+    path = tmp_path / "years.yaml"
+    write_heatmap(path, doc)
+    hm = load_heatmap(path)
+    assert hm.cells[0].range == (None, cell.range[1]) and hm.cells[0].false_alarms == 0
+    tree = lower(hm).tree
+    from heatc.lang.compiler import compile_tree
+
+    program = compile_tree(tree)
+    assert program.rules[0].requirements[0].text == f"v <= {cell.range[1]:g}"
+    for text, bad in (("The year ended December 31, 2019.", False), ("The year ended December 31, 2119.", True),
+                      ("The year ended December 31.", False)):  # fmt: skip
+        _, verdicts, _ = scan(program, text.encode())
+        assert (verdicts[program.rules[0].name] is Verdict.REJECTED) == bad, text
+
+
+def test_a_heatmap_range_needs_one_bound(tmp_path):
+    from heatc.errors import HeatError
+
+    path = tmp_path / "open.yaml"
+    path.write_text(
+        "heatmap: 1\nname: t\ncategories:\n  kw: {kind: keyword, literals: [glucose]}\n"
+        "cells:\n  - {pair: [kw, number], score: 0.9, range: [null, null]}\n"
+    )
+    with pytest.raises(HeatError, match="both sides are open"):
+        load_heatmap(path)
+
+
+def test_count_outside_treats_an_open_side_as_unbounded():
+    assert count_outside((None, 10.0), [0.0, 5.0, 11.0]) == 1
+    assert count_outside((1.0, None), [0.0, 5.0, 1e9]) == 1
