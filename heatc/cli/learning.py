@@ -1,0 +1,262 @@
+"""`heatc learn` and `heatc finetune`.
+
+Public surface: the commands, registered on `heatc.cli.common.app`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from heatc.cli.common import app, fail, out
+from heatc.errors import HeatError
+
+
+@app.command()
+def learn(
+    corpus: Annotated[
+        list[Path],
+        typer.Option(
+            "--corpus", "-c", help="Corpus files or folders (.txt .md .json .jsonl, .gz, .tar.gz); repeat for more."
+        ),
+    ],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="The heatmap to write (.yaml); the student goes beside it.")
+    ],
+    teacher: Annotated[
+        Path | None,
+        typer.Option(
+            "--teacher", help="A local Hugging Face encoder or causal-LM folder (default: the embedded MiniLM)."
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="The heatmap's name (default: the output file's stem).")
+    ] = None,
+    title: Annotated[str | None, typer.Option("--title", help="The heatmap's title.")] = None,
+    rules: Annotated[
+        list[Path] | None, typer.Option("--rules", help="Hand-written rule files to merge in; repeat for more.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for sampling and the teacher's random probes.")] = 0,
+    device: Annotated[str, typer.Option("--device", help="torch device for the teacher (cpu, cuda, cuda:1).")] = "cpu",
+    epsilon: Annotated[
+        float,
+        typer.Option(
+            "--epsilon", min=1e-6, max=1.0, help="Perturbation radius, relative to each token's input-embedding norm."
+        ),
+    ] = 0.05,
+    label_sentences: Annotated[
+        int, typer.Option("--label-sentences", help="Random sentences the teacher labels for the student.")
+    ] = 1500,
+    probe_sentences: Annotated[
+        int, typer.Option("--probe-sentences", help="At most this many sentences probed for pair coupling.")
+    ] = 3000,
+    topup_probes: Annotated[
+        int,
+        typer.Option(
+            "--topup-probes", min=0, help="At most this many values probed besides, for cells left without a score."
+        ),
+    ] = 1500,
+    discovery_sentences: Annotated[
+        int, typer.Option("--discovery-sentences", help="Sentences read to learn keywords and candidate cells.")
+    ] = 60000,
+    min_support: Annotated[int, typer.Option("--min-support", help="Corpus occurrences a cell needs.")] = 20,
+    sensitivity: Annotated[
+        float,
+        typer.Option(
+            "--sensitivity", min=0.0, max=1.0, help="The heatmap's threshold: cells scoring at least this become rules."
+        ),
+    ] = 0.25,
+    alarm_budget: Annotated[
+        float,
+        typer.Option(
+            "--alarm-budget",
+            min=0.0,
+            max=1.0,
+            help="Rejections the learned rules may make per clean corpus sentence that holds a value some "
+            "rule checks, all cells together.",
+        ),
+    ] = 0.01,
+    epochs: Annotated[int, typer.Option("--epochs", help="Student training epochs.")] = 8,
+    student: Annotated[
+        bool, typer.Option("--student/--no-student", help="Train and export the student detector.")
+    ] = True,
+    teacher_sentences: Annotated[
+        int,
+        typer.Option(
+            "--teacher-sentences",
+            min=0,
+            help="The teacher labels at most this many of the planned sentences and the student scores the cells "
+            "(0: the teacher reads and scores them all).",
+        ),
+    ] = 400,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Discard the previous run's work (OUTPUT.learn/) instead of resuming it.")
+    ] = False,
+) -> None:
+    """Learn a heatmap from a corpus with a frozen teacher model (runs under torchrun too)."""
+    import os
+
+    try:
+        from heatc.learn.config import LearnConfig
+        from heatc.learn.pipeline import learn as run_learn
+    except ModuleNotFoundError as missing:
+        raise fail(f"heatc learn needs {missing.name!r}: pip install 'heatc[learn]'") from None
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+    rank = int(os.environ.get("RANK", "0"))
+    config = LearnConfig(
+        corpus=corpus, output=output, name=name, title=title, teacher=teacher, device=device, seed=seed,
+        epsilon=epsilon, label_sentences=label_sentences, max_probe_sentences=probe_sentences,
+        topup_probes=topup_probes, min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget,
+        discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,
+        teacher_sentences=teacher_sentences,
+    )  # fmt: skip
+    try:
+        with _LearnProgress(rank == 0 and sys.stderr.isatty(), rank == 0) as progress:
+            summary = run_learn(
+                config,
+                fresh=fresh,
+                progress=progress,
+                log=(lambda m: out.print(escape(m))) if rank == 0 else (lambda m: None),
+            )
+    except HeatError as e:
+        raise fail(e.render()) from None
+    finally:
+        if distributed:
+            dist.destroy_process_group()
+    if rank == 0:
+        m = summary["metrics"]
+        out.print(
+            f"{output}: {summary['cells']} cells, {summary['hot_cells']} at or above {sensitivity}; "
+            f"student AUC {m.get('student_auc', 'n/a')} (IDF {m.get('idf_auc', 'n/a')}, random {m.get('random_auc', 'n/a')}); "
+            f"teacher {summary['label_seconds']} s, total {summary['seconds']} s"
+        )
+
+
+@app.command()
+def finetune(
+    base: Annotated[Path, typer.Argument(help="The heatmap to adapt (.yaml), its student beside it.")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="The domain heatmap to write (.yaml); its student goes beside it.")
+    ],
+    pdf: Annotated[list[Path] | None, typer.Option("--pdf", help="A PDF of the domain; repeat for more.")] = None,
+    text: Annotated[
+        list[Path] | None,
+        typer.Option("--text", help="Text of the domain (files or folders, as heatc learn reads); repeat for more."),
+    ] = None,
+    teacher: Annotated[
+        Path | None,
+        typer.Option("--teacher", help="The teacher the base heatmap was learned with, if not the embedded MiniLM."),
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="The heatmap's name (default: the base's).")] = None,
+    title: Annotated[str | None, typer.Option("--title", help="The heatmap's title.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for sampling and the teacher's random probes.")] = 0,
+    device: Annotated[str, typer.Option("--device", help="torch device for the teacher (cpu, cuda, cuda:1).")] = "cpu",
+    teacher_sentences: Annotated[
+        int,
+        typer.Option(
+            "--teacher-sentences", min=1, help="The domain sentences the teacher labels (the student scores all)."
+        ),
+    ] = 256,
+    min_support: Annotated[int, typer.Option("--min-support", min=1, help="Domain occurrences a new cell needs.")] = 8,
+    alarm_budget: Annotated[
+        float,
+        typer.Option(
+            "--alarm-budget", min=0.0, max=1.0, help="Rejections the domain cells may make per clean domain sentence."
+        ),
+    ] = 0.02,
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Student fine-tuning epochs.")] = 8,
+    keep_unused: Annotated[
+        bool,
+        typer.Option(
+            "--keep-unused/--drop-unused",
+            help="Keep the base cells the domain does not re-learn (unless they reject domain text).",
+        ),
+    ] = True,
+    new_student: Annotated[
+        bool, typer.Option("--new-student", help="Without a student beside the base: train one from the domain sample.")
+    ] = False,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Discard the previous run's work (OUTPUT.finetune/) instead of resuming it.")
+    ] = False,
+) -> None:
+    """Adapt a learned heatmap to a domain's documents: the base's student is fine-tuned on the
+    teacher's labels of a bounded sample, then scores the domain's cells over all of it."""
+    try:
+        from heatc.learn.finetune import FinetuneConfig
+        from heatc.learn.finetune import finetune as run_finetune
+    except ModuleNotFoundError as missing:
+        raise fail(f"heatc finetune needs {missing.name!r}: pip install 'heatc[learn]'") from None
+    config = FinetuneConfig(
+        base=base, output=output, pdfs=list(pdf or []), texts=list(text or []), name=name, title=title,
+        teacher=teacher, device=device, seed=seed, teacher_sentences=teacher_sentences, min_support=min_support,
+        alarm_budget=alarm_budget, epochs=epochs, keep_unused=keep_unused, new_student=new_student,
+    )  # fmt: skip
+    try:
+        with _LearnProgress(sys.stderr.isatty(), True, "heatc finetune") as progress:
+            summary = run_finetune(config, fresh=fresh, progress=progress, log=lambda m: out.print(escape(m)))
+    except HeatError as e:
+        raise fail(e.render()) from None
+    m, c = summary["metrics"], summary["counts"]
+    out.print(
+        f"{output}: {summary['cells']} cells ({c.get('domain', 0)} learned from the domain, {c.get('kept', 0)} kept from "
+        f"the base, {c.get('dropped', 0)} dropped); student pair Spearman {m.get('pair_spearman', 'n/a')}, "
+        f"pair AUC {m.get('pair_auc', 'n/a')}, token AUC {m.get('student_auc', 'n/a')}; "
+        f"teacher {summary['teacher_seconds']} s, total {summary['seconds']} s"
+    )
+
+
+class _LearnProgress:
+    """Rich progress bars, one per stage, on an interactive terminal; plain lines otherwise."""
+
+    def __init__(self, live: bool, report: bool = True, command: str = "heatc learn"):
+        self.live = live
+        self.command = command
+        self.report = report  # only rank 0 of a distributed run reports
+        self.tasks: dict[str, int] = {}
+        self.bar = None
+
+    def __enter__(self):
+        if self.live:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(
+                TextColumn("{task.description:>16}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+            )
+            self.bar.start()
+        return self.update
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        if not self.report:
+            return
+        if self.bar is None:
+            if done == total:
+                sys.stderr.write(f"{self.command}: {stage}: {done}/{total}\n")
+            return
+        if stage not in self.tasks:
+            self.tasks[stage] = self.bar.add_task(stage, total=total)
+        self.bar.update(self.tasks[stage], completed=done, total=total)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,0 +1,273 @@
+"""`heatc check`, `ir`, `build`, `lower`, `inspect`, `show`, `diff`, `test`: rule files,
+heatmaps and builds.
+
+Public surface: the commands, registered on `heatc.cli.common.app`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from heatc import __version__
+from heatc.cli.common import app, compile_rules, fail, out
+from heatc.errors import HeatError
+from heatc_runtime import ModuleError
+
+
+@app.command()
+def check(
+    file: Annotated[Path, typer.Argument(help="A .heat rule file or a heatmap (.yaml).")],
+    expect: Annotated[bool, typer.Option("--expect/--no-expect", help="Also run the file's expect examples.")] = True,
+) -> None:
+    """Parse and check a rule file; run its expect examples. Prints errors only."""
+    from heatc.backends import run_document
+    from heatc.verify.expect import check_expects
+
+    try:
+        program = compile_rules(file)
+    except HeatError as e:
+        raise fail(e.render()) from None
+    if expect:
+        failures = check_expects(program, lambda p, d: run_document("reference", p, d)[:2])
+        if failures:
+            lines = [
+                f"{f.expect.path or file}:{f.expect.line}:1: error: expect {f.expect.outcome}: {f.message}"
+                for f in failures
+            ]
+            raise fail("\n".join(lines))
+    n_expect = len(program.expects) if expect else 0
+    out.print(
+        f"{file}: ok — {len(program.rules)} rules, {len(program.literals)} literals, {n_expect} expect examples passed"
+    )
+
+
+@app.command("ir")
+def ir_cmd(
+    file: Annotated[Path, typer.Argument(help="A .heat rule file, a heatmap (.yaml) or a build directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole IR as JSON.")] = False,
+) -> None:
+    """Print the IR a rule file compiles to."""
+    from heatc import ir
+    from heatc.irtext import describe
+
+    try:
+        program = compile_rules(file)
+    except HeatError as e:
+        raise fail(e.render()) from None
+    if as_json:
+        sys.stdout.write(ir.to_json(program, indent=1) + "\n")
+    else:
+        sys.stdout.write(describe(program))
+
+
+@app.command()
+def build(
+    heatmap: Annotated[Path, typer.Argument(help="A heatmap (.yaml).")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Where build/<name> goes.")] = Path("build"),
+) -> None:
+    """Build a heatmap: WASM module, CUDA bridge tables, token table and manifest in OUT/<name>."""
+    from heatc.heatmap.build import build as run_build
+
+    try:
+        result = run_build(heatmap, out)
+    except HeatError as e:
+        raise fail(e.render()) from None
+    b = result.manifest["build"]
+    tiers = b["tiers"]["counts"]
+    state = "unchanged" if result.unchanged else "written"
+    out_line = (
+        f"{result.directory} ({state}): {len(b['rules'])} rules "
+        f"(tiers: {tiers['l2']} L2, {tiers['device']} device, {tiers['host']} host), "
+        f"{b['tokenizer']['tokens']} tokens ({b['tokenizer']['kind']}), "
+        f"module {b['artifacts']['module.wasm']['size']:,} bytes"
+    )
+    sys.stdout.write(out_line + "\n")
+
+
+@app.command()
+def lower(heatmap: Annotated[Path, typer.Argument(help="A heatmap (.yaml).")]) -> None:
+    """Print the rules a heatmap lowers to, as .heat source you can read, edit and commit."""
+    from heatc.heatmap.build import compile_heatmap
+    from heatc.lang.unparse import format_file
+
+    try:
+        _, lowered, hm = compile_heatmap(heatmap)
+    except HeatError as e:
+        raise fail(e.render()) from None
+    sys.stdout.write(f"# Lowered from {heatmap} by heatc {__version__}: sensitivity {hm.sensitivity:g}")
+    sys.stdout.write(f", top_k {hm.top_k}\n" if hm.top_k else "\n")
+    for cell, why in lowered.skipped:
+        sys.stdout.write(f"# skipped cell {cell.id} (line {cell.where.line}): {why}\n")
+    sys.stdout.write("\n" + format_file(lowered.tree))
+
+
+@app.command()
+def inspect(
+    directory: Annotated[Path, typer.Argument(help="A build directory (build/<name>).")],
+    tiers: Annotated[bool, typer.Option("--tiers", help="Only the tier plan: rules and bytes per tier.")] = False,
+    device: Annotated[
+        str | None, typer.Option("--device", help="With --tiers: place the tables on this device (cuda, cuda:1).")
+    ] = None,
+) -> None:
+    """Summarise a build: versions, checksums, rules with their source cells, heat and tiers."""
+    from heatc_runtime import ModuleError, load
+
+    try:
+        load(directory)  # verifies every checksum
+    except ModuleError as e:
+        raise fail(f"{directory}: error: {e}") from None
+    if tiers:
+        sys.stdout.write("\n".join(_tier_lines(directory, device)) + "\n")
+        return
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    b = manifest["build"]
+    lines = [
+        f"{directory} -> {directory.resolve().name}",
+        f"  ruleset {manifest['name']}: {manifest['title']}",
+        f"  ABI {manifest['abi']['major']}.{manifest['abi']['minor']}, IR {manifest['ir_version']}, "
+        f"built by heatc {b['heatc_version']}, targets {', '.join(b['targets'])}",
+        f"  state {manifest['layout']['state_size']} bytes per sequence; tokenizer {b['tokenizer']['kind']} "
+        f"({b['tokenizer']['tokens']} tokens)",
+        "  inputs:",
+        *[f"    {i['role']:9} {i['path']}  sha256 {i['sha256'][:16]}…" for i in b["inputs"]],
+        "  artifacts (all checksums verified):",
+        *[
+            f"    {name:12} {a['size']:>10,} bytes  sha256 {a['sha256'][:16]}…"
+            for name, a in sorted(b["artifacts"].items())
+        ],
+        f"  tiers: L2 {b['tiers']['l2_bytes']:,} bytes, device {b['tiers']['device_bytes']:,} bytes -> "
+        + ", ".join(f"{b['tiers']['counts'][t]} {t}" for t in ("l2", "device", "host")),
+        "  rules (heat x freq order):",
+        *[
+            f"    [{r['id']:>3}] {r['name']:32} heat {r['heat']:<5g} {r['tier']:6} {r['bytes']:>5} B  from {r['source']}"
+            for r in b["rules"]
+        ],
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _tier_lines(directory: Path, device: str | None) -> list[str]:
+    from heatc_runtime import ModuleError
+    from heatc_runtime.cuda.tiers import plan_report
+    from heatc_runtime.hct import read_hct
+
+    try:
+        hct = read_hct((directory / "rules.hct").read_bytes(), str(directory / "rules.hct"))
+        lines = [f"{directory}: tier plan (heat x freq order)", *plan_report(hct).lines()]
+        if device is not None:
+            from heatc_runtime.cuda.program import load as load_op
+
+            program = load_op(directory, device)
+            lines += program.tiers.lines()
+            program.close()
+    except (ModuleError, OSError) as e:
+        raise fail(f"{directory}: error: {e}") from None
+    except ImportError as e:
+        raise fail(f"{directory}: --device needs torch and cuda-python: pip install 'heatc[cuda]' ({e})") from None
+    return lines
+
+
+@app.command()
+def show(
+    heatmap: Annotated[Path, typer.Argument(help="A heatmap (.yaml).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The picture to write (.png, .svg, .pdf).")] = Path(
+        "heatmap.png"
+    ),
+    top: Annotated[int, typer.Option("--top", help="Draw at most this many rows and columns, the hottest.")] = 40,
+) -> None:
+    """Draw a heatmap: categories on both axes, hot cells outlined, the threshold marked."""
+    from heatc.heatmap.format import load_heatmap
+    from heatc.heatmap.show import render
+
+    try:
+        hm = load_heatmap(heatmap)
+    except HeatError as e:
+        raise fail(e.render()) from None
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError:
+        raise fail("heatc show needs matplotlib: pip install 'heatc[compiler]'") from None
+    sys.stdout.write(f"{render(hm, output, top)}\n")
+
+
+@app.command()
+def diff(
+    a: Annotated[Path, typer.Argument(help="A heatmap (.yaml): the one before.")],
+    b: Annotated[Path, typer.Argument(help="A heatmap (.yaml): the one after.")],
+    as_json: Annotated[bool, typer.Option("--json", help="The changes as one JSON object.")] = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="At most this many lines per kind of change.")
+    ] = None,
+) -> None:
+    """Print what changed between two heatmaps: cells added and removed, scores, ranges."""
+    from heatc.heatmap.diff import diff_heatmaps, render_diff
+    from heatc.heatmap.format import load_heatmap
+
+    try:
+        ha, hb = load_heatmap(a), load_heatmap(b)
+    except HeatError as e:
+        raise fail(e.render()) from None
+    d = diff_heatmaps(ha, hb)
+    if as_json:
+        sys.stdout.write(json.dumps(d.to_json(), ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_diff(d, ha, hb, limit))
+
+
+@app.command("test")
+def test_cmd(
+    file: Annotated[Path, typer.Argument(help="A heatmap (.yaml) or a .heat rule file.")],
+    examples: Annotated[int, typer.Option("--examples", "-n", help="Generated inputs per rule.")] = 200,
+    backend: Annotated[
+        list[str] | None,
+        typer.Option("--backend", help="Test on this backend (repeatable; the reference always runs). Default: all."),
+    ] = None,
+) -> None:
+    """Check the expect examples and property-test every rule on every backend."""
+    from heatc.backends import BACKENDS
+    from heatc.verify.properties import run_tests
+
+    unknown = [b for b in backend or [] if b not in BACKENDS]
+    if unknown:
+        raise fail(f"heatc test: unknown backend {unknown[0]!r} (available: {', '.join(BACKENDS)})")
+    chosen = ["reference", *[b for b in BACKENDS if b != "reference" and (not backend or b in backend)]]
+    if not backend and "native" in chosen:
+        from heatc_runtime.native import native_extension
+
+        try:
+            native_extension()
+        except ModuleError as e:  # (asked for by name, it fails below with this message)
+            out.print(f"[yellow]native backend skipped[/]: {escape(str(e))}")
+            chosen.remove("native")
+    try:
+        program = compile_rules(file)
+    except HeatError as e:
+        raise fail(e.render()) from None
+    try:
+        report = run_tests(program, examples, chosen)
+    except ModuleError as e:
+        raise fail(f"heatc test: {e}") from None
+    for backend, failures in report.expect_failures.items():
+        for f in failures:
+            out.print(
+                f"[bold red]FAIL[/] expect ({backend}) {escape(f.expect.path)}:{f.expect.line}: {escape(f.message)}"
+            )
+    n_expect = len(program.expects)
+    out.print(f"expect examples: {n_expect} on {', '.join(report.backends)}")
+    for r in report.rules:
+        if r.problem is None:
+            how = "pattern and requirements" if r.oracle else "backends agree"
+            out.print(f"[green]ok[/]   {r.rule}: {r.cases} generated inputs ({how})")
+        else:
+            out.print(f"[bold red]FAIL[/] {r.rule}: {escape(r.problem)}")
+            out.print(f"     minimal input: {escape(repr(r.example.text.decode('utf-8', 'replace')))}")
+            out.print(f"     as tokens: {escape(repr([p.decode('utf-8', 'replace') for p in r.example.pieces]))}")
+    failed = sum(1 for r in report.rules if r.problem) + sum(len(f) for f in report.expect_failures.values())
+    out.print(("[bold red]" if failed else "[green]") + f"{failed} failures[/]")
+    raise typer.Exit(1 if failed else 0)
