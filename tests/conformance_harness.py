@@ -140,6 +140,8 @@ def _snapshot_errors(case: Case, snaps: list[Snapshot], where: str) -> list[str]
         if len(got.events) != want.events:
             errs.append(f"{where}: snapshot {j} has {len(got.events)} events, expected {want.events}")
         errs += _verdict_errors(want.verdicts, got.verdicts, f"{where} snapshot {j}")
+        if want.bytes is not None and got.counters["bytes"] != want.bytes:
+            errs.append(f"{where}: snapshot {j} counts {got.counters['bytes']} bytes, expected {want.bytes}")
     return errs
 
 

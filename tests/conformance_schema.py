@@ -59,6 +59,7 @@ class EventWant:
 class SnapshotWant:
     events: int
     verdicts: dict[str, str]  # unlisted rules CONFIRMED
+    bytes: int | None = None  # its `bytes` counter, when given
 
 
 @dataclass
@@ -212,7 +213,7 @@ ANCHOR_EVENT = Shape(
     exactly_one=(("text", "text_hex"),),
 )
 EVENT_KINDS = {"match": MATCH_EVENT, "anchor": ANCHOR_EVENT}
-SNAPSHOT = Shape("snapshot", {"events": _count, "verdicts": MapOf(_verdict)}, required=("events",))
+SNAPSHOT = Shape("snapshot", {"events": _count, "verdicts": MapOf(_verdict), "bytes": _count}, required=("events",))
 RUN_CASE = Shape(
     "case",
     {
@@ -392,7 +393,7 @@ def _run_case(file: str, rules: str, c: dict, out: _Problems) -> Case | None:
         return None
     snapshots = None
     if "snapshots" in c:
-        snapshots = [SnapshotWant(s["events"], dict(s.get("verdicts") or {})) for s in c["snapshots"]]
+        snapshots = [SnapshotWant(s["events"], dict(s.get("verdicts") or {}), s.get("bytes")) for s in c["snapshots"]]
     events = [_event(e) for e in c["events"]]
     return Case(
         file, c["name"], rules, data, events, dict(c.get("verdicts") or {}), snapshots, chunks,

@@ -264,7 +264,7 @@ def percent_trigger_rule_sets(draw) -> GeneratedRules:
     lines = ["ruleset pct_trigger"]
     if draw(st.booleans()):
         lines.append("options { chinese_numbers }")
-    others = draw(st.lists(st.sampled_from([".", ",", ";"]), max_size=2, unique=True))
+    others = draw(st.lists(st.sampled_from([".", ",", ";", "/"]), max_size=2, unique=True))
     lines.append('class kw keyword = "glucose", "rate"')
     lines.append('class u unit = "mg/dL", "bpm"')
     lines.append("class pct unit = " + ", ".join(_q(x) for x in ["%", *others]))

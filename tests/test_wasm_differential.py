@@ -94,30 +94,20 @@ def test_percentages_before_trigger_percent_signs_match_reference(checker_for, g
     _long_stream_agrees(g.source, checker_for(compile_cached(g.source)), stream, data)
 
 
+@BACKENDS
 @pytest.mark.parametrize(
-    "checker_for",
-    [
-        wasm_checker,
-        pytest.param(
-            native_checker,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="native bug: a trigger lexeme emitted after the lexer read past it (`/` of `mg/dLb`, "
-                "emitted when `b` arrives) reports the bytes up to its next byte (4), not those read (6)",
-            ),
-        ),
-    ],
-    ids=["wasm", "native"],
+    ("literal", "text", "want"),
+    [("mg/dL", b"mg/dLb", [6]), ("km/h/s", b"km/h/x", [6, 6]), ("km/h/s", b"a km/h/x", [8, 8])],
+    ids=["word-boundary", "inside", "inside-later"],
 )
-def test_a_trigger_emitted_after_reading_past_it_counts_every_byte_read(checker_for):
+def test_a_trigger_emitted_after_reading_past_it_counts_every_byte_read(checker_for, literal, text, want):
     """`mg/dLb`: the literal `mg/dL` fails its word boundary at `b`, so the arrival of `b`
-    emits the word `mg` and the trigger `/` (docs/semantics.md §7: `bytes` includes the byte
-    whose arrival emitted the trigger lexeme)."""
-    source = (
-        'ruleset t\nclass u unit = "mg/dL"\nclass slash punct = "/"\ntriggers {\n  at slash\n}\nrule r { match u }\n'
-    )
+    emits the word `mg` and the trigger `/`; `km/h/x`: `km/h/s` fails at `x`, whose arrival
+    emits `km`, `/`, `h` and `/` (docs/semantics.md §7: `bytes` includes the byte whose
+    arrival emitted the trigger lexeme)."""
+    source = f'ruleset t\nclass u unit = "{literal}"\nclass slash punct = "/"\ntriggers {{\n  at slash\n}}\nrule r {{ match u }}\n'
     batch = checker_for(compile_cached(source)).batch(1)
-    assert [s.counters["bytes"] for s in batch.feed_text(0, b"mg/dLb")] == [6]
+    assert [s.counters["bytes"] for s in batch.feed_text(0, text)] == want
 
 
 @BACKENDS

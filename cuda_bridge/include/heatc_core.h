@@ -964,9 +964,13 @@ uint32_t skip_plain(const Program& g, const Io& io, uint8_t* s, const uint8_t* i
 // no rule has a live thread, lexemes that start no rule, trigger nothing and are in no
 // anchor term (they are only counted). Stops, with the lexer state written back, at the end
 // of the input, after a literal that waits for its word-boundary byte, at the 64-byte cap,
-// or before a byte that ends a token that needs more. Returns the new input index.
+// or before a byte that ends a token that needs more. Returns the new input index. Bytes read
+// past a token are read again from the input; `*read` (an input index) is raised past the
+// byte that ended it, so that a lexeme emitted while reading them again counts every byte
+// read (docs/semantics.md §7) — and they are read again only when there is room for all
+// that they and that byte can emit, so that no early stop comes before `*read`.
 HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i,
-                              uint32_t len, uint32_t* seen) {
+                              uint32_t len, uint32_t* read) {
   const uint8_t* dfa = HT(DFA);
   const uint8_t* cls = HT(BYTE_CLASS);
   const uint8_t* flags = HT(CODE_FLAGS);
@@ -990,6 +994,10 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
       // input when they came from it (else the slow path lexes the buffer again)
       uint32_t r = q - n;
       if (r > i) break;
+      if (r) {
+        if (!(ev_room(io, (r + 1) * HP(PLM)) && snap_room(io, r + 3))) break;
+        if (i + 1 > *read) *read = i + 1;
+      }
       if (last_tok != HEATC_LEX_SPACE) {
         uint32_t f = flags[last_tok];
         if ((f & matters) || !idle) break;
@@ -1005,8 +1013,6 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
         if (late && (f & HEATC_FLAG_LOOK)) keep_look(g, s, tok_start, last_tok, n, lexemes);
       }
       tok_start += n;
-      // the byte at i has arrived: what the bytes read again emit counts it (`seen`)
-      if (r && i + 1 > *seen) *seen = i + 1;
       i -= r;
       q = 0;
       row = width;
@@ -1055,13 +1061,11 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
 HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, uint32_t seq, const uint8_t* in,
                                     uint32_t len) {
   uint64_t pos0 = SF(uint64_t, POS);
-  uint32_t i = 0;
-  // bytes that arrived: `scan` reads again from the input the bytes after a token that ended
-  // short of them, and the counters of what those emit include every byte that arrived
-  uint32_t seen = 0;
+  // the input read so far: past i after `scan` read bytes again (its `read`)
+  uint32_t i = 0, read = 0;
   while (i < len) {
     if (SF(uint32_t, PEND_TOK)) resolve_pending(g, s, in[i]);
-    i = scan(g, io, s, in, i, len, &seen);
+    i = scan(g, io, s, in, i, len, &read);
     if (SF(uint32_t, PEND_TOK)) continue;
     if (i >= len) break;
     uint32_t b = in[i], n = SF(uint32_t, BUF_LEN), last_tok = SF(uint32_t, LAST_TOK);
@@ -1070,7 +1074,8 @@ HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, ui
     if (SF(uint32_t, LAST_LEN) == n && n != 0) {
       if (last_tok != HEATC_LEX_SPACE) {
         if (!(ev_room(io, HP(PLM)) && snap_room(io, 3))) break;
-        SSET(uint64_t, POS, pos0 + (i + 1 > seen ? i + 1 : seen));  // counters include the byte whose arrival emitted it
+        // counters include the byte whose arrival emitted it
+        SSET(uint64_t, POS, pos0 + (i + 1 > read ? i + 1 : read));
         emit(g, io, s, seq, last_tok, n);
       }
       SSET(uint64_t, TOK_START, SF(uint64_t, TOK_START) + n);
@@ -1078,10 +1083,10 @@ HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, ui
       continue;
     }
     // otherwise (bytes to lex again, or the cap): make sure there is room, take the slow path
-    SSET(uint64_t, POS, pos0 + (i > seen ? i : seen));
+    SSET(uint64_t, POS, pos0 + i);
     if (!room_for_bytes(g, io, s, 1)) break;
     i++;
-    SSET(uint64_t, POS, pos0 + (i > seen ? i : seen));
+    SSET(uint64_t, POS, pos0 + (i > read ? i : read));
     push_byte(g, io, s, seq, b);
   }
   SSET(uint64_t, POS, pos0 + i);
