@@ -36,7 +36,7 @@ MATRIX = Path(__file__).parent / "kernel_features.yaml"
 KNOBS = {
     "rules": [0, 1],  # any rule at all
     "anchors": [0, 1],  # an anchor term, and with rules a rule gated on it
-    "late": ["", "number", "percent"],  # a late-starting rule (v:number unit / v:percent unit)
+    "late": ["", "number", "percent", "date"],  # a late-starting rule (v:number unit / v:percent unit / date unit)
     "window": [0, 1],  # `every 3`
     "weak": [0, 1],  # a one-word keyword that starts a rule waiting for a number
     "numbers_start": [0, 1],  # a rule starting with a number (not late): digit runs matter
@@ -78,7 +78,9 @@ def rule_set(recipe: dict) -> str:
     for name, text in body.items():
         if k["rules"] and k[name]:
             lines.append(f"rule {name} {{\n  {text}\n}}")
-    if k["rules"] and k["late"]:
+    if k["rules"] and k["late"] == "date":  # (a date binds no value: nothing to require)
+        lines.append("rule late {\n  match date units\n}")
+    elif k["rules"] and k["late"]:
         lines.append(f"rule late {{\n  match v:{k['late']} units\n  require v < 300\n}}")
     return "\n".join(lines) + "\n"
 
