@@ -7,7 +7,7 @@ record sizes and the program's constants. `PARAMS` is their order in the C core'
 `heatc_program.p` array (the generated cuda_bridge/include/heatc_native_abi.h numbers them
 `HEATC_P_<NAME>`); `read_hct` returns them in that order.
 
-Public surface: `HCT_MAGIC`, `HCT_VERSION`, `HEAD`, `SECTION`, `PARAM`, `VALUES`, `TABLES`,
+Public surface: `check_against_manifest(hct, manifest, where)`, `HCT_MAGIC`, `HCT_VERSION`, `HEAD`, `SECTION`, `PARAM`, `VALUES`, `TABLES`,
 `OPTIONAL_TABLES`, `PARAMS`, `Hct`, `read_hct(data, where)`.
 """
 
@@ -100,3 +100,14 @@ def read_hct(data: bytes, where: str = "rules.hct") -> Hct:
     if hct.param("state_size") != state_size or hct.param("n_rules") != n_rules:
         raise ModuleError(f"{where}: the header and the parameters disagree on the state size or rule count")
     return hct
+
+
+def check_against_manifest(hct: Hct, manifest: dict, where: str = "rules.hct") -> None:
+    """Refuse tables whose record sizes or rule count are not the manifest's (both come from
+    one build; a mismatch means files of two builds were put together)."""
+    layout = manifest["layout"]
+    for key in ("state_size", "event_size", "snapshot_size"):
+        if hct.param(key) != layout[key]:
+            raise ModuleError(f"{where}: the tables' {key} is {hct.param(key)}, the manifest says {layout[key]}")
+    if hct.n_rules != len(manifest["rules"]):
+        raise ModuleError(f"{where}: the tables and the manifest disagree on the number of rules")

@@ -26,7 +26,7 @@ import numpy as np
 from .abi import CONTROL_FIELDS
 from .checker import CLOSED, Checker
 from .errors import ModuleError, ModuleTrap
-from .hct import Hct
+from .hct import Hct, check_against_manifest
 from .limits import Limits
 
 CONTROL = 256  # the control block's offset; the memory below it stays unused (0 is no buffer)
@@ -62,12 +62,7 @@ class NativeChecker(Checker):
         self._hct = hct
         self._where = where
         self._lock = threading.Lock()
-        layout = manifest["layout"]
-        for key in ("state_size", "event_size", "snapshot_size"):
-            if hct.param(key) != layout[key]:
-                raise ModuleError(f"{where}: the tables' {key} is {hct.param(key)}, the manifest says {layout[key]}")
-        if hct.n_rules != len(manifest["rules"]):
-            raise ModuleError(f"{where}: the tables and the manifest disagree on the number of rules")
+        check_against_manifest(hct, manifest, where)
         if limits.memory_bytes < 4 * PAGE:
             raise ModuleError(f"the native backend needs at least {4 * PAGE} bytes of memory (Limits.memory_bytes)")
         self.state_size = hct.param("state_size")

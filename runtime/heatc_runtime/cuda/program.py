@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ModuleError
-from ..hct import PARAMS, Hct, read_hct
+from ..hct import PARAMS, Hct, check_against_manifest, read_hct
 from ..records import RecordDecoder
 from ..report import Snapshot
 from ..tables import read_token_table
@@ -72,12 +72,7 @@ class OpProgram:
                  l2_bytes: int | None = None, where: str = "rules.hct"):  # fmt: skip
         self.manifest = manifest
         self.device = torch.device(device)
-        layout_ = manifest["layout"]
-        for key in ("state_size", "event_size", "snapshot_size"):
-            if hct.param(key) != layout_[key]:
-                raise ModuleError(f"{where}: the tables' {key} is {hct.param(key)}, the manifest says {layout_[key]}")
-        if hct.n_rules != len(manifest["rules"]):
-            raise ModuleError(f"{where}: the tables and the manifest disagree on the number of rules")
+        check_against_manifest(hct, manifest, where)
         self.state_size, self.event_size = hct.param("state_size"), hct.param("event_size")
         self.snapshot_size = hct.param("snapshot_size")
         if self.state_size % 8 or self.event_size % 8 or self.snapshot_size % 8:
