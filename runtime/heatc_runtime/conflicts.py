@@ -62,7 +62,7 @@ class Mention:
     char_start: int  # character span in the chunk
     char_end: int
     text: str
-    value: float | str | None  # None: the rule locks several captures of the channel's kind that differ
+    value: float | str | None  # None only while a mention is being built
 
     def to_json(self) -> dict:
         return {
