@@ -193,6 +193,19 @@ def _constants(program: ir.Program, packed: Packed) -> tuple[dict, dict[str, int
     return consts, fields
 
 
+def _consistency(program: ir.Program, rule: ir.Rule, use: ir.ChannelUse) -> dict:
+    """A `consistent` or `lock` statement as the conflicts layer reads it: the capture, and the
+    channel it names — or, with `per`, the key capture and the channel of each key class."""
+    out: dict = {"capture": rule.captures[use.capture].name}
+    if use.key < 0:
+        out["channel"] = program.channels[use.channel].name
+    else:
+        out["key"] = rule.captures[use.key].name
+        out["per"] = [[program.classes[c].name, program.channels[use.channel + i].name]
+                      for i, c in enumerate(use.key_classes)]  # fmt: skip
+    return out
+
+
 def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:
     """What a runtime needs besides the module: names to decode events, sizes, checksums."""
     return {
@@ -224,6 +237,7 @@ def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:
                 "freq": r.freq,
                 "captures": [{"name": c.name, "kind": c.kind} for c in r.captures],
                 "requirements": [q.text for q in r.requirements],
+                "consistency": [_consistency(program, r, use) for use in r.channels],
             }
             for r in program.rules
         ],

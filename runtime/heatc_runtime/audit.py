@@ -57,6 +57,10 @@ class ModuleInfo:
     # what conflicts.py reads: the channels (name, kind) and each rule's captures (name, kind)
     channels: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
     captures: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict, compare=False, repr=False)
+    # each rule's `consistent`/`lock` statements: (capture, key capture or None, {key class or "": channel})
+    consistency: Mapping[str, tuple[tuple[str, str | None, Mapping[str, str]], ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def from_manifest(cls, manifest: dict) -> ModuleInfo:
@@ -69,10 +73,17 @@ class ModuleInfo:
             {r["name"]: str(r.get("description", "")) for r in rules},
             tuple((str(c["name"]), str(c["kind"])) for c in manifest.get("channels", ())),
             {r["name"]: tuple((c["name"], c["kind"]) for c in r.get("captures", ())) for r in rules},
+            {r["name"]: tuple(_statement(u) for u in r["consistency"]) for r in rules if r.get("consistency")},
         )
 
     def to_json(self) -> dict:
         return {"name": self.name, "sha256": self.sha256, "heatc_version": self.heatc_version}
+
+
+def _statement(use: dict) -> tuple[str, str | None, dict[str, str]]:
+    if "key" in use:
+        return str(use["capture"]), str(use["key"]), {str(k): str(c) for k, c in use["per"]}
+    return str(use["capture"]), None, {"": str(use["channel"])}
 
 
 @dataclass(frozen=True)

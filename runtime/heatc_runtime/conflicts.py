@@ -5,13 +5,20 @@ The chunks are read as one stream, in retrieval order, with a boundary between t
 that no match can cross: `BOUNDARY_LEXEMES` U+001E characters, each an `other` lexeme that
 no pattern element accepts, one more than the longest gap a pattern may skip
 (docs/language.md) — so every partial match dies at the boundary, on every backend, by the
-rules of docs/semantics.md alone. Consistency channels, and anchors, carry over: a channel's
-value is set by its first confirmed mention (in retrieval order, the most relevant chunk
-first), and every later mention that disagrees with it is a REJECTED match whose event names
-the channel, the earlier value and the span that set it. Each such event is one conflict
-here, both sides mapped back to their chunk — same-chunk conflicts included. So a conflict
-list is a function of the stream's events: the reference interpreter's, the WASM kernel's
-and the native core's are identical.
+rules of docs/semantics.md alone. Consistency channels, and anchors, carry over.
+
+A conflict is read off the stream's match events, on top of what every backend gives alike:
+each match that passed its requirements states, per `consistent`/`lock` statement of its
+rule (the manifest records them), a value for a channel. One keyword names many terms ("cure
+within 10 days" for a payment default, "within 60 days" for other breaches), so each channel
+is split by **term** (terms.py: the words of the clause around the number): a mention joins
+the term of the earlier mention of its channel whose words it shares most, and the term's
+value is its first mention's — in retrieval order, the most relevant chunk first. Every
+later mention of a term that disagrees with that value is one conflict, both sides mapped
+back to their chunk — same-chunk conflicts included. Text with no words to tell terms apart
+keeps one term per channel: the stream's REJECTED-by-channel matches (semantics §4). So a
+conflict list is a function of the chunks and the stream's events: the reference
+interpreter's, the WASM kernel's and the native core's are identical.
 
 **Conflict score**, in [0, 1]: `heat · (1 + d) / 2`, with `d` the relative difference of
 the two values, |a − b| / max(|a|, |b|) (numbers carry no sign), and d = 1 for two classes
@@ -28,10 +35,11 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .audit import ModuleInfo, char_offsets
-from .report import Event, Verdict
+from .report import Event
+from .terms import nearest_term, term_words
 
 #: One more than the longest gap a pattern may skip (the language's `..64`).
 BOUNDARY_LEXEMES = 65
@@ -54,7 +62,7 @@ class Mention:
     char_start: int  # character span in the chunk
     char_end: int
     text: str
-    value: float | str | None  # None: the rule locks several captures of the channel's kind that differ
+    value: float | str | None  # None only while a mention is being built
 
     def to_json(self) -> dict:
         return {
@@ -156,19 +164,25 @@ def _require_channels(module: ModuleInfo) -> None:
             "so it cannot find conflicts between chunks; add one (docs/language.md) or use rules that have "
             "them (examples/legal.heat, examples/finance.heat)"
         )
+    if not module.consistency:
+        raise NoConsistencyRulesError(
+            f"the module {module.name!r} was built by a heatc that does not record its consistency statements "
+            "in the manifest; rebuild it (heatc build) to find conflicts between chunks"
+        )
 
 
-def _later_value(module: ModuleInfo, e: Event, channel: str, earlier: float | str) -> float | str | None:
-    """The later mention's own value on `channel`: `RULE.v` and `RULE.v[CLASS]` name their
-    capture; a lock names only the channel, so its capture is the rule's one capture of the
-    channel's kind that disagrees with the earlier value."""
+def _mentions(module: ModuleInfo, e: Event) -> list[tuple[str, float | str]]:
+    """The (channel, value) pairs a match event states: one per `consistent`/`lock`
+    statement of its rule. A match whose requirements failed states nothing."""
+    if e.kind != "match" or e.failed is not None:
+        return []
     captures = dict(e.captures)
-    prefix = e.name + "."
-    if channel.startswith(prefix):
-        return captures.get(channel[len(prefix) :].split("[", 1)[0])
-    kind = dict(module.channels).get(channel)
-    names = [n for n, k in module.captures.get(e.name, ()) if k == kind and captures.get(n) != earlier]
-    return captures[names[0]] if len(names) == 1 else None
+    out = []
+    for capture, key, channels in module.consistency.get(e.name, ()):
+        channel = channels.get("" if key is None else str(captures.get(key)))
+        if channel is not None and capture in captures:
+            out.append((channel, captures[capture]))
+    return out
 
 
 def _score(heat: float, a: float | str, b: float | str | None) -> float:
@@ -196,22 +210,30 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
         chars = char_offsets(chunks[i], (s, e))
         return Mention(i, s, e, chars[s], chars[e], chunks[i][s:e].decode("utf-8", errors="replace"), value)
 
+    # per channel, every mention so far: (term words, the mention that set its term's value, value)
+    seen: dict[str, list[tuple[frozenset[str], Mention, float | str]]] = {}
     found = []
     for e in events:
-        c = e.conflict
-        if e.kind != "match" or e.verdict is not Verdict.REJECTED or c is None:
+        stated = _mentions(module, e)
+        if not stated:
             continue
-        value = _later_value(module, e, c.channel, c.value)
-        found.append(
-            ChunkConflict(
-                e.name,
-                c.channel,
-                mention(c.start, c.end, c.value),
-                mention(e.start, e.end, value),
-                tuple(e.captures),
-                _score(module.heat.get(e.name, 0.5), c.value, value),
-            )
-        )
+        later = mention(e.start, e.end, None)
+        values = frozenset(w for _, v in stated if isinstance(v, str) for w in v.split("_"))
+        words = term_words(chunks[later.chunk], later.start, later.end, values)
+        for channel, value in stated:
+            here = replace(later, value=value)
+            known = seen.setdefault(channel, [])
+            term = nearest_term(words, [w for w, _, _ in known])
+            if term is None:
+                known.append((words, here, value))
+                continue
+            _, first, first_value = known[term]
+            known.append((words, first, first_value))
+            if first_value != value:
+                found.append(ChunkConflict(
+                    e.name, channel, first, here, tuple(e.captures),
+                    _score(module.heat.get(e.name, 0.5), first_value, value),
+                ))  # fmt: skip
     return ConflictReport(module, len(chunks), tuple(found))
 
 

@@ -76,6 +76,16 @@ def check_manifest(manifest: object, where: str) -> None:
                 m.fail(f"rules[{i}].captures[{j}].kind", '"number" or "class"', cap["kind"])
         for j, text in enumerate(rule["requirements"]):
             m.type(text, str, f"rules[{i}].requirements[{j}]")
+        for j, use in enumerate(m.array(rule.get("consistency", []), f"rules[{i}].consistency")):
+            where_use = f"rules[{i}].consistency[{j}]"
+            m.type(use, dict, where_use)
+            if "key" in use:
+                m.object(use, where_use, {"capture": str, "key": str, "per": list})
+                for k, pair in enumerate(use["per"]):
+                    if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+                        m.fail(f"{where_use}.per[{k}]", "a [class, channel] pair of names", pair)
+            else:
+                m.object(use, where_use, {"capture": str, "channel": str})
     for key in ("classes", "anchor_groups"):
         for i, name in enumerate(m.array(manifest[key], key)):
             m.type(name, str, f"{key}[{i}]")

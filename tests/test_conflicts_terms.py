@@ -1,0 +1,124 @@
+"""Conflicts are kept per term (runtime/heatc_runtime/terms.py, docs/conflicts.md): one
+keyword names several terms, and two terms with two values are no conflict; a term stated
+twice with two values is, however far its keyword stands from the number."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_conflicts import LEGAL, reference_conflicts
+
+from heatc.backends import module_info, run_document, wasm_checker
+from heatc_runtime.conflicts import NoConsistencyRulesError, chunk_bytes, find_conflicts, join_chunks
+from heatc_runtime.errors import ModuleError
+from heatc_runtime.manifest import check_manifest
+from heatc_runtime.report import Verdict
+from heatc_runtime.terms import nearest_term, overlap, stem, term_words
+
+
+def test_term_words_are_what_the_number_is_of():
+    text = b"The Licensee fails to cure such breach within thirty (30) days after receiving written notice, or"
+    start = text.index(b"cure")
+    end = text.index(b"days") + 4
+    # the match, four words before it, the clause after it up to the comma; no stop or number words
+    assert term_words(text, start, end) == {"licensee", "fail", "cure", "breach", "receiv", "written", "notice"}
+    # the head stops at the clause before; the words of a captured class value are left out
+    text = b"Section 9. This Agreement is governed by the laws of the State of New York."
+    start = text.index(b"governed")
+    assert term_words(text, start, len(text) - 1, frozenset({"new", "york"})) == {"agree", "govern", "law", "state"}
+    assert term_words("通知期限为十五日。".encode(), 0, 9) == frozenset()  # no ASCII words: nothing to tell apart
+    assert [stem(w) for w in ("payment", "payable", "Payments", "pay", "governed", "governing")] == [
+        "pay", "pay", "pay", "pay", "govern", "govern",
+    ]  # fmt: skip
+
+
+@given(st.frozensets(st.sampled_from("abcdefg")), st.frozensets(st.sampled_from("abcdefg")))
+def test_overlap_is_symmetric_and_empty_words_join_any_term(a, b):
+    assert overlap(a, b) == overlap(b, a) and 0 <= overlap(a, b) <= 1
+    assert overlap(a, a) == 1
+    if not a or not b:
+        assert overlap(a, b) == 1
+    assert nearest_term(a, []) is None
+    assert nearest_term(a, [b]) == (0 if overlap(a, b) >= 0.5 else None)
+
+
+def test_nearest_term_takes_the_closest_earlier_mention():
+    words = frozenset({"pay", "invoice", "receipt"})
+    earlier = [frozenset({"royalty", "quarter"}), frozenset({"pay", "quarter"}), frozenset({"invoice", "receipt"})]
+    assert nearest_term(words, earlier) == 2
+
+
+def conflicts(chunks):
+    return [(c.channel, c.earlier.value, c.later.value) for c in wasm_checker(LEGAL).conflicts(chunks)]
+
+
+def test_one_keyword_two_terms_is_no_conflict():
+    chunks = [
+        "If Distributor fails to cure any payment default within ten (10) days of the due date, Supplier may terminate.",
+        "Either party may terminate if the other fails to cure a material breach within sixty (60) days after "
+        "receiving written notice of the breach.",
+    ]
+    assert conflicts(chunks) == []
+    # the same term restated with another value is one
+    chunks.append("A material breach not cured within thirty (30) days after written notice of the breach ends it.")
+    assert conflicts(chunks) == [("term_days_consistent.d[cure]", 60.0, 30.0)]
+
+
+def test_a_keyword_far_before_its_number():
+    """More than 6 lexemes between the keyword and the number (the rules' gaps are 12)."""
+    chunks = [
+        "Licensee shall notify Licensor in writing of any such MFN Terms within fifteen (15) calendar days of receipt.",
+        "Licensee shall notify Licensor in writing of any such MFN Terms within thirty (30) calendar days of receipt.",
+    ]
+    assert conflicts(chunks) == [("term_days_consistent.d[notice]", 15.0, 30.0)]
+
+
+# the legal rules' Chinese vocabulary, numbers and punctuation: text with no ASCII word
+CJK_PIECES = ["付款", "支付", "通知", "书面通知", "纠正", "补救", "日", "天", "工作日", "利息", "利率", "佣金", "折扣",
+              "适用", "管辖", "中华人民共和国", "香港", "内", "为", "三十", "十五", "15", "30", "5%", "百分之八", "。", "；", "，"]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(CJK_PIECES), max_size=24).map("".join), min_size=1, max_size=4))
+def test_text_without_words_keeps_one_term_per_channel(chunks):
+    """Where no mention has a word to tell terms apart (Chinese, numbers, punctuation), every
+    channel is one term and the conflicts are exactly the stream's matches REJECTED by a
+    channel (docs/semantics.md §4) — the legal rules have one consistency statement each."""
+    assert all(len(r.channels) <= 1 for r in LEGAL.rules)
+    data = chunk_bytes(chunks)
+    stream, starts = join_chunks(data)
+    events = run_document("reference", LEGAL, stream)[0]
+    want = [
+        (e.conflict.channel, e.conflict.start, e.start)
+        for e in events
+        if e.kind == "match" and e.verdict is Verdict.REJECTED and e.conflict is not None
+    ]
+    got = [
+        (c.channel, starts[c.earlier.chunk] + c.earlier.start, starts[c.later.chunk] + c.later.start)
+        for c in reference_conflicts(LEGAL, chunks)
+    ]
+    assert got == want
+
+
+def test_manifest_records_the_consistency_statements():
+    from heatc.wasm.codegen import compile_wasm
+    from heatc.wasm.pack import pack
+
+    manifest = compile_wasm(LEGAL, pack(LEGAL)).manifest
+    rules = {r["name"]: r for r in manifest["rules"]}
+    assert rules["governing_law_single"]["consistency"] == [{"capture": "law", "channel": "governing_law"}]
+    (days,) = rules["term_days_consistent"]["consistency"]
+    assert days["capture"] == "d" and days["key"] == "kind"
+    assert ["payment", "term_days_consistent.d[payment]"] in days["per"]
+    assert rules["article_number"]["consistency"] == []
+    bad = {**manifest, "rules": [{**rules["governing_law_single"], "consistency": [{"capture": "law"}]}]}
+    bad.pop("manifest_sha256", None)
+    with pytest.raises(ModuleError, match=r"rules\[0\]\.consistency\[0\]\.channel: expected a value"):
+        check_manifest(bad, "m.json")
+
+
+def test_a_module_without_consistency_records_is_refused():
+    import dataclasses
+
+    old = dataclasses.replace(module_info(LEGAL), consistency={})
+    with pytest.raises(NoConsistencyRulesError, match="rebuild it"):
+        find_conflicts(old, [b"pay 30 days"], [])
