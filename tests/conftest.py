@@ -58,6 +58,36 @@ def _compile_and_validate(program, packed=None):
 _wasm.compile_wasm = _compile_and_validate
 
 
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)  # (a pytest-xdist worker)
+    if workeroutput is not None:
+        workeroutput["wasm_validated"] = _VALIDATED[0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist: the controller adds up the modules each worker validated."""
+    _VALIDATED[0] += getattr(node, "workeroutput", {}).get("wasm_validated", 0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`) the tests of a module
+    that share a module-scoped fixture run on one worker, so that an expensive fixture (a
+    `heatc learn` run, a trained student, a built engine) is made once, and the vLLM tests
+    run one after another (each starts an engine). Other tests are spread one by one."""
+    for item in items:
+        module = getattr(item.module, "__name__", "") if hasattr(item, "module") else ""
+        if module.startswith("test_engine_vllm"):
+            group = "vllm"
+        else:
+            defs = getattr(item, "_fixtureinfo", None)  # (pytest's own record of the item's fixtures)
+            scopes = {d.scope for ds in (defs.name2fixturedefs.values() if defs else ()) for d in ds}
+            if not scopes & {"module", "package", "class"}:
+                continue
+            group = module
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_terminal_summary(terminalreporter):
     if _WASM_VALIDATE:
         terminalreporter.write_line(f"wasm-validate: {_VALIDATED[0]} modules built by the tests, all valid")
