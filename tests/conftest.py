@@ -6,6 +6,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+# Under pytest-xdist each worker gets its share of the cores for torch and onnxruntime (set
+# before either is imported, and inherited by the `heatc learn` subprocesses tests start):
+# two workers each running two threads on two cores lose more to contention than they gain.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.environ:
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ["OMP_NUM_THREADS"] = str(_share)
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 # CI: enough examples to mean something, no wall-clock deadline (CI machines are slow and
