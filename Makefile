@@ -37,7 +37,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 # The long property profile (docs/testing.md): 100,000 examples per property.
 test-long: $(STAMP)

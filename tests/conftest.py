@@ -6,6 +6,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+# Under pytest-xdist each worker gets its share of the cores for torch and onnxruntime (set
+# before either is imported, and inherited by the `heatc learn` subprocesses tests start):
+# two workers each running two threads on two cores lose more to contention than they gain.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.environ:
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ["OMP_NUM_THREADS"] = str(_share)
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 # CI: enough examples to mean something, no wall-clock deadline (CI machines are slow and
@@ -56,6 +63,36 @@ def _compile_and_validate(program, packed=None):
 
 
 _wasm.compile_wasm = _compile_and_validate
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)  # (a pytest-xdist worker)
+    if workeroutput is not None:
+        workeroutput["wasm_validated"] = _VALIDATED[0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist: the controller adds up the modules each worker validated."""
+    _VALIDATED[0] += getattr(node, "workeroutput", {}).get("wasm_validated", 0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`) the tests of a module
+    that share a module-scoped fixture run on one worker, so that an expensive fixture (a
+    `heatc learn` run, a trained student, a built engine) is made once, and the vLLM tests
+    run one after another (each starts an engine). Other tests are spread one by one."""
+    for item in items:
+        module = getattr(item.module, "__name__", "") if hasattr(item, "module") else ""
+        if module.startswith("test_engine_vllm"):
+            group = "vllm"
+        else:
+            defs = getattr(item, "_fixtureinfo", None)  # (pytest's own record of the item's fixtures)
+            scopes = {d.scope for ds in (defs.name2fixturedefs.values() if defs else ()) for d in ds}
+            if not scopes & {"module", "package", "class"}:
+                continue
+            group = module
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_terminal_summary(terminalreporter):
