@@ -7,12 +7,15 @@ on it, per probe row: the Spearman rank correlation of the student's couplings w
 teacher's, and the AUC with the row's top 20 % teacher couplings as positives; the token
 head's per-sentence AUC beside them. The transformer pair student (`heatc learn`'s) beside an
 LSTM one of the same width and heads, and a distance-only baseline (coupling = −|j − value|).
-The transformer's ONNX export is checked against torch on the held-out rows.
+The transformer's ONNX export is checked against torch on the held-out rows. The teacher's
+labels are kept in bench/.work/pair_fidelity/ (a rerun with the same settings reads them).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import sys
 import tempfile
 import time
@@ -22,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learn_common import documents, machine, sample_sentences
 
 DOMAINS = ("medical", "finance", "legal")
+WORK = Path(__file__).resolve().parent / ".work" / "pair_fidelity"
 FEATURES = 64  # as heatc learn's student
 
 
@@ -104,8 +108,18 @@ def main() -> None:
     print(f"teacher: {teacher.name}; {args.sentences} value-bearing sentences per domain, seed {args.seed}\n")
     examples = {}
     for d in DOMAINS:
-        texts = _value_sentences(documents(d), args.sentences, args.seed, program, groups)
-        records, seconds = _label(teacher, config, program, groups, texts)
+        cache = WORK / f"{d}-{args.sentences}-{args.seed}.json.gz"
+        if cache.exists():
+            with gzip.open(cache, "rt", encoding="utf-8") as f:
+                records, seconds = json.load(f)
+            texts = [r["text"] for r in records]
+        else:
+            texts = _value_sentences(documents(d), args.sentences, args.seed, program, groups)
+            records, seconds = _label(teacher, config, program, groups, texts)
+            WORK.mkdir(parents=True, exist_ok=True)
+            with gzip.open(cache.with_suffix(".tmp"), "wt", encoding="utf-8") as f:
+                json.dump([records, seconds], f)
+            cache.with_suffix(".tmp").replace(cache)
         examples[d] = ps.examples_from_records(records, teacher.tokenizer, program)
         rows = sum(len(e.probes) for e in examples[d])
         print(f"  labelled {d}: {len(texts)} sentences, {rows} probe rows in {seconds:.1f} s")
