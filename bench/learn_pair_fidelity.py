@@ -87,6 +87,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="120 sentences per domain, 4 epochs")
+    ap.add_argument("--pair-head", default="interaction", choices=("interaction", "additive"),
+                    help="the pair head of both students (additive: that of an earlier heatc)")  # fmt: skip
     args = ap.parse_args()
     if args.quick:
         args.sentences, args.epochs = 120, 4
@@ -105,7 +107,8 @@ def main() -> None:
     program, groups = lexicon.program(), lexicon.groups()
     config = LearnConfig(corpus=[], output=Path("unused.yaml"), seed=args.seed)
     print(f"machine: {machine()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"teacher: {teacher.name}; {args.sentences} value-bearing sentences per domain, seed {args.seed}\n")
+    print(f"teacher: {teacher.name}; {args.sentences} value-bearing sentences per domain, seed {args.seed}; "
+          f"pair head {args.pair_head}, {args.epochs} epochs\n")  # fmt: skip
     examples = {}
     for d in DOMAINS:
         cache = WORK / f"{d}-{args.sentences}-{args.seed}.json.gz"
@@ -135,7 +138,7 @@ def main() -> None:
         test = examples[held]
         fids = []
         for kind in ("transformer", "lstm"):
-            cfg = ps.PairConfig(vocab_size=vocab, kind=kind, features=FEATURES)
+            cfg = ps.PairConfig(vocab_size=vocab, kind=kind, features=FEATURES, pair_head=args.pair_head)
             model = ps.train_pair(cfg, train, epochs=args.epochs, seed=args.seed, table=table)
             fids.append(ps.pair_fidelity(model, test))
             if kind == "transformer":
