@@ -87,8 +87,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="120 sentences per domain, 4 epochs")
-    ap.add_argument("--pair-head", default="interaction", choices=("interaction", "additive"),
-                    help="the pair head of both students (additive: that of an earlier heatc)")  # fmt: skip
+    ap.add_argument("--pair-head", default="additive", choices=("additive", "interaction"),
+                    help="the pair head of both students (additive: what heatc learn trains)")  # fmt: skip
     args = ap.parse_args()
     if args.quick:
         args.sentences, args.epochs = 120, 4

@@ -16,7 +16,7 @@ from heatc.learn.config import (
 from heatc.learn.plan import Plan, plan_lexicon
 
 STUDENT_FEATURES = 64  # width of the student's frozen teacher-derived token features
-PAIR_HEAD = "interaction"  # the pair head of a new student (`pair_student.PairConfig`)
+PAIR_HEAD = "additive"  # a new student's pair head (`PairConfig`); "interaction" measured no better
 
 
 def _examples(records: list[dict], plan_: Plan, tokenizer):
@@ -62,7 +62,8 @@ def distil(
     output: Path | None = None,
 ):
     """Train the pair student on the teacher's records (from `init`'s weights and
-    `base_config`, its configuration, when given: a base student being fine-tuned) and, on rank 0, evaluate it and export it beside
+    `base_config`, its configuration, when given: a base student being fine-tuned) and, on
+    rank 0, evaluate it and export it beside
     `output` (default: the config's). Returns (metrics, model); metrics are {} off rank 0."""
     from heatc.learn import pair_student as ps
     from heatc.learn import student as st
