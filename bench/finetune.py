@@ -64,7 +64,7 @@ def _scaled(text: str, up: bool) -> str:
 def _corruptions(domain: str, stream: str) -> list[tuple[str, str]]:
     """learn_usefulness's patterns (the medical value pattern reads labs, the rest are
     general) plus every value before a unit of the domain ×10 or ÷10, alternating."""
-    out = corruptions(domain, stream)
+    out = [(kind, corrupted) for kind, corrupted, _ in corruptions(domain, stream)]  # possible or not
     for k, m in enumerate(re.finditer(rf"(?<![\d.,])({NUM})\s?(?:{UNITS[domain]})\b", stream)):
         if float(m.group(1).replace(",", "")) == 0:
             continue
@@ -97,6 +97,8 @@ class Rules:
             Path(f.name).unlink()
         score = {c.id: c.score for c in hm.cells}
         self.score = {r: score.get(cell, float("inf")) for r, cell in lowered.source_cell.items()}
+        self.cell = dict(lowered.source_cell)  # rule -> the cell it checks
+        self.cells = {c.id: c for c in hm.cells}
         self.checker = wasm_checker(program)
 
     def events(self, text: str) -> list:
@@ -224,7 +226,31 @@ def main() -> None:
             hb = sum(any(sb[n] >= r["rules"]["base"].threshold for n in r["caught"]["base"][i]) for i in idx)
             hf = sum(any(sf[n] >= t for n in r["caught"]["fine-tuned"][i]) for i in idx)
             print(f"    {kind:<16} base {hb}/{len(idx)}, fine-tuned (FA <= base) {hf}/{len(idx)}")
+        print("  the cells that catch most held-out corruptions (fine-tuned, FA <= base; + new, ~ re-learned):")
+        for line in _top_cells(r, base, t):
+            print(f"    {line}")
         print()
+
+
+def _top_cells(result: dict, base: Path, threshold: float, n: int = 8) -> list[str]:
+    """The fine-tuned heatmap's cells by corruptions caught at `threshold`, marked new (not
+    in the base) or re-learned (in the base with other statistics)."""
+    from heatc.heatmap.format import load_heatmap
+
+    rules = result["rules"]["fine-tuned"]
+    before = {c.id: c for c in load_heatmap(base).cells}
+    per_cell: Counter = Counter()
+    for caught in result["caught"]["fine-tuned"]:
+        cells = {rules.cell[x] for x in caught if rules.score[x] >= threshold and x in rules.cell}
+        per_cell.update(cells)
+    out = []
+    for cell_id, hits in per_cell.most_common(n):
+        c = rules.cells[cell_id]
+        mark = "+" if cell_id not in before else ("~" if before[cell_id].stats != c.stats else " ")
+        what = " ".join(x for x in (*c.pair, c.unit or "") if x)
+        bounds = f" range {list(c.range)}" if c.range else ""
+        out.append(f"{mark} {what}: {hits} caught, score {c.score:.3f}, support {c.support}{bounds}")
+    return out
 
 
 if __name__ == "__main__":

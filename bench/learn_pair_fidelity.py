@@ -7,12 +7,15 @@ on it, per probe row: the Spearman rank correlation of the student's couplings w
 teacher's, and the AUC with the row's top 20 % teacher couplings as positives; the token
 head's per-sentence AUC beside them. The transformer pair student (`heatc learn`'s) beside an
 LSTM one of the same width and heads, and a distance-only baseline (coupling = −|j − value|).
-The transformer's ONNX export is checked against torch on the held-out rows.
+The transformer's ONNX export is checked against torch on the held-out rows. The teacher's
+labels are kept in bench/.work/pair_fidelity/ (a rerun with the same settings reads them).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import sys
 import tempfile
 import time
@@ -22,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learn_common import documents, machine, sample_sentences
 
 DOMAINS = ("medical", "finance", "legal")
+WORK = Path(__file__).resolve().parent / ".work" / "pair_fidelity"
 FEATURES = 64  # as heatc learn's student
 
 
@@ -83,6 +87,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="120 sentences per domain, 4 epochs")
+    ap.add_argument("--pair-head", default="additive", choices=("additive", "interaction"),
+                    help="the pair head of both students (additive: what heatc learn trains)")  # fmt: skip
     args = ap.parse_args()
     if args.quick:
         args.sentences, args.epochs = 120, 4
@@ -101,11 +107,22 @@ def main() -> None:
     program, groups = lexicon.program(), lexicon.groups()
     config = LearnConfig(corpus=[], output=Path("unused.yaml"), seed=args.seed)
     print(f"machine: {machine()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"teacher: {teacher.name}; {args.sentences} value-bearing sentences per domain, seed {args.seed}\n")
+    print(f"teacher: {teacher.name}; {args.sentences} value-bearing sentences per domain, seed {args.seed}; "
+          f"pair head {args.pair_head}, {args.epochs} epochs\n")  # fmt: skip
     examples = {}
     for d in DOMAINS:
-        texts = _value_sentences(documents(d), args.sentences, args.seed, program, groups)
-        records, seconds = _label(teacher, config, program, groups, texts)
+        cache = WORK / f"{d}-{args.sentences}-{args.seed}.json.gz"
+        if cache.exists():
+            with gzip.open(cache, "rt", encoding="utf-8") as f:
+                records, seconds = json.load(f)
+            texts = [r["text"] for r in records]
+        else:
+            texts = _value_sentences(documents(d), args.sentences, args.seed, program, groups)
+            records, seconds = _label(teacher, config, program, groups, texts)
+            WORK.mkdir(parents=True, exist_ok=True)
+            with gzip.open(cache.with_suffix(".tmp"), "wt", encoding="utf-8") as f:
+                json.dump([records, seconds], f)
+            cache.with_suffix(".tmp").replace(cache)
         examples[d] = ps.examples_from_records(records, teacher.tokenizer, program)
         rows = sum(len(e.probes) for e in examples[d])
         print(f"  labelled {d}: {len(texts)} sentences, {rows} probe rows in {seconds:.1f} s")
@@ -121,7 +138,7 @@ def main() -> None:
         test = examples[held]
         fids = []
         for kind in ("transformer", "lstm"):
-            cfg = ps.PairConfig(vocab_size=vocab, kind=kind, features=FEATURES)
+            cfg = ps.PairConfig(vocab_size=vocab, kind=kind, features=FEATURES, pair_head=args.pair_head)
             model = ps.train_pair(cfg, train, epochs=args.epochs, seed=args.seed, table=table)
             fids.append(ps.pair_fidelity(model, test))
             if kind == "transformer":

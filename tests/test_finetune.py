@@ -14,13 +14,13 @@ pytest.importorskip("torch", reason="heatc finetune needs torch (pip install 'he
 pytest.importorskip("pypdfium2", reason="reading PDFs needs pypdfium2 (pip install 'heatc[pdf]')")
 
 from conftest import SHARED_DATA
-from pdfgen import Image, Page, TextRun, write_pdf
+from pdfgen import BrokenPage, Image, Page, TextRun, write_pdf
 from typer.testing import CliRunner
 
 from heatc.cli import app
 from heatc.errors import HeatError
 from heatc.heatmap.format import load_heatmap
-from heatc.learn.finetune import FinetuneConfig, finetune
+from heatc.learn.finetune import FinetuneConfig, domain_documents, finetune
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = REPO / "heatmaps" / "medical.yaml"
@@ -126,3 +126,27 @@ def test_a_file_that_is_not_a_pdf_is_a_clear_error(tmp_path):
     empty = write_pdf(tmp_path / "blank.pdf", [Page(runs=[TextRun(50, 700, " ")])])
     with pytest.raises(HeatError, match="nothing to fine-tune on: no text in 1 PDF page"):
         finetune(_config(out, [empty]), log=lambda m: None)
+
+
+def test_a_pdf_that_needs_a_user_password_is_a_clear_error(tmp_path):
+    locked = write_pdf(tmp_path / "locked.pdf", [Page(runs=[TextRun(72, 720, "Metformin 500 mg twice daily.")])],
+                       user_password="open", owner_password="owner")  # fmt: skip
+    out = tmp_path / "out.yaml"
+    r = CliRunner().invoke(app, ["finetune", str(BASE), "--pdf", str(locked), "-o", str(out)])
+    assert r.exit_code == 1 and "locked.pdf: error: encrypted: needs a password" in r.output
+    assert "Traceback" not in r.output and not out.exists() and not (tmp_path / "out.finetune").exists()
+
+
+def test_failed_and_scanned_pages_are_skipped_and_recorded(tmp_path):
+    mixed = write_pdf(
+        tmp_path / "mixed.pdf",
+        [Page(runs=[TextRun(72, 720, "Metformin 500 mg.")]), BrokenPage(), Page(images=[Image()]),
+         Page(runs=[TextRun(72, 720, "Warfarin 5 mg.")])],
+    )  # fmt: skip
+    documents, sources = domain_documents(_config(tmp_path / "out.yaml", [mixed]))
+    assert [(d.id, d.text) for d in documents] == [
+        ("mixed.pdf#1", "Metformin 500 mg."),
+        ("mixed.pdf#4", "Warfarin 5 mg."),
+    ]
+    [source] = sources
+    assert (source["pages"], source["pages_used"], source["scanned_skipped"], source["failed"]) == (4, "1,4", 1, [2])

@@ -996,3 +996,12 @@ def test_the_teacher_reads_a_bounded_share_when_the_student_scores_the_rest():
     no_student = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=40, student=False)
     assert teacher_share(no_student, probe, label) == probe + label
     assert teacher_share(cfg, probe[:5], label[:5]) == probe[:5] + label[:5]  # fewer than the bound: all
+    # a corpus with few candidate cells: fewer teacher sentences (at least MIN_TEACHER, and
+    # TEACHER_PER_CELL per candidate), never more than the bound
+    from heatc.learn.plan import MIN_TEACHER, TEACHER_PER_CELL
+
+    probe, label = [f"p{i}" for i in range(2000)], [f"l{i}" for i in range(1500)]
+    wide = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=400)
+    assert len(teacher_share(wide, probe, label, candidates=10)) == MIN_TEACHER
+    assert len(teacher_share(wide, probe, label, candidates=90)) == 90 * TEACHER_PER_CELL
+    assert len(teacher_share(wide, probe, label, candidates=657)) == 400

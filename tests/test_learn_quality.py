@@ -69,6 +69,19 @@ def test_numbers_that_are_parts_of_names_or_labels_are_no_quantity():
     assert not ok and "one number" in why
 
 
+def test_a_section_cited_in_parentheses_is_no_value_of_the_word_before_it():
+    """Drug labels cite their sections: "Warnings and Precautions (5.1)" names no quantity,
+    whereas a dose written beside the word does."""
+    cited = [f"[see Warnings and Precautions ({s})]." for s in ("5.1", "5.2", "5.4", "5.1", "5.3", "5.1")] * 3
+    cited += [f"as in Warnings and Precautions (2.{n}, 5.{n})." for n in (1, 2, 3)]
+    doses = [f"Glucose {v} mg/dL today." for v in (92, 101, 140, 88, 162, 97)] * 3
+    doses += [f"Glucose ({v}) was rechecked." for v in (92, 140)]  # a value in parentheses, not a section number
+    profiles = _profiles(["precautions", "glucose"], cited + doses)
+    ok, why = is_quantity(profiles["precautions"])
+    assert not ok and "compounds" in why
+    assert is_quantity(profiles["glucose"]) == (True, "")
+
+
 def test_a_word_followed_by_codes_or_by_years_and_amounts_alike_is_no_quantity():
     codes = [f"CPT code {n} billed." for n in (99213, 99214, 99215, 99203, 99204, 99212)] * 2
     mixed = [f"Surgery in {y}." for y in (1998, 2001, 2005)] * 2 + [f"Surgery for {n} hours." for n in (2, 3)] * 2

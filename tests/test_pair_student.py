@@ -41,7 +41,7 @@ def _synthetic(n: int, seed: int) -> list[ps.PairExample]:
 
 @pytest.fixture(scope="module")
 def trained():
-    config = ps.PairConfig(vocab_size=2048, width=32, pair_width=32, features=0)
+    config = ps.PairConfig(vocab_size=2048, width=32, pair_width=32, features=0, pair_head="interaction")
     return ps.train_pair(config, _synthetic(500, 0), epochs=8, seed=0), _synthetic(60, 1)
 
 

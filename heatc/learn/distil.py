@@ -1,6 +1,6 @@
 """The distil stage: train (or fine-tune), evaluate and export the pair student.
 
-Public surface: `distil`, `student_path`, `student_metrics`, `STUDENT_FEATURES`.
+Public surface: `distil`, `student_path`, `student_metrics`, `STUDENT_FEATURES`, `PAIR_HEAD`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from heatc.learn.config import (
 from heatc.learn.plan import Plan, plan_lexicon
 
 STUDENT_FEATURES = 64  # width of the student's frozen teacher-derived token features
+PAIR_HEAD = "additive"  # a new student's pair head (`PairConfig`); "interaction" measured no better
 
 
 def _examples(records: list[dict], plan_: Plan, tokenizer):
@@ -56,18 +57,22 @@ def distil(
     progress: Progress = quiet,
     *,
     init: dict | None = None,
+    base_config=None,
     lr: float = 3e-3,
     output: Path | None = None,
 ):
-    """Train the pair student on the teacher's records (from `init`'s weights when given: a
-    base student being fine-tuned) and, on rank 0, evaluate it and export it beside
+    """Train the pair student on the teacher's records (from `init`'s weights and
+    `base_config`, its configuration, when given: a base student being fine-tuned) and, on
+    rank 0, evaluate it and export it beside
     `output` (default: the config's). Returns (metrics, model); metrics are {} off rank 0."""
     from heatc.learn import pair_student as ps
     from heatc.learn import student as st
 
     rank, _ = rank_and_world()
     train, test = _examples(records, plan_, teacher.tokenizer)
-    config_s = ps.PairConfig(vocab_size=len(teacher.tokenizer), features=STUDENT_FEATURES)
+    config_s = base_config or ps.PairConfig(
+        vocab_size=len(teacher.tokenizer), features=STUDENT_FEATURES, pair_head=PAIR_HEAD
+    )
     table = init["embed.table"] if init is not None else st.teacher_token_features(teacher, STUDENT_FEATURES)
     model = ps.train_pair(
         config_s, train, table=table, init=init, lr=lr, epochs=config.epochs, seed=config.seed,

@@ -217,7 +217,7 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
     init = None if student is None else student.state_dict()
     before = _fidelity_before(student, student_kind, records, p, teacher, student_metrics, learn.seed)
     lr = config.lr if student is not None else 3e-3
-    metrics, model = _distil(learn, p, records, work, teacher, progress, init, lr)
+    metrics, model = _distil(learn, p, records, work, teacher, progress, init, lr, getattr(student, "config", None))
     evidence = student_evidence(learn, p, model, teacher.tokenizer, documents, progress)
     log(f"the student scored {sum(len(r['probes']) for r in evidence)} values in {len(evidence)} sentences")
     lexicon, cells, summary = aggregate(learn, p, evidence, documents)
@@ -281,10 +281,12 @@ def _fidelity_before(student, kind: str, records, p, teacher, student_metrics, s
     return {k: m[k] for k in keep if k in m}
 
 
-def _distil(learn: LearnConfig, p, records, work: Path, teacher, progress, init, lr: float):
+def _distil(learn: LearnConfig, p, records, work: Path, teacher, progress, init, lr: float, base_config):
+    """Fine-tune the base student (its own configuration: a student of an earlier heatc keeps
+    its pair head) or, with none, train a new one."""
     from heatc.learn.distil import distil
 
-    return distil(learn, p, records, work, teacher, progress, init=init, lr=lr)
+    return distil(learn, p, records, work, teacher, progress, init=init, lr=lr, base_config=base_config)
 
 
 def _display(path: Path, output: Path) -> str:

@@ -12,6 +12,7 @@ Public surface: `SEED_CATEGORIES`, `Category`, `Lexicon`, `discover_keywords`,
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -159,6 +160,13 @@ NUMBER_WORD_COMPOUNDS = tuple(
 _IDENT = re.compile(r"[^a-z0-9]+")
 
 
+@functools.lru_cache(maxsize=16)
+def _compiled(source: str) -> ir.Program:
+    """A lexicon's program: each stage of a run asks for the same few lexicons again (a
+    compile costs seconds with a large keyword family), so the last ones are kept."""
+    return compile_source(source, "<learned lexicon>")
+
+
 @dataclass
 class Lexicon:
     """The categories learning sees: the seed lexicon plus learned keywords."""
@@ -182,7 +190,7 @@ class Lexicon:
         return "\n".join(lines) + "\n"
 
     def program(self, rules: str = "") -> ir.Program:
-        return compile_source(self.source() + rules, "<learned lexicon>")
+        return _compiled(self.source() + rules)
 
     def without_literals(self, literals: Iterable[str]) -> Lexicon:
         """Drop literals that hand-written rule files declare (a literal belongs to one class)."""

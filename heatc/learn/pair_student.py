@@ -67,6 +67,11 @@ class PairConfig:
     features: int = 64  # > 0: tokens enter through a frozen table of teacher-derived features
     pair_width: int = 64
     max_distance: int = 24  # relative positions further apart share one embedding
+    # "interaction": the pair head also reads both tokens' input features, their product,
+    # the student's own attention between them (transformer) and the token head's score,
+    # through one hidden layer; "additive": Q h_p + K h_j + R[j − p] alone (students of an
+    # earlier heatc, whose metadata does not name a head)
+    pair_head: str = "additive"
 
 
 @dataclass
@@ -100,32 +105,62 @@ class PairStudent(nn.Module):
         self.pair_k = nn.Linear(w, d)
         self.pair_rel = nn.Embedding(2 * config.max_distance + 1, d)
         self.pair_out = nn.Linear(d, 1)
+        if config.pair_head == "interaction":
+            self.pair_fq = nn.Linear(w, d)  # the value token's input features
+            self.pair_fk = nn.Linear(w, d)  # the other token's
+            self.pair_mq = nn.Linear(w, d)  # a product of the two encodings: what a sum cannot say
+            self.pair_mk = nn.Linear(w, d)
+            if config.kind != "lstm":  # attention both ways, every layer and head
+                self.pair_att = nn.Linear(2 * config.layers * config.heads, d)
+            self.pair_hidden = nn.Linear(d, d)
+            self.pair_score = nn.Linear(1, 1)  # the token head's score of the other token
 
-    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        x = self.embed(input_ids)
+    def encode(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(the encodings [B, T, W], the input features [B, T, W], the attention of every
+        layer and head [B, L·H, T, T], None for the LSTM)."""
+        x = u = self.embed(input_ids)
         if self.config.kind == "lstm":
-            return self.lstm(x)[0]
+            return self.lstm(x)[0], u, None
         positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
         x = x + self.position(positions)
         bias = (1.0 - attention_mask.to(x.dtype))[:, None, None, :] * -1e9
+        maps = []
         for block in self.blocks:
-            x = block(x, bias)
-        return self.norm(x)
+            x, att = block(x, bias, attention=True)
+            maps.append(att)
+        return self.norm(x), u, torch.cat(maps, dim=1)
 
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, value_positions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.encode(input_ids, attention_mask)  # [B, T, W]
+        h, u, att = self.encode(input_ids, attention_mask)  # [B, T, W]
         scores = self.head(h).squeeze(-1)
-        at = value_positions.unsqueeze(-1).expand(-1, -1, h.shape[-1])
-        q = self.pair_q(torch.gather(h, 1, at)).unsqueeze(2)  # [B, P, 1, D]
-        k = self.pair_k(h).unsqueeze(1)  # [B, 1, T, D]
+
+        def at_values(x: torch.Tensor) -> torch.Tensor:  # [B, T, X] → [B, P, 1, X]
+            return torch.gather(x, 1, value_positions.unsqueeze(-1).expand(-1, -1, x.shape[-1])).unsqueeze(2)
+
+        hp = at_values(h)
+        pre = self.pair_q(hp) + self.pair_k(h).unsqueeze(1)  # [B, P, T, D]
         m = self.config.max_distance
         offset = torch.arange(input_ids.shape[1], device=input_ids.device).view(1, 1, -1) - value_positions.unsqueeze(
             -1
         )
-        r = self.pair_rel(offset.clamp(-m, m) + m)  # [B, P, T, D]
-        coupling = self.pair_out(nn.functional.gelu(q + k + r)).squeeze(-1)  # [B, P, T]
+        pre = pre + self.pair_rel(offset.clamp(-m, m) + m)
+        if self.config.pair_head != "interaction":
+            return scores, self.pair_out(nn.functional.gelu(pre)).squeeze(-1)  # [B, P, T]
+        pre = pre + self.pair_fq(at_values(u)) + self.pair_fk(u).unsqueeze(1)
+        pre = pre + self.pair_mq(hp) * self.pair_mk(h).unsqueeze(1)
+        if att is not None:
+            index = value_positions[:, None, :, None].expand(-1, att.shape[1], -1, att.shape[-1])
+            out_of = torch.gather(att, 2, index)  # [B, L·H, P, T]: what the value attends to
+            into = torch.gather(att.transpose(2, 3), 2, index)  # what attends to the value
+            both = torch.cat([out_of, into], dim=1).permute(0, 2, 3, 1)  # [B, P, T, 2·L·H]
+            pre = pre + self.pair_att(both)
+        z = nn.functional.gelu(pre)
+        z = z + nn.functional.gelu(self.pair_hidden(z))
+        coupling = self.pair_out(z).squeeze(-1) + self.pair_score(scores.unsqueeze(-1)).squeeze(-1).unsqueeze(1)
         return scores, coupling
 
 

@@ -63,12 +63,22 @@ def plan_lexicon(p: Plan) -> Lexicon:
     return start.without_literals(p.excluded).with_keywords(k for k, _ in p.keywords)
 
 
-def teacher_share(config: LearnConfig, probe: list[str], label: list[str]) -> list[str]:
+# With the student scoring the cells, the teacher's sample is what the student learns from:
+# a corpus with few candidate cells needs fewer of its sentences (MIN_TEACHER at least,
+# TEACHER_PER_CELL per candidate cell, `teacher_sentences` at most).
+MIN_TEACHER = 128
+TEACHER_PER_CELL = 2
+
+
+def teacher_share(config: LearnConfig, probe: list[str], label: list[str], candidates: int | None = None) -> list[str]:
     """The sentences the teacher reads when the student scores the rest (`teacher_sentences`
-    > 0): three quarters from the probe sentences (in coverage order, so the first cells met
-    are covered first), the rest from the random label sentences — all of them when there
-    are fewer."""
+    > 0; with `candidates`, the number of candidate cells, at most MIN_TEACHER or
+    TEACHER_PER_CELL per candidate, whichever is more): three quarters from the probe
+    sentences (in coverage order, so the first cells met are covered first), the rest from
+    the random label sentences — all of them when there are fewer."""
     n = config.teacher_sentences
+    if candidates is not None:
+        n = min(n, max(MIN_TEACHER, TEACHER_PER_CELL * candidates))
     if not config.student or n <= 0 or len(probe) + len(label) <= n:
         return probe + label
     k = min(len(probe), max(n - len(label), (3 * n) // 4))
@@ -152,7 +162,7 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
         if s not in seen:
             seen.add(s)
             label.append(s)
-    chosen = teacher_share(config, list(probe_cells), label)
+    chosen = teacher_share(config, list(probe_cells), label, len(candidates))
     doc_of = {}
     for i, s in all_sentences:
         doc_of.setdefault(s, i)

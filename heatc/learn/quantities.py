@@ -12,8 +12,9 @@ number) or counts a list. What tells a quantity word is what its values look lik
   reading), the same unit off the ladders, no unit, a percentage, a year, a date — not now
   an age, now a dose, now a date;
 - they are values, not parts of names: a number glued to a letter before it ("L4", "x3",
-  "CO2"), after a "#" ("#10 blade"), or joined by a hyphen to what follows ("4-0",
-  "42-year-old") is part of a compound;
+  "CO2"), after a "#" ("#10 blade"), joined by a hyphen to what follows ("4-0",
+  "42-year-old"), or a section number cited in parentheses ("Warnings and Precautions
+  (5.1)", "(2.3, 5.4)") is part of a compound;
 - they vary: a label that always takes the same number ("oriented x3", "IMPRESSION: 1.")
   measures nothing;
 - they are no codes: whole numbers of four digits or more written without separators, not
@@ -37,6 +38,7 @@ Public surface: `KeywordProfile`, `keyword_profiles`, `quantity_score`, `is_quan
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -90,9 +92,14 @@ def _reading(unit: str, raw: bytes, value: float, quantity: dict[str, int]) -> s
 _NUMBER_BYTES = frozenset(b"0123456789.,")
 
 
+_SECTION = re.compile(rb"\d{1,2}\.\d{1,2}")  # the number of a section: "5.1", "12.3"
+_CITATION = re.compile(rb"[(\[][\d., ]*$")  # an open parenthesis or bracket, then only numbers of a list
+
+
 def _compound(data: bytes, end: int) -> tuple[bytes, bool]:
     """(the bytes of the number that ends at `end`, whether it is part of a compound: glued
-    to a letter or a "#" before it, or joined by a hyphen to a digit or letter after it)."""
+    to a letter or a "#" before it, joined by a hyphen to a digit or letter after it, or a
+    section number cited in parentheses or brackets, "(5.1)", "[see (2.3, 5.4)]")."""
     start = end
     while start > 0 and data[start - 1] in _NUMBER_BYTES:
         start -= 1
@@ -100,7 +107,12 @@ def _compound(data: bytes, end: int) -> tuple[bytes, bool]:
     after = data[end : end + 2]
     glued = before.isalpha() or before == b"#"
     hyphen = len(after) == 2 and after[:1] == b"-" and after[1:].isalnum()
-    return data[start:end], glued or hyphen
+    cited = (
+        _SECTION.fullmatch(data[start:end]) is not None
+        and data[end : end + 1] in (b")", b"]", b",")
+        and _CITATION.search(data[max(0, start - 24) : start]) is not None
+    )
+    return data[start:end], glued or hyphen or cited
 
 
 def keyword_profiles(lexicon: Lexicon, keywords: Iterable[str], texts: Iterable[str]) -> dict[str, KeywordProfile]:

@@ -62,13 +62,15 @@ class _Block(nn.Module):
         self.norm2 = nn.LayerNorm(width)
         self.ff = nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width))
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, bias: torch.Tensor, attention: bool = False):
+        """The block's output; with `attention`, and its attention weights [B, heads, T, T]."""
         b, t, w = x.shape
         h = self.heads
         q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, h, w // h).permute(2, 0, 3, 1, 4)
         att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(w // h) + bias, dim=-1)
         x = x + self.out((att @ v).transpose(1, 2).reshape(b, t, w))
-        return x + self.ff(self.norm2(x))
+        x = x + self.ff(self.norm2(x))
+        return (x, att) if attention else x
 
 
 def teacher_token_features(teacher, dims: int) -> torch.Tensor:
