@@ -13,7 +13,7 @@ from pathlib import Path
 from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, HEATMAP_VERSION, Stats
 from heatc.heatmap.lower import margin_range
 from heatc.lang.unparse import format_number
-from heatc.learn.evidence import CellKey, LearnedCell
+from heatc.learn.evidence import BARRIER, CellKey, LearnedCell
 from heatc.learn.lexemes import Lexicon
 
 
@@ -114,7 +114,7 @@ def heatmap_document(
         "thresholds": {"sensitivity": sensitivity},
         "targets": ["wasm", "cuda"],
         "categories": categories,
-        "triggers": {"at": ["sentence_end"], "barrier": ["sentence_end"]},
+        "triggers": {"at": [BARRIER], "barrier": [BARRIER]},
         "cells": cell_docs,
         "rules": rule_files,
         "expects": expects,
