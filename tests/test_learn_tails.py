@@ -56,3 +56,30 @@ def test_stray_values_do_not_widen_a_cells_spread():
     """ "hemoglobin A1c" gives hemoglobin a few 1s: its spread is that of its hemoglobins."""
     values = [1.0] * 4 + [float(x) for x in np.linspace(8, 16, 96)]
     assert log_spread(values) < 0.35 < float(np.log10(16 / 1))
+
+
+def test_a_range_open_above_gets_an_example_it_rejects(tmp_path):
+    """`vitamin … number` with range [0.25, null] rejects no large value: its rejecting
+    example is a value a thousand times below its lower bound, and `heatc check` passes."""
+    from heatc.heatmap.build import compile_heatmap
+    from heatc.learn.emit import heatmap_document, write_heatmap
+    from heatc.learn.evidence import LearnedCell
+    from heatc.learn.ranges import value_stats
+    from heatc.verify.expect import check_expects
+
+    stats = value_stats([1.0, 12.0, 12.0, 20.0, 50_000.0])
+    cell = LearnedCell(CellKey("vitamin", "number", ""), 0.99, 2.6, 6, 60, stats, range=(0.25, None))
+    doc = heatmap_document(
+        name="learned", title="t", lexicon=Lexicon().with_keywords(["vitamin"]), cells=[cell], provenance={},
+        sensitivity=0.25, rule_files=[], tokenizer={"bytes": True},
+    )  # fmt: skip
+    assert doc["expects"] == [
+        {"text": "vitamin 12.", "passes": ["vitamin_value"]},
+        {"text": "vitamin 0.00025.", "rejects": ["vitamin_value"]},
+    ]
+    path = tmp_path / "learned.yaml"
+    write_heatmap(path, doc, "")
+    from heatc.backends import run_document
+
+    program = compile_heatmap(path)[0]
+    assert check_expects(program, lambda p, d: run_document("reference", p, d)[:2]) == []
