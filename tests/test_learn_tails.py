@@ -4,18 +4,11 @@ across a sentence end), and margins beyond the clean tails scaled by each cell's
 from __future__ import annotations
 
 import numpy as np
+from test_learn import _spread_values as _spread
 
-from heatc.learn.evidence import CellKey, CellValues, collect_values
+from heatc.learn.evidence import CellKey, collect_values
 from heatc.learn.lexemes import Lexicon
 from heatc.learn.ranges import log_spread, range_options, tail_margin
-
-
-def _spread(values: list[float], documents: int = 40) -> CellValues:
-    cv = CellValues()
-    for i, v in enumerate(values):
-        cv.values.append(v)
-        cv.per_document[i % documents].append(v)
-    return cv
 
 
 def test_cell_values_stop_at_a_sentence_end_as_the_heatmaps_rules_do():
