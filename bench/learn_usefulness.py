@@ -31,6 +31,8 @@ rejections the learner may spend per value-bearing sentence; the teacher's work 
 `--in-sample` also scans the 260 MTSamples General Medicine notes with the shipped
 `heatmaps/medical.yaml` (which has seen them: in-sample) and `examples/medical.heat`. The
 learned heatmaps are kept in bench/.work/ (a rerun resumes heatc learn's work there).
+`--teacher-sentences N` learns as `heatc learn` does by default: the teacher labels N
+sentences, the student it trains scores the cells (work in bench/.work/<domain>-tN/).
 """
 
 from __future__ import annotations
@@ -91,14 +93,18 @@ def learn_heatmap(domain: str, docs, args, alarm_budget: float) -> Path:
     from heatc.learn.config import LearnConfig
     from heatc.learn.pipeline import learn
 
-    folder = WORK / domain
+    # the teacher reads a bounded sample and the student scores the cells, as `heatc learn`
+    # does by default (`--teacher-sentences`); 0: the teacher reads and scores every sentence
+    scored_by_student = args.teacher_sentences > 0
+    folder = WORK / (f"{domain}-t{args.teacher_sentences}" if scored_by_student else domain)
     folder.mkdir(parents=True, exist_ok=True)
     corpus = folder / "learn-half.jsonl"
     corpus.write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n" for d in docs), encoding="utf-8")
     out = folder / f"{domain}.yaml"
     config = LearnConfig(
         corpus=[corpus], output=out, name=domain, seed=args.seed, label_sentences=args.label_sentences,
-        max_probe_sentences=args.probe_sentences, student=False, alarm_budget=alarm_budget,
+        max_probe_sentences=args.probe_sentences, student=scored_by_student, alarm_budget=alarm_budget,
+        teacher_sentences=args.teacher_sentences,
     )  # fmt: skip
     t0 = time.perf_counter()
     try:
@@ -328,6 +334,10 @@ def main() -> None:
     ap.add_argument("--probe-sentences", type=int, default=2000)
     ap.add_argument("--max-per-kind", type=int, default=400, help="corruptions tried per kind and domain")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--teacher-sentences", type=int, default=0,
+        help="as heatc learn's: the teacher labels this many sentences and the student scores the cells (0: the teacher all)",
+    )  # fmt: skip
     ap.add_argument(
         "--alarm-budgets", nargs="+", type=float, default=[0.0025, 0.005, 0.01],
         help="heatc learn --alarm-budget values to learn with (the teacher's work is shared)",

@@ -125,7 +125,9 @@ def select_cells(
                 rejected = rejected_values(stats, cv.values)
                 if hot:  # runs with a candidate range that accepts all but max_rejected of its values
                     options[c.key] = [
-                        o for o in range_options(cv, c.key, margin) if o.kept_out <= max_rejected * len(fit.values)
+                        o
+                        for o in range_options(cv, c.key, margin.factor(fit.values))
+                        if o.kept_out <= max_rejected * len(fit.values)
                     ]
                     if not options[c.key]:
                         continue

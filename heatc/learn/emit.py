@@ -13,7 +13,7 @@ from pathlib import Path
 from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, HEATMAP_VERSION, Stats
 from heatc.heatmap.lower import margin_range
 from heatc.lang.unparse import format_number
-from heatc.learn.evidence import CellKey, LearnedCell
+from heatc.learn.evidence import BARRIER, CellKey, LearnedCell
 from heatc.learn.lexemes import Lexicon
 
 
@@ -114,7 +114,7 @@ def heatmap_document(
         "thresholds": {"sensitivity": sensitivity},
         "targets": ["wasm", "cuda"],
         "categories": categories,
-        "triggers": {"at": ["sentence_end"], "barrier": ["sentence_end"]},
+        "triggers": {"at": [BARRIER], "barrier": [BARRIER]},
         "cells": cell_docs,
         "rules": rule_files,
         "expects": expects,
@@ -131,9 +131,12 @@ def _expects_for(
     """A typical value passes and one a thousand times the largest seen is rejected — by this
     rule and by every other lowered range rule that reads the same text: "aldactone 750000 mg"
     is also a value of `keywords_mg … number` and of `number mg` (an expect's `rejects` lists
-    exactly the rules that reject). If another rule rejects the typical value, no expect."""
+    exactly the rules that reject). A range open above (`[0.25, null]`) rejects a value a
+    thousand times below its lower bound instead. If another rule rejects the typical value,
+    or this one rejects neither, no expect."""
     typical = c.stats["q50"]
-    wild = float(f"{max(abs(c.stats['max']), 1.0) * 1000:.3g}")
+    lo = c.range[0] if c.range is not None else None
+    wilds = [float(f"{max(abs(c.stats['max']), 1.0) * 1000:.3g}")] + ([float(f"{lo / 1000:.3g}")] if lo else [])
 
     def text(v: float) -> str:
         kw = f"{literal[c.key.keyword]} " if c.key.keyword else ""
@@ -160,10 +163,10 @@ def _expects_for(
 
     if rejecting(typical):
         return []
-    return [
-        {"text": text(typical), "passes": [rule]},
-        {"text": text(wild), "rejects": sorted(set(rejecting(wild)) | {rule})},
-    ]
+    wild = next((v for v in wilds if rule in rejecting(v)), None)
+    if wild is None:
+        return []
+    return [{"text": text(typical), "passes": [rule]}, {"text": text(wild), "rejects": sorted(rejecting(wild))}]
 
 
 def _margin(stats: dict) -> tuple[float, float]:

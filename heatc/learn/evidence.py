@@ -10,7 +10,8 @@ after it — `glucose … 162 mg/dL` — or a value and its unit alone (`500 mg`
 - **score** comes from the teacher's pair couplings (`heatc.learn.couplings`).
 
 Public surface: `CellKey`, `Occurrence`, `occurrences`, `evidence_of`, `candidate_cells`,
-`stats_rules`, `CellValues`, `collect_values`, `LearnedCell`, `ALARM_BUDGET`, `MAX_REJECTED`.
+`stats_rules`, `CellValues`, `collect_values`, `LearnedCell`, `ALARM_BUDGET`, `MAX_REJECTED`,
+`BARRIER`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean v
 ALARM_BUDGET = 0.01
 KEY_GROUPS = frozenset({"keyword", "numeral", "constraint", "date", "article", "currency"})
 DEFAULT_GAP = 3
+# the category a learned heatmap's patterns never reach across (its `triggers: barrier`)
+BARRIER = "sentence_end"
 
 
 @dataclass(frozen=True, order=True)
@@ -188,9 +191,12 @@ def _unit_followed_rules(cells: list[CellKey], units: list[str]) -> str:
 
 def collect_values(lexicon: Lexicon, cells: list[CellKey], documents: Iterable[str]) -> dict[CellKey, CellValues]:
     """Scan every document with the cells compiled into rules (WASM backend); for a keyword
-    cell without a unit, also which of its values a unit follows (`CellValues.bare`)."""
+    cell without a unit, also which of its values a unit follows (`CellValues.bare`). The
+    rules stop at sentence ends as the heatmap's do (`BARRIER`): "fetal heart rate.,2."
+    gives heart rate no value 2."""
     units = [c.name for c in lexicon.categories if c.group == "unit"]
-    program = lexicon.program(stats_rules(cells) + _unit_followed_rules(cells, units))
+    barrier = f"triggers {{\n  barrier {BARRIER}\n}}\n" if any(c.name == BARRIER for c in lexicon.categories) else ""
+    program = lexicon.program(barrier + stats_rules(cells) + _unit_followed_rules(cells, units))
     checker = wasm_checker(program)
     out = {k: CellValues() for k in cells}
     for d, text in enumerate(documents):

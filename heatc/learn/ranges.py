@@ -8,8 +8,8 @@ A bound is `None` where the range leaves that side open: the bound no error need
 lower bound that only rejects small doses, when no slip lands below it) is left out.
 
 Public surface: `inliers`, `value_stats`, `conflicts`, `rejected_values`, `rejected_share`,
-`Bounds`, `RangeOption`, `range_options`, `tail_margin`, `fitted_values`, `slip_power`,
-`count_outside`, `log_width`, `n_bounds`.
+`Bounds`, `RangeOption`, `range_options`, `tail_margin`, `TailMargin`, `log_spread`,
+`fitted_values`, `slip_power`, `count_outside`, `log_width`, `n_bounds`.
 """
 
 from __future__ import annotations
@@ -105,6 +105,7 @@ TAIL_QUANTILE = 0.99  # `tail_margin`: the share of the documents' tails a margi
 # the margin beyond the tail in widths of the values' central 90 % (q95 − q05): for quantities
 # whose values sit far from 0 (years), where a factor of 1.5 would reach past any error
 RANGE_WIDTHS = (0.5, 1.0, 2.0, 4.0)
+SPREAD_FLOOR = 0.1  # decades: `log_spread` of a cell whose values hardly vary
 SLIP = 10.0  # the error a range exists to catch: a value written ten times too large or too small
 
 
@@ -160,23 +161,62 @@ def fitted_values(key: CellKey, cv: CellValues) -> CellValues:
     return out
 
 
-def tail_margin(cells: Iterable[tuple[CellKey, CellValues]], quantile: float = TAIL_QUANTILE) -> float:
+def log_spread(values) -> float:
+    """The decades the central 90 % of the positive values without far outliers (`inliers`)
+    span, q05 to q95, at least `SPREAD_FLOOR`: how widely a cell's values vary, the scale
+    its tails move on ("hemoglobin A1c" gives hemoglobin stray 1s that say nothing of it)."""
+    a = np.asarray([v for v in values if v > 0], dtype=np.float64)
+    a = inliers(a.tolist()) if len(a) else a
+    if len(a) == 0:
+        return SPREAD_FLOOR
+    q05, q95 = np.quantile(a, [0.05, 0.95])
+    return max(float(np.log10(q95 / q05)), SPREAD_FLOOR)
+
+
+@dataclass(frozen=True)
+class TailMargin:
+    """How far beyond the clean tail a bound must sit for the tails of documents not seen
+    (`tail_margin`): `excursion` is how far a fold's tail goes past the other folds' tail,
+    in multiples of its cell's `log_spread`; `ceiling` the factor that covers every cell
+    alike (the measure before it was scaled by spread)."""
+
+    excursion: float
+    ceiling: float
+
+    def factor(self, values) -> float:
+        """The margin factor of a cell with these values: its spread times the excursion,
+        in log space, at least 1.5 and at most the ceiling. Pulse rates spread over a
+        quarter of a decade and doses over two; one factor for both puts a pulse's lower
+        bound below any pulse written ten times too small."""
+        return min(max(1.5, 10 ** (self.excursion * log_spread(values))), self.ceiling)
+
+
+def tail_margin(cells: Iterable[tuple[CellKey, CellValues]], quantile: float = TAIL_QUANTILE) -> TailMargin:
     """How far beyond the clean tail a bound must sit for the tails of documents not seen:
     over every cell and every fifth of its documents, the factors by which that fifth's
     smallest value lies below the other four fifths' smallest and its largest above their
-    largest; the `quantile` of those factors (at least 1.5). In half of MTSamples one fifth
-    in nine goes past the others' tail, and the 99th percentile is about 3.5: a lower bound
-    at 1.6 mg for doses whose smallest is 2.4 mg is no margin real tails have."""
-    factors = []
+    largest. `ceiling` is the `quantile` of those factors (at least 1.5): in half of
+    MTSamples one fifth in nine goes past the others' tail, and the 99th percentile is
+    about 6.5 — dominated by doses and sizes, whose values span decades. `excursion` is the
+    `quantile` of the same factors in decades divided by their cell's `log_spread`, so that
+    each cell's margin follows how widely its own values vary (`TailMargin.factor`)."""
+    factors, scaled = [], []
     for key, cv in cells:
+        fit = fitted_values(key, cv)
+        spread = log_spread(fit.values)
         parts: list[list[float]] = [[] for _ in range(FOLDS)]
-        for d, vs in fitted_values(key, cv).per_document.items():
+        for d, vs in fit.per_document.items():
             parts[d % FOLDS].extend(v for v in vs if v > 0)
         for i in range(FOLDS):
             rest = [v for j, p in enumerate(parts) if j != i for v in p]
             if parts[i] and len(rest) >= 5:
-                factors += [min(rest) / min(parts[i]), max(parts[i]) / max(rest)]
-    return max(1.5, float(np.quantile(factors, quantile))) if factors else 1.5
+                pair = [min(rest) / min(parts[i]), max(parts[i]) / max(rest)]
+                factors += pair
+                scaled += [float(np.log10(f)) / spread for f in pair]
+    if not factors:
+        return TailMargin(math.inf, 1.5)
+    ceiling = max(1.5, float(np.quantile(factors, quantile)))
+    return TailMargin(max(0.0, float(np.quantile(scaled, quantile))), ceiling)
 
 
 def range_options(cv: CellValues, key: CellKey | None = None, margin: float = 1.5) -> list[RangeOption]:

@@ -129,7 +129,13 @@ def _cases(draw, program: ir.Program, rule: ir.Rule, fillers: list[bytes]) -> Ca
             parts += [b" " + draw(st.sampled_from(fillers)) for _ in range(n)]
             parts.append(b" ")
         code = draw(st.sampled_from(element.accepts))
-        if code in (ir.LEX_NUMBER, ir.LEX_PERCENT):
+        if code == ir.LEX_DATE:  # a date's value is the year it names: "November 1979" is 1979
+            years = [v for v in _boundary_values(rule, element.capture) if v == int(v) and 1000 <= v <= 2999]
+            v = draw(st.sampled_from(years or [2000.0]))
+            parts.append(b"November %d" % int(v))
+            if element.capture >= 0:
+                values[element.capture] = v
+        elif code in (ir.LEX_NUMBER, ir.LEX_PERCENT):
             v = draw(st.sampled_from(_boundary_values(rule, element.capture)))
             parts.append(_numeral(v, code == ir.LEX_PERCENT))
             if element.capture >= 0:
