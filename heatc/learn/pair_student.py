@@ -119,13 +119,17 @@ class PairStudent(nn.Module):
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(the encodings [B, T, W], the input features [B, T, W], the attention of every
-        layer and head [B, L·H, T, T], None for the LSTM)."""
+        layer and head [B, L·H, T, T] where the interaction head reads it, else None)."""
         x = u = self.embed(input_ids)
         if self.config.kind == "lstm":
             return self.lstm(x)[0], u, None
         positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
         x = x + self.position(positions)
         bias = (1.0 - attention_mask.to(x.dtype))[:, None, None, :] * -1e9
+        if self.config.pair_head != "interaction":  # (the additive head reads no attention)
+            for block in self.blocks:
+                x = block(x, bias)
+            return self.norm(x), u, None
         maps = []
         for block in self.blocks:
             x, att = block(x, bias, attention=True)
