@@ -96,6 +96,7 @@ def main() -> None:
     import numpy as np
     import torch
 
+    from heatc.learn import pair_onnx
     from heatc.learn import pair_student as ps
     from heatc.learn import student as st
     from heatc.learn.config import LearnConfig
@@ -143,7 +144,9 @@ def main() -> None:
             fids.append(ps.pair_fidelity(model, test))
             if kind == "transformer":
                 with tempfile.TemporaryDirectory() as tmp:
-                    worst_onnx = max(worst_onnx, ps.export_pair_onnx(model, Path(tmp) / "s.onnx", check_examples=test))
+                    worst_onnx = max(
+                        worst_onnx, pair_onnx.export_pair_onnx(model, Path(tmp) / "s.onnx", check_examples=test)
+                    )
         base = _distance_fidelity(test)
         results.append([*(f[k] for f in fids for k in ("pair_spearman", "pair_auc")), base["pair_spearman"],
                         base["pair_auc"], fids[0]["token_auc"], fids[1]["token_auc"]])  # fmt: skip

@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the student needs torch (pip install 'heatc[learn]')")
 
 from heatc.errors import HeatError
+from heatc.learn import pair_onnx
 from heatc.learn import pair_student as ps
 from heatc.learn import student as st
 
@@ -58,9 +59,9 @@ def test_onnx_export_agrees_with_torch_and_rebuilds_the_model(trained, tmp_path)
 
     model, test = trained
     path = tmp_path / "s.student.onnx"
-    assert ps.export_pair_onnx(model, path, check_examples=test) <= 1e-4
+    assert pair_onnx.export_pair_onnx(model, path, check_examples=test) <= 1e-4
     session = onnxruntime.InferenceSession(str(path))
-    batch = ps._collate(test[:3], 128)  # a batch, length and probe count not seen at export
+    batch = ps.collate(test[:3], 128)  # a batch, length and probe count not seen at export
     scores, coupling = session.run(
         None,
         {
@@ -70,7 +71,7 @@ def test_onnx_export_agrees_with_torch_and_rebuilds_the_model(trained, tmp_path)
         },
     )
     assert scores.shape == tuple(batch.ids.shape) and coupling.shape == (*batch.positions.shape, batch.ids.shape[1])
-    back, kind = ps.load_pair_student(path)
+    back, kind = pair_onnx.load_pair_student(path)
     assert kind == "pair" and back.config == model.config
     for a, b in zip(model.state_dict().values(), back.state_dict().values(), strict=True):
         assert torch.equal(a, b)
@@ -82,10 +83,10 @@ def test_a_token_student_of_an_earlier_heatc_gives_its_encoder_and_token_head(tm
     table = torch.randn(512, 8).to(torch.float16)
     old = st.train(config, st_examples(), epochs=1, seed=0, table=table)
     st.export_onnx(old, tmp_path / "old.onnx")
-    model, kind = ps.load_pair_student(tmp_path / "old.onnx")
+    model, kind = pair_onnx.load_pair_student(tmp_path / "old.onnx")
     assert kind == "token"
     torch.manual_seed(123)  # whatever ran before: the untrained pair head is the same (a --seed run is)
-    again, _ = ps.load_pair_student(tmp_path / "old.onnx")
+    again, _ = pair_onnx.load_pair_student(tmp_path / "old.onnx")
     for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True):
         assert torch.equal(a, b)
     ids = torch.randint(0, 512, (2, 9))
@@ -105,11 +106,11 @@ def st_examples() -> list[st.TokenExample]:
 
 def test_what_is_not_a_student_is_a_clear_error(tmp_path):
     with pytest.raises(HeatError, match="no such file"):
-        ps.load_pair_student(tmp_path / "none.onnx")
+        pair_onnx.load_pair_student(tmp_path / "none.onnx")
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not onnx at all")
     with pytest.raises(HeatError, match="not a student detector"):
-        ps.load_pair_student(bad)
+        pair_onnx.load_pair_student(bad)
 
 
 def test_student_records_have_the_teachers_format():

@@ -65,6 +65,7 @@ def distil(
     `base_config`, its configuration, when given: a base student being fine-tuned) and, on
     rank 0, evaluate it and export it beside
     `output` (default: the config's). Returns (metrics, model); metrics are {} off rank 0."""
+    from heatc.learn import pair_onnx
     from heatc.learn import pair_student as ps
     from heatc.learn import student as st
 
@@ -82,7 +83,7 @@ def distil(
         return {}, model
     metrics = student_metrics(model, train, test, config.seed)
     onnx_path = student_path(output or config.output)
-    diff = ps.export_pair_onnx(model, onnx_path, check_examples=test[:64] or train[:64])
+    diff = pair_onnx.export_pair_onnx(model, onnx_path, check_examples=test[:64] or train[:64])
     metrics["onnx_max_abs_diff"] = float(f"{diff:.3g}")
     metrics["student"] = onnx_path.name
     return metrics, model

@@ -138,7 +138,7 @@ def _base_student(config: FinetuneConfig, log) -> tuple[object | None, str]:
     """The base heatmap's student as a torch model and what it holds (pair, token), or
     (None, "none") with `new_student`."""
     from heatc.learn.distil import student_path
-    from heatc.learn.pair_student import load_pair_student
+    from heatc.learn.pair_onnx import load_pair_student
 
     path = student_path(config.base)
     if not path.exists():
