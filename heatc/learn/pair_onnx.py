@@ -24,6 +24,7 @@ import torch
 
 from heatc.errors import Diagnostic, HeatError
 from heatc.learn.pair_student import PairConfig, PairExample, PairStudent, collate
+from heatc.learn.student import quiet_exporter
 
 METADATA_KEY = "heatc.student"
 FORMAT = 1  # the metadata's format; a student of another format is read as a legacy one or refused
@@ -33,9 +34,6 @@ def export_pair_onnx(model: PairStudent, path: Path, *, check_examples: list[Pai
     """Export with the dynamo exporter (dynamic batch, length and probes; not optimised, so
     weights keep their names) with the configuration in the metadata; returns the largest
     absolute difference between onnxruntime and torch, both outputs, on `check_examples`."""
-    import logging
-    import warnings
-
     import onnx
     import onnxruntime
 
@@ -47,21 +45,14 @@ def export_pair_onnx(model: PairStudent, path: Path, *, check_examples: list[Pai
     length = torch.export.Dim("length", max=model.config.max_length)
     probes = torch.export.Dim("probes", max=model.config.max_length)
     tmp = path.with_name(path.name + ".tmp")
-    logger = logging.getLogger("torch.onnx")  # the exporter reports progress through loggers and warnings
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            program = torch.onnx.export(
-                model, (ids, attn, positions), dynamo=True, optimize=False, verbose=False,
-                input_names=["input_ids", "attention_mask", "value_positions"],
-                output_names=["scores", "coupling"],
-                dynamic_shapes={"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length},
-                                "value_positions": {0: batch, 1: probes}},
-            )  # fmt: skip
-    finally:
-        logger.setLevel(level)
+    with quiet_exporter():
+        program = torch.onnx.export(
+            model, (ids, attn, positions), dynamo=True, optimize=False, verbose=False,
+            input_names=["input_ids", "attention_mask", "value_positions"],
+            output_names=["scores", "coupling"],
+            dynamic_shapes={"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length},
+                            "value_positions": {0: batch, 1: probes}},
+        )  # fmt: skip
     program.save(str(tmp))
     proto = onnx.load(str(tmp))
     entry = proto.metadata_props.add()

@@ -14,11 +14,12 @@ global batch is split across ranks and the loss is normalised by the global toke
 N processes compute the same gradients as one.
 
 Public surface: `StudentConfig`, `TokenExample`, `Student`, `LstmStudent`, `train`, `fit`,
-`evaluate_auc`, `idf_scores`, `export_onnx`, `load_onnx`, `per_sentence_auc`.
+`evaluate_auc`, `idf_scores`, `export_onnx`, `quiet_exporter`, `load_onnx`, `per_sentence_auc`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from collections.abc import Callable
@@ -337,12 +338,27 @@ def random_scores(seed: int = 0) -> Callable[[list[TokenExample]], list[np.ndarr
     return lambda batch: [rng.random(len(e.ids)) for e in batch]
 
 
-def export_onnx(model: nn.Module, path: Path, *, check_examples: list[TokenExample] | None = None) -> float:
-    """Export with the dynamo exporter (dynamic batch and length); returns the largest
-    absolute difference between onnxruntime and torch on `check_examples`."""
+@contextlib.contextmanager
+def quiet_exporter():
+    """torch.onnx.export without its progress: it reports through warnings and the
+    "torch.onnx" logger, and a CLI run wants quiet (the logger's level is put back)."""
     import logging
     import warnings
 
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def export_onnx(model: nn.Module, path: Path, *, check_examples: list[TokenExample] | None = None) -> float:
+    """Export with the dynamo exporter (dynamic batch and length); returns the largest
+    absolute difference between onnxruntime and torch on `check_examples`."""
     import onnxruntime
 
     model = model.eval()
@@ -350,24 +366,16 @@ def export_onnx(model: nn.Module, path: Path, *, check_examples: list[TokenExamp
     attn = torch.ones_like(ids)
     batch, length = torch.export.Dim("batch"), torch.export.Dim("length", max=model.config.max_length)
     tmp = path.with_name(path.name + ".tmp")
-    # The exporter reports its progress through warnings and loggers; a CLI run wants quiet.
-    logger = logging.getLogger("torch.onnx")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            program = torch.onnx.export(
-                model,
-                (ids, attn),
-                dynamo=True,
-                input_names=["input_ids", "attention_mask"],
-                output_names=["scores"],
-                dynamic_shapes={"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length}},
-                verbose=False,
-            )
-    finally:
-        logger.setLevel(level)
+    with quiet_exporter():
+        program = torch.onnx.export(
+            model,
+            (ids, attn),
+            dynamo=True,
+            input_names=["input_ids", "attention_mask"],
+            output_names=["scores"],
+            dynamic_shapes={"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length}},
+            verbose=False,
+        )
     program.save(str(tmp))
     tmp.replace(path)
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
