@@ -89,3 +89,19 @@ def test_diff_of_a_bad_heatmap_is_a_clear_error(tmp_path):
     bad.write_text("heatmap: 1\ncells: [", encoding="utf-8")
     r = CliRunner().invoke(app, ["diff", str(a), str(bad)])
     assert r.exit_code == 1 and "bad.yaml" in r.output and "Traceback" not in r.output
+
+
+def test_diff_writes_a_side_left_open(tmp_path):
+    """Learned ranges leave a side open (`range: [null, 309]`): the diff says so and does not fail."""
+    a = _write(tmp_path / "a.yaml", ["{name: s, pair: [sodium, number], score: 0.5, support: 3, range: [120, 160]}"])
+    b = _write(
+        tmp_path / "b.yaml",
+        [
+            "{name: s, pair: [sodium, number], score: 0.5, support: 3, range: [null, 160]}",
+            "{name: i, pair: [inr, number], score: 0.8, support: 12, range: [0.8, null]}",
+        ],
+    )
+    r = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    assert r.exit_code == 0, r.output
+    assert "+ inr … number: score 0.800 (hot), support 12, [0.8, inf]" in r.output
+    assert "~ sodium … number: [120, 160] → [-inf, 160] (support 3 → 3)" in r.output

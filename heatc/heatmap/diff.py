@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from heatc.heatmap.format import Cell, Heatmap
 from heatc.heatmap.lower import margin_range
 
+Range = tuple[float | None, float | None]  # None: a side the range leaves open
 SCORE_STEP = 0.005  # smaller score changes are rounding, not news
 
 
@@ -24,8 +25,8 @@ class CellChange:
     key: str  # "keyword … value unit (check)"
     a: Cell | None
     b: Cell | None
-    range_a: tuple[float, float] | None = None
-    range_b: tuple[float, float] | None = None
+    range_a: Range | None = None
+    range_b: Range | None = None
 
 
 @dataclass
@@ -59,7 +60,7 @@ def _key(cell: Cell) -> str:
     return text + (f" ({cell.check})" if cell.check != "range" else "")
 
 
-def _range(cell: Cell, hm: Heatmap) -> tuple[float, float] | None:
+def _range(cell: Cell, hm: Heatmap) -> Range | None:
     if cell.check != "range":
         return None
     if cell.range is not None:
@@ -100,8 +101,13 @@ def diff_heatmaps(a: Heatmap, b: Heatmap) -> HeatmapDiff:
     return out
 
 
-def _fmt_range(r: tuple[float, float] | None) -> str:
-    return "no range" if r is None else f"[{r[0]:g}, {r[1]:g}]"
+def _fmt_range(r: Range | None) -> str:
+    """`[1.5, 1000]`; a side the range leaves open is written `-inf` or `inf` (`[-inf, 309]`)."""
+    if r is None:
+        return "no range"
+    lo = "-inf" if r[0] is None else f"{r[0]:g}"
+    hi = "inf" if r[1] is None else f"{r[1]:g}"
+    return f"[{lo}, {hi}]"
 
 
 def render_diff(d: HeatmapDiff, a: Heatmap, b: Heatmap, limit: int | None = None) -> str:
