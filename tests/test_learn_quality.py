@@ -97,6 +97,30 @@ def test_a_word_followed_by_codes_or_by_years_and_amounts_alike_is_no_quantity()
     assert is_quantity(years["fiscal_year"]) == (True, "")
 
 
+def test_a_drug_named_in_every_paragraph_and_dosed_in_a_few_is_a_quantity():
+    """A drug label names its drug far more often than it states a dose, but the doses are
+    read one way (mass): the drug names a quantity. A word followed by durations as rarely
+    ("past 3 days") does not: time is no quantity a word is named for."""
+    doses = [f"Metformin hydrochloride {v} mg twice daily." for v in (500, 850, 1000, 500, 2000, 2550)]
+    names = ["Metformin hydrochloride may cause lactic acidosis."] * 80
+    durations = [f"Seen in the past {n} days." for n in (2, 3, 5, 7, 3, 4)] + ["As in the past year."] * 80
+    profiles = _profiles(["metformin hydrochloride", "past"], doses + names + durations)
+    assert is_quantity(profiles["metformin_hydrochloride"]) == (True, "")
+    ok, why = is_quantity(profiles["past"])
+    assert not ok and "bind a value" in why
+
+
+def test_a_number_glued_to_letters_and_digits_is_an_identifier():
+    """Drug labels list ingredients by UNII ("UNII: 70097M6I30"): a number glued to letters
+    and digits after it is part of a code; a unit written without a space is not."""
+    codes = [f"Magnesium stearate (UNII: {c})." for c in ("3SY5LH9PMK", "4AQJ3LG584", "5Q7ZVV76EI", "9G2MP84A8W")] * 3
+    doses = [f"Aspirin {v}mg daily." for v in (81, 325, 81, 162, 500, 325)] * 2
+    profiles = _profiles(["unii", "aspirin"], codes + doses)
+    ok, why = is_quantity(profiles["unii"])
+    assert not ok and "compounds" in why
+    assert is_quantity(profiles["aspirin"]) == (True, "")
+
+
 def test_dates_are_values_for_the_learner_and_date_cells_capture_years():
     lexicon = Lexicon().with_keywords(["ended"])
     s = lex_sentence(lexicon.program(), "For the year ended December 31, 2019, revenue rose.")
@@ -200,3 +224,63 @@ def test_a_heatmap_range_needs_one_bound(tmp_path):
 def test_count_outside_treats_an_open_side_as_unbounded():
     assert count_outside((None, 10.0), [0.0, 5.0, 11.0]) == 1
     assert count_outside((1.0, None), [0.0, 5.0, 1e9]) == 1
+
+
+def test_a_word_before_a_keyword_of_the_base_makes_a_keyword_of_its_own():
+    """Fine-tuning discovers keywords over the base heatmap's lexicon: "WARFARIN SODIUM 5 mg"
+    is a dose of warfarin (a member of a drug family there), not a sodium level; "the sodium"
+    qualifies nothing."""
+    from heatc.learn.lexemes import discover_keywords
+
+    lexicon = Lexicon().with_keywords(["sodium", "warfarin", "aspirin"])
+    lexicon = lexicon.with_families({"keywords_mg": ["warfarin", "aspirin"]})
+    texts = [f"WARFARIN SODIUM {v} mg tablets are round." for v in (1, 2, 3, 4, 5, 6)]
+    texts += [f"Then the sodium {v} was noted today." for v in (135, 140, 138, 141, 139, 137)]
+    assert discover_keywords(lexicon, texts, min_support=5) == [("warfarin sodium", 6)]
+
+
+def test_a_keyword_binds_its_value_past_a_constraint_word():
+    """`egfr ..3 v:number ml` matches "eGFR below 30 mL" (a gap may hold a constraint word), so
+    the learner's candidates count that value for eGFR as well as for the constraint word, and
+    the couplings read eGFR's lexeme for eGFR's cells."""
+    lexicon = Lexicon().with_keywords(["egfr"])
+    program, groups = lexicon.program(), lexicon.groups()
+    s = lex_sentence(program, "Stop if eGFR falls below 30 mL/minute.")
+    (occ,) = occurrences(s, groups)
+    names = {k.name for k in occ.keys}
+    assert {"egfr_value", "egfr_ml", "at_most_value", "at_most_ml"} <= names, names
+    egfr = next(k for k in occ.keys if k.name == "egfr_ml")
+    assert s.categories[occ.keyword_of(egfr, s)] == "egfr"
+    assert groups[s.categories[occ.keyword]] == "constraint"
+
+
+def test_a_range_fitted_to_few_domain_values_is_widened_to_the_base():
+    from heatc.learn.merge import TRUSTED_SUPPORT, widen_to_base
+
+    base = {"range": [0.125, 3200], "support": 1972}
+    few = {"range": [12.7, 402], "support": 10, "description": "learned"}
+    assert widen_to_base(few, base) and few["range"] == [0.125, 3200] and "widened" in few["description"]
+    open_side = {"range": [None, 240], "support": 10, "description": ""}
+    assert widen_to_base(open_side, base) and open_side["range"] == [None, 3200]
+    many = {"range": [12.7, 402], "support": TRUSTED_SUPPORT, "description": ""}
+    assert not widen_to_base(many, base) and many["range"] == [12.7, 402]
+    assert not widen_to_base({"range": [1, 2], "support": 5}, {"range": None, "support": 50})
+
+
+def test_a_small_corpus_may_fit_fold_ranges_to_fewer_values():
+    """Doses on a handful of pages: with 5 values per fold there is no range to fit, with 3
+    (what `heatc finetune` allows) there is."""
+    cv = CellValues()
+    for d, vs in {
+        15: [500],
+        20: [850],
+        21: [1000],
+        24: [2000],
+        25: [500, 500, 2000, 2500, 2550, 2550],
+        32: [2500],
+    }.items():
+        cv.values.extend(vs)
+        cv.per_document[d].extend(vs)
+    key = CellKey("metformin", "number", "mg")
+    assert range_options(cv, key) == []
+    assert range_options(cv, key, min_fold_values=3)

@@ -208,7 +208,7 @@ def finetune(
     m, c = summary["metrics"], summary["counts"]
     out.print(
         f"{output}: {summary['cells']} cells ({c.get('domain', 0)} learned from the domain, {c.get('kept', 0)} kept from "
-        f"the base, {c.get('dropped', 0)} dropped); student pair Spearman {m.get('pair_spearman', 'n/a')}, "
+        f"the base, {c.get('dropped', 0)} dropped, {c.get('widened', 0)} ranges widened to the base's); student pair Spearman {m.get('pair_spearman', 'n/a')}, "
         f"pair AUC {m.get('pair_auc', 'n/a')}, token AUC {m.get('student_auc', 'n/a')}; "
         f"teacher {summary['teacher_seconds']} s, total {summary['seconds']} s"
     )

@@ -164,7 +164,7 @@ def aggregate(
         everything, scores, strengths, min_support=config.min_support, min_probes=config.min_probes,
         sentences=checked_sentences(everything, hot, documents), alarm_budget=config.alarm_budget,
         sensitivity=config.sensitivity, substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
-        swapped=swap_sources(values, swaps),
+        swapped=swap_sources(values, swaps), min_fold_values=config.min_fold_values,
     )  # fmt: skip
     # max_cells bounds the cells of the heatmap's own statistics; guards come with the hot
     # cells they stand for and are not counted (they would push those cells out)
@@ -182,6 +182,7 @@ def aggregate(
             alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
             substitutes=_numeral_substitutes(recount, set(numerals)), guards=[c for c in cells if c.guards],
             swapped=swap_sources({k: v for k, v in recount.items() if k not in guarded}, swaps),
+            min_fold_values=config.min_fold_values,
         )  # fmt: skip
         if len(kept) == len(cells):
             break

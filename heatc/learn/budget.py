@@ -19,6 +19,7 @@ import numpy as np
 
 from heatc.learn.evidence import ALARM_BUDGET, MAX_REJECTED, CellKey, CellValues, LearnedCell
 from heatc.learn.ranges import (
+    MIN_FOLD_VALUES,
     conflicts,
     count_outside,
     fitted_values,
@@ -49,6 +50,7 @@ def cell_table(
     substitutes: dict[CellKey, np.ndarray] | None = None,
     guards: Iterable[LearnedCell] = (),
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
+    min_fold_values: int = MIN_FOLD_VALUES,
 ) -> list[LearnedCell]:
     """Every cell with enough corpus support and a teacher's score (`scores`, from
     `Couplings.scores`; `strengths` their (strength, probed occurrences)), highest score first,
@@ -67,7 +69,7 @@ def cell_table(
     return select_cells(
         ranked, values, min_support=min_support, sentences=sentences, alarm_budget=alarm_budget,
         min_documents=min_documents, max_rejected=max_rejected, sensitivity=sensitivity, substitutes=substitutes,
-        guards=guards, swapped=swapped,
+        guards=guards, swapped=swapped, min_fold_values=min_fold_values,
     )  # fmt: skip
 
 
@@ -84,6 +86,7 @@ def select_cells(
     substitutes: dict[CellKey, np.ndarray] | None = None,
     guards: Iterable[LearnedCell] = (),
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
+    min_fold_values: int = MIN_FOLD_VALUES,
 ) -> list[LearnedCell]:
     """The cells, in the given (score) order, whose rules the clean corpus says are worth
     running; statistics and false alarms are recomputed from `values`.
@@ -126,7 +129,7 @@ def select_cells(
                 if hot:  # runs with a candidate range that accepts all but max_rejected of its values
                     options[c.key] = [
                         o
-                        for o in range_options(cv, c.key, margin.factor(fit.values))
+                        for o in range_options(cv, c.key, margin.factor(fit.values), min_fold_values)
                         if o.kept_out <= max_rejected * len(fit.values)
                     ]
                     if not options[c.key]:

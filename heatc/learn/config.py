@@ -49,6 +49,8 @@ class LearnConfig:
     candidate_count: int = 5  # occurrences in the discovery sample that make a candidate cell
     min_support: int = 20  # corpus occurrences a cell needs
     min_probes: int = 3  # probed occurrences a cell needs
+    # values a range is fitted to in each cross-validation fold at least (`ranges.range_options`)
+    min_fold_values: int = 5
     max_keywords: int = 200
     max_cells: int = 400
     sensitivity: float = SENSITIVITY

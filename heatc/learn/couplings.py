@@ -66,9 +66,9 @@ class Couplings:
             if key.check == "consistent":
                 pairs = (rel(occ.term_keyword), rel(occ.term_unit))
             elif key.keyword and key.unit:
-                pairs = (rel(occ.keyword), rel(occ.unit))
+                pairs = (rel(occ.keyword_of(key, s)), rel(occ.unit))
             elif key.keyword:
-                pairs = (rel(occ.keyword),)
+                pairs = (rel(occ.keyword_of(key, s)),)
             else:
                 pairs = (rel(occ.unit),)
             if all(p is not None for p in pairs):

@@ -73,6 +73,16 @@ class Occurrence:
     term_keyword: int | None  # the keyword of a term (value + unit, maybe in parentheses) within WIDE_GAP
     term_unit: int | None
     keys: tuple[CellKey, ...]
+    # the keyword past a constraint word that stands nearest ("eGFR below 30 mL"): the rules
+    # bind across it (a gap holds no lexeme of a kind either element accepts, and a keyword
+    # and a number accept no constraint word), so the keyword's cells have this value too
+    beyond: int | None = None
+
+    def keyword_of(self, key: CellKey, s: SentenceLexemes) -> int | None:
+        """The lexeme index of `key`'s keyword in this occurrence (nearest or `beyond`)."""
+        if self.beyond is not None and s.categories[self.beyond] == key.keyword:
+            return self.beyond
+        return self.keyword
 
 
 def _unit(s: SentenceLexemes, groups: dict[str, str], j: int) -> bool:
@@ -82,7 +92,9 @@ def _unit(s: SentenceLexemes, groups: dict[str, str], j: int) -> bool:
 def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
     """Every value lexeme of the sentence with what the rules would pair it with: the
     nearest keyword-like category at most 3 lexemes before it (the search stops at other
-    values and at units, sentence ends and other structure) and the unit right after it;
+    values and at units, sentence ends and other structure; past a constraint word it also
+    takes the keyword before that, `Occurrence.beyond`: "eGFR below 30") and the unit right
+    after it;
     and, for terms — a value with a unit at most one lexeme later, as in "thirty (30) days" —
     the nearest keyword at most 8 lexemes before it, looking past constraint words."""
     out = []
@@ -90,14 +102,19 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
         if not s.is_value(i):
             continue
         value = s.value_category(i)
-        keyword = term_keyword = None
+        keyword = term_keyword = beyond = None
         for j in range(i - 1, max(-1, i - DEFAULT_GAP - 2), -1):
             if s.is_value(j):
                 break
             cat = s.categories[j]
-            if cat is not None:
-                if groups.get(cat) in KEY_GROUPS:
-                    keyword = j
+            if cat is None:
+                continue
+            if keyword is not None:  # past the constraint word: a keyword, or nothing
+                beyond = j if groups.get(cat) == "keyword" else None
+                break
+            if groups.get(cat) in KEY_GROUPS:
+                keyword = j
+            if groups.get(cat) != "constraint":
                 break
         unit = i + 1 if _unit(s, groups, i + 1) else None
         term_unit = unit if unit is not None else (i + 2 if _unit(s, groups, i + 2) and not s.is_value(i + 1) else None)
@@ -121,9 +138,13 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
                 keys.append(CellKey(kw, value, un))
         if un:
             keys.append(CellKey("", value, un))
+        if beyond is not None:
+            keys.append(CellKey(s.categories[beyond], value, ""))
+            if un:
+                keys.append(CellKey(s.categories[beyond], value, un))
         if term_keyword is not None:
             keys.append(CellKey(s.categories[term_keyword], value, s.categories[term_unit], "consistent"))
-        out.append(Occurrence(i, keyword, unit, term_keyword, term_unit, tuple(keys)))
+        out.append(Occurrence(i, keyword, unit, term_keyword, term_unit, tuple(dict.fromkeys(keys)), beyond))
     return out
 
 

@@ -13,8 +13,9 @@
 4. **Cells.** The student scores every candidate value of the planned sentences, and
    aggregation (`aggregate.aggregate`) learns the domain's cells over the whole domain corpus
    within the false-alarm budget. They are merged with the base's (`merge`): a cell the domain
-   learns takes the domain's score, statistics and range; a base cell it does not is kept
-   as it was, unless its rule rejects a value of the domain's clean text.
+   learns takes the domain's score, statistics and range (widened to the base's where the
+   domain saw fewer values, `merge.widen_to_base`); a base cell it does not is kept as it
+   was, unless its rule rejects a value of the domain's clean text.
 
 Work lives in `<output>.finetune/` (the plan, the teacher's chunks, the student's checkpoint):
 a rerun with the same settings resumes. Deterministic for a seed.
@@ -54,6 +55,8 @@ class FinetuneConfig:
     seed: int = 0
     teacher_sentences: int = 256  # the bounded sample the teacher labels
     min_support: int = 8  # domain corpora are small: a drug label states a dose a dozen times
+    # ... on a few of its pages: a fold's range may be fitted to 3 values (heatc learn: 5)
+    min_fold_values: int = 3
     alarm_budget: float = 0.02
     sensitivity: float | None = None  # None: the base heatmap's threshold
     epochs: int = 8
@@ -167,7 +170,7 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
     from heatc.learn.distil import student_metrics
     from heatc.learn.labelling import label, read_chunks
     from heatc.learn.lexemes import discover_keywords
-    from heatc.learn.merge import base_lexicon, split_literals, without_groups
+    from heatc.learn.merge import TRUSTED_SUPPORT, base_lexicon, split_literals, without_groups
     from heatc.learn.plan import Plan, discovery_sample, plan, plan_lexicon, rule_file_literals
     from heatc.learn.student_scoring import student_evidence
     from heatc.learn.teacher import load_teacher
@@ -184,6 +187,7 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
     learn = LearnConfig(
         corpus=[], output=config.output, seed=config.seed, teacher=config.teacher, device=config.device,
         min_support=config.min_support, alarm_budget=config.alarm_budget, epochs=config.epochs,
+        min_fold_values=config.min_fold_values,
         sensitivity=base.sensitivity if config.sensitivity is None else config.sensitivity,
         teacher_sentences=config.teacher_sentences, rules=list(base.rule_files),
     )  # fmt: skip
@@ -233,7 +237,8 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
         "teacher_probes": sum(len(r["probes"]) for r in records),
         "student_sentences": len(evidence),
         "seed": config.seed,
-        "combined": "a cell the domain learns takes the domain's score (student couplings), statistics and range; "
+        "combined": "a cell the domain learns takes the domain's score (student couplings), statistics and range "
+        f"(a range fitted to fewer values than the base's and fewer than {TRUSTED_SUPPORT} widened to the hull of both); "
         "a base cell it does not learn is kept as the base has it"
         + ("" if config.keep_unused else " (here: dropped)")
         + ", unless its rule rejects a value of the domain's clean text",

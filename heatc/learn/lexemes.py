@@ -292,11 +292,31 @@ def _phrases_ending_at(s: SentenceLexemes, j: int, w: str) -> list[str]:
     return out
 
 
+def _qualified(s: SentenceLexemes, j: int, groups: dict[str, str]) -> list[str]:
+    """The two-word phrase of a word and the one-word keyword at j right after it, when the
+    word qualifies the keyword into another quantity: "warfarin sodium 5 mg" is a dose of
+    warfarin, not a sodium level. The word may be a plain one or itself a one-word literal
+    of a keyword category ("warfarin", one of a drug family). As the longer literal, the
+    phrase lexes in the pair's place once it is a keyword."""
+    if j == 0 or s.lexemes[j - 1].end + 1 != s.lexemes[j].start:
+        return []
+    words = []
+    for k in (j - 1, j):
+        w = s.lexemes[k].raw.decode("utf-8", errors="replace")
+        plain = s.categories[k] is None and _word(s.lexemes[k]) is not None
+        keyword = s.categories[k] is not None and groups.get(s.categories[k] or "") == "keyword"
+        if not (w.isascii() and w.isalpha() and len(w) > 1 and (plain or keyword) and w.lower() not in STOPWORDS):
+            return []
+        words.append(w.lower())
+    return [" ".join(words)]
+
+
 def keyword_contexts(
     s: SentenceLexemes, i: int, groups: dict[str, str], gap: int = 3, term_gap: int = 8
 ) -> tuple[list[str], list[str]]:
     """The plain word (and the two-word phrase ending in it) nearest before value lexeme i,
-    within `gap` lexemes, stopping at sentence ends, other values and categorised lexemes;
+    within `gap` lexemes, stopping at sentence ends, other values and categorised lexemes (a
+    keyword of the lexicon there gives the phrase of the word before it, `_qualified`);
     and, when the value is a term — a unit follows it, maybe after a parenthesis, as in
     "thirty (30) days" — the nearest one within `term_gap` lexemes, looking past constraint
     words ("payment is due within thirty (30) days"). Returns (near, term)."""
@@ -308,6 +328,9 @@ def keyword_contexts(
         return groups.get(cat) if cat else None
 
     for j in range(i - 1, max(-1, i - gap - 2), -1):
+        if s.categories[j] is not None and group(j) == "keyword":
+            out.extend(_qualified(s, j, groups))
+            break
         if s.categories[j] is not None or s.is_value(j):
             break
         w = _word(s.lexemes[j])

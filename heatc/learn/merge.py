@@ -10,13 +10,16 @@ pooled for being rare in the base corpus.
 
 **Cells** (`merge_cells`). A cell is identified by its pair, unit and check. A cell the domain
 learns replaces the base's: its score comes from the student's couplings on the domain's
-sentences and its statistics and range from the domain's values alone — the domain's
-values are what its rules will read. A base cell the domain does not learn is kept as the
+sentences and its statistics and range from the domain's values — the domain's values are
+what its rules will read — except that a range fitted to fewer values than the base's and
+fewer than `TRUSTED_SUPPORT` is widened to the hull of both (`widen_to_base`): a few dozen
+values do not show where the tail ends. A base cell the domain does not learn is kept as the
 base has it (score, statistics, range) unless `keep_unused` is off; `drop_rejecting` then
 drops those kept cells whose rule rejects a value of the domain's clean text (its false
 alarms are not in the domain's budget).
 
-Public surface: `base_lexicon`, `split_literals`, `cell_key`, `merge_cells`, `drop_rejecting`.
+Public surface: `base_lexicon`, `split_literals`, `cell_key`, `merge_cells`, `widen_to_base`,
+`drop_rejecting`, `TRUSTED_SUPPORT`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from collections import Counter
 from heatc.heatmap.format import Heatmap
 from heatc.learn.lexemes import NUMBER_WORD_COMPOUNDS, NUMBER_WORDS, SEED_CATEGORIES, Category, Lexicon
 
+# a re-learned cell with at least this many domain values keeps the range the domain's values
+# give it, even if narrower than the base's (`widen_to_base`)
+TRUSTED_SUPPORT = 100
 _GROUP_OF_KIND = {"unit": "unit", "constraint": "constraint", "keyword": "keyword", "punct": "structure"}
 _NUMERALS = set(NUMBER_WORDS) | {n for n, _ in NUMBER_WORD_COMPOUNDS}
 
@@ -88,8 +94,9 @@ def merge_cells(
     """The domain's heatmap document with the base cells it does not re-learn added (when
     `keep_unused`), and the categories they need. Returns (document, names of the base cells
     kept, counts: relearned, kept, dropped)."""
-    learned = {cell_key(c) for c in domain["cells"]}
-    names = {c["name"] for c in domain["cells"]}
+    domain_cells = [dict(c) for c in domain["cells"]]
+    learned = {cell_key(c): c for c in domain_cells}
+    names = {c["name"] for c in domain_cells}
     counts: Counter = Counter()
     categories = dict(domain["categories"])
     declared = {lit.lower() for c in categories.values() for lit in c["literals"]}
@@ -98,6 +105,7 @@ def merge_cells(
     for c in base_doc.get("cells") or []:
         if cell_key(c) in learned:
             counts["relearned"] += 1
+            counts["widened"] += widen_to_base(learned[cell_key(c)], c)
             continue
         if not keep_unused:
             counts["dropped"] += 1
@@ -127,7 +135,33 @@ def merge_cells(
         names.add(entry["name"])
         kept.append(entry)
         counts["kept"] += 1
-    return {**domain, "categories": categories, "cells": domain["cells"] + kept}, [c["name"] for c in kept], counts
+    return {**domain, "categories": categories, "cells": domain_cells + kept}, [c["name"] for c in kept], counts
+
+
+def widen_to_base(cell: dict, base: dict) -> bool:
+    """Widen a re-learned cell's range to the hull of its own and the base cell's when the
+    domain saw fewer of its values than the base did and fewer than `TRUSTED_SUPPORT` (ten mL
+    values of a drug label do not say that 3,000 mL, which the base's notes write, is wrong).
+    Returns whether it widened. The recorded false-alarm rate, measured on the narrower range,
+    stays an upper bound."""
+    ours, theirs = cell.get("range"), base.get("range")
+    support, base_support = cell.get("support", 0), base.get("support", 0)
+    if not ours or not theirs or support >= min(base_support, TRUSTED_SUPPORT):
+        return False
+    lo = None if ours[0] is None or theirs[0] is None else min(ours[0], theirs[0])
+    hi = None if ours[1] is None or theirs[1] is None else max(ours[1], theirs[1])
+    if [lo, hi] == list(ours):
+        return False
+    cell["range"] = [lo, hi]
+    cell["description"] = (
+        f"{cell.get('description', '')}; range widened to the base's "
+        f"({_bound(ours[0])}–{_bound(ours[1])} → {_bound(lo)}–{_bound(hi)}): {support} domain values, {base_support} in the base"
+    ).lstrip("; ")
+    return True
+
+
+def _bound(x: float | None) -> str:
+    return "open" if x is None else f"{x:g}"
 
 
 def drop_rejecting(doc: dict, base_names: list[str], rejections: Counter) -> tuple[dict, int]:

@@ -12,7 +12,8 @@ number) or counts a list. What tells a quantity word is what its values look lik
   reading), the same unit off the ladders, no unit, a percentage, a year, a date — not now
   an age, now a dose, now a date;
 - they are values, not parts of names: a number glued to a letter before it ("L4", "x3",
-  "CO2"), after a "#" ("#10 blade"), joined by a hyphen to what follows ("4-0",
+  "CO2"), to letters and digits after it (an identifier: "UNII: 70097M6I30"), after a "#"
+  ("#10 blade"), joined by a hyphen to what follows ("4-0",
   "42-year-old"), or a section number cited in parentheses ("Warnings and Precautions
   (5.1)", "(2.3, 5.4)") is part of a compound;
 - they vary: a label that always takes the same number ("oriented x3", "IMPRESSION: 1.")
@@ -21,7 +22,9 @@ number) or counts a list. What tells a quantity word is what its values look lik
   years (`code` reading).
 
 `quantity_score` multiplies the four shares into one number in [0, 1] — the share of its
-occurrences that bind a value (full marks from `VALUE_RATE` on), the dominant reading's
+occurrences that bind a value (full marks from `VALUE_RATE` on, from `UNIT_VALUE_RATE` on
+for a word whose values are mostly read in one unit's quantity: a drug named in every
+paragraph of its label and dosed in a few), the dominant reading's
 share, the share of values that are no compounds, and how far its most common value stays
 below `TOP_VALUE` — and a keyword names a quantity from `QUANTITY_MIN` on. So one weakness
 does not exclude a word that is strong otherwise (a drug family is followed by a dose one
@@ -33,7 +36,7 @@ bind, and the unit right after it) and `is_quantity` decides from that `KeywordP
 The teacher's couplings decide the rest (`heatc.learn.couplings`).
 
 Public surface: `KeywordProfile`, `keyword_profiles`, `quantity_score`, `is_quantity`,
-`VALUE_RATE`, `TOP_VALUE`, `QUANTITY_MIN`.
+`VALUE_RATE`, `UNIT_VALUE_RATE`, `TOP_VALUE`, `QUANTITY_MIN`.
 """
 
 from __future__ import annotations
@@ -47,6 +50,14 @@ from heatc.backends import wasm_checker
 from heatc.learn.lexemes import UNIT_LADDERS, Lexicon
 
 VALUE_RATE = 0.5  # a keyword whose occurrences bind a value at least this often is fully a value's name
+# ... and one whose values are read in one quantity other than time (doses in mg, volumes in
+# mL) at least this often, two thirds of them or more (`UNIT_READ_SHARE`): a drug label names
+# its drug in every paragraph and states its dose in a few ("metformin hydrochloride" binds a
+# value one time in eleven, 11 of its 16 values a dose in mg). Time is not such a quantity:
+# durations follow words that name none ("past 3 days", "next 2 weeks", "last 48 hours").
+UNIT_VALUE_RATE = 0.1
+UNIT_READ_SHARE = 2 / 3
+_TIME_QUANTITY = next(f"quantity{q}" for q, ladder in enumerate(UNIT_LADDERS) if any("days" in r for r in ladder))
 TOP_VALUE = 0.6  # a most common value up to this share of the values is no label
 QUANTITY_MIN = 0.2  # the quantity score a keyword needs
 MIN_VALUES = 5  # fewer values than this: no profile to judge (the cells lack support anyway)
@@ -92,20 +103,24 @@ def _reading(unit: str, raw: bytes, value: float, quantity: dict[str, int]) -> s
 _NUMBER_BYTES = frozenset(b"0123456789.,")
 
 
+# letters glued after the number with a digit among them: an identifier ("UNII: 70097M6I30",
+# "3SY5LH9PMK"), not a unit written without a space ("500mg")
+_CODE_TAIL = re.compile(rb"[A-Za-z]+\d")
 _SECTION = re.compile(rb"\d{1,2}\.\d{1,2}")  # the number of a section: "5.1", "12.3"
 _CITATION = re.compile(rb"[(\[][\d., ]*$")  # an open parenthesis or bracket, then only numbers of a list
 
 
 def _compound(data: bytes, end: int) -> tuple[bytes, bool]:
     """(the bytes of the number that ends at `end`, whether it is part of a compound: glued
-    to a letter or a "#" before it, joined by a hyphen to a digit or letter after it, or a
+    to a letter or a "#" before it or to letters and digits after it ("70097M6I30"), joined
+    by a hyphen to a digit or letter after it, or a
     section number cited in parentheses or brackets, "(5.1)", "[see (2.3, 5.4)]")."""
     start = end
     while start > 0 and data[start - 1] in _NUMBER_BYTES:
         start -= 1
     before = data[start - 1 : start]
     after = data[end : end + 2]
-    glued = before.isalpha() or before == b"#"
+    glued = before.isalpha() or before == b"#" or _CODE_TAIL.match(data, end) is not None
     hyphen = len(after) == 2 and after[:1] == b"-" and after[1:].isalnum()
     cited = (
         _SECTION.fullmatch(data[start:end]) is not None
@@ -164,12 +179,15 @@ def keyword_profiles(lexicon: Lexicon, keywords: Iterable[str], texts: Iterable[
 
 def quantity_score(p: KeywordProfile) -> float:
     """The product of: the share of the keyword's occurrences that bind a value, over
-    `VALUE_RATE` (at most 1); its dominant reading's share of the values; the share of them
+    `VALUE_RATE` (`UNIT_VALUE_RATE` when `UNIT_READ_SHARE` of the values are read in one
+    quantity other than time; at most 1); its dominant reading's share of the values; the share of them
     that are no parts of compounds; and 1 − how far its most common value's share exceeds
     `TOP_VALUE`, over 1 − `TOP_VALUE` (0 for a label that always takes one number)."""
     if not p.n:
         return 0.0
-    rate = min(1.0, p.n / max(p.occurrences, 1) / VALUE_RATE)
+    reading, share = p.dominant()
+    unit_read = reading.startswith("quantity") and reading != _TIME_QUANTITY and share >= UNIT_READ_SHARE
+    rate = min(1.0, p.n / max(p.occurrences, 1) / (UNIT_VALUE_RATE if unit_read else VALUE_RATE))
     variety = 1.0 - max(0.0, p.top_value() - TOP_VALUE) / (1.0 - TOP_VALUE)
     return rate * p.dominant()[1] * (1.0 - p.compounds / p.n) * variety
 

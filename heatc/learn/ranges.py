@@ -9,7 +9,7 @@ lower bound that only rejects small doses, when no slip lands below it) is left 
 
 Public surface: `inliers`, `value_stats`, `conflicts`, `rejected_values`, `rejected_share`,
 `Bounds`, `RangeOption`, `range_options`, `tail_margin`, `TailMargin`, `log_spread`,
-`fitted_values`, `slip_power`, `count_outside`, `log_width`, `n_bounds`.
+`fitted_values`, `slip_power`, `count_outside`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`.
 """
 
 from __future__ import annotations
@@ -145,6 +145,9 @@ def slip_power(bounds: Bounds, values) -> float:
 
 
 FOLDS = 5  # documents are split this many ways to estimate a range's false alarms out of sample
+# the values each fold's range is fitted to at least (the other folds'); a domain corpus of a few
+# PDFs may ask for fewer (`LearnConfig.min_fold_values`): its doses sit on a handful of pages
+MIN_FOLD_VALUES = 5
 
 
 def fitted_values(key: CellKey, cv: CellValues) -> CellValues:
@@ -219,7 +222,9 @@ def tail_margin(cells: Iterable[tuple[CellKey, CellValues]], quantile: float = T
     return TailMargin(max(0.0, float(np.quantile(scaled, quantile))), ceiling)
 
 
-def range_options(cv: CellValues, key: CellKey | None = None, margin: float = 1.5) -> list[RangeOption]:
+def range_options(
+    cv: CellValues, key: CellKey | None = None, margin: float = 1.5, min_fold_values: int = MIN_FOLD_VALUES
+) -> list[RangeOption]:
     """Candidate ranges: bounds beyond the clean tails (quantile levels `RANGE_LEVELS`) by a
     margin (`RANGE_FACTORS` × `margin`, the `tail_margin`, in log space; `RANGE_WIDTHS` in
     widths), with both sides or one left open. Each is costed by its rejections in the corpus and by a cross-validated
@@ -227,7 +232,8 @@ def range_options(cv: CellValues, key: CellKey | None = None, margin: float = 1.
     counted on the other fifth's, for each fifth — the narrower a range, the more its
     in-corpus count flatters; the estimate is what the heatmap records as the rule's
     false-alarm rate. A keyword cell without a unit is fitted to its values written without
-    one (`fitted_values`) and costed on all of them."""
+    one (`fitted_values`) and costed on all of them. No options where a fold's range would be
+    fitted to fewer than `min_fold_values` values."""
     fit = cv.bare() if key is None else fitted_values(key, cv)
     x = np.asarray(fit.values, dtype=np.float64)
     every = np.asarray(cv.values, dtype=np.float64)
@@ -239,7 +245,7 @@ def range_options(cv: CellValues, key: CellKey | None = None, margin: float = 1.
         counted[d % FOLDS].extend(vs)
     held = [np.asarray(p, dtype=np.float64) for p in counted]
     fitted = [np.asarray([v for j, p in enumerate(parts) if j != i for v in p], dtype=np.float64) for i in range(FOLDS)]
-    if len(x) == 0 or min(len(f) for f in fitted) < 5:
+    if len(x) == 0 or min(len(f) for f in fitted) < min_fold_values:
         return []
     margins = [("factor", f * margin) for f in RANGE_FACTORS] + [("width", w) for w in RANGE_WIDTHS]
     shapes = [(low, high, "both") for low in RANGE_LEVELS for high in RANGE_LEVELS]
