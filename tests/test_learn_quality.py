@@ -262,6 +262,9 @@ def test_a_range_fitted_to_few_domain_values_is_widened_to_the_base():
     assert widen_to_base(few, base) and few["range"] == [0.125, 3200] and "widened" in few["description"]
     open_side = {"range": [None, 240], "support": 10, "description": ""}
     assert widen_to_base(open_side, base) and open_side["range"] == [None, 3200]
+    # the base accepts every value on a side it leaves open: so does the widened range
+    doses = {"range": [1.25, 4510], "support": 58, "description": ""}
+    assert widen_to_base(doses, {"range": [None, 1710], "support": 2791}) and doses["range"] == [None, 4510]
     many = {"range": [12.7, 402], "support": TRUSTED_SUPPORT, "description": ""}
     assert not widen_to_base(many, base) and many["range"] == [12.7, 402]
     assert not widen_to_base({"range": [1, 2], "support": 5}, {"range": None, "support": 50})
@@ -284,3 +287,18 @@ def test_a_small_corpus_may_fit_fold_ranges_to_fewer_values():
     key = CellKey("metformin", "number", "mg")
     assert range_options(cv, key) == []
     assert range_options(cv, key, min_fold_values=3)
+
+
+def test_a_share_is_bounded_by_the_whole():
+    """A percentage cell none of whose clean values exceeds 100 % may take 100 % as its upper
+    bound, whatever the tail of its values; one whose values do exceed it ("increased 150%")
+    may not, and numbers never get the bound."""
+    from heatc.learn.ranges import PERCENT_WHOLE
+
+    shares = _spread([20 + (i * 7) % 41 for i in range(60)], documents=30)
+    options = range_options(shares, CellKey("margin", "percent", ""))
+    capped = [o for o in options if o.bounds[1] == PERCENT_WHOLE]
+    assert capped and all(o.rejected == 0 and o.expected == 0 for o in capped if (o.bounds[0] or 0) <= 20)
+    growth = _spread([20 + (i * 7) % 41 for i in range(59)] + [150], documents=30)
+    assert not [o for o in range_options(growth, CellKey("increased", "percent", "")) if o.bounds[1] == PERCENT_WHOLE]
+    assert not [o for o in range_options(shares, CellKey("margin", "number", "")) if o.bounds[1] == PERCENT_WHOLE]

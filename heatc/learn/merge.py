@@ -142,6 +142,9 @@ def widen_to_base(cell: dict, base: dict) -> bool:
     """Widen a re-learned cell's range to the hull of its own and the base cell's when the
     domain saw fewer of its values than the base did and fewer than `TRUSTED_SUPPORT` (ten mL
     values of a drug label do not say that 3,000 mL, which the base's notes write, is wrong).
+    A side the base leaves open opens the domain's: the base accepts every value there (on
+    the drug labels, mg's lower bound of 1.25 fitted to the labels' doses rejected "warfarin
+    1 mg"; the base, which saw 0.1 mg doses in clinical notes, leaves that side open).
     Returns whether it widened. The recorded false-alarm rate, measured on the narrower range,
     stays an upper bound."""
     ours, theirs = cell.get("range"), base.get("range")

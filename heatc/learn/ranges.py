@@ -9,7 +9,7 @@ lower bound that only rejects small doses, when no slip lands below it) is left 
 
 Public surface: `inliers`, `value_stats`, `conflicts`, `rejected_values`, `rejected_share`,
 `Bounds`, `RangeOption`, `range_options`, `tail_margin`, `TailMargin`, `log_spread`,
-`fitted_values`, `slip_power`, `count_outside`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`.
+`fitted_values`, `slip_power`, `count_outside`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`, `PERCENT_WHOLE`.
 """
 
 from __future__ import annotations
@@ -233,7 +233,8 @@ def range_options(
     in-corpus count flatters; the estimate is what the heatmap records as the rule's
     false-alarm rate. A keyword cell without a unit is fitted to its values written without
     one (`fitted_values`) and costed on all of them. No options where a fold's range would be
-    fitted to fewer than `min_fold_values` values."""
+    fitted to fewer than `min_fold_values` values. A percentage cell none of whose values
+    exceeds 100 % also gets each option with its upper bound at 100 % (`PERCENT_WHOLE`)."""
     fit = cv.bare() if key is None else fitted_values(key, cv)
     x = np.asarray(fit.values, dtype=np.float64)
     every = np.asarray(cv.values, dtype=np.float64)
@@ -250,27 +251,44 @@ def range_options(
     margins = [("factor", f * margin) for f in RANGE_FACTORS] + [("width", w) for w in RANGE_WIDTHS]
     shapes = [(low, high, "both") for low in RANGE_LEVELS for high in RANGE_LEVELS]
     shapes += [(low, 0.0, "low") for low in RANGE_LEVELS] + [(0.0, high, "high") for high in RANGE_LEVELS]
+    # a percentage no clean value of which exceeds the whole is a share: 100 % bounds it, as
+    # a prior rather than a fit ("a margin of 38.2%" written 382 % is impossible, whatever
+    # the tail of the margins seen)
+    whole = key is not None and key.value == "percent" and len(every) and float(every.max()) <= PERCENT_WHOLE
     out, seen = [], set()
     for low, high, sides in shapes:
         for margin in margins:
-            bounds = _fit(x, low, high, margin, sides)
-            if bounds is None or bounds in seen:
+            fit_bounds = _fit(x, low, high, margin, sides)
+            fit_folds = [_fit(f, low, high, margin, sides) for f in fitted]
+            if fit_bounds is None or any(b is None for b in fit_folds):
                 continue
-            folds = [_fit(f, low, high, margin, sides) for f in fitted]
-            if any(b is None for b in folds):
-                continue
-            seen.add(bounds)
-            expected = sum(count_outside(b, h) for b, h in zip(folds, held, strict=True))
-            out.append(
-                RangeOption(
-                    bounds,
-                    count_outside(bounds, every),
-                    float(expected),
-                    slip_power(bounds, x),
-                    count_outside(bounds, x),
+            variants = [(fit_bounds, fit_folds)]
+            if whole and (fit_bounds[1] is None or fit_bounds[1] > PERCENT_WHOLE):
+                variants.append((_capped(fit_bounds), [_capped(b) for b in fit_folds]))  # type: ignore[arg-type]
+            for bounds, folds in variants:
+                if bounds in seen:
+                    continue
+                seen.add(bounds)
+                expected = sum(count_outside(b, h) for b, h in zip(folds, held, strict=True))
+                out.append(
+                    RangeOption(
+                        bounds,
+                        count_outside(bounds, every),
+                        float(expected),
+                        slip_power(bounds, x),
+                        count_outside(bounds, x),
+                    )
                 )
-            )
     return out
+
+
+PERCENT_WHOLE = 100.0  # the bound of a share (`range_options`)
+
+
+def _capped(bounds: Bounds) -> Bounds:
+    """The bounds with the upper one at most `PERCENT_WHOLE`."""
+    lo, hi = bounds
+    return lo, PERCENT_WHOLE if hi is None else min(hi, PERCENT_WHOLE)
 
 
 def log_width(bounds: Bounds) -> float:
