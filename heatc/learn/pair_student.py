@@ -4,7 +4,9 @@ token sensitivity *and* its pair couplings (value position × other position →
 Cell scores come from the teacher's pair couplings (`evidence.Couplings`), so a student that
 predicts only single-token sensitivity cannot score a corpus's cells. This one has two heads
 over one encoder (the token student's: a two-layer transformer of width 64 over a frozen table
-of teacher-derived token features, `student.teacher_token_features`):
+of teacher-derived token features, `student.teacher_token_features`; experimental,
+`PairConfig.positions="relative"`: a learned attention bias by relative distance in place of
+its absolute position embedding):
 
 - the **token head**, trained like the token student on each sentence's standardised
   log-sensitivity;
