@@ -87,8 +87,14 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="120 sentences per domain, 4 epochs")
-    ap.add_argument("--pair-head", default="additive", choices=("additive", "interaction"),
-                    help="the pair head of both students (additive: what heatc learn trains)")  # fmt: skip
+    ap.add_argument(
+        "--pair-head",
+        default="additive",
+        choices=("additive", "interaction"),
+        help="the pair head of both students (additive: what heatc learn trains)",
+    )
+    ap.add_argument("--positions", default="absolute", choices=("absolute", "relative"),
+                    help="the transformer's positions (absolute: what heatc learn trains); the LSTM has none")  # fmt: skip
     args = ap.parse_args()
     if args.quick:
         args.sentences, args.epochs = 120, 4
@@ -109,7 +115,7 @@ def main() -> None:
     config = LearnConfig(corpus=[], output=Path("unused.yaml"), seed=args.seed)
     print(f"machine: {machine()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"teacher: {teacher.name}; {args.sentences} value-bearing sentences per domain, seed {args.seed}; "
-          f"pair head {args.pair_head}, {args.epochs} epochs\n")  # fmt: skip
+          f"pair head {args.pair_head}, transformer positions {args.positions}, {args.epochs} epochs\n")  # fmt: skip
     examples = {}
     for d in DOMAINS:
         cache = WORK / f"{d}-{args.sentences}-{args.seed}.json.gz"
@@ -139,7 +145,9 @@ def main() -> None:
         test = examples[held]
         fids = []
         for kind in ("transformer", "lstm"):
-            cfg = ps.PairConfig(vocab_size=vocab, kind=kind, features=FEATURES, pair_head=args.pair_head)
+            cfg = ps.PairConfig(
+                vocab_size=vocab, kind=kind, features=FEATURES, pair_head=args.pair_head, positions=args.positions
+            )
             model = ps.train_pair(cfg, train, epochs=args.epochs, seed=args.seed, table=table)
             fids.append(ps.pair_fidelity(model, test))
             if kind == "transformer":

@@ -130,3 +130,44 @@ def test_student_records_have_the_teachers_format():
     for v, row in record["probes"]:
         assert len(row) == len(lx.lexemes) and row[v] is None
         assert all(c is not None and c > 0 for j, c in enumerate(row) if j != v)
+
+
+def test_relative_positions_export_and_a_file_without_them_is_read_as_absolute(tmp_path):
+    """The experimental relative bias: dynamic length in onnxruntime, rebuilt from the
+    metadata; a student whose metadata names no positions (an earlier heatc's) has absolute
+    ones."""
+    import json
+
+    import onnx
+
+    config = ps.PairConfig(vocab_size=2048, width=32, pair_width=32, features=0, positions="relative")
+    model = ps.train_pair(config, _synthetic(60, 2), epochs=1, seed=0)
+    assert not hasattr(model, "position") and hasattr(model, "attention_rel")
+    path = tmp_path / "rel.student.onnx"
+    assert pair_onnx.export_pair_onnx(model, path, check_examples=_synthetic(20, 3)) <= 1e-4
+    back, _ = pair_onnx.load_pair_student(path)
+    assert back.config == model.config
+    old = ps.train_pair(
+        ps.PairConfig(vocab_size=2048, width=32, pair_width=32, features=0), _synthetic(20, 4), epochs=1
+    )
+    pair_onnx.export_pair_onnx(old, path)
+    proto = onnx.load(str(path))
+    [entry] = [p for p in proto.metadata_props if p.key == pair_onnx.METADATA_KEY]
+    info = json.loads(entry.value)
+    del info["config"]["positions"], info["config"]["relative_distance"]
+    entry.value = json.dumps(info)
+    onnx.save(proto, str(path))
+    back, kind = pair_onnx.load_pair_student(path)
+    assert kind == "pair" and back.config.positions == "absolute"
+    for a, b in zip(old.state_dict().values(), back.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["medical", "finance", "legal"])
+def test_the_shipped_students_still_load(name):
+    model, _ = pair_onnx.load_pair_student(REPO / "heatmaps" / f"{name}.student.onnx")
+    assert model.config.positions == "absolute"
+    ids = torch.tensor([[101, 2000, 2001, 102]])
+    with torch.no_grad():
+        scores, coupling = model(ids, torch.ones_like(ids), torch.tensor([[1]]))
+    assert scores.shape == (1, 4) and coupling.shape == (1, 1, 4)

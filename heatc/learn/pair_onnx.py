@@ -95,7 +95,8 @@ def load_pair_student(path: Path) -> tuple[PairStudent, str]:
         info = json.loads(meta[METADATA_KEY])
         if info.get("format") != FORMAT:
             raise HeatError(Diagnostic(str(path), 0, 0, f"student format {info.get('format')} is not supported"))
-        config = PairConfig(**info["config"])
+        # a student of an earlier heatc names no positions: it has absolute ones
+        config = PairConfig(**{"positions": "absolute", **info["config"]})
         model = PairStudent(config)
         state = model.state_dict()
         missing = [k for k in state if k not in inits]
@@ -161,5 +162,7 @@ def _legacy_state(path: Path, inits: dict[str, np.ndarray]) -> tuple[PairConfig,
     for k in ref_state:  # one-element weights (the token head's bias) keep their names
         if k not in state and k in inits:
             state[k] = torch.from_numpy(np.array(inits[k]).reshape(ref_state[k].shape))
-    config = PairConfig(vocab_size=vocab, width=token.width, layers=layers, heads=token.heads, features=features)
+    config = PairConfig(
+        vocab_size=vocab, width=token.width, layers=layers, heads=token.heads, features=features, positions="absolute"
+    )
     return config, {k: v.to(torch.float16 if k == "embed.table" else torch.float32) for k, v in state.items()}

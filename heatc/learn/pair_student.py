@@ -4,7 +4,9 @@ token sensitivity *and* its pair couplings (value position × other position →
 Cell scores come from the teacher's pair couplings (`evidence.Couplings`), so a student that
 predicts only single-token sensitivity cannot score a corpus's cells. This one has two heads
 over one encoder (the token student's: a two-layer transformer of width 64 over a frozen table
-of teacher-derived token features, `student.teacher_token_features`):
+of teacher-derived token features, `student.teacher_token_features`; experimental,
+`PairConfig.positions="relative"`: a learned attention bias by relative distance in place of
+its absolute position embedding):
 
 - the **token head**, trained like the token student on each sentence's standardised
   log-sensitivity;
@@ -60,6 +62,13 @@ class PairConfig:
     # through one hidden layer; "additive": Q h_p + K h_j + R[j − p] alone (students of an
     # earlier heatc, whose metadata does not name a head)
     pair_head: str = "additive"
+    # where the transformer's tokens learn their order: "absolute", a learned embedding of
+    # each token's position (new students, and those of an earlier heatc, whose metadata does
+    # not name one); "relative", experimental: no absolute positions, a learned bias on every
+    # attention logit per layer and head by the distance between the two tokens (clipped at
+    # relative_distance, starting as ALiBi's per-head linear decay)
+    positions: str = "absolute"
+    relative_distance: int = 48
 
 
 @dataclass
@@ -74,7 +83,8 @@ class PairExample:
 
 class PairStudent(nn.Module):
     """Token and pair heads over one encoder. The transformer's parameter names are the token
-    student's (`student.Student`), so a token student's weights load into it."""
+    student's (`student.Student`), so a token student's weights load into it (with absolute
+    positions; relative ones have `attention_rel` in place of `position`)."""
 
     def __init__(self, config: PairConfig, table: torch.Tensor | None = None):
         super().__init__()
@@ -84,7 +94,14 @@ class PairStudent(nn.Module):
         if config.kind == "lstm":
             self.lstm = nn.LSTM(w, w // 2, num_layers=config.layers, batch_first=True, bidirectional=True)
         else:
-            self.position = nn.Embedding(config.max_length, w)
+            if config.positions == "relative":
+                self.attention_rel = nn.Embedding(2 * config.relative_distance + 1, config.layers * config.heads)
+                with torch.no_grad():
+                    self.attention_rel.weight.copy_(
+                        _alibi(config.relative_distance, config.heads).repeat(1, config.layers)
+                    )
+            else:
+                self.position = nn.Embedding(config.max_length, w)
             self.blocks = nn.ModuleList(_Block(w, config.heads) for _ in range(config.layers))
             self.norm = nn.LayerNorm(w)
         self.head = nn.Linear(w, 1)
@@ -111,16 +128,24 @@ class PairStudent(nn.Module):
         x = u = self.embed(input_ids)
         if self.config.kind == "lstm":
             return self.lstm(x)[0], u, None
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
-        x = x + self.position(positions)
+        t = input_ids.shape[1]
+        span = torch.arange(t, device=input_ids.device)
         bias = (1.0 - attention_mask.to(x.dtype))[:, None, None, :] * -1e9
+        biases = [bias] * len(self.blocks)
+        if self.config.positions == "relative":
+            m = self.config.relative_distance
+            rel = self.attention_rel((span.view(1, -1) - span.view(-1, 1)).clamp(-m, m) + m)  # [T, T, L·H]
+            rel = rel.permute(2, 0, 1).reshape(len(self.blocks), self.config.heads, t, t)
+            biases = [bias + rel[i].unsqueeze(0) for i in range(len(self.blocks))]
+        else:
+            x = x + self.position(span.unsqueeze(0))
         if self.config.pair_head != "interaction":  # (the additive head reads no attention)
-            for block in self.blocks:
-                x = block(x, bias)
+            for block, b in zip(self.blocks, biases, strict=True):
+                x = block(x, b)
             return self.norm(x), u, None
         maps = []
-        for block in self.blocks:
-            x, att = block(x, bias, attention=True)
+        for block, b in zip(self.blocks, biases, strict=True):
+            x, att = block(x, b, attention=True)
             maps.append(att)
         return self.norm(x), u, torch.cat(maps, dim=1)
 
@@ -154,6 +179,15 @@ class PairStudent(nn.Module):
         z = z + nn.functional.gelu(self.pair_hidden(z))
         coupling = self.pair_out(z).squeeze(-1) + self.pair_score(scores.unsqueeze(-1)).squeeze(-1).unsqueeze(1)
         return scores, coupling
+
+
+def _alibi(distance: int, heads: int) -> torch.Tensor:
+    """[2·distance + 1, heads]: ALiBi's linear decay with distance, head h's slope
+    2^(−8(h + 1)/heads), as the relative bias's start — near tokens attend more from the
+    first step, as an LSTM's do, and training reshapes it."""
+    d = torch.arange(-distance, distance + 1).abs().float()
+    slopes = torch.tensor([2.0 ** (-8 * (h + 1) / heads) for h in range(heads)])
+    return -d[:, None] * slopes[None, :]
 
 
 # --- examples -------------------------------------------------------------------------------
