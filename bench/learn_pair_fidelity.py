@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
-        "--train-seeds", type=int, default=1,
+        "--train-seeds", type=int, default=3,
         help="train each student this many times (seeds --seed, --seed + 1, ...) and report the mean fidelity",
     )  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="120 sentences per domain, 4 epochs")
@@ -97,8 +97,8 @@ def main() -> None:
         choices=("additive", "interaction"),
         help="the pair head of both students (additive: what heatc learn trains)",
     )
-    ap.add_argument("--positions", default="absolute", choices=("absolute", "relative"),
-                    help="the transformer's positions (absolute: what heatc learn trains); the LSTM has none")  # fmt: skip
+    ap.add_argument("--positions", default="relative", choices=("absolute", "relative"),
+                    help="the transformer's positions (relative: what heatc learn trains); the LSTM has none")  # fmt: skip
     args = ap.parse_args()
     if args.quick:
         args.sentences, args.epochs = 120, 4
