@@ -60,7 +60,7 @@ def fidelity(heatmap: Path) -> str:
     def walk(node) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
-                if k in ("pair_spearman", "pair_auc", "token_auc", "auc") and isinstance(v, int | float):
+                if k in ("pair_spearman", "pair_auc", "student_auc") and isinstance(v, int | float):
                     found.setdefault(k, v)
                 walk(v)
         elif isinstance(node, list):
