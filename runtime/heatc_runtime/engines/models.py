@@ -86,10 +86,22 @@ def _convert(gguf: Path, target: Path) -> None:
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        os.rename(staging, target)  # a killed conversion leaves no half folder behind
+        _install(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _install(staging: Path, target: Path) -> None:
+    """Move a finished conversion into place whole (a killed conversion leaves no half folder
+    behind). If another process (a second test worker, a second engine) converted the same
+    GGUF first, its folder is complete — it was renamed whole — and the same: keep it."""
+    try:
+        os.rename(staging, target)
+    except OSError:
+        if not (target / "config.json").is_file():
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def check_causal_lm(path: str | Path) -> Path:
