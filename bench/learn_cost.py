@@ -53,22 +53,11 @@ def timed(label: str, argv: list[str]) -> dict:
 
 
 def fidelity(heatmap: Path) -> str:
-    """The student fidelity a heatmap's provenance records."""
-    prov = yaml.safe_load(heatmap.read_text(encoding="utf-8")).get("provenance", {})
-    found = {}
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if k in ("pair_spearman", "pair_auc", "student_auc") and isinstance(v, int | float):
-                    found.setdefault(k, v)
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(prov)
-    return ", ".join(f"{k} {v:.3f}" for k, v in sorted(found.items())) or "none recorded"
+    """The student fidelity a heatmap's provenance records (`provenance.metrics`, as both
+    `heatc learn` and `heatc finetune` write it)."""
+    metrics = yaml.safe_load(heatmap.read_text(encoding="utf-8")).get("provenance", {}).get("metrics", {})
+    shown = [f"{k} {metrics[k]:.3f}" for k in ("student_auc", "pair_spearman", "pair_auc") if k in metrics]
+    return ", ".join(shown) or "none recorded"
 
 
 def main() -> None:

@@ -144,7 +144,7 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
                 keys.append(CellKey(s.categories[beyond], value, un))
         if term_keyword is not None:
             keys.append(CellKey(s.categories[term_keyword], value, s.categories[term_unit], "consistent"))
-        out.append(Occurrence(i, keyword, unit, term_keyword, term_unit, tuple(dict.fromkeys(keys)), beyond))
+        out.append(Occurrence(i, keyword, unit, term_keyword, term_unit, tuple(keys), beyond))
     return out
 
 

@@ -328,7 +328,7 @@ def keyword_contexts(
         return groups.get(cat) if cat else None
 
     for j in range(i - 1, max(-1, i - gap - 2), -1):
-        if s.categories[j] is not None and group(j) == "keyword":
+        if group(j) == "keyword":
             out.extend(_qualified(s, j, groups))
             break
         if s.categories[j] is not None or s.is_value(j):

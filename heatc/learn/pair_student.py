@@ -4,9 +4,9 @@ token sensitivity *and* its pair couplings (value position × other position →
 Cell scores come from the teacher's pair couplings (`evidence.Couplings`), so a student that
 predicts only single-token sensitivity cannot score a corpus's cells. This one has two heads
 over one encoder (the token student's: a two-layer transformer of width 64 over a frozen table
-of teacher-derived token features, `student.teacher_token_features`; experimental,
-`PairConfig.positions="relative"`: a learned attention bias by relative distance in place of
-its absolute position embedding):
+of teacher-derived token features, `student.teacher_token_features`; with
+`PairConfig.positions="relative"`, what `heatc learn` gives new students, a learned attention
+bias by relative distance in place of its absolute position embedding):
 
 - the **token head**, trained like the token student on each sentence's standardised
   log-sensitivity;
@@ -63,8 +63,8 @@ class PairConfig:
     # earlier heatc, whose metadata does not name a head)
     pair_head: str = "additive"
     # where the transformer's tokens learn their order: "absolute", a learned embedding of
-    # each token's position (new students, and those of an earlier heatc, whose metadata does
-    # not name one); "relative", experimental: no absolute positions, a learned bias on every
+    # each token's position (the shipped students, and any whose metadata does not name one);
+    # "relative" (new students, `distil.POSITIONS`): no absolute positions, a learned bias on every
     # attention logit per layer and head by the distance between the two tokens (clipped at
     # relative_distance, starting as ALiBi's per-head linear decay)
     positions: str = "absolute"

@@ -189,7 +189,7 @@ def quantity_score(p: KeywordProfile) -> float:
     unit_read = reading.startswith("quantity") and reading != _TIME_QUANTITY and share >= UNIT_READ_SHARE
     rate = min(1.0, p.n / max(p.occurrences, 1) / (UNIT_VALUE_RATE if unit_read else VALUE_RATE))
     variety = 1.0 - max(0.0, p.top_value() - TOP_VALUE) / (1.0 - TOP_VALUE)
-    return rate * p.dominant()[1] * (1.0 - p.compounds / p.n) * variety
+    return rate * share * (1.0 - p.compounds / p.n) * variety
 
 
 def is_quantity(p: KeywordProfile) -> tuple[bool, str]:

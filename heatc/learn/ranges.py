@@ -106,6 +106,7 @@ TAIL_QUANTILE = 0.99  # `tail_margin`: the share of the documents' tails a margi
 # whose values sit far from 0 (years), where a factor of 1.5 would reach past any error
 RANGE_WIDTHS = (0.5, 1.0, 2.0, 4.0)
 SPREAD_FLOOR = 0.1  # decades: `log_spread` of a cell whose values hardly vary
+PERCENT_WHOLE = 100.0  # the upper bound of a share (`range_options`)
 SLIP = 10.0  # the error a range exists to catch: a value written ten times too large or too small
 
 
@@ -258,16 +259,20 @@ def range_options(
     out, seen = [], set()
     for low, high, sides in shapes:
         for margin in margins:
-            fit_bounds = _fit(x, low, high, margin, sides)
-            fit_folds = [_fit(f, low, high, margin, sides) for f in fitted]
-            if fit_bounds is None or any(b is None for b in fit_folds):
+            fitted_bounds = _fit(x, low, high, margin, sides)
+            if fitted_bounds is None:
                 continue
-            variants = [(fit_bounds, fit_folds)]
-            if whole and (fit_bounds[1] is None or fit_bounds[1] > PERCENT_WHOLE):
-                variants.append((_capped(fit_bounds), [_capped(b) for b in fit_folds]))  # type: ignore[arg-type]
-            for bounds, folds in variants:
-                if bounds in seen:
-                    continue
+            variants = [fitted_bounds]
+            if whole and (fitted_bounds[1] is None or fitted_bounds[1] > PERCENT_WHOLE):
+                variants.append(_capped(fitted_bounds))
+            variants = [b for b in variants if b not in seen]
+            if not variants:  # (the folds are fitted only for a range not seen yet)
+                continue
+            fitted_folds = [_fit(f, low, high, margin, sides) for f in fitted]
+            if any(b is None for b in fitted_folds):
+                continue
+            for bounds in variants:
+                folds = fitted_folds if bounds == fitted_bounds else [_capped(b) for b in fitted_folds]  # type: ignore[arg-type]
                 seen.add(bounds)
                 expected = sum(count_outside(b, h) for b, h in zip(folds, held, strict=True))
                 out.append(
@@ -280,9 +285,6 @@ def range_options(
                     )
                 )
     return out
-
-
-PERCENT_WHOLE = 100.0  # the bound of a share (`range_options`)
 
 
 def _capped(bounds: Bounds) -> Bounds:
