@@ -104,6 +104,11 @@ def test_reads_every_corpus_format(tmp_path):
     for fragment in ("162 mg/dL", "Sodium 141", "$4.2 million", "thirty (30) days"):
         assert fragment in texts
     assert any(d.id == "d.tar.gz:x/contract.txt" for d in docs)
+    # documents held out by a glob over their ids; the rest are read as before
+    kept = read_corpus([tmp_path], exclude=["*:x/contract*", "a.txt"])
+    assert sorted(d.id for d in kept) == sorted(d.id for d in docs if d.id not in ("a.txt", "d.tar.gz:x/contract.txt"))
+    with pytest.raises(HeatError, match=r"x/typo\*: error: --exclude matches no document"):
+        read_corpus([tmp_path], exclude=["a.txt", "x/typo*"])
 
 
 def test_corpus_errors_name_the_file_and_line(tmp_path):

@@ -18,7 +18,7 @@ from heatc.learn.couplings import Couplings
 from heatc.learn.emit import heatmap_document, write_heatmap
 from heatc.learn.evidence import CellKey, CellValues, collect_values, occurrences
 from heatc.learn.lexemes import Lexicon, lex_sentence
-from heatc.learn.quantities import is_quantity, keyword_profiles
+from heatc.learn.quantities import is_quantity, keyword_profiles, unit_read
 from heatc.learn.ranges import count_outside, range_options
 from heatc.reference import scan
 from heatc_runtime import Verdict
@@ -268,6 +268,12 @@ def test_a_range_fitted_to_few_domain_values_is_widened_to_the_base():
     many = {"range": [12.7, 402], "support": TRUSTED_SUPPORT, "description": ""}
     assert not widen_to_base(many, base) and many["range"] == [12.7, 402]
     assert not widen_to_base({"range": [1, 2], "support": 5}, {"range": None, "support": 50})
+    # a base cell below its threshold states no range: its rule would check the margin
+    # policy's range from its statistics (q01/2, q99×2 for positive values), and that is the hull's
+    cold = {"stats": {"n": 87, "min": 0.89, "q01": 0.9155, "q50": 1.63, "q99": 7.6, "max": 13.4}, "support": 87}
+    inr = {"range": [None, 9.63], "support": 10, "description": ""}
+    assert widen_to_base(inr, cold) and inr["range"] == [None, 15.2]
+    assert not widen_to_base({"range": [1, 2], "support": 5}, {"stats": {"n": 9}, "support": 9})  # no bounds
 
 
 def test_a_small_corpus_may_fit_fold_ranges_to_fewer_values():
@@ -302,3 +308,29 @@ def test_a_share_is_bounded_by_the_whole():
     growth = _spread([20 + (i * 7) % 41 for i in range(59)] + [150], documents=30)
     assert not [o for o in range_options(growth, CellKey("increased", "percent", "")) if o.bounds[1] == PERCENT_WHOLE]
     assert not [o for o in range_options(shares, CellKey("margin", "number", "")) if o.bounds[1] == PERCENT_WHOLE]
+
+
+def test_a_drug_whose_unitless_numbers_are_other_things_is_still_a_dose_word():
+    """The share read in one quantity counts the values that carry a unit: a label's pKa, a
+    trial's length and a patient's age after the drug's name do not make it no dose word."""
+    doses = [f"Metformin hydrochloride {v} mg twice daily." for v in (500, 850, 1000, 500, 850, 2000)]
+    other = ["The pKa of metformin hydrochloride 6.68 is basic.", "Metformin hydrochloride 29 weeks on."]
+    other += ["Metformin hydrochloride 10 years old patients.", "Metformin hydrochloride 3 trials."]
+    named = ["Metformin hydrochloride is a biguanide."] * 60
+    profile = _profiles(["metformin hydrochloride"], doses + other + named)["metformin_hydrochloride"]
+    assert profile.n == 10 and profile.dominant() == ("quantity0", 0.6)  # 6 of 10 doses: under two thirds
+    assert unit_read(profile) and is_quantity(profile) == (True, "")
+    # most of its values bare: no unit reading to trust, the one-in-two rate applies
+    bare = _profiles(["metformin hydrochloride"], doses[:2] + other * 2 + named)["metformin_hydrochloride"]
+    assert not unit_read(bare) and not is_quantity(bare)[0]
+
+
+def test_number_words_that_restate_their_digits_keep_their_cells():
+    from heatc.learn.aggregate import _restating_numerals
+
+    texts = ["Payment is due within thirty (30) days of invoice."] * 8 + ["Notice of thirty (30) days."] * 4
+    texts += ["Within thirty (45) days."] + ["Take two 5 mg tablets daily.", "Two 10 mg doses."] * 3
+    lexicon = Lexicon().with_numerals()
+    profiles = keyword_profiles(lexicon, ["thirty", "two"], texts)
+    assert not is_quantity(profiles["thirty"])[0]  # one number: the quantity test calls it a label
+    assert _restating_numerals(lexicon, profiles) == {"thirty"}  # 12 of 13 are 30; "two" binds 5 and 10

@@ -28,6 +28,14 @@ def learn(
     output: Annotated[
         Path, typer.Option("-o", "--output", help="The heatmap to write (.yaml); the student goes beside it.")
     ],
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude",
+            help="Leave out the corpus documents whose id matches this glob (an archive member is "
+            "'archive.tar.gz:folder/name.txt'); repeat for more.",
+        ),
+    ] = None,
     teacher: Annotated[
         Path | None,
         typer.Option(
@@ -113,7 +121,7 @@ def learn(
         dist.init_process_group("gloo")
     rank = int(os.environ.get("RANK", "0"))
     config = LearnConfig(
-        corpus=corpus, output=output, name=name, title=title, teacher=teacher, device=device, seed=seed,
+        corpus=corpus, output=output, exclude=list(exclude or []), name=name, title=title, teacher=teacher, device=device, seed=seed,
         epsilon=epsilon, label_sentences=label_sentences, max_probe_sentences=probe_sentences,
         topup_probes=topup_probes, min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget,
         discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,

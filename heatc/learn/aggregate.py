@@ -32,7 +32,7 @@ from heatc.learn.guards import (
     unit_guards,
     unit_swaps,
 )
-from heatc.learn.lexemes import Lexicon, discover_keywords, lex_sentence
+from heatc.learn.lexemes import Lexicon, discover_keywords, lex_sentence, numeral_value
 from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
 from heatc.learn.quantities import is_quantity, keyword_profiles
 
@@ -145,12 +145,19 @@ def aggregate(
     # Which keywords name a measured quantity, by what their values look like in the corpus
     # (`quantities`): a domain keyword that does not has no cells at all; another keyword-like
     # category (a number word, a constraint word) keeps only its cells with a unit.
+    # The test is not for two kinds of cell, which have tests of their own: a number word whose
+    # values restate it ("thirty (30) days": one number, which the test calls a label — the
+    # cell's range is what notices "thirty (300) days"), and a consistency cell (a term must
+    # recur in documents and be restated alike, `budget`; "notice" binds a value rarely, but
+    # "notice … thirty (30) days" is a contract's term).
     profiles = keyword_profiles(lexicon, {k.keyword for k in candidates if k.keyword}, texts)
     verdicts = {k: is_quantity(p) for k, p in profiles.items()}
     not_quantity = {k: why for k, (ok, why) in verdicts.items() if not ok}
+    restating = _restating_numerals(lexicon, profiles)
     candidates = [
         k for k in candidates
-        if k.keyword not in not_quantity or (groups.get(k.keyword) != "keyword" and k.unit and k.check == "range")
+        if k.keyword not in not_quantity or k.keyword in restating or k.check == "consistent"
+        or (groups.get(k.keyword) != "keyword" and k.unit and k.check == "range")
     ]  # fmt: skip
     strengths = {k: couplings.strength(k) for k in candidates}
     scores = couplings.scores(candidates, config.min_probes)
@@ -199,6 +206,22 @@ def aggregate(
         "unit_vs_keyword": _role_summary(couplings),
     }
     return final, kept, summary
+
+
+RESTATED_SHARE = 0.8  # a number word's values that are its own number, at least, for it to restate
+
+
+def _restating_numerals(lexicon: Lexicon, profiles: dict) -> set[str]:
+    """The number words whose values (`quantities.keyword_profiles`) are mostly their own
+    number: "thirty (30) days", written out and restated in digits."""
+    out = set()
+    for c in lexicon.categories:
+        p = profiles.get(c.name)
+        number = numeral_value(c.literals[0]) if c.group == "numeral" and c.literals else None
+        if p is not None and number is not None and p.values:
+            if sum(v == number for v in p.values) >= RESTATED_SHARE * len(p.values):
+                out.add(c.name)
+    return out
 
 
 def _guard_cells(

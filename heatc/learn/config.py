@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from heatc.learn.corpus import SPLIT_VERSION
 from heatc.learn.evidence import (
     ALARM_BUDGET,
 )
@@ -29,6 +30,7 @@ TOPUP_VERSION = 1  # how `topup_plan` chooses; another version redoes the top-up
 class LearnConfig:
     corpus: list[Path]
     output: Path
+    exclude: list[str] = field(default_factory=list)  # globs over document ids left out of the corpus
     name: str | None = None
     title: str | None = None
     teacher: Path | None = None  # None: the embedded MiniLM
@@ -73,10 +75,13 @@ class LearnConfig:
                 "chunk_size", "heldout", "rules")  # fmt: skip
         d = {k: str(getattr(self, k)) for k in keys}
         d["corpus"] = [str(Path(x).resolve()) for x in self.corpus]
+        if self.exclude:  # only then: earlier work folders stay valid
+            d["exclude"] = sorted(self.exclude)
         d["rules"] = [hashlib.sha256(Path(r).read_bytes()).hexdigest() for r in self.rules if Path(r).is_file()]
         if self.student and self.teacher_sentences > 0:  # only then: earlier work folders stay valid
             d["teacher_sentences"] = str(self.teacher_sentences)
         # the seed lexicon decides the keywords and candidate cells of the plan
+        d["split"] = SPLIT_VERSION  # and the sentences the plan reads
         d["lexicon"] = hashlib.sha256(repr((SEED_CATEGORIES, sorted(STOPWORDS))).encode()).hexdigest()
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 

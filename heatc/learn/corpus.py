@@ -4,11 +4,12 @@ Reads .txt/.md, .jsonl and .json (every long string value, so MTSamples transcri
 TAT-QA paragraphs both work), the same compressed with .gz, and .tar.gz archives of text
 files (CUAD). Every document keeps its id, so consistency within a document can be learned.
 
-Public surface: `Document`, `read_corpus(paths)`, `sentences(text)`.
+Public surface: `Document`, `read_corpus(paths, exclude)`, `sentences(text)`, `SPLIT_VERSION`.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import gzip
 import hashlib
 import json
@@ -84,20 +85,32 @@ def _documents_in_file(path: Path) -> Iterator[Document]:
         yield Document(path.name, text)
 
 
-def read_corpus(paths: list[str | Path]) -> list[Document]:
-    """All documents under the given files and directories, in a stable order, duplicates dropped."""
+def read_corpus(paths: list[str | Path], exclude: list[str] | tuple[str, ...] = ()) -> list[Document]:
+    """All documents under the given files and directories, in a stable order, duplicates dropped,
+    and those whose id (`file`, `archive:member`, `file:index`) matches a glob of `exclude`
+    left out — a pattern that leaves out nothing is an error: a typo there would silently
+    keep documents that were meant to be held out."""
     docs: list[Document] = []
     seen: set[str] = set()
+    unused = dict.fromkeys(exclude, True)
     for p in map(Path, paths):
         if not p.exists():
             raise HeatError(Diagnostic(str(p), 0, 0, "no such file or directory"))
         files = sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]
         for f in files:
             for d in _documents_in_file(f):
+                matched = [x for x in exclude if fnmatch.fnmatchcase(d.id, x)]
+                if matched:
+                    unused.update(dict.fromkeys(matched, False))
+                    continue
                 digest = hashlib.sha1(d.text.encode()).hexdigest()
                 if digest not in seen:
                     seen.add(digest)
                     docs.append(d)
+    if any(unused.values()):
+        pattern = next(x for x, left in unused.items() if left)
+        raise HeatError(Diagnostic(pattern, 0, 0, "--exclude matches no document of the corpus (ids look like "
+                                   "'archive.tar.gz:folder/name.txt' or 'file.jsonl:3')"))  # fmt: skip
     if not docs:
         raise HeatError(
             Diagnostic(
@@ -110,15 +123,22 @@ def read_corpus(paths: list[str | Path]) -> list[Document]:
     return docs
 
 
+SPLIT_VERSION = 2  # how `sentences` splits (2: list items too); a work folder of another is redone
+# Where a sentence ends: a sentence end before a capital, a digit or a quote; a blank line;
+# a heading ("PLAN:"); a line that starts with a bullet (a list item has no sentence end, and
+# a bulleted list would otherwise run on past the longest sentence and be dropped); a line
+# that ends with a cited section, "(2.3)", before a capital (a drug label's highlights list
+# one statement a line, each citing the section it summarises).
 _SPLIT = re.compile(
     r"(?<=[.!?;。！？；])\s+(?=[A-Z0-9\u4e00-\u9fff(\"'])|\n\s*\n|\n(?=[A-Z][A-Z /]+:)|,\s*(?=[A-Z][A-Z /&-]{2,}:)"
+    r"|\s*\n\s*(?=[•●▪◦■]\s)|(?<=\d\))[ \t]*\n(?=[A-Z])"
 )
 _SPACE = re.compile(r"\s+")
 
 
 def sentences(text: str, min_chars: int = 12, max_chars: int = 400) -> list[str]:
-    """Sentences of a document: split at sentence ends, blank lines and section headings,
-    whitespace collapsed; fragments too short or too long to be sentences are dropped."""
+    """Sentences of a document: split at sentence ends, blank lines, section headings and list
+    items (`_SPLIT`), whitespace collapsed; fragments too short or too long to be sentences are dropped."""
     out = []
     for part in _SPLIT.split(text):
         s = _SPACE.sub(" ", part).strip(" ,")

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
 from heatc.learn.config import LearnConfig, Progress, quiet
-from heatc.learn.corpus import Document, read_corpus
+from heatc.learn.corpus import SPLIT_VERSION, Document, read_corpus
 
 WORK_VERSION = 1
 
@@ -67,6 +67,7 @@ class FinetuneConfig:
     def fingerprint(self, base_sha: str, corpus_sha: str) -> str:
         keys = ("teacher", "seed", "teacher_sentences", "epochs", "lr", "new_student")
         d = {k: str(getattr(self, k)) for k in keys} | {"base": base_sha, "corpus": corpus_sha}
+        d["split"] = SPLIT_VERSION  # the sentences the plan reads
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -319,7 +320,9 @@ def _merged_document(
         rule_files=[_display(r, config.output) for r in base.rule_files],
         tokenizer=base_doc.get("tokenizer") or {"embedded": "minilm"},
     )  # fmt: skip
-    merged, kept, counts = merge_cells(domain, base_doc, start, keep_unused=config.keep_unused)
+    merged, kept, counts = merge_cells(
+        domain, base_doc, start, keep_unused=config.keep_unused, margin=(base.margin_spread, base.margin_factor)
+    )
     rejections = _domain_rejections(merged, config, documents)
     merged, dropped = drop_rejecting(merged, kept, rejections)
     counts["kept"] -= dropped

@@ -7,7 +7,7 @@ references, currencies, sentence ends — and `discover_keywords` learns the dom
 keywords: the words and two-word phrases that most often stand just before a number.
 
 Public surface: `SEED_CATEGORIES`, `Category`, `Lexicon`, `discover_keywords`,
-`SentenceLexemes`, `align`.
+`SentenceLexemes`, `align`, `numeral_value`, `NUMERAL_KIND`.
 """
 
 from __future__ import annotations
@@ -157,6 +157,20 @@ NUMBER_WORD_COMPOUNDS = tuple(
     for unit in "one two three four five six seven eight nine".split()
 )
 
+NUMERAL_KIND = "other"  # the class kind of number words (`Lexicon.with_numerals`)
+_NUMERAL_VALUES = dict(zip(NUMBER_WORDS, [*range(1, 21), 30, 40, 50, 60, 70, 80, 90, 100], strict=True))
+
+
+def numeral_value(literal: str) -> int | None:
+    """The number a number word names ("thirty" 30, "forty-five" and "forty five" 45), None
+    for anything else."""
+    parts = [_NUMERAL_VALUES.get(x) for x in re.split(r"[- ]", literal.lower())]
+    if len(parts) == 1:
+        return parts[0]
+    tens, unit = parts if len(parts) == 2 else (None, None)
+    return tens + unit if tens is not None and unit is not None and 20 <= tens < 100 and unit < 10 else None
+
+
 _IDENT = re.compile(r"[^a-z0-9]+")
 
 
@@ -202,7 +216,7 @@ class Lexicon:
                 kept.append(Category(c.name, c.kind, c.group, lits, c.exact))
         return Lexicon(kept, self.chinese_numbers)
 
-    def with_keywords(self, phrases: Iterable[str], group: str = "keyword") -> Lexicon:
+    def with_keywords(self, phrases: Iterable[str], group: str = "keyword", kind: str = "keyword") -> Lexicon:
         taken = {c.name for c in self.categories} | set(RESERVED_WORDS)
         seen = {lit.lower() for c in self.categories for lit in c.literals}
         added = []
@@ -219,7 +233,7 @@ class Lexicon:
             while name in taken:
                 name, k = f"{base}_{k}", k + 1
             taken.add(name)
-            added.append(Category(name, "keyword", group, (phrase,)))
+            added.append(Category(name, kind, group, (phrase,)))
         return Lexicon(self.categories + added, self.chinese_numbers)
 
     def with_families(self, families: dict[str, list[str]]) -> Lexicon:
@@ -236,12 +250,15 @@ class Lexicon:
 
     def with_numerals(self) -> Lexicon:
         """Number words (`NUMBER_WORDS`, `NUMBER_WORD_COMPOUNDS`) as keywords of the group
-        `numeral`, each number one category ("forty-five" and "forty five" alike)."""
-        out = self.with_keywords(NUMBER_WORDS, group="numeral")
+        `numeral`, each number one category ("forty-five" and "forty five" alike). Their class
+        kind is `other`, not `keyword`: a gap does not skip a lexeme of the kind it binds
+        (docs/semantics.md §3), and a number word is part of the value it restates — "notice
+        of thirty (30) days" is notice's term, which a gap that died at "thirty" would lose."""
+        out = self.with_keywords(NUMBER_WORDS, group="numeral", kind=NUMERAL_KIND)
         taken = {c.name for c in out.categories}
         seen = {lit.lower() for c in out.categories for lit in c.literals}
         extra = [
-            Category(name, "keyword", "numeral", literals)
+            Category(name, NUMERAL_KIND, "numeral", literals)
             for name, literals in NUMBER_WORD_COMPOUNDS
             if name not in taken and not any(x in seen for x in literals)
         ]

@@ -18,7 +18,7 @@ base has it (score, statistics, range) unless `keep_unused` is off; `drop_reject
 drops those kept cells whose rule rejects a value of the domain's clean text (its false
 alarms are not in the domain's budget).
 
-Public surface: `base_lexicon`, `split_literals`, `cell_key`, `merge_cells`, `widen_to_base`,
+Public surface: `base_lexicon`, `split_literals`, `cell_key`, `merge_cells`, `base_range`, `widen_to_base`,
 `drop_rejecting`, `TRUSTED_SUPPORT`.
 """
 
@@ -26,13 +26,22 @@ from __future__ import annotations
 
 from collections import Counter
 
-from heatc.heatmap.format import Heatmap
-from heatc.learn.lexemes import NUMBER_WORD_COMPOUNDS, NUMBER_WORDS, SEED_CATEGORIES, Category, Lexicon
+from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, Heatmap, Stats
+from heatc.heatmap.lower import margin_range
+from heatc.learn.lexemes import (
+    NUMBER_WORD_COMPOUNDS,
+    NUMBER_WORDS,
+    NUMERAL_KIND,
+    SEED_CATEGORIES,
+    Category,
+    Lexicon,
+)
 
 # a re-learned cell with at least this many domain values keeps the range the domain's values
 # give it, even if narrower than the base's (`widen_to_base`)
 TRUSTED_SUPPORT = 100
 _GROUP_OF_KIND = {"unit": "unit", "constraint": "constraint", "keyword": "keyword", "punct": "structure"}
+_STAT_FIELDS = set(Stats.__dataclass_fields__)
 _NUMERALS = set(NUMBER_WORDS) | {n for n, _ in NUMBER_WORD_COMPOUNDS}
 
 
@@ -43,7 +52,7 @@ def base_lexicon(hm: Heatmap) -> Lexicon:
     for c in hm.categories.values():
         if c.name in seed:
             group = seed[c.name].group
-        elif c.kind == "keyword" and c.name in _NUMERALS:
+        elif c.kind in ("keyword", NUMERAL_KIND) and c.name in _NUMERALS:  # earlier heatmaps: keyword
             group = "numeral"
         else:
             group = _GROUP_OF_KIND.get(c.kind, "structure")
@@ -89,10 +98,16 @@ def cell_key(doc: dict) -> tuple[str, str, str, str]:
 
 
 def merge_cells(
-    domain: dict, base_doc: dict, lexicon: Lexicon, *, keep_unused: bool
+    domain: dict,
+    base_doc: dict,
+    lexicon: Lexicon,
+    *,
+    keep_unused: bool,
+    margin: tuple[float, float] = (DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR),
 ) -> tuple[dict, list[str], Counter]:
     """The domain's heatmap document with the base cells it does not re-learn added (when
-    `keep_unused`), and the categories they need. Returns (document, names of the base cells
+    `keep_unused`), and the categories they need (`margin`: the base's margin policy, for the
+    ranges of its cells that state none). Returns (document, names of the base cells
     kept, counts: relearned, kept, dropped)."""
     domain_cells = [dict(c) for c in domain["cells"]]
     learned = {cell_key(c): c for c in domain_cells}
@@ -105,7 +120,7 @@ def merge_cells(
     for c in base_doc.get("cells") or []:
         if cell_key(c) in learned:
             counts["relearned"] += 1
-            counts["widened"] += widen_to_base(learned[cell_key(c)], c)
+            counts["widened"] += widen_to_base(learned[cell_key(c)], c, margin)
             continue
         if not keep_unused:
             counts["dropped"] += 1
@@ -138,16 +153,35 @@ def merge_cells(
     return {**domain, "categories": categories, "cells": domain_cells + kept}, [c["name"] for c in kept], counts
 
 
-def widen_to_base(cell: dict, base: dict) -> bool:
+def base_range(base: dict, margin: tuple[float, float]) -> list | None:
+    """The range a base cell entry's rule checks: its explicit `range`, or — a cell below the
+    base's threshold has none — the margin policy's range from its statistics, as `heatc
+    lower` would give it (`margin`: the base heatmap's spread and factor)."""
+    if base.get("range"):
+        return list(base["range"])
+    stats = base.get("stats") or {}
+    if (base.get("check") or "range") != "range" or not stats:
+        return None
+    try:
+        lo, hi = margin_range(Stats(**{k: v for k, v in stats.items() if k in _STAT_FIELDS}), *margin)
+    except ValueError:  # statistics without quantiles or bounds
+        return None
+    return [lo, hi]
+
+
+def widen_to_base(
+    cell: dict, base: dict, margin: tuple[float, float] = (DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
+) -> bool:
     """Widen a re-learned cell's range to the hull of its own and the base cell's when the
     domain saw fewer of its values than the base did and fewer than `TRUSTED_SUPPORT` (ten mL
     values of a drug label do not say that 3,000 mL, which the base's notes write, is wrong).
     A side the base leaves open opens the domain's: the base accepts every value there (on
     the drug labels, mg's lower bound of 1.25 fitted to the labels' doses rejected "warfarin
     1 mg"; the base, which saw 0.1 mg doses in clinical notes, leaves that side open).
+    The base's range is the one its rule checks (`base_range`), explicit or from its statistics.
     Returns whether it widened. The recorded false-alarm rate, measured on the narrower range,
     stays an upper bound."""
-    ours, theirs = cell.get("range"), base.get("range")
+    ours, theirs = cell.get("range"), base_range(base, margin)
     support, base_support = cell.get("support", 0), base.get("support", 0)
     if not ours or not theirs or support >= min(base_support, TRUSTED_SUPPORT):
         return False

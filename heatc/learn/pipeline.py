@@ -73,7 +73,7 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = quie
 
     rank, world = rank_and_world()
     started = time.perf_counter()
-    documents = read_corpus(config.corpus)  # bad input fails before anything is written
+    documents = read_corpus(config.corpus, config.exclude)  # bad input fails before anything is written
     rule_file_literals(config.rules)
     teacher = load_teacher(config.teacher, config.device)
     work = _work_dir(config, fresh)
@@ -126,6 +126,7 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = quie
         "method": "adversarial perturbation of input embeddings: Jacobian-probe token sensitivity, "
         "finite-difference Hessian-vector pair coupling (heatc learn)",
         "corpus": [_display_path(x, config.output) for x in config.corpus],
+        **({"excluded": sorted(config.exclude)} if config.exclude else {}),
         "corpus_sha256": p.corpus_sha256,
         "documents": p.documents,
         "sentences": p.sentences,

@@ -36,7 +36,7 @@ bind, and the unit right after it) and `is_quantity` decides from that `KeywordP
 The teacher's couplings decide the rest (`heatc.learn.couplings`).
 
 Public surface: `KeywordProfile`, `keyword_profiles`, `quantity_score`, `is_quantity`,
-`VALUE_RATE`, `UNIT_VALUE_RATE`, `TOP_VALUE`, `QUANTITY_MIN`.
+`unit_read`, `VALUE_RATE`, `UNIT_VALUE_RATE`, `TOP_VALUE`, `QUANTITY_MIN`.
 """
 
 from __future__ import annotations
@@ -51,10 +51,12 @@ from heatc.learn.lexemes import UNIT_LADDERS, Lexicon
 
 VALUE_RATE = 0.5  # a keyword whose occurrences bind a value at least this often is fully a value's name
 # ... and one whose values are read in one quantity other than time (doses in mg, volumes in
-# mL) at least this often, two thirds of them or more (`UNIT_READ_SHARE`): a drug label names
-# its drug in every paragraph and states its dose in a few ("metformin hydrochloride" binds a
-# value one time in eleven, 11 of its 16 values a dose in mg). Time is not such a quantity:
-# durations follow words that name none ("past 3 days", "next 2 weeks", "last 48 hours").
+# mL) at least this often: most of its values carry a unit, and two thirds or more of those
+# (`UNIT_READ_SHARE`) are read in that quantity (`unit_read`). A drug label names its drug in
+# every paragraph and states its dose in a few ("metformin hydrochloride" binds a value one
+# time in nine, 12 of its 14 values with a unit a dose in mg; the other 7 are a pKa, a
+# patient's age, a trial's length). Time is not such a quantity: durations follow words that
+# name none ("past 3 days", "next 2 weeks", "last 48 hours").
 UNIT_VALUE_RATE = 0.1
 UNIT_READ_SHARE = 2 / 3
 _TIME_QUANTITY = next(f"quantity{q}" for q, ladder in enumerate(UNIT_LADDERS) if any("days" in r for r in ladder))
@@ -177,17 +179,30 @@ def keyword_profiles(lexicon: Lexicon, keywords: Iterable[str], texts: Iterable[
     return out
 
 
+_UNITLESS = ("", "year", "code", "date")  # readings of a value written without a unit
+
+
+def unit_read(p: KeywordProfile) -> bool:
+    """Whether a keyword's values are read in one quantity other than time: at least half of
+    them carry a unit (a percentage counts), and `UNIT_READ_SHARE` of those are that quantity's."""
+    with_unit = {r: n for r, n in p.readings.items() if r not in _UNITLESS}
+    total = sum(with_unit.values())
+    if not total or 2 * total < p.n:
+        return False
+    reading, count = max(with_unit.items(), key=lambda x: (x[1], x[0]))
+    return reading.startswith("quantity") and reading != _TIME_QUANTITY and count >= UNIT_READ_SHARE * total
+
+
 def quantity_score(p: KeywordProfile) -> float:
     """The product of: the share of the keyword's occurrences that bind a value, over
-    `VALUE_RATE` (`UNIT_VALUE_RATE` when `UNIT_READ_SHARE` of the values are read in one
-    quantity other than time; at most 1); its dominant reading's share of the values; the share of them
+    `VALUE_RATE` (`UNIT_VALUE_RATE` when its values are read in one quantity other than time,
+    `unit_read`; at most 1); its dominant reading's share of the values; the share of them
     that are no parts of compounds; and 1 − how far its most common value's share exceeds
     `TOP_VALUE`, over 1 − `TOP_VALUE` (0 for a label that always takes one number)."""
     if not p.n:
         return 0.0
-    reading, share = p.dominant()
-    unit_read = reading.startswith("quantity") and reading != _TIME_QUANTITY and share >= UNIT_READ_SHARE
-    rate = min(1.0, p.n / max(p.occurrences, 1) / (UNIT_VALUE_RATE if unit_read else VALUE_RATE))
+    share = p.dominant()[1]
+    rate = min(1.0, p.n / max(p.occurrences, 1) / (UNIT_VALUE_RATE if unit_read(p) else VALUE_RATE))
     variety = 1.0 - max(0.0, p.top_value() - TOP_VALUE) / (1.0 - TOP_VALUE)
     return rate * share * (1.0 - p.compounds / p.n) * variety
 
