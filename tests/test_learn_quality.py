@@ -334,3 +334,37 @@ def test_number_words_that_restate_their_digits_keep_their_cells():
     profiles = keyword_profiles(lexicon, ["thirty", "two"], texts)
     assert not is_quantity(profiles["thirty"])[0]  # one number: the quantity test calls it a label
     assert _restating_numerals(lexicon, profiles) == {"thirty"}  # 12 of 13 are 30; "two" binds 5 and 10
+
+
+def test_the_quantity_test_leaves_references_out_and_terms_and_restatements_in():
+    from heatc.learn.aggregate import quantity_cells
+    from heatc.learn.evidence import CellKey
+
+    groups = {
+        "article_ref": "article",
+        "notice": "keyword",
+        "thirty": "numeral",
+        "two": "numeral",
+        "within": "constraint",
+    }
+    groups["glucose"] = "keyword"
+    keys = [
+        CellKey("article_ref", "number", ""),  # "Section 12": a reference, whatever its values
+        CellKey("glucose", "number", ""),
+        CellKey("notice", "number", "days", "consistent"),  # a term of a word that names no quantity
+        CellKey("notice", "number", "days"),
+        CellKey("thirty", "number", ""),  # restates its digits
+        CellKey("two", "number", ""),  # "two 5 mg tablets"
+        CellKey("two", "number", "mg"),
+        CellKey("within", "number", "days"),
+    ]
+    kept = quantity_cells(keys, groups, {"notice", "thirty", "two", "within"}, {"thirty"})
+    assert [(k.keyword, k.unit, k.check) for k in kept] == [
+        ("glucose", "", "range"), ("notice", "days", "consistent"), ("thirty", "", "range"), ("two", "mg", "range"),
+        ("within", "days", "range"),
+    ]  # fmt: skip
+    from heatc.learn.lexemes import Lexicon
+
+    seed = Lexicon()
+    refs = {lit.lower() for c in seed.categories if c.group == "article" for lit in c.literals}
+    assert {"subsection", "annex", "attachment", "schedules", "rule"} <= refs

@@ -2,7 +2,7 @@
 budget, unit guards and keyword families (the modules `evidence`, `couplings`,
 `quantities`, `ranges`, `budget` and `guards` do the work).
 
-Public surface: `aggregate`, `rare_word_cells`, `counted_text`, `checked_sentences`.
+Public surface: `aggregate`, `quantity_cells`, `rare_word_cells`, `counted_text`, `checked_sentences`.
 """
 
 from __future__ import annotations
@@ -153,12 +153,7 @@ def aggregate(
     profiles = keyword_profiles(lexicon, {k.keyword for k in candidates if k.keyword}, texts)
     verdicts = {k: is_quantity(p) for k, p in profiles.items()}
     not_quantity = {k: why for k, (ok, why) in verdicts.items() if not ok}
-    restating = _restating_numerals(lexicon, profiles)
-    candidates = [
-        k for k in candidates
-        if k.keyword not in not_quantity or k.keyword in restating or k.check == "consistent"
-        or (groups.get(k.keyword) != "keyword" and k.unit and k.check == "range")
-    ]  # fmt: skip
+    candidates = quantity_cells(candidates, groups, set(not_quantity), _restating_numerals(lexicon, profiles))
     strengths = {k: couplings.strength(k) for k in candidates}
     scores = couplings.scores(candidates, config.min_probes)
     guarded = unit_guards(candidates, [k for k, x in scores.items() if x >= config.sensitivity], groups)
@@ -206,6 +201,20 @@ def aggregate(
         "unit_vs_keyword": _role_summary(couplings),
     }
     return final, kept, summary
+
+
+def quantity_cells(candidates: list[CellKey], groups: dict[str, str], not_quantity: set[str], restating: set[str]):
+    """The candidate cells the quantity test leaves: none keyed on a reference (a section, an
+    exhibit, a rule: it numbers a part of a document); of a keyword that names no quantity,
+    only its consistency cells, and for another keyword-like category (a constraint word, a
+    number word) its range cells with a unit too; a number word that restates its digits
+    keeps all of its cells."""
+    return [
+        k for k in candidates
+        if groups.get(k.keyword) != "article"
+        and (k.keyword not in not_quantity or k.keyword in restating or k.check == "consistent"
+             or (groups.get(k.keyword) != "keyword" and bool(k.unit) and k.check == "range"))
+    ]  # fmt: skip
 
 
 RESTATED_SHARE = 0.8  # a number word's values that are its own number, at least, for it to restate

@@ -104,8 +104,11 @@ SEED_CATEGORIES: tuple[Category, ...] = (
        "fourth quarter", "quarter", "季度", exact=False),
     _c("fiscal_year", "keyword", "date", "fiscal year", "fiscal", "FY", "财年", "年度"),
     # references to articles, sections and exhibits
+    # (a reference numbers a part of a document; it is no quantity, and no cell is keyed on it)
     _c("article_ref", "keyword", "article", "Section", "Article", "Clause", "Exhibit", "Schedule", "Appendix",
-       "Paragraph", "§", "第"),
+       "Paragraph", "§", "第", "Sections", "Articles", "Clauses", "Exhibits", "Schedules", "Appendices",
+       "Paragraphs", "Subsection", "Subsections", "Subparagraph", "Subparagraphs", "Annex", "Annexes",
+       "Attachment", "Attachments", "Chapter", "Chapters", "Rule", "Rules"),
 )
 # fmt: on
 
@@ -136,8 +139,9 @@ STOPWORDS = frozenset(
     less least few many much can could would should will shall may might must up down out off new one two three
     four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen
     twenty thirty forty fifty sixty seventy eighty ninety hundred thousand total see page pages table note notes
-    item items number numbers x mr mrs ms dr""".split()
-)
+    item items number numbers x mr mrs ms dr
+    telephone phone tel fax facsimile suite avenue ave street st floor room box zip""".split()
+)  # the last line: words of addresses and phone numbers, whose numbers identify, not measure
 
 # Words that name a number. Kept out of keyword discovery (they are stop words: "two
 # tablets"), but aggregation offers each as a keyword of its own group, `numeral`: a number
