@@ -175,3 +175,44 @@ def test_cli_chunks(tmp_path):
     assert r.exit_code == 1 and "give one text FILE" in r.output
     r = heatc("scan", EXAMPLES / "legal.heat", "--chunks", a, "--chunk-separator", "x")
     assert r.exit_code == 1 and "not both" in r.output
+
+
+def test_a_number_written_out_and_restated_otherwise_is_a_conflict():
+    """A number written out and restated otherwise ("thirty (60) days") disagrees with itself — a conflict of
+    its own, words the earlier side, digits the later, in one chunk, on every backend."""
+    chunks = [
+        "Payment is due within thirty (60) days of invoice.",
+        "Insurance of not less than One Million Dollars ($2,000,000) per occurrence, and notice of "
+        "one hundred and eighty (180) days; a rate of ten percent (12%).",
+        "Delivery within forty-five (45) days and sixty (60) days; a limit of Two Million Dollars ($2,000,000).",
+        "five (45) days after notice.",  # "forty-" may have ended the chunk before: not read
+    ]
+    report = wasm_checker(LEGAL).conflicts(chunks)
+    got = [(c.earlier.chunk, c.earlier.text, c.earlier.value, c.later.text, c.later.value) for c in report]
+    assert got == [
+        (0, "thirty", 30.0, "60", 60.0),
+        (1, "One Million", 1e6, "2,000,000", 2e6),
+        (1, "ten", 10.0, "12", 12.0),
+    ]
+    thirty = report.conflicts[0]
+    # the first match that reads it names it: the payment term's channel here; a match that
+    # states no consistency (the ten percent) names its rule
+    assert thirty.same_chunk and thirty.channel == "term_days_consistent.d[payment]"
+    assert report.conflicts[2].channel == "percent_written_out.restated"
+    assert chunks[0].encode()[thirty.later.start : thirty.later.end] == b"60"
+    assert thirty.score == pytest.approx(0.9 * (1 + 30 / 60) / 2)
+    assert report == native_checker(LEGAL).conflicts(chunks) == reference_conflicts(LEGAL, chunks)
+
+
+def test_number_words_are_read_as_the_number_they_name():
+    from heatc_runtime.restated import restatements, written_number
+
+    named = {"thirty": 30, "forty-five": 45, "forty five": 45, "one hundred and eighty": 180, "ONE MILLION": 10**6,
+             "fourteen million, eight hundred sixty two thousand": 14_862_000, "twelve": 12, "ninety-nine": 99}  # fmt: skip
+    assert {w: written_number(w) for w in named} == named
+    for bad in ("thirty forty", "five six", "hundred", "and", "million thousand", "thousand million", "ten five"):
+        assert written_number(bad) is None, bad
+    text = b"within thirty (30) days, terms and sixty ( 60 ) days, ten percent (10%), hundred and eighty (180) days"
+    got = [(text[a:b], said, digits) for a, b, _, _, said, digits in restatements(text)]
+    # "hundred and eighty" is no number (its "one" is missing): passed over, not read as eighty
+    assert got == [(b"thirty", 30, 30.0), (b"sixty", 60, 60.0), (b"ten", 10, 10.0)]

@@ -16,7 +16,9 @@ the term of the earlier mention of its channel whose words it shares most, and t
 value is its first mention's — in retrieval order, the most relevant chunk first. Every
 later mention of a term that disagrees with that value is one conflict, both sides mapped
 back to their chunk — same-chunk conflicts included. Text with no words to tell terms apart
-keeps one term per channel: the stream's REJECTED-by-channel matches (semantics §4). So a
+keeps one term per channel: the stream's REJECTED-by-channel matches (semantics §4). A
+mention whose number is written out and restated in digits that disagree ("thirty (60)
+days", restated.py) is a conflict of its own, the words against the digits. So a
 conflict list is a function of the chunks and the stream's events: the reference
 interpreter's, the WASM kernel's and the native core's are identical.
 
@@ -39,6 +41,7 @@ from dataclasses import dataclass, replace
 
 from .audit import ModuleInfo, char_offsets
 from .report import Event
+from .restated import restatements
 from .terms import nearest_term, term_words
 
 #: One more than the longest gap a pattern may skip (the language's `..64`).
@@ -213,11 +216,18 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
     # per channel, every mention so far: (term words, the mention that set its term's value, value)
     seen: dict[str, list[tuple[frozenset[str], Mention, float | str]]] = {}
     found = []
+    misstated: set[tuple[int, int]] = set()  # (chunk, digits start) of the restatements reported
     for e in events:
-        stated = _mentions(module, e)
+        if e.kind != "match":
+            continue
+        stated = _mentions(module, e)  # (none for a match whose requirements failed)
+        later = mention(e.start, e.end, None)
+        for c in _misstated(e, stated, later, chunks[later.chunk], module.heat.get(e.name, 0.5)):
+            if (c.later.chunk, c.later.start) not in misstated:
+                misstated.add((c.later.chunk, c.later.start))
+                found.append(c)
         if not stated:
             continue
-        later = mention(e.start, e.end, None)
         values = frozenset(w for _, v in stated if isinstance(v, str) for w in v.split("_"))
         words = term_words(chunks[later.chunk], later.start, later.end, values)
         for channel, value in stated:
@@ -235,6 +245,39 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
                     _score(module.heat.get(e.name, 0.5), first_value, value),
                 ))  # fmt: skip
     return ConflictReport(module, len(chunks), tuple(found))
+
+
+# bytes before a match where the words of its number may begin: a match starts at the last
+# number word before the digits ("five" of "forty-five (45)"; contracts space and break lines
+# widely: "FOURTEEN MILLION EIGHT HUNDRED … ($14,862,000)")
+RESTATED_REACH = 240
+
+
+def _misstated(e: Event, stated, at: Mention, chunk: bytes, heat: float) -> list[ChunkConflict]:
+    """The conflict of a match with itself: a number it captured is restated from number
+    words right before it ("thirty (60) days", restated.py), and the words name another
+    number. The words are the earlier side, the digits the later. Any rule's match is read
+    (a rule that matches "thirty (30) days" alone is how a rule set asks for it); the
+    conflict's channel is the match's first numeric consistency channel, or `RULE.restated`."""
+    values = {float(v) for _, v in e.captures if isinstance(v, float)}
+    if not values:
+        return []
+    channel = next((c for c, v in stated if isinstance(v, float)), f"{e.name}.restated")
+    base = max(0, at.start - RESTATED_REACH)
+    text = chunk[base : at.end + 8]  # (the closing parenthesis may follow a match that ends at "12%")
+    for w0, w1, d0, d1, said, digits in restatements(text):
+        if not at.start <= base + d0 < at.end or digits not in values or float(said) == digits:
+            continue  # digits outside the match, not a value it captured, or the two agree
+        if not chunk[: base + w0].strip(b" \t\r\n,-").removesuffix(b"and").strip():
+            continue  # the words open the chunk: "forty | five (45)" may have begun in the one before
+        spans = (base + w0, base + w1, base + d0, base + d1)
+        chars = char_offsets(chunk, spans)
+        words = Mention(at.chunk, spans[0], spans[1], chars[spans[0]], chars[spans[1]],
+                        text[w0:w1].decode("utf-8", errors="replace"), float(said))  # fmt: skip
+        shown = Mention(at.chunk, spans[2], spans[3], chars[spans[2]], chars[spans[3]],
+                        text[d0:d1].decode("utf-8", errors="replace"), digits)  # fmt: skip
+        return [ChunkConflict(e.name, channel, words, shown, tuple(e.captures), _score(heat, float(said), digits))]
+    return []
 
 
 def scan_chunks(checker, chunks: Sequence[str | bytes]) -> ConflictReport:
