@@ -186,6 +186,7 @@ def test_a_number_written_out_and_restated_otherwise_is_a_conflict():
         "one hundred and eighty (180) days; a rate of ten percent (12%).",
         "Delivery within forty-five (45) days and sixty (60) days; a limit of Two Million Dollars ($2,000,000).",
         "five (45) days after notice.",  # "forty-" may have ended the chunk before: not read
+        "Year One (1998) ends with a payment of Six (6,000,000) Million Dollars.",  # a period's year; the scale's
     ]
     report = wasm_checker(LEGAL).conflicts(chunks)
     got = [(c.earlier.chunk, c.earlier.text, c.earlier.value, c.later.text, c.later.value) for c in report]

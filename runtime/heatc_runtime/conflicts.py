@@ -216,16 +216,19 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
     # per channel, every mention so far: (term words, the mention that set its term's value, value)
     seen: dict[str, list[tuple[frozenset[str], Mention, float | str]]] = {}
     found = []
-    misstated: set[tuple[int, int]] = set()  # (chunk, digits start) of the restatements reported
+    misstated: dict[tuple[int, int], int] = {}  # (chunk, digits start) of a restatement → its index in found
     for e in events:
         if e.kind != "match":
             continue
         stated = _mentions(module, e)  # (none for a match whose requirements failed)
         later = mention(e.start, e.end, None)
         for c in _misstated(e, stated, later, chunks[later.chunk], module.heat.get(e.name, 0.5)):
-            if (c.later.chunk, c.later.start) not in misstated:
-                misstated.add((c.later.chunk, c.later.start))
+            at = misstated.get((c.later.chunk, c.later.start))
+            if at is None:
+                misstated[c.later.chunk, c.later.start] = len(found)
                 found.append(c)
+            elif found[at].channel.endswith(".restated") and not c.channel.endswith(".restated"):
+                found[at] = c  # reported once, under the term's channel where a match states one
         if not stated:
             continue
         values = frozenset(w for _, v in stated if isinstance(v, str) for w in v.split("_"))
@@ -264,10 +267,12 @@ def _misstated(e: Event, stated, at: Mention, chunk: bytes, heat: float) -> list
         return []
     channel = next((c for c, v in stated if isinstance(v, float)), f"{e.name}.restated")
     base = max(0, at.start - RESTATED_REACH)
-    text = chunk[base : at.end + 8]  # (the closing parenthesis may follow a match that ends at "12%")
+    text = chunk[base : at.end + 24]  # (what may follow a match that ends at the digits: "%)", ") Million")
     for w0, w1, d0, d1, said, digits in restatements(text):
         if not at.start <= base + d0 < at.end or digits not in values or float(said) == digits:
             continue  # digits outside the match, not a value it captured, or the two agree
+        if said < 100 and digits.is_integer() and 1900 <= digits <= 2099 and d1 - d0 == 4:
+            continue  # "Year One (1998)": a period and its year, not a number restated
         if not chunk[: base + w0].strip(b" \t\r\n,-").removesuffix(b"and").strip():
             continue  # the words open the chunk: "forty | five (45)" may have begun in the one before
         spans = (base + w0, base + w1, base + d0, base + d1)

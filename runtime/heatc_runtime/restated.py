@@ -40,6 +40,7 @@ _RESTATED = re.compile(
     rb"(?i)\b((?:(?:" + _WORD.encode() + rb"),?[\s-]+)*(?:" + _WORD.encode() + rb"))"
     rb"(?:\s+(?:percent|per\s+cent|dollars?|U\.?S\.?\s+dollars?))?"
     rb"\s*\(\s*\$?\s*(\d{1,3}(?:,\d{3})+|\d+)(?:\.0+)?\s*%?\s*\)"
+    rb"(?:\s*(thousand|million|billion)\b)?"  # "Six (6) Million", "Six (6,000,000) Million"
 )
 
 
@@ -97,5 +98,8 @@ def restatements(text: bytes) -> list[tuple[int, int, int, int, int, float]]:
             words, start = words[lead.end() :], start + lead.end()
         value = written_number(words)
         if value is not None:
-            out.append((start, m.end(1), m.start(2), m.end(2), value, float(m.group(2).replace(b",", b""))))
+            digits = float(m.group(2).replace(b",", b""))
+            if m.group(3) and digits == value * _SCALES[m.group(3).decode().lower()]:
+                value = int(digits)  # the scale after the parenthesis is the words': "Six (6,000,000) Million"
+            out.append((start, m.end(1), m.start(2), m.end(2), value, digits))
     return out
