@@ -214,6 +214,10 @@ def test_number_words_are_read_as_the_number_they_name():
     for bad in ("thirty forty", "five six", "hundred", "and", "million thousand", "thousand million", "ten five"):
         assert written_number(bad) is None, bad
     text = b"within thirty (30) days, terms and sixty ( 60 ) days, ten percent (10%), hundred and eighty (180) days"
+    text += b"; one and one-half percent (1.5%), eight and three quarters percent (17.5%)"
     got = [(text[a:b], said, digits) for a, b, _, _, said, digits in restatements(text)]
     # "hundred and eighty" is no number (its "one" is missing): passed over, not read as eighty
-    assert got == [(b"thirty", 30, 30.0), (b"sixty", 60, 60.0), (b"ten", 10, 10.0)]
+    assert got == [
+        (b"thirty", 30, 30.0), (b"sixty", 60, 60.0), (b"ten", 10, 10.0), (b"one and one-half", 1.5, 1.5),
+        (b"eight and three quarters", 8.75, 17.5),
+    ]  # fmt: skip

@@ -12,7 +12,8 @@ Bytes only, the same on every backend.
 English number words: units and teens, tens (hyphenated or not: "forty-five", "forty
 five"), "hundred", and the scales thousand, million and billion, with an optional "and"
 ("one hundred and twenty"); case does not matter. Between the words and the parenthesis
-may stand what they count — percent, dollars — and inside it a "$" or a "%".
+may stand a half or quarters ("one and one-half percent (1.5%)", "eight and three quarters")
+and what they count — percent, dollars —, and inside it a "$" or a "%".
 
 Public surface: `written_number(words)`, `restatements(text)`.
 """
@@ -38,8 +39,9 @@ _WORD = "|".join(sorted([*_UNITS, *_TENS, "hundred", *_SCALES, "and"], key=len, 
 # "ten percent (10%)", "One Million Dollars ($1,000,000)"
 _RESTATED = re.compile(
     rb"(?i)\b((?:(?:" + _WORD.encode() + rb"),?[\s-]+)*(?:" + _WORD.encode() + rb"))"
+    rb"(?:\s+and\s+(?:a|one)[\s-]+(half|quarter)|\s+and\s+three[\s-]+(quarters))?"  # "one and one-half"
     rb"(?:\s+(?:percent|per\s+cent|dollars?|U\.?S\.?\s+dollars?))?"
-    rb"\s*\(\s*\$?\s*(\d{1,3}(?:,\d{3})+|\d+)(?:\.0+)?\s*%?\s*\)"
+    rb"\s*\(\s*\$?\s*((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*%?\s*\)"
     rb"(?:\s*(thousand|million|billion)\b)?"  # "Six (6) Million", "Six (6,000,000) Million"
 )
 
@@ -84,7 +86,7 @@ def written_number(words: str) -> int | None:
     return total + current
 
 
-def restatements(text: bytes) -> list[tuple[int, int, int, int, int, float]]:
+def restatements(text: bytes) -> list[tuple[int, int, int, int, float, float]]:
     """Every number written out and restated in digits in `text`: (words start, words end,
     digits start, digits end, the words' number, the digits' number), byte offsets. Words
     that are no well-formed number are passed over ("hundred and eighty (180)", where "one"
@@ -96,10 +98,17 @@ def restatements(text: bytes) -> list[tuple[int, int, int, int, int, float]]:
         lead = re.match(r"(?i)and[\s,-]+", words)
         if lead:
             words, start = words[lead.end() :], start + lead.end()
-        value = written_number(words)
-        if value is not None:
-            digits = float(m.group(2).replace(b",", b""))
-            if m.group(3) and digits == value * _SCALES[m.group(3).decode().lower()]:
-                value = int(digits)  # the scale after the parenthesis is the words': "Six (6,000,000) Million"
-            out.append((start, m.end(1), m.start(2), m.end(2), value, digits))
+        whole = written_number(words)
+        if whole is not None:
+            fraction = {b"half": 0.5, b"quarter": 0.25, b"quarters": 0.75}.get(
+                (m.group(2) or m.group(3) or b"").lower(), 0.0
+            )
+            value: float = whole + fraction
+            digits = float(m.group(4).replace(b",", b""))
+            if not digits.is_integer() and not fraction:
+                continue  # words this reader does not take whole: "one-half of one percent (0.5%)"
+            if m.group(5) and digits == value * _SCALES[m.group(5).decode().lower()]:
+                value = digits  # the scale after the parenthesis is the words': "Six (6,000,000) Million"
+            end = m.end(3) if m.group(3) else m.end(2) if m.group(2) else m.end(1)
+            out.append((start, end, m.start(4), m.end(4), value, digits))
     return out
