@@ -23,6 +23,7 @@ from heatc.lang.compiler import compile_source
 from heatc.lang.parse import RESERVED_WORDS
 from heatc.lang.unparse import format_string
 from heatc.lexing import Lexeme, lex
+from heatc_runtime.restated import written_number
 
 
 @dataclass(frozen=True)
@@ -162,17 +163,13 @@ NUMBER_WORD_COMPOUNDS = tuple(
 )
 
 NUMERAL_KIND = "other"  # the class kind of number words (`Lexicon.with_numerals`)
-_NUMERAL_VALUES = dict(zip(NUMBER_WORDS, [*range(1, 21), 30, 40, 50, 60, 70, 80, 90, 100], strict=True))
 
 
 def numeral_value(literal: str) -> int | None:
-    """The number a number word names ("thirty" 30, "forty-five" and "forty five" 45), None
-    for anything else."""
-    parts = [_NUMERAL_VALUES.get(x) for x in re.split(r"[- ]", literal.lower())]
-    if len(parts) == 1:
-        return parts[0]
-    tens, unit = parts if len(parts) == 2 else (None, None)
-    return tens + unit if tens is not None and unit is not None and 20 <= tens < 100 and unit < 10 else None
+    """The number a number word names ("thirty" 30, "forty-five" and "forty five" 45; read
+    as the conflicts layer reads them, `heatc_runtime.restated.written_number`), None for
+    anything else. "hundred", a number word of its own here, names 100."""
+    return 100 if literal.lower() == "hundred" else written_number(literal)
 
 
 _IDENT = re.compile(r"[^a-z0-9]+")

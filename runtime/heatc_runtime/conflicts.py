@@ -202,7 +202,8 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
     _require_channels(module)
     _, starts = join_chunks(chunks)
 
-    def mention(start: int, end: int, value) -> Mention:
+    def locate(start: int, end: int) -> tuple[int, int, int]:
+        """(chunk, start, end in it) of a stream span."""
         i = bisect.bisect_right(starts, start) - 1
         s, e = start - starts[i], end - starts[i]
         if e > len(chunks[i]):
@@ -210,8 +211,11 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
                 f"a match spans the boundary after chunk {i}: this rule set reads U+001E as part of a "
                 "literal, so it cannot keep chunks apart"
             )
+        return i, s, e
+
+    def mention(i: int, s: int, e: int) -> Mention:
         chars = char_offsets(chunks[i], (s, e))
-        return Mention(i, s, e, chars[s], chars[e], chunks[i][s:e].decode("utf-8", errors="replace"), value)
+        return Mention(i, s, e, chars[s], chars[e], chunks[i][s:e].decode("utf-8", errors="replace"), None)
 
     # per channel, every mention so far: (term words, the mention that set its term's value, value)
     seen: dict[str, list[tuple[frozenset[str], Mention, float | str]]] = {}
@@ -221,8 +225,8 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
         if e.kind != "match":
             continue
         stated = _mentions(module, e)  # (none for a match whose requirements failed)
-        later = mention(e.start, e.end, None)
-        for c in _misstated(e, stated, later, chunks[later.chunk], module.heat.get(e.name, 0.5)):
+        i, s, end = locate(e.start, e.end)
+        for c in _misstated(e, stated, i, s, end, chunks[i], module.heat.get(e.name, 0.5)):
             at = misstated.get((c.later.chunk, c.later.start))
             if at is None:
                 misstated[c.later.chunk, c.later.start] = len(found)
@@ -231,6 +235,7 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
                 found[at] = c  # reported once, under the term's channel where a match states one
         if not stated:
             continue
+        later = mention(i, s, end)
         values = frozenset(w for _, v in stated if isinstance(v, str) for w in v.split("_"))
         words = term_words(chunks[later.chunk], later.start, later.end, values)
         for channel, value in stated:
@@ -256,20 +261,21 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
 RESTATED_REACH = 240
 
 
-def _misstated(e: Event, stated, at: Mention, chunk: bytes, heat: float) -> list[ChunkConflict]:
+def _misstated(e: Event, stated, i: int, start: int, end: int, chunk: bytes, heat: float) -> list[ChunkConflict]:
     """The conflict of a match with itself: a number it captured is restated from number
     words right before it ("thirty (60) days", restated.py), and the words name another
     number. The words are the earlier side, the digits the later. Any rule's match is read
     (a rule that matches "thirty (30) days" alone is how a rule set asks for it); the
-    conflict's channel is the match's first numeric consistency channel, or `RULE.restated`."""
+    conflict's channel is the match's first numeric consistency channel, or `RULE.restated`.
+    The match is chunk `i`'s bytes [start, end)."""
     values = {float(v) for _, v in e.captures if isinstance(v, float)}
     if not values:
         return []
     channel = next((c for c, v in stated if isinstance(v, float)), f"{e.name}.restated")
-    base = max(0, at.start - RESTATED_REACH)
-    text = chunk[base : at.end + 24]  # (what may follow a match that ends at the digits: "%)", ") Million")
+    base = max(0, start - RESTATED_REACH)
+    text = chunk[base : end + 24]  # (what may follow a match that ends at the digits: "%)", ") Million")
     for w0, w1, d0, d1, said, digits in restatements(text):
-        if not at.start <= base + d0 < at.end or digits not in values or float(said) == digits:
+        if not start <= base + d0 < end or digits not in values or said == digits:
             continue  # digits outside the match, not a value it captured, or the two agree
         if said < 100 and digits.is_integer() and 1900 <= digits <= 2099 and d1 - d0 == 4:
             continue  # "Year One (1998)": a period and its year, not a number restated
@@ -277,11 +283,11 @@ def _misstated(e: Event, stated, at: Mention, chunk: bytes, heat: float) -> list
             continue  # the words open the chunk: "forty | five (45)" may have begun in the one before
         spans = (base + w0, base + w1, base + d0, base + d1)
         chars = char_offsets(chunk, spans)
-        words = Mention(at.chunk, spans[0], spans[1], chars[spans[0]], chars[spans[1]],
-                        text[w0:w1].decode("utf-8", errors="replace"), float(said))  # fmt: skip
-        shown = Mention(at.chunk, spans[2], spans[3], chars[spans[2]], chars[spans[3]],
+        words = Mention(i, spans[0], spans[1], chars[spans[0]], chars[spans[1]],
+                        text[w0:w1].decode("utf-8", errors="replace"), said)  # fmt: skip
+        shown = Mention(i, spans[2], spans[3], chars[spans[2]], chars[spans[3]],
                         text[d0:d1].decode("utf-8", errors="replace"), digits)  # fmt: skip
-        return [ChunkConflict(e.name, channel, words, shown, tuple(e.captures), _score(heat, float(said), digits))]
+        return [ChunkConflict(e.name, channel, words, shown, tuple(e.captures), _score(heat, said, digits))]
     return []
 
 

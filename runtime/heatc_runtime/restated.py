@@ -33,6 +33,7 @@ _TENS = {
     w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if w != "_"
 }
 _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9}
+_FRACTIONS = {b"half": 0.5, b"quarter": 0.25, b"quarters": 0.75}  # after the whole: "one and one-half"
 _WORD = "|".join(sorted([*_UNITS, *_TENS, "hundred", *_SCALES, "and"], key=len, reverse=True))
 # number words (and the "and" between them), what they count (percent, dollars), then the
 # digits in parentheses, maybe with "$" before or "%" after: "thirty (30)", "forty-five ( 45 )",
@@ -100,10 +101,8 @@ def restatements(text: bytes) -> list[tuple[int, int, int, int, float, float]]:
             words, start = words[lead.end() :], start + lead.end()
         whole = written_number(words)
         if whole is not None:
-            fraction = {b"half": 0.5, b"quarter": 0.25, b"quarters": 0.75}.get(
-                (m.group(2) or m.group(3) or b"").lower(), 0.0
-            )
-            value: float = whole + fraction
+            fraction = _FRACTIONS.get((m.group(2) or m.group(3) or b"").lower(), 0.0)
+            value = whole + fraction
             digits = float(m.group(4).replace(b",", b""))
             if not digits.is_integer() and not fraction:
                 continue  # words this reader does not take whole: "one-half of one percent (0.5%)"
