@@ -128,13 +128,14 @@ class Scanner:
 
         self.program = compile_file(source) if source.suffix == ".heat" else compile_heatmap(source)[0]
         self.checker = wasm_checker(self.program)
+        # the rules that check something (a requirement, consistency, a lock): a rule that only
+        # matches — `examples/legal.heat`'s numbers written out, which the conflicts layer
+        # reads — rejects nothing, and its sentences are no checked ones
+        self.checking = {r.name for r in self.program.rules if r.requirements or r.channels}
 
     def matches(self, text: str) -> list:
-        """The matches of rules that check something (a requirement, consistency, a lock): a
-        rule that only matches — `examples/legal.heat`'s numbers written out, which the
-        conflicts layer reads — rejects nothing, and its sentences are no checked ones."""
-        checking = {r.name for r in self.program.rules if r.requirements or r.channels}
-        return [e for e in self.checker.scan(text).events if e.kind == "match" and e.name in checking]
+        """The matches of the rules that check something."""
+        return [e for e in self.checker.scan(text).events if e.kind == "match" and e.name in self.checking]
 
 
 def rejected(events) -> Counter:
