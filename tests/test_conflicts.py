@@ -187,6 +187,8 @@ def test_a_number_written_out_and_restated_otherwise_is_a_conflict():
         "Delivery within forty-five (45) days and sixty (60) days; a limit of Two Million Dollars ($2,000,000).",
         "five (45) days after notice.",  # "forty-" may have ended the chunk before: not read
         "Year One (1998) ends with a payment of Six (6,000,000) Million Dollars.",  # a period's year; the scale's
+        "thirty (90) days of each run.",  # opens the chunk, but no longer number ends in "thirty" and is 90
+        "a fee of One Hundred and No/100 Dollars ($200) per day; Five Thousand and 00/100 Dollars ($5,000.00).",
     ]
     report = wasm_checker(LEGAL).conflicts(chunks)
     got = [(c.earlier.chunk, c.earlier.text, c.earlier.value, c.later.text, c.later.value) for c in report]
@@ -194,6 +196,8 @@ def test_a_number_written_out_and_restated_otherwise_is_a_conflict():
         (0, "thirty", 30.0, "60", 60.0),
         (1, "One Million", 1e6, "2,000,000", 2e6),
         (1, "ten", 10.0, "12", 12.0),
+        (5, "thirty", 30.0, "90", 90.0),
+        (6, "One Hundred and No/100", 100.0, "200", 200.0),
     ]
     thirty = report.conflicts[0]
     # the first match that reads it names it: the payment term's channel here; a match that
@@ -203,6 +207,26 @@ def test_a_number_written_out_and_restated_otherwise_is_a_conflict():
     assert chunks[0].encode()[thirty.later.start : thirty.later.end] == b"60"
     assert thirty.score == pytest.approx(0.9 * (1 + 30 / 60) / 2)
     assert report == native_checker(LEGAL).conflicts(chunks) == reference_conflicts(LEGAL, chunks)
+
+
+def test_a_term_stated_with_three_values_is_a_schedule_not_a_term():
+    """Two values of one term are a conflict; where its mentions carry three or more, the words name
+    no one term (a schedule of cure periods), and no conflict of that term is reported."""
+    two = ["Licensee shall cure such failure within ten (10) days.", "Licensee shall cure such failure within 30 days."]
+    three = [*two, "Licensee shall cure such failure within ninety (90) days."]
+    checker = wasm_checker(LEGAL)
+    assert [(c.earlier.value, c.later.value) for c in checker.conflicts(two)] == [(10.0, 30.0)]
+    assert not checker.conflicts(three)
+    # a restatement in words and digits stands on its own
+    assert [c.later.value for c in checker.conflicts([*three, "cure within thirty (60) days"])] == [60.0]
+    assert checker.conflicts(three) == native_checker(LEGAL).conflicts(three) == reference_conflicts(LEGAL, three)
+
+
+def test_number_words_that_open_a_chunk_are_read_where_no_longer_number_ends_in_them():
+    from heatc_runtime.conflicts import _tail_of
+
+    assert _tail_of(5, 45) and _tail_of(30, 130) and _tail_of(200_000, 1_200_000) and _tail_of(5, 105)
+    assert not _tail_of(30, 90) and not _tail_of(45, 45) and not _tail_of(60, 30) and not _tail_of(1.5, 11.5)
 
 
 def test_number_words_are_read_as_the_number_they_name():

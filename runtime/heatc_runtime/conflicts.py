@@ -44,6 +44,8 @@ from .report import Event
 from .restated import restatements
 from .terms import nearest_term, term_words
 
+#: The most values the mentions of one term may carry and still be one term restated.
+MAX_TERM_VALUES = 2
 #: One more than the longest gap a pattern may skip (the language's `..64`).
 BOUNDARY_LEXEMES = 65
 BOUNDARY = b"\x1e" * BOUNDARY_LEXEMES
@@ -220,6 +222,8 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
     # per channel, every mention so far: (term words, the mention that set its term's value, value)
     seen: dict[str, list[tuple[frozenset[str], Mention, float | str]]] = {}
     found = []
+    term_of: list[tuple[str, int] | None] = []  # per conflict in found: (channel, the term's first mention)
+    term_values: dict[tuple[str, int], set[float | str]] = {}  # the values each term's mentions carry
     misstated: dict[tuple[int, int], int] = {}  # (chunk, digits start) of a restatement → its index in found
     for e in events:
         if e.kind != "match":
@@ -231,6 +235,7 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
             if at is None:
                 misstated[c.later.chunk, c.later.start] = len(found)
                 found.append(c)
+                term_of.append(None)
             elif found[at].channel.endswith(".restated") and not c.channel.endswith(".restated"):
                 found[at] = c  # reported once, under the term's channel where a match states one
         if not stated:
@@ -244,15 +249,24 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
             term = nearest_term(words, [w for w, _, _ in known])
             if term is None:
                 known.append((words, here, value))
+                term_values[channel, len(known) - 1] = {value}
                 continue
             _, first, first_value = known[term]
+            key = (channel, next(k for k, (_, m, _) in enumerate(known) if m is first))
             known.append((words, first, first_value))
+            term_values[key].add(value)
             if first_value != value:
                 found.append(ChunkConflict(
                     e.name, channel, first, here, tuple(e.captures),
                     _score(module.heat.get(e.name, 0.5), first_value, value),
                 ))  # fmt: skip
-    return ConflictReport(module, len(chunks), tuple(found))
+                term_of.append(key)
+    # A term is stated with one value, and a conflict is a restatement with another; where the
+    # mentions of one term carry three values or more, its words name no one term (a schedule:
+    # "cure such failure within ten … thirty … sixty … ninety days"), and a conflict there
+    # would be a guess. (A restatement in words and digits stands on its own.)
+    kept = [c for c, key in zip(found, term_of, strict=True) if key is None or len(term_values[key]) <= MAX_TERM_VALUES]
+    return ConflictReport(module, len(chunks), tuple(kept))
 
 
 # bytes before a match where the words of its number may begin: a match starts at the last
@@ -279,7 +293,7 @@ def _misstated(e: Event, stated, i: int, start: int, end: int, chunk: bytes, hea
             continue  # digits outside the match, not a value it captured, or the two agree
         if said < 100 and digits.is_integer() and 1900 <= digits <= 2099 and d1 - d0 == 4:
             continue  # "Year One (1998)": a period and its year, not a number restated
-        if not chunk[: base + w0].strip(b" \t\r\n,-").removesuffix(b"and").strip():
+        if not chunk[: base + w0].strip(b" \t\r\n,-").removesuffix(b"and").strip() and _tail_of(said, digits):
             continue  # the words open the chunk: "forty | five (45)" may have begun in the one before
         spans = (base + w0, base + w1, base + d0, base + d1)
         chars = char_offsets(chunk, spans)
@@ -289,6 +303,21 @@ def _misstated(e: Event, stated, i: int, start: int, end: int, chunk: bytes, hea
                         text[d0:d1].decode("utf-8", errors="replace"), digits)  # fmt: skip
         return [ChunkConflict(e.name, channel, words, shown, tuple(e.captures), _score(heat, said, digits))]
     return []
+
+
+def _tail_of(said: float, digits: float) -> bool:
+    """Whether words naming `said` may be the end of a longer number written as `digits`:
+    "five" of "forty-five (45)", "thirty" of "one hundred thirty (130)" — not "thirty (90)"."""
+    if not (float(said).is_integer() and float(digits).is_integer() and digits > said):
+        return False
+    place = 10
+    while place <= said:
+        place *= 10
+    while place <= digits:
+        if digits % place == said:
+            return True
+        place *= 10
+    return False
 
 
 def scan_chunks(checker, chunks: Sequence[str | bytes]) -> ConflictReport:

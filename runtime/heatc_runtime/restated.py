@@ -12,8 +12,9 @@ Bytes only, the same on every backend.
 English number words: units and teens, tens (hyphenated or not: "forty-five", "forty
 five"), "hundred", and the scales thousand, million and billion, with an optional "and"
 ("one hundred and twenty"); case does not matter. Between the words and the parenthesis
-may stand a half or quarters ("one and one-half percent (1.5%)", "eight and three quarters")
-and what they count — percent, dollars —, and inside it a "$" or a "%".
+may stand a half or quarters ("one and one-half percent (1.5%)", "eight and three quarters"),
+the cents of an amount ("One Hundred and No/100 Dollars", "and 50/100"), and what they
+count — percent, dollars —, and inside it a "$" or a "%".
 
 Public surface: `written_number(words)`, `restatements(text)`.
 """
@@ -41,6 +42,7 @@ _WORD = "|".join(sorted([*_UNITS, *_TENS, "hundred", *_SCALES, "and"], key=len, 
 _RESTATED = re.compile(
     rb"(?i)\b((?:(?:" + _WORD.encode() + rb"),?[\s-]+)*(?:" + _WORD.encode() + rb"))"
     rb"(?:\s+and\s+(?:a|one)[\s-]+(half|quarter)|\s+and\s+three[\s-]+(quarters))?"  # "one and one-half"
+    rb"(?:\s+and\s+((?:no|\d\d)/100))?"  # the cents of an amount: "One Hundred and No/100 Dollars"
     rb"(?:\s+(?:percent|per\s+cent|dollars?|U\.?S\.?\s+dollars?))?"
     rb"\s*\(\s*\$?\s*((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*%?\s*\)"
     rb"(?:\s*(thousand|million|billion)\b)?"  # "Six (6) Million", "Six (6,000,000) Million"
@@ -102,12 +104,13 @@ def restatements(text: bytes) -> list[tuple[int, int, int, int, float, float]]:
         whole = written_number(words)
         if whole is not None:
             fraction = _FRACTIONS.get((m.group(2) or m.group(3) or b"").lower(), 0.0)
-            value = whole + fraction
-            digits = float(m.group(4).replace(b",", b""))
-            if not digits.is_integer() and not fraction:
+            cents = m.group(4)
+            value = whole + fraction + (int(cents[:2]) / 100 if cents and cents[:2].isdigit() else 0.0)
+            digits = float(m.group(5).replace(b",", b""))
+            if not digits.is_integer() and not fraction and not cents:
                 continue  # words this reader does not take whole: "one-half of one percent (0.5%)"
-            if m.group(5) and digits == value * _SCALES[m.group(5).decode().lower()]:
+            if m.group(6) and digits == value * _SCALES[m.group(6).decode().lower()]:
                 value = digits  # the scale after the parenthesis is the words': "Six (6,000,000) Million"
-            end = m.end(3) if m.group(3) else m.end(2) if m.group(2) else m.end(1)
-            out.append((start, end, m.start(4), m.end(4), value, digits))
+            end = next(m.end(g) for g in (4, 3, 2, 1) if m.group(g))
+            out.append((start, end, m.start(5), m.end(5), value, digits))
     return out
