@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from heatc.backends import wasm_checker
-from heatc.learn.lexemes import Lexicon, SentenceLexemes
+from heatc.learn.lexemes import NUMBER_WORD_COMPOUNDS, NUMBER_WORDS, Lexicon, SentenceLexemes
 
 MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean values it was learned from
 # All cells together may reject at most this many values per corpus sentence that holds a value
@@ -30,6 +30,11 @@ MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean v
 ALARM_BUDGET = 0.01
 KEY_GROUPS = frozenset({"keyword", "numeral", "constraint", "date", "article", "currency"})
 DEFAULT_GAP = 3
+# A number word restates the number in parentheses right after it — "thirty (30) days" — so
+# its cells reach one lexeme (the parenthesis), not three: "ten business days before the
+# 2020 Annual Meeting" is no ten restated.
+NUMERAL_GAP = 1
+NUMERAL_NAMES = frozenset(NUMBER_WORDS) | frozenset(name for name, _ in NUMBER_WORD_COMPOUNDS)
 # the category a learned heatmap's patterns never reach across (its `triggers: barrier`)
 BARRIER = "sentence_end"
 
@@ -51,7 +56,9 @@ class CellKey:
 
     @property
     def gap(self) -> int:
-        return WIDE_GAP if self.check == "consistent" else DEFAULT_GAP
+        if self.check == "consistent":
+            return WIDE_GAP
+        return NUMERAL_GAP if self.keyword in NUMERAL_NAMES else DEFAULT_GAP
 
     def pattern(self) -> str:
         """The rule pattern `heatc lower` writes for this cell (docs/heatmap.md)."""
@@ -112,6 +119,8 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
             if keyword is not None:  # past the constraint word: a keyword, or nothing
                 beyond = j if groups.get(cat) == "keyword" else None
                 break
+            if groups.get(cat) == "numeral" and i - j - 1 > NUMERAL_GAP:
+                continue  # too far for the number word's cells; a keyword's gap passes over it
             if groups.get(cat) in KEY_GROUPS:
                 keyword = j
             if groups.get(cat) != "constraint":
