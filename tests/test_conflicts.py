@@ -189,6 +189,7 @@ def test_a_number_written_out_and_restated_otherwise_is_a_conflict():
         "Year One (1998) ends with a payment of Six (6,000,000) Million Dollars.",  # a period's year; the scale's
         "thirty (90) days of each run.",  # opens the chunk, but no longer number ends in "thirty" and is 90
         "a fee of One Hundred and No/100 Dollars ($200) per day; Five Thousand and 00/100 Dollars ($5,000.00).",
+        "interest of one and one-half percent (1-1/4%) per month, or one and one-half percent (1-1/2%) per year.",
     ]
     report = wasm_checker(LEGAL).conflicts(chunks)
     got = [(c.earlier.chunk, c.earlier.text, c.earlier.value, c.later.text, c.later.value) for c in report]
@@ -198,6 +199,7 @@ def test_a_number_written_out_and_restated_otherwise_is_a_conflict():
         (1, "ten", 10.0, "12", 12.0),
         (5, "thirty", 30.0, "90", 90.0),
         (6, "One Hundred and No/100", 100.0, "200", 200.0),
+        (7, "one and one-half", 1.5, "1-1/4", 1.25),  # the whole a rule reads, the fraction restated
     ]
     thirty = report.conflicts[0]
     # the first match that reads it names it: the payment term's channel here; a match that
@@ -220,6 +222,23 @@ def test_a_term_stated_with_three_values_is_a_schedule_not_a_term():
     # a restatement in words and digits stands on its own
     assert [c.later.value for c in checker.conflicts([*three, "cure within thirty (60) days"])] == [60.0]
     assert checker.conflicts(three) == native_checker(LEGAL).conflicts(three) == reference_conflicts(LEGAL, three)
+
+
+def test_a_floor_a_deadline_and_a_cap_are_three_terms():
+    """A floor ("at least twenty (20) days") and a deadline ("within five (5) days") are two terms
+    however many words they share; two deadlines of the same words are one."""
+    checker = wasm_checker(LEGAL)
+    floor_and_deadline = ["Franchisee shall notify us at least twenty (20) days before opening.",
+                          "Franchisee shall notify us in writing within five (5) days."]  # fmt: skip
+    assert not checker.conflicts(floor_and_deadline)
+    two_deadlines = ["Franchisee shall notify us within twenty (20) days.", "Franchisee shall notify us within 5 days."]
+    assert [(c.earlier.value, c.later.value) for c in checker.conflicts(two_deadlines)] == [(20.0, 5.0)]
+    from heatc_runtime.terms import bound_of, term_words
+
+    text = b"Licensee shall pay no later than sixty (60) days; fees not to exceed 30 days; at least 10 days"
+    marks = [bound_of(term_words(text, text.index(k), text.index(k) + len(k))) for k in
+             (b"pay no later than sixty (60) days", b"fees not to exceed 30 days", b"at least 10 days")]  # fmt: skip
+    assert marks == ["#deadline", "#cap", "#floor"]
 
 
 def test_number_words_that_open_a_chunk_are_read_where_no_longer_number_ends_in_them():

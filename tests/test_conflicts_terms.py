@@ -19,8 +19,11 @@ def test_term_words_are_what_the_number_is_of():
     text = b"The Licensee fails to cure such breach within thirty (30) days after receiving written notice, or"
     start = text.index(b"cure")
     end = text.index(b"days") + 4
-    # the match, four words before it, the clause after it up to the comma; no stop or number words
-    assert term_words(text, start, end) == {"licensee", "fail", "cure", "breach", "receiv", "written", "notice"}
+    # the match, four words before it, the clause after it up to the comma; no stop or number words;
+    # the mark of its bound ("within": a deadline)
+    assert term_words(text, start, end) == {
+        "licensee", "fail", "cure", "breach", "receiv", "written", "notice", "#deadline",
+    }  # fmt: skip
     # the head stops at the clause before; the words of a captured class value are left out
     text = b"Section 9. This Agreement is governed by the laws of the State of New York."
     start = text.index(b"governed")

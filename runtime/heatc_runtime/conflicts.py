@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -289,8 +290,12 @@ def _misstated(e: Event, stated, i: int, start: int, end: int, chunk: bytes, hea
     base = max(0, start - RESTATED_REACH)
     text = chunk[base : end + 24]  # (what may follow a match that ends at the digits: "%)", ") Million")
     for w0, w1, d0, d1, said, digits in restatements(text):
-        if not start <= base + d0 < end or digits not in values or said == digits:
-            continue  # digits outside the match, not a value it captured, or the two agree
+        if (
+            not start <= base + d0 < end
+            or (digits not in values and math.floor(digits) not in values)
+            or said == digits
+        ):
+            continue  # digits outside the match, no value it captured (nor its whole: "1-1/2"), or the two agree
         if said < 100 and digits.is_integer() and 1900 <= digits <= 2099 and d1 - d0 == 4:
             continue  # "Year One (1998)": a period and its year, not a number restated
         if not chunk[: base + w0].strip(b" \t\r\n,-").removesuffix(b"and").strip() and _tail_of(said, digits):

@@ -14,7 +14,8 @@ five"), "hundred", and the scales thousand, million and billion, with an optiona
 ("one hundred and twenty"); case does not matter. Between the words and the parenthesis
 may stand a half or quarters ("one and one-half percent (1.5%)", "eight and three quarters"),
 the cents of an amount ("One Hundred and No/100 Dollars", "and 50/100"), and what they
-count — percent, dollars —, and inside it a "$" or a "%".
+count — percent, dollars —, and inside it a "$" or a "%"; the digits may end in halves,
+quarters or eighths ("one and one-half percent (1-1/2%)").
 
 Public surface: `written_number(words)`, `restatements(text)`.
 """
@@ -44,9 +45,17 @@ _RESTATED = re.compile(
     rb"(?:\s+and\s+(?:a|one)[\s-]+(half|quarter)|\s+and\s+three[\s-]+(quarters))?"  # "one and one-half"
     rb"(?:\s+and\s+((?:no|\d\d)/100))?"  # the cents of an amount: "One Hundred and No/100 Dollars"
     rb"(?:\s+(?:percent|per\s+cent|dollars?|U\.?S\.?\s+dollars?))?"
-    rb"\s*\(\s*\$?\s*((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*%?\s*\)"
+    rb"\s*\(\s*\$?\s*((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[\s-]+[1-9]/(?:2|4|8))?)\s*%?\s*\)"  # "(1-1/2%)"
     rb"(?:\s*(thousand|million|billion)\b)?"  # "Six (6) Million", "Six (6,000,000) Million"
 )
+_MIXED = re.compile(rb"([\d,.]+)[\s-]+(\d)/(\d)$")  # a whole and a fraction in digits: "1-1/2"
+
+
+def _digits_value(digits: bytes) -> float:
+    mixed = _MIXED.match(digits)
+    if mixed:
+        return float(mixed.group(1).replace(b",", b"")) + int(mixed.group(2)) / int(mixed.group(3))
+    return float(digits.replace(b",", b""))
 
 
 def written_number(words: str) -> int | None:
@@ -106,7 +115,7 @@ def restatements(text: bytes) -> list[tuple[int, int, int, int, float, float]]:
             fraction = _FRACTIONS.get((m.group(2) or m.group(3) or b"").lower(), 0.0)
             cents = m.group(4)
             value = whole + fraction + (int(cents[:2]) / 100 if cents and cents[:2].isdigit() else 0.0)
-            digits = float(m.group(5).replace(b",", b""))
+            digits = _digits_value(m.group(5))
             if not digits.is_integer() and not fraction and not cents:
                 continue  # words this reader does not take whole: "one-half of one percent (0.5%)"
             if m.group(6) and digits == value * _SCALES[m.group(6).decode().lower()]:

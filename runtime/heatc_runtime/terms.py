@@ -19,12 +19,18 @@ every channel by term, on top of the events every backend gives alike:
   earlier one without, overlaps fully: text the words cannot tell apart (Chinese, say) is one
   term per channel, as the channel alone says.
 
+- a mention's **bound** is what the last bound phrase before its number makes of it: a
+  floor ("at least", "not less than"), a deadline ("within", "no later than") or a cap ("not
+  more than", "up to"). "at least twenty (20) days' notice" and "notify us within five (5)
+  days" are two terms however many words they share: two mentions whose bounds differ never
+  name the same term (a mention without one is told apart by its words alone).
+
 Restating a term restates its words ("within thirty (30) days after receipt of invoice");
 two terms that share a keyword differ in them. Words, not lexemes: the same reading on every
 backend, since it depends on the chunk's bytes and the match's span alone.
 
 Public surface: `HEAD_WORDS`, `TAIL_WORDS`, `SAME_TERM`, `stem(word)`,
-`term_words(text, start, end, values)`, `overlap(a, b)`, `nearest_term(words, earlier)`.
+`term_words(text, start, end, values)`, `bound_of(words)`, `overlap(a, b)`, `nearest_term(words, earlier)`.
 """
 
 from __future__ import annotations
@@ -74,22 +80,57 @@ def _words(text: bytes, exclude: frozenset[str]) -> list[str]:
     return out
 
 
+# the phrases that bound a number, longest first ("not more than" before "more than"); the
+# mark a term word set carries for each kind of bound (no word: letters only, lower case)
+_BOUNDS = (
+    (
+        rb"not\s+more\s+than|no\s+more\s+than|not\s+to\s+exceed|not\s+exceed(?:ing)?|up\s+to|at\s+most|"
+        rb"maximum\s+of",
+        "#cap",
+    ),
+    (
+        rb"at\s+least|not\s+less\s+than|no\s+less\s+than|minimum\s+of|more\s+than|greater\s+than|"
+        rb"in\s+excess\s+of",
+        "#floor",
+    ),
+    (rb"within|no\s+later\s+than|not\s+later\s+than", "#deadline"),
+)
+_BOUND = re.compile(rb"(?i)\b(?:" + rb"|".join(rb"(" + r + rb")" for r, _ in _BOUNDS) + rb")\b")
+_DIGIT = re.compile(rb"\d")
+
+
 def term_words(text: bytes, start: int, end: int, values: frozenset[str] = frozenset()) -> frozenset[str]:
-    """The term words of the mention at byte span [start, end) of the chunk `text`; `values`
-    are the words of the values it captured (a class capture "new_york": "new", "york"),
-    which say what the term is set to, not which term it is."""
+    """The term words of the mention at byte span [start, end) of the chunk `text`, with the
+    mark of its bound (`bound_of`); `values` are the words of the values it captured (a
+    class capture "new_york": "new", "york"), which say what the term is set to, not which
+    term it is."""
     head_text = text[max(0, start - 200) : start]
     cut = [m.end() for m in _HEAD_STOP.finditer(head_text)]
-    head = _words(head_text[cut[-1] :] if cut else head_text, values)[-HEAD_WORDS:]
+    head_text = head_text[cut[-1] :] if cut else head_text
+    head = _words(head_text, values)[-HEAD_WORDS:]
     tail_text = text[end : end + 200]
     stop = _TAIL_STOP.search(tail_text)
     tail = _words(tail_text[: stop.start()] if stop else tail_text, values)[:TAIL_WORDS]
-    return frozenset(head + _words(text[start:end], values) + tail)
+    # the bound: the last bound phrase before the match's first digit (in the match or its head)
+    match = text[start:end]
+    digit = _DIGIT.search(match)
+    bounds = list(_BOUND.finditer(head_text + b" " + (match[: digit.start()] if digit else match)))
+    mark = [_BOUNDS[bounds[-1].lastindex - 1][1]] if bounds else []
+    return frozenset(head + _words(match, values) + tail + mark)
+
+
+def bound_of(words: frozenset[str]) -> str | None:
+    """The bound mark of a term word set ("#floor", "#deadline", "#cap"), None for none."""
+    return next((w for w in words if w.startswith("#")), None)
 
 
 def overlap(a: frozenset[str], b: frozenset[str]) -> float:
     """The share of the smaller set of term words that the other has too; 1 when either is
-    empty (nothing tells the two apart)."""
+    empty (nothing tells the two apart); 0 when the two have different bounds."""
+    bound_a, bound_b = bound_of(a), bound_of(b)
+    if bound_a and bound_b and bound_a != bound_b:
+        return 0.0
+    a, b = a - {bound_a}, b - {bound_b}
     return len(a & b) / min(len(a), len(b)) if a and b else 1.0
 
 
