@@ -15,7 +15,8 @@ is split by **term** (terms.py: the words of the clause around the number): a me
 the term of the earlier mention of its channel whose words it shares most, and the term's
 value is its first mention's — in retrieval order, the most relevant chunk first. Every
 later mention of a term that disagrees with that value is one conflict, both sides mapped
-back to their chunk — same-chunk conflicts included. Text with no words to tell terms apart
+back to their chunk — same-chunk conflicts included —, unless the term's mentions carry
+three values or more (`MAX_TERM_VALUES`: a schedule, not one term restated). Text with no words to tell terms apart
 keeps one term per channel: the stream's REJECTED-by-channel matches (semantics §4). A
 mention whose number is written out and restated in digits that disagree ("thirty (60)
 days", restated.py) is a conflict of its own, the words against the digits. So a
@@ -27,7 +28,7 @@ the two values, |a − b| / max(|a|, |b|) (numbers carry no sign), and d = 1 for
 (two governing laws). The rule's heat says how much the term matters; a far-apart pair
 (30 vs 90 days) is less likely a rounding or formatting artefact than 4.20 vs 4.21.
 
-Public surface: `BOUNDARY`, `BOUNDARY_LEXEMES`, `NoConsistencyRulesError`, `Mention`,
+Public surface: `BOUNDARY`, `BOUNDARY_LEXEMES`, `MAX_TERM_VALUES`, `NoConsistencyRulesError`, `Mention`,
 `ChunkConflict`, `ConflictReport`, `chunk_bytes(chunks)`, `join_chunks(chunks)`,
 `find_conflicts(module, chunks, events)`, `scan_chunks(checker, chunks)`.
 """
@@ -221,10 +222,10 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
         return Mention(i, s, e, chars[s], chars[e], chunks[i][s:e].decode("utf-8", errors="replace"), None)
 
     # per channel, every mention so far: (term words, the mention that set its term's value, value)
-    seen: dict[str, list[tuple[frozenset[str], Mention, float | str]]] = {}
-    found = []
-    term_of: list[tuple[str, int] | None] = []  # per conflict in found: (channel, the term's first mention)
-    term_values: dict[tuple[str, int], set[float | str]] = {}  # the values each term's mentions carry
+    # per channel, every mention so far: (term words, the mention that set its term's value,
+    # that value, the values its term's mentions carry — one set per term, shared)
+    seen: dict[str, list[tuple[frozenset[str], Mention, float | str, set]]] = {}
+    found: list[tuple[ChunkConflict, set | None]] = []  # each with its term's values (None: a restatement)
     misstated: dict[tuple[int, int], int] = {}  # (chunk, digits start) of a restatement → its index in found
     for e in events:
         if e.kind != "match":
@@ -235,10 +236,9 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
             at = misstated.get((c.later.chunk, c.later.start))
             if at is None:
                 misstated[c.later.chunk, c.later.start] = len(found)
-                found.append(c)
-                term_of.append(None)
-            elif found[at].channel.endswith(".restated") and not c.channel.endswith(".restated"):
-                found[at] = c  # reported once, under the term's channel where a match states one
+                found.append((c, None))
+            elif found[at][0].channel.endswith(".restated") and not c.channel.endswith(".restated"):
+                found[at] = (c, None)  # reported once, under the term's channel where a match states one
         if not stated:
             continue
         later = mention(i, s, end)
@@ -247,26 +247,23 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
         for channel, value in stated:
             here = replace(later, value=value)
             known = seen.setdefault(channel, [])
-            term = nearest_term(words, [w for w, _, _ in known])
+            term = nearest_term(words, [w for w, _, _, _ in known])
             if term is None:
-                known.append((words, here, value))
-                term_values[channel, len(known) - 1] = {value}
+                known.append((words, here, value, {value}))
                 continue
-            _, first, first_value = known[term]
-            key = (channel, next(k for k, (_, m, _) in enumerate(known) if m is first))
-            known.append((words, first, first_value))
-            term_values[key].add(value)
+            _, first, first_value, term_values = known[term]
+            known.append((words, first, first_value, term_values))
+            term_values.add(value)
             if first_value != value:
-                found.append(ChunkConflict(
+                found.append((ChunkConflict(
                     e.name, channel, first, here, tuple(e.captures),
                     _score(module.heat.get(e.name, 0.5), first_value, value),
-                ))  # fmt: skip
-                term_of.append(key)
+                ), term_values))  # fmt: skip
     # A term is stated with one value, and a conflict is a restatement with another; where the
     # mentions of one term carry three values or more, its words name no one term (a schedule:
     # "cure such failure within ten … thirty … sixty … ninety days"), and a conflict there
     # would be a guess. (A restatement in words and digits stands on its own.)
-    kept = [c for c, key in zip(found, term_of, strict=True) if key is None or len(term_values[key]) <= MAX_TERM_VALUES]
+    kept = [c for c, term_values in found if term_values is None or len(term_values) <= MAX_TERM_VALUES]
     return ConflictReport(module, len(chunks), tuple(kept))
 
 
