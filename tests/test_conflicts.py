@@ -167,6 +167,12 @@ def test_cli_chunks(tmp_path):
     assert r.exit_code == 3 and "2 chunks: 1 conflict" in r.output and "chunk 1 [0:11] 'pay 60 days' = 60" in r.output
     r = heatc("scan", EXAMPLES / "legal.heat", "--chunks", a, a)
     assert r.exit_code == 0 and "2 chunks: 0 conflicts" in r.output
+    r = heatc("scan", EXAMPLES / "legal.heat", "--chunk-separator", "|", input="pay within 30 days|pay within 60 days|"
+              "pay within 90 days")  # fmt: skip
+    assert r.exit_code == 0 and "3 chunks: 0 conflicts" in r.output, r.output  # a schedule is no conflict
+    assert (
+        "1 term stated with three values or more" in r.output and "d[payment]: 30, 60, 90 (chunks 0, 1, 2)" in r.output
+    )
     r = heatc("scan", EXAMPLES / "legal.heat", "--chunks", a, bad)
     assert r.exit_code == 1 and f"{bad}: error: not UTF-8 text: byte 0xc3 at offset 4" in r.output
     r = heatc("scan", EXAMPLES / "medical.heat", "--chunks", a, b)
@@ -218,7 +224,14 @@ def test_a_term_stated_with_three_values_is_a_schedule_not_a_term():
     three = [*two, "Licensee shall cure such failure within ninety (90) days."]
     checker = wasm_checker(LEGAL)
     assert [(c.earlier.value, c.later.value) for c in checker.conflicts(two)] == [(10.0, 30.0)]
-    assert not checker.conflicts(three)
+    assert not checker.conflicts(two).schedules
+    report = checker.conflicts(three)
+    assert not report  # no conflict; the term is reported apart, as a schedule
+    (schedule,) = report.schedules
+    assert schedule.channel == "term_days_consistent.d[cure]" and schedule.values == (10.0, 30.0, 90.0)
+    assert [m.chunk for m in schedule.mentions] == [0, 1, 2] and schedule.mentions[2].text.endswith("(90) days")
+    doc = report.to_json()
+    assert doc["version"] == 2 and doc["conflicts"] == [] and doc["schedules"][0]["values"] == [10.0, 30.0, 90.0]
     # a restatement in words and digits stands on its own
     assert [c.later.value for c in checker.conflicts([*three, "cure within thirty (60) days"])] == [60.0]
     assert checker.conflicts(three) == native_checker(LEGAL).conflicts(three) == reference_conflicts(LEGAL, three)

@@ -179,6 +179,12 @@ def _scan_chunks(module, files, inputs, separator, run, backend: str, as_json: b
             out.print(f"{c.score:.2f}  [bold]{escape(c.channel)}[/]")
             for m in (c.earlier, c.later):
                 out.print(escape(f"      chunk {m.chunk} [{m.start}:{m.end}] {m.text!r} = {fmt_value(m.value)}"))
+        if report.schedules:
+            n = len(report.schedules)
+            out.print(f"{n} term{'s' * (n != 1)} stated with three values or more (a schedule, not a conflict):")
+            for t in report.schedules:
+                values = ", ".join(fmt_value(v) for v in t.values)
+                out.print(escape(f"      {t.channel}: {values} (chunks {', '.join(str(m.chunk) for m in t.mentions)})"))
     raise typer.Exit(3 if len(report) else 0)
 
 

@@ -16,7 +16,8 @@ the term of the earlier mention of its channel whose words it shares most, and t
 value is its first mention's — in retrieval order, the most relevant chunk first. Every
 later mention of a term that disagrees with that value is one conflict, both sides mapped
 back to their chunk — same-chunk conflicts included —, unless the term's mentions carry
-three values or more (`MAX_TERM_VALUES`: a schedule, not one term restated). Text with no words to tell terms apart
+three values or more (`MAX_TERM_VALUES`): such a term is a schedule, not one term restated,
+and the report lists it apart (`TermSchedule`). Text with no words to tell terms apart
 keeps one term per channel: the stream's REJECTED-by-channel matches (semantics §4). A
 mention whose number is written out and restated in digits that disagree ("thirty (60)
 days", restated.py) is a conflict of its own, the words against the digits. So a
@@ -29,7 +30,7 @@ the two values, |a − b| / max(|a|, |b|) (numbers carry no sign), and d = 1 for
 (30 vs 90 days) is less likely a rounding or formatting artefact than 4.20 vs 4.21.
 
 Public surface: `BOUNDARY`, `BOUNDARY_LEXEMES`, `MAX_TERM_VALUES`, `NoConsistencyRulesError`, `Mention`,
-`ChunkConflict`, `ConflictReport`, `chunk_bytes(chunks)`, `join_chunks(chunks)`,
+`ChunkConflict`, `TermSchedule`, `ConflictReport`, `chunk_bytes(chunks)`, `join_chunks(chunks)`,
 `find_conflicts(module, chunks, events)`, `scan_chunks(checker, chunks)`.
 """
 
@@ -52,7 +53,7 @@ MAX_TERM_VALUES = 2
 BOUNDARY_LEXEMES = 65
 BOUNDARY = b"\x1e" * BOUNDARY_LEXEMES
 CONFLICTS_FORMAT = "heatc-conflicts"
-CONFLICTS_VERSION = 1
+CONFLICTS_VERSION = 2  # 2: terms with three values or more are schedules, not conflicts
 
 
 class NoConsistencyRulesError(ValueError):
@@ -99,10 +100,28 @@ class ChunkConflict:
 
 
 @dataclass(frozen=True)
+class TermSchedule:
+    """A term whose mentions carry three values or more: a schedule ("cure such failure within
+    ten … thirty … sixty … ninety days"), reported apart, not as conflicts."""
+
+    channel: str
+    mentions: tuple[Mention, ...]  # in stream order
+
+    @property
+    def values(self) -> tuple[float | str, ...]:
+        """Its distinct values, in the order first stated."""
+        return tuple(dict.fromkeys(m.value for m in self.mentions))
+
+    def to_json(self) -> dict:
+        return {"channel": self.channel, "values": list(self.values), "mentions": [m.to_json() for m in self.mentions]}
+
+
+@dataclass(frozen=True)
 class ConflictReport:
     module: ModuleInfo
     chunks: int
     conflicts: tuple[ChunkConflict, ...]  # in stream order of the later mention
+    schedules: tuple[TermSchedule, ...] = ()  # terms with too many values to be one term restated
 
     def __len__(self) -> int:
         return len(self.conflicts)
@@ -118,6 +137,7 @@ class ConflictReport:
             "chunks": self.chunks,
             "channels": [name for name, _ in self.module.channels],
             "conflicts": [c.to_json() for c in self.conflicts],
+            "schedules": [t.to_json() for t in self.schedules],
         }
 
     def dumps(self) -> str:
@@ -221,11 +241,11 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
         chars = char_offsets(chunks[i], (s, e))
         return Mention(i, s, e, chars[s], chars[e], chunks[i][s:e].decode("utf-8", errors="replace"), None)
 
-    # per channel, every mention so far: (term words, the mention that set its term's value, value)
     # per channel, every mention so far: (term words, the mention that set its term's value,
-    # that value, the values its term's mentions carry — one set per term, shared)
-    seen: dict[str, list[tuple[frozenset[str], Mention, float | str, set]]] = {}
-    found: list[tuple[ChunkConflict, set | None]] = []  # each with its term's values (None: a restatement)
+    # that value, every mention of its term — one list per term, shared)
+    seen: dict[str, list[tuple[frozenset[str], Mention, float | str, list[Mention]]]] = {}
+    terms: list[tuple[str, list[Mention]]] = []  # every term: (channel, its mentions)
+    found: list[tuple[ChunkConflict, list | None]] = []  # each with its term's mentions (None: a restatement)
     misstated: dict[tuple[int, int], int] = {}  # (chunk, digits start) of a restatement → its index in found
     for e in events:
         if e.kind != "match":
@@ -249,22 +269,29 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
             known = seen.setdefault(channel, [])
             term = nearest_term(words, [w for w, _, _, _ in known])
             if term is None:
-                known.append((words, here, value, {value}))
+                known.append((words, here, value, [here]))
+                terms.append((channel, known[-1][3]))
                 continue
-            _, first, first_value, term_values = known[term]
-            known.append((words, first, first_value, term_values))
-            term_values.add(value)
+            _, first, first_value, mentions = known[term]
+            known.append((words, first, first_value, mentions))
+            mentions.append(here)
             if first_value != value:
                 found.append((ChunkConflict(
                     e.name, channel, first, here, tuple(e.captures),
                     _score(module.heat.get(e.name, 0.5), first_value, value),
-                ), term_values))  # fmt: skip
+                ), mentions))  # fmt: skip
+
+    def schedule(mentions: list[Mention]) -> bool:
+        return len({m.value for m in mentions}) > MAX_TERM_VALUES
+
     # A term is stated with one value, and a conflict is a restatement with another; where the
     # mentions of one term carry three values or more, its words name no one term (a schedule:
     # "cure such failure within ten … thirty … sixty … ninety days"), and a conflict there
-    # would be a guess. (A restatement in words and digits stands on its own.)
-    kept = [c for c, term_values in found if term_values is None or len(term_values) <= MAX_TERM_VALUES]
-    return ConflictReport(module, len(chunks), tuple(kept))
+    # would be a guess: the term is reported as a schedule instead. (A restatement in words and
+    # digits stands on its own.)
+    kept = [c for c, mentions in found if mentions is None or not schedule(mentions)]
+    schedules = tuple(TermSchedule(channel, tuple(ms)) for channel, ms in terms if schedule(ms))
+    return ConflictReport(module, len(chunks), tuple(kept), schedules)
 
 
 # bytes before a match where the words of its number may begin: a match starts at the last
