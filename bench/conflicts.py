@@ -130,7 +130,7 @@ def covered(conflict, chunk: int, start: int, end: int) -> bool:
 
 
 def run_cuad(checker, docs, rng) -> dict:
-    false, injected, found, by_family, listing, missed = 0, 0, 0, {}, [], []
+    false, injected, found, by_family, listing, missed, schedules = 0, 0, 0, {}, [], [], 0
     verbatim = [0, 0]  # injected, found: pairs whose next words agree too (a term restated, not a value reused)
     t0 = time.perf_counter()
     for name, text in docs:
@@ -138,6 +138,7 @@ def run_cuad(checker, docs, rng) -> dict:
         chunks = [text[s:e] for s, e in spans]
         clean = checker.conflicts(chunks)
         false += len(clean)
+        schedules += len(clean.schedules)
         for c in clean:
             listing.append({"contract": name, "channel": c.channel, "earlier": c.earlier.text, "later": c.later.text,
                             "chunks": [c.earlier.chunk, c.later.chunk], "score": round(c.score, 3)})  # fmt: skip
@@ -175,6 +176,7 @@ def run_cuad(checker, docs, rng) -> dict:
         "restated_verbatim": {"injected": verbatim[0], "found": verbatim[1],
                               "recall": round(verbatim[1] / max(verbatim[0], 1), 3)},
         "false_conflicts": false, "false_per_10_contracts": round(10 * false / len(docs), 2),
+        "schedules": schedules,  # terms of the clean contracts stated with three values or more
         "seconds": round(time.perf_counter() - t0, 1), "false_listing": listing, "missed": missed,
     }  # fmt: skip
 
