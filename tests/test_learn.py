@@ -848,14 +848,36 @@ def test_a_rare_word_joins_a_family_on_less_evidence_than_a_cell_needs():
         "Keflex 500 mg twice daily.", "Discharged on Keflex 500 mg.", "Celebrex 200 mg daily.",
         "Then Celebrex 200 mg at night.", "Lortab 5 mg once.", "Turned 45 today.", "Turned 46 today.",
     ]  # fmt: skip
-    wide, names, extra = rare_word_cells(Lexicon(), sample, FAMILY_COUNT)
+    wide, names, extra, seen = rare_word_cells(Lexicon(), sample, FAMILY_COUNT)
     assert sorted(extra) == [CellKey("celebrex", "number", "mg"), CellKey("keflex", "number", "mg")]
     assert {"keflex", "celebrex", "turned"} <= names and "lortab" not in names
+    assert set(extra) <= set(seen)
     groups = wide.groups()
     families = keyword_families(extra, dict.fromkeys(extra, 2), groups, 20, {c.name for c in wide.categories})
     assert families == {"keywords_mg": ["celebrex", "keflex"]}
     # at the plan's count they have not shown it
     assert rare_word_cells(Lexicon(), sample, 5)[2] == []
+
+
+def test_a_family_member_written_in_another_unit_too_leaves_the_family():
+    """Synthroid, a candidate in mg, is written in mcg twice as well (below the plan's count, at
+    `FAMILY_COUNT`): it takes both units, so it does not pool with the drugs dosed in mg alone,
+    whose guard would reject "Synthroid 100 mcg"."""
+    from heatc.learn.aggregate import rare_word_cells
+
+    sample = ["Keflex 500 mg daily.", "Keflex 250 mg.", "Celebrex 200 mg daily.", "Celebrex 100 mg.",
+              "Synthroid 0.05 mg daily.", "Synthroid 0.1 mg.", "Synthroid 100 mcg daily.", "Synthroid 75 mcg."]  # fmt: skip
+    wide, _, _, seen = rare_word_cells(Lexicon(), sample, FAMILY_COUNT)
+    groups = wide.groups()
+    mg = [CellKey(w, "number", "mg") for w in ("keflex", "celebrex", "synthroid")]
+    assert CellKey("synthroid", "number", "mcg") in seen
+    taken = {c.name for c in wide.categories}
+    assert keyword_families(mg, dict.fromkeys(mg, 2), groups, 20, taken) == {
+        "keywords_mg": ["celebrex", "keflex", "synthroid"]
+    }  # without the cells seen on a member's evidence, Synthroid pools with the mg drugs
+    assert keyword_families(mg, dict.fromkeys(mg, 2), groups, 20, taken, seen) == {
+        "keywords_mg": ["celebrex", "keflex"]
+    }
 
 
 def test_a_cell_without_a_unit_is_scored_where_no_unit_follows():

@@ -37,13 +37,17 @@ from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
 from heatc.learn.quantities import is_quantity, keyword_profiles
 
 
-def rare_word_cells(lexicon: Lexicon, sample: list[str], min_count: int) -> tuple[Lexicon, set[str], list[CellKey]]:
+def rare_word_cells(
+    lexicon: Lexicon, sample: list[str], min_count: int
+) -> tuple[Lexicon, set[str], list[CellKey], list[CellKey]]:
     """The single words before numbers that no category of `lexicon` holds, seen at least
     `min_count` times in `sample`, as keywords (the widened lexicon and their names), and
     their candidate cells with a unit seen `min_count` times: what they may join a family
     with (`keyword_families`). A word joins on less evidence than a cell of its own
     needs (`FAMILY_COUNT`, not the plan's `candidate_count`): the family, not the word,
     must have the support, and "Keflex 500 mg" seen twice has shown which unit Keflex takes.
+    Last, every keyword's cells with a unit seen `min_count` times: the units a family member
+    takes on the same evidence ("Synthroid 100 mcg" twice, beside "Synthroid 0.05 mg").
     """
     known = {lit.lower() for c in lexicon.categories for lit in c.literals}
     rare = [
@@ -55,12 +59,11 @@ def rare_word_cells(lexicon: Lexicon, sample: list[str], min_count: int) -> tupl
     rare_names = {c.name for c in wide.categories} - {c.name for c in lexicon.categories}
     groups = wide.groups()
     program = wide.program()
-    extra = [
-        k
-        for k in candidate_cells((lex_sentence(program, s) for s in sample), groups, min_count)
-        if k.keyword in rare_names and k.unit and k.check == "range"
-    ]
-    return wide, rare_names, extra
+    with_unit = [
+        k for k in candidate_cells((lex_sentence(program, s) for s in sample), groups, min_count)
+        if k.keyword and k.unit and k.check == "range"
+    ]  # fmt: skip
+    return wide, rare_names, [k for k in with_unit if k.keyword in rare_names], with_unit
 
 
 def counted_text(text: str) -> str:
@@ -107,12 +110,12 @@ def aggregate(
     sample = [
         s for _, s in discovery_sample(config, [(i, s) for i, d in enumerate(documents) for s in sentences(d.text)])
     ]
-    wide, rare_names, extra = rare_word_cells(lexicon, sample, min(config.candidate_count, FAMILY_COUNT))
+    wide, rare_names, extra, units_seen = rare_word_cells(lexicon, sample, min(config.candidate_count, FAMILY_COUNT))
     wide_groups = wide.groups()
     keyword_cells = [k for k in candidates + extra if wide_groups.get(k.keyword) == "keyword" and k.check == "range"]
     support = {k: len(v.values) for k, v in collect_values(wide, keyword_cells, texts).items()}
     families = keyword_families(
-        candidates + extra, support, wide_groups, config.min_support, {c.name for c in wide.categories}
+        candidates + extra, support, wide_groups, config.min_support, {c.name for c in wide.categories}, units_seen
     )
     if families:
         joined = {m for ms in families.values() for m in ms}

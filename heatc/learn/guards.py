@@ -172,6 +172,7 @@ def keyword_families(
     groups: dict[str, str],
     min_support: int,
     taken: set[str],
+    units_seen: Iterable[CellKey] = (),
 ) -> dict[str, list[str]]:
     """Keywords too rare for a cell of their own, pooled by the units they take.
 
@@ -186,9 +187,15 @@ def keyword_families(
     teacher's couplings (of each member with its value) and the unit guards that the members
     lacked — cells with a unit only (`in_families`): what the members share is the units they
     take, not what their bare numbers measure. `support` gives the corpus values of each
-    candidate range cell."""
+    candidate range cell. A keyword's units are those of its candidate cells and of
+    `units_seen` (cells seen on a family member's evidence, `FAMILY_COUNT`): a drug written in
+    mg and, a few times, in mcg ("Synthroid 0.05 mg", "Synthroid 100 mcg") takes both, and a
+    family of drugs dosed in mg alone, whose guard rejects mcg, is no place for it."""
     candidates = list(candidates)
     units_of = _units_by_keyword(candidates)
+    for kw, units in _units_by_keyword(units_seen).items():
+        if kw in units_of:  # (the keywords that take a unit among the candidates: no new ones)
+            units_of[kw] |= units
     rare: dict[frozenset[str], list[str]] = defaultdict(list)
     for kw, units in units_of.items():
         if groups.get(kw) != "keyword":
