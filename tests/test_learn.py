@@ -551,6 +551,16 @@ def test_a_range_is_charged_what_it_would_reject_in_documents_it_was_not_fitted_
     assert widest.rejected == 0 and widest.expected >= 1
 
 
+def test_a_date_cell_has_no_lower_bound():
+    """A date that names no year reads 0 ("the years ended December 31"): a lower bound would
+    reject it; a date cell is for a year too late, and only its upper side is bounded."""
+    cv = _spread_values([2015.0 + (i % 6) for i in range(120)])
+    number = range_options(cv, CellKey("ended", "number", ""))
+    assert any(o.bounds[0] is not None for o in number)
+    dates = range_options(cv, CellKey("ended", "date", ""))
+    assert dates and all(o.bounds[0] is None and o.bounds[1] is not None for o in dates)
+
+
 def test_the_budget_is_shared_where_it_buys_most_and_never_exceeded():
     keys = [CellKey(f"lab{i}", "number", "") for i in range(4)]
     values = {k: _spread_values(_creatinine_like()) for k in keys}

@@ -252,6 +252,10 @@ def range_options(
     margins = [("factor", f * margin) for f in RANGE_FACTORS] + [("width", w) for w in RANGE_WIDTHS]
     shapes = [(low, high, "both") for low in RANGE_LEVELS for high in RANGE_LEVELS]
     shapes += [(low, 0.0, "low") for low in RANGE_LEVELS] + [(0.0, high, "high") for high in RANGE_LEVELS]
+    if key is not None and key.value == "date":
+        # a date that names no year reads 0 ("the years ended December 31"), which any lower
+        # bound rejects; what a date cell is for is a year too late ("2119")
+        shapes = [shape for shape in shapes if shape[2] == "high"]
     # a percentage no clean value of which exceeds the whole is a share: 100 % bounds it, as
     # a prior rather than a fit ("a margin of 38.2%" written 382 % is impossible, whatever
     # the tail of the margins seen)
