@@ -522,6 +522,21 @@ def test_slip_power_counts_values_a_range_would_catch_ten_times_off():
     assert slip_power((1.0, 10.0), [50.0]) == 0.0  # a value the range rejects already counts for nothing
 
 
+def test_an_amount_with_a_scale_word_is_also_priced_for_a_scale_slip():
+    """ "$4.2 million" written "$4,200 million" is a thousand times off: a range of an amount
+    with a scale word is worth the values it would notice slipped by ten and by a thousand."""
+    from heatc.learn.ranges import SCALE_SLIP, SLIP, slips
+
+    million = CellKey("", "number", "scale_million")
+    assert slips(million) == (SLIP, SCALE_SLIP) and slips(CellKey("", "number", "mg")) == (SLIP,)
+    values = [2.0, 5.0, 40.0, 300.0]
+    wide, narrow = (None, 2_000_000.0), (None, 250_000.0)
+    # ten times off, neither upper bound notices anything; a thousand times off, the narrow one does
+    assert slip_power(wide, values) == slip_power(narrow, values) == 0.0
+    assert slip_power(narrow, values, slips(million)) > slip_power(wide, values, slips(million))
+    assert slip_power(narrow, values, slips(million)) == pytest.approx((0 + 0.5 * 1 / 4) / 2)
+
+
 def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out_of_sample():
     key = CellKey("creatinine", "number", "")
     values = {key: _spread_values(_creatinine_like())}

@@ -9,7 +9,7 @@ lower bound that only rejects small doses, when no slip lands below it) is left 
 
 Public surface: `inliers`, `value_stats`, `conflicts`, `rejected_values`, `rejected_share`,
 `Bounds`, `RangeOption`, `range_options`, `tail_margin`, `TailMargin`, `log_spread`,
-`fitted_values`, `slip_power`, `count_outside`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`, `PERCENT_WHOLE`.
+`fitted_values`, `slip_power`, `slips`, `count_outside`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`, `PERCENT_WHOLE`.
 """
 
 from __future__ import annotations
@@ -108,6 +108,16 @@ RANGE_WIDTHS = (0.5, 1.0, 2.0, 4.0)
 SPREAD_FLOOR = 0.1  # decades: `log_spread` of a cell whose values hardly vary
 PERCENT_WHOLE = 100.0  # the upper bound of a share (`range_options`)
 SLIP = 10.0  # the error a range exists to catch: a value written ten times too large or too small
+# ... and, for an amount with a scale word after it ("$4.2 million"), a scale slipped as well:
+# thousands written for millions are a thousand times off
+SCALE_SLIP = 1000.0
+SCALE_UNITS = frozenset({"scale_thousand", "scale_million", "scale_billion"})
+
+
+def slips(key: CellKey | None) -> tuple[float, ...]:
+    """The factors of the errors a cell's range exists to catch: ten; for an amount with a
+    scale word, a thousand too."""
+    return (SLIP, SCALE_SLIP) if key is not None and key.unit in SCALE_UNITS else (SLIP,)
 
 
 @dataclass(frozen=True)
@@ -133,16 +143,21 @@ def _fit(x: np.ndarray, low: float, high: float, margin: tuple[str, float], side
     return (round_out(a, False) if sides != "high" else None), (round_out(b, True) if sides != "low" else None)
 
 
-def slip_power(bounds: Bounds, values) -> float:
+def slip_power(bounds: Bounds, values, factors: tuple[float, ...] = (SLIP,)) -> float:
     """The share of `values` a rule with these bounds accepts and would reject if it were
     written ten times larger or ten times smaller (a slipped decimal point, a wrong unit),
-    the two directions weighted alike."""
+    the two directions weighted alike — averaged over the slip `factors` (`slips`)."""
     lo, hi = _closed(bounds)
     a = np.asarray(values, dtype=np.float64)
+    if not len(a):
+        return 0.0
     inside = (a >= lo) & (a <= hi)
-    up = inside & ((a * SLIP < lo) | (a * SLIP > hi))
-    down = inside & ((a / SLIP < lo) | (a / SLIP > hi))
-    return float((up.mean() + down.mean()) / 2) if len(a) else 0.0
+    power = 0.0
+    for f in factors:
+        up = inside & ((a * f < lo) | (a * f > hi))
+        down = inside & ((a / f < lo) | (a / f > hi))
+        power += float((up.mean() + down.mean()) / 2)
+    return power / len(factors)
 
 
 FOLDS = 5  # documents are split this many ways to estimate a range's false alarms out of sample
@@ -284,7 +299,7 @@ def range_options(
                         bounds,
                         count_outside(bounds, every),
                         float(expected),
-                        slip_power(bounds, x),
+                        slip_power(bounds, x, slips(key)),
                         count_outside(bounds, x),
                     )
                 )
