@@ -905,6 +905,25 @@ def test_a_family_member_written_in_another_unit_too_leaves_the_family():
     }
 
 
+def test_a_member_the_corpus_writes_in_another_unit_of_its_ladder_leaves_the_family():
+    """Over the whole corpus, not the discovery sample: "Synthroid 100 mcg" written twice takes
+    Synthroid out of the family of drugs dosed in mg (whose guard rejects mcg); the family keeps
+    the others, and a family left with one member is no family."""
+    from heatc.learn.aggregate import _dosed_alike
+    from heatc.learn.guards import ladder_units, members_in_other_units
+
+    assert ladder_units({"mg"}) == {"mcg", "grams", "kg", "pounds"} and ladder_units({"celsius"}) == {"fahrenheit"}
+    families = {"keywords_mg": ["celebrex", "keflex", "synthroid"]}
+    written = {CellKey("synthroid", "number", "mcg"): 2, CellKey("keflex", "number", "grams"): 1}
+    assert members_in_other_units(families, written) == {"keywords_mg": ["synthroid"]}
+    lexicon = Lexicon().with_keywords(["celebrex", "keflex", "synthroid"])
+    seen = [CellKey(w, "number", "mg") for w in families["keywords_mg"]]
+    texts = ["Keflex 500 mg daily. Celebrex 200 mg. Synthroid 0.05 mg.", "Synthroid 100 mcg daily. Synthroid 75 mcg."]
+    assert _dosed_alike(families, seen, lexicon, texts) == {"keywords_mg": ["celebrex", "keflex"]}
+    assert _dosed_alike({"keywords_mg": ["keflex", "synthroid"]}, seen, lexicon, texts) == {}
+    assert _dosed_alike(families, seen, lexicon, texts[:1]) == families  # mcg nowhere: all stay
+
+
 def test_a_cell_without_a_unit_is_scored_where_no_unit_follows():
     """ "heart rate 88 bpm": the value couples with bpm, and that occurrence is evidence for
     the cell `heart rate … number bpm`; the cell `heart rate … number` is scored by "heart

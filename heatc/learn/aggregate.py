@@ -25,9 +25,12 @@ from heatc.learn.evidence import (
 )
 from heatc.learn.guards import (
     FAMILY_COUNT,
+    FAMILY_MEMBERS,
     guard_expected,
     in_families,
     keyword_families,
+    ladder_units,
+    members_in_other_units,
     swap_sources,
     unit_guards,
     unit_swaps,
@@ -64,6 +67,34 @@ def rare_word_cells(
         if k.keyword and k.unit and k.check == "range"
     ]  # fmt: skip
     return wide, rare_names, [k for k in with_unit if k.keyword in rare_names], with_unit
+
+
+def _dosed_alike(
+    families: dict[str, list[str]], seen: list[CellKey], lexicon: Lexicon, texts: list[str]
+) -> dict[str, list[str]]:
+    """The families without the members the whole corpus writes in a unit of the family's
+    ladders that the family does not take (`guards.members_in_other_units`; the discovery
+    sample may show "Synthroid … mcg" less than twice); a family left with fewer than
+    `FAMILY_MEMBERS` is dropped. `seen`: the cells the families were pooled by (the units a
+    family takes are its members')."""
+    if not families:
+        return families
+    groups = lexicon.groups()
+    cells = []
+    for members in families.values():
+        units = {k.unit for k in seen if k.keyword == members[0] and k.unit and k.check == "range"}
+        for u in sorted(ladder_units(units) & set(groups)):
+            cells += [CellKey(m, "number", u) for m in members]
+    if not cells:
+        return families
+    written = {k: len(v.values) for k, v in collect_values(lexicon, cells, texts).items()}
+    odd = members_in_other_units(families, written)
+    out = {}
+    for name, members in families.items():
+        kept = [m for m in members if m not in odd.get(name, ())]
+        if len(kept) >= FAMILY_MEMBERS:
+            out[name] = kept
+    return out
 
 
 def counted_text(text: str) -> str:
@@ -117,6 +148,7 @@ def aggregate(
     families = keyword_families(
         candidates + extra, support, wide_groups, config.min_support, {c.name for c in wide.categories}, units_seen
     )
+    families = _dosed_alike(families, candidates + extra + units_seen, wide, texts)
     if families:
         joined = {m for ms in families.values() for m in ms}
         lexicon = Lexicon(

@@ -3,7 +3,8 @@ one of the same quantity that the keyword never takes (`glucose … 5.5 mg/dL` w
 `… 5.5 g/dL`), and families that pool keywords too rare for cells of their own by the
 units they take.
 
-Public surface: `unit_swaps`, `swap_sources`, `unit_guards`, `keyword_families`,
+Public surface: `unit_swaps`, `swap_sources`, `unit_guards`, `keyword_families`, `ladder_units`,
+`members_in_other_units`,
 `in_families`, `guard_expected`, `quantity_of`, `ladder_neighbours`.
 """
 
@@ -212,6 +213,28 @@ def keyword_families(
         while name in taken or name in out:
             name, k = f"{base}_{k}", k + 1
         out[name] = sorted(members)
+    return out
+
+
+def ladder_units(units: Iterable[str], ladders: Ladders = UNIT_LADDERS) -> set[str]:
+    """The units on the same ladders as `units` (one may be written for another), not `units`."""
+    units = set(units)
+    out = {u for ladder in ladders if any(u in rung for rung in ladder for u in units) for rung in ladder for u in rung}
+    return out - units
+
+
+def members_in_other_units(
+    families: dict[str, list[str]], written: dict[CellKey, int], min_count: int = FAMILY_COUNT
+) -> dict[str, list[str]]:
+    """Per family, the members that `written` (corpus values per `member … number unit`
+    cell, for the units on the family's ladders it does not take) shows `min_count` times in
+    such a unit: a drug the family's guard would reject where it is dosed correctly
+    ("Synthroid 100 mcg" in a family of drugs dosed in mg)."""
+    out: dict[str, list[str]] = {}
+    for name, members in families.items():
+        odd = sorted({k.keyword for k, n in written.items() if k.keyword in members and n >= min_count})
+        if odd:
+            out[name] = odd
     return out
 
 
