@@ -34,6 +34,7 @@ from heatc.learn.guards import (
     swap_sources,
     unit_guards,
     unit_swaps,
+    units_by_keyword,
 )
 from heatc.learn.lexemes import Lexicon, discover_keywords, lex_sentence, numeral_value
 from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
@@ -80,10 +81,10 @@ def _dosed_alike(
     if not families:
         return families
     groups = lexicon.groups()
+    units_of = units_by_keyword(seen)
     cells = []
     for members in families.values():
-        units = {k.unit for k in seen if k.keyword == members[0] and k.unit and k.check == "range"}
-        for u in sorted(ladder_units(units) & set(groups)):
+        for u in sorted(ladder_units(units_of[members[0]]) & set(groups)):
             cells += [CellKey(m, "number", u) for m in members]
     if not cells:
         return families

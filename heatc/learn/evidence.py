@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from heatc.backends import wasm_checker
-from heatc.learn.lexemes import NUMBER_WORD_COMPOUNDS, NUMBER_WORDS, Lexicon, SentenceLexemes
+from heatc.learn.lexemes import NUMERAL_NAMES, Lexicon, SentenceLexemes
 
 MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean values it was learned from
 # All cells together may reject at most this many values per corpus sentence that holds a value
@@ -34,7 +34,6 @@ DEFAULT_GAP = 3
 # its cells reach one lexeme (the parenthesis), not three: "ten business days before the
 # 2020 Annual Meeting" is no ten restated.
 NUMERAL_GAP = 1
-NUMERAL_NAMES = frozenset(NUMBER_WORDS) | frozenset(name for name, _ in NUMBER_WORD_COMPOUNDS)
 # the category a learned heatmap's patterns never reach across (its `triggers: barrier`)
 BARRIER = "sentence_end"
 

@@ -3,8 +3,8 @@ one of the same quantity that the keyword never takes (`glucose … 5.5 mg/dL` w
 `… 5.5 g/dL`), and families that pool keywords too rare for cells of their own by the
 units they take.
 
-Public surface: `unit_swaps`, `swap_sources`, `unit_guards`, `keyword_families`, `ladder_units`,
-`members_in_other_units`,
+Public surface: `unit_swaps`, `swap_sources`, `unit_guards`, `keyword_families`, `units_by_keyword`,
+`ladder_units`, `members_in_other_units`,
 `in_families`, `guard_expected`, `quantity_of`, `ladder_neighbours`.
 """
 
@@ -25,7 +25,7 @@ SHOWN_LADDER_EVIDENCE = 0.25  # ... where keywords show other swaps of the unit
 GUARDS_PER_CELL = 3  # guards a hot unit cell may add: its unit's most plausible swaps
 
 
-def _units_by_keyword(candidates: Iterable[CellKey]) -> dict[str, set[str]]:
+def units_by_keyword(candidates: Iterable[CellKey]) -> dict[str, set[str]]:
     """The units each keyword takes before a value, among the candidate range cells."""
     units_of: dict[str, set[str]] = defaultdict(set)
     for k in candidates:
@@ -75,7 +75,7 @@ def unit_swaps(candidates: Iterable[CellKey], ladders: Ladders = UNIT_LADDERS) -
     a small share keeps the swaps the keywords show in front. Only units some candidate cell
     uses take part."""
     candidates = list(candidates)
-    units_of = _units_by_keyword(candidates)
+    units_of = units_by_keyword(candidates)
     evidence: dict[tuple[str, str], float] = defaultdict(float)
     keywords: Counter[tuple[str, str]] = Counter()
     for units in units_of.values():
@@ -145,7 +145,7 @@ def unit_guards(
     alarms (every value the corpus writes in that unit after the keyword) and the ones
     expected in unseen documents (Good–Turing, `guard_expected`)."""
     candidates = list(candidates)
-    units_of = _units_by_keyword(candidates)
+    units_of = units_by_keyword(candidates)
     swaps = unit_swaps(candidates, ladders)
     quantity = quantity_of(ladders)
     out: dict[CellKey, list[tuple[CellKey, float]]] = defaultdict(list)
@@ -193,8 +193,8 @@ def keyword_families(
     mg and, a few times, in mcg ("Synthroid 0.05 mg", "Synthroid 100 mcg") takes both, and a
     family of drugs dosed in mg alone, whose guard rejects mcg, is no place for it."""
     candidates = list(candidates)
-    units_of = _units_by_keyword(candidates)
-    for kw, units in _units_by_keyword(units_seen).items():
+    units_of = units_by_keyword(candidates)
+    for kw, units in units_by_keyword(units_seen).items():
         if kw in units_of:  # (the keywords that take a unit among the candidates: no new ones)
             units_of[kw] |= units
     rare: dict[frozenset[str], list[str]] = defaultdict(list)
@@ -217,10 +217,11 @@ def keyword_families(
 
 
 def ladder_units(units: Iterable[str], ladders: Ladders = UNIT_LADDERS) -> set[str]:
-    """The units on the same ladders as `units` (one may be written for another), not `units`."""
+    """The units on the same ladders as `units` (of the same quantities, `quantity_of`), not `units`."""
     units = set(units)
-    out = {u for ladder in ladders if any(u in rung for rung in ladder for u in units) for rung in ladder for u in rung}
-    return out - units
+    quantity = quantity_of(ladders)
+    of = {quantity[u] for u in units if u in quantity}
+    return {u for u, q in quantity.items() if q in of} - units
 
 
 def members_in_other_units(

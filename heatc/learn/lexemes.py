@@ -7,7 +7,7 @@ references, currencies, sentence ends — and `discover_keywords` learns the dom
 keywords: the words and two-word phrases that most often stand just before a number.
 
 Public surface: `SEED_CATEGORIES`, `Category`, `Lexicon`, `discover_keywords`,
-`SentenceLexemes`, `align`, `numeral_value`, `NUMERAL_KIND`.
+`SentenceLexemes`, `align`, `numeral_value`, `NUMERAL_KIND`, `NUMERAL_NAMES`.
 """
 
 from __future__ import annotations
@@ -163,6 +163,8 @@ NUMBER_WORD_COMPOUNDS = tuple(
 )
 
 NUMERAL_KIND = "other"  # the class kind of number words (`Lexicon.with_numerals`)
+# the names of the number-word categories (`Lexicon.with_numerals`)
+NUMERAL_NAMES = frozenset(NUMBER_WORDS) | frozenset(name for name, _ in NUMBER_WORD_COMPOUNDS)
 
 
 def numeral_value(literal: str) -> int | None:

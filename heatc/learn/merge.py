@@ -29,9 +29,8 @@ from collections import Counter
 from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, Heatmap, Stats
 from heatc.heatmap.lower import margin_range
 from heatc.learn.lexemes import (
-    NUMBER_WORD_COMPOUNDS,
-    NUMBER_WORDS,
     NUMERAL_KIND,
+    NUMERAL_NAMES,
     SEED_CATEGORIES,
     Category,
     Lexicon,
@@ -42,7 +41,6 @@ from heatc.learn.lexemes import (
 TRUSTED_SUPPORT = 100
 _GROUP_OF_KIND = {"unit": "unit", "constraint": "constraint", "keyword": "keyword", "punct": "structure"}
 _STAT_FIELDS = set(Stats.__dataclass_fields__)
-_NUMERALS = set(NUMBER_WORDS) | {n for n, _ in NUMBER_WORD_COMPOUNDS}
 
 
 def base_lexicon(hm: Heatmap) -> Lexicon:
@@ -52,7 +50,7 @@ def base_lexicon(hm: Heatmap) -> Lexicon:
     for c in hm.categories.values():
         if c.name in seed:
             group = seed[c.name].group
-        elif c.kind in ("keyword", NUMERAL_KIND) and c.name in _NUMERALS:  # earlier heatmaps: keyword
+        elif c.kind in ("keyword", NUMERAL_KIND) and c.name in NUMERAL_NAMES:  # earlier heatmaps: keyword
             group = "numeral"
         else:
             group = _GROUP_OF_KIND.get(c.kind, "structure")
