@@ -61,6 +61,20 @@ def test_backends_find_the_reference_conflicts(g, data):
         assert 0 <= c.score <= 1
 
 
+def test_a_match_is_no_conflict_with_itself():
+    """Two statements of one rule on one channel: the first states it, as the first sets it
+    in the stream (semantics §4), so "pay 7 12" conflicts with nothing and sets 7."""
+    source = 'class k keyword = "pay"\nrule r { match k a:number ..3 b:number\n  lock c = a\n  lock c = b }\n'
+    program = compile_cached(source)
+    checker = wasm_checker(program)
+    assert not checker.conflicts(["pay 7 12"])
+    report = checker.conflicts(["pay 7 12", "pay 12 7"])
+    assert [(c.earlier.chunk, c.earlier.value, c.later.chunk, c.later.value) for c in report] == [(0, 7.0, 1, 12.0)]
+    assert report == reference_conflicts(program, ["pay 7 12", "pay 12 7"])
+    verdicts = [e.verdict for e in checker.scan("pay 7 12. pay 12 7").events]
+    assert verdicts == [rt.Verdict.CONFIRMED, rt.Verdict.REJECTED]  # the stream agrees
+
+
 def test_the_boundary_outlasts_the_longest_gap():
     assert BOUNDARY_LEXEMES == ir.MAX_GAP + 1 and BOUNDARY == b"\x1e" * BOUNDARY_LEXEMES
     source = 'class k keyword = "pay"\nclass d unit = "days"\nrule r { match k ..64 v:number ..64 d\n  consistent v }\n'

@@ -199,17 +199,20 @@ def _require_channels(module: ModuleInfo) -> None:
 
 
 def _mentions(module: ModuleInfo, e: Event) -> list[tuple[str, float | str]]:
-    """The (channel, value) pairs a match event states: one per `consistent`/`lock`
-    statement of its rule. A match whose requirements failed states nothing."""
+    """The (channel, value) pairs a match event states: one per channel its rule's
+    `consistent`/`lock` statements name. A match whose requirements failed states nothing.
+    Where two statements of one rule name the same channel (`lock c = a` and `lock c = b`),
+    the first states it, as the first sets it in the stream (semantics §4): a match is no
+    conflict with itself."""
     if e.kind != "match" or e.failed is not None:
         return []
     captures = dict(e.captures)
-    out = []
+    out: dict[str, float | str] = {}
     for capture, key, channels in module.consistency.get(e.name, ()):
         channel = channels.get("" if key is None else str(captures.get(key)))
         if channel is not None and capture in captures:
-            out.append((channel, captures[capture]))
-    return out
+            out.setdefault(channel, captures[capture])
+    return list(out.items())
 
 
 def _score(heat: float, a: float | str, b: float | str | None) -> float:
