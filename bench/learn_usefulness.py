@@ -172,20 +172,26 @@ def _replace(stream: str, span: tuple[int, int], new: str) -> str:
     return stream[: span[0]] + new + stream[span[1] :]
 
 
-_WORD_BEFORE = re.compile(r"([A-Za-z]+)\W*(?:\S+\W+){0,2}$")
-
-
 def word_before(stream: str, at: int) -> str:
-    """The nearest word in the three tokens before position `at`, lower-cased ("" if none)."""
-    m = _WORD_BEFORE.search(stream[max(0, at - 60) : at])
-    return m.group(1).lower() if m else ""
+    """The nearest word in the three tokens before position `at`, lower-cased ("" if none):
+    "… given Lasix 40" -> "lasix"."""
+    for token in reversed(stream[max(0, at - 60) : at].split()[-3:]):
+        letters = re.findall(r"[A-Za-z]+", token)
+        if letters:
+            return letters[-1].lower()
+    return ""
 
 
-def unit_contexts(docs) -> set[tuple[str, str]]:
-    """Every (word before a number, unit after it) the documents write, for the medical unit
-    swaps: a swap counts when the corpus never writes its new unit after that word."""
-    units = "|".join(sorted(map(re.escape, set(MEDICAL_UNITS) | set(MEDICAL_UNITS.values())), key=len, reverse=True))
-    unit_re = re.compile(rf"({NUM})\s?({units})\b")
+LEGAL_UNITS = {"days": "months"}  # the swap a contract's reader would not notice
+
+
+def unit_contexts(domain: str, docs) -> set[tuple[str, str]]:
+    """Every (word before a number, unit after it) the documents write, for the unit swaps: a
+    swap makes a value impossible where the corpus never writes its new unit after that word
+    (the quantity never takes it)."""
+    table = MEDICAL_UNITS if domain == "medical" else LEGAL_UNITS
+    units = "|".join(sorted(map(re.escape, set(table) | set(table.values())), key=len, reverse=True))
+    unit_re = re.compile(rf"({NUM})\)?\s?({units})\b")  # "thirty (30) days" too
     seen = set()
     for d in docs:
         for m in unit_re.finditer(d.text):
@@ -193,9 +199,19 @@ def unit_contexts(docs) -> set[tuple[str, str]]:
     return seen
 
 
+_DIGITS_BEFORE = re.compile(r"[\d.,]*\d$")
+
+
+def number_start(stream: str, at: int) -> int:
+    """Where the number that ends at `at` starts ("… Lasix 40" -> the "4")."""
+    m = _DIGITS_BEFORE.search(stream, max(0, at - 40), at)
+    return m.start() if m else at
+
+
 def corruptions(domain: str, stream: str, context: set | None = None) -> list[tuple[str, str, bool]]:
     """(kind, corrupted stream, whether it makes a value impossible) for every place in the
-    document a corruption applies. `context`: the medical (word, unit) pairs of the corpus."""
+    document a corruption applies. `context`: the (word, unit) pairs of the corpus
+    (`unit_contexts`); without it every unit swap counts as impossible."""
     out: list[tuple[str, str, bool]] = []
     if domain == "medical":
         for m in MEDICAL_VALUE.finditer(stream):
@@ -210,7 +226,9 @@ def corruptions(domain: str, stream: str, context: set | None = None) -> list[tu
         units = "|".join(sorted(map(re.escape, MEDICAL_UNITS), key=len, reverse=True))
         for m in re.finditer(rf"(?<=\d)(\s?)({units})\b", stream):
             new = MEDICAL_UNITS[m.group(2)]
-            never = context is None or (word_before(stream, m.start()), new.lower()) not in context
+            never = (
+                context is None or (word_before(stream, number_start(stream, m.start())), new.lower()) not in context
+            )
             out.append(("unit swapped", _replace(stream, m.span(2), new), never))
     elif domain == "legal":
         for m in LEGAL_DAYS.finditer(stream):
@@ -219,7 +237,8 @@ def corruptions(domain: str, stream: str, context: set | None = None) -> list[tu
                 continue
             out.append(("value x10", _replace(stream, m.span(g), _scaled(m.group(g), Decimal(10))), True))
         for m in re.finditer(r"(?<=\d)(\s?)(days)\b", stream):
-            out.append(("unit swapped", _replace(stream, m.span(2), "months"), True))
+            never = context is None or (word_before(stream, number_start(stream, m.start())), "months") not in context
+            out.append(("unit swapped", _replace(stream, m.span(2), "months"), never))
         for m in TERM.finditer(stream):
             value = m.group(1)
             if len(re.findall(rf"\(?\b{re.escape(value)}\)?\s*days", stream, re.I)) >= 2:
@@ -356,7 +375,7 @@ def main() -> None:
     for domain in [] if args.no_learn else args.domains:
         learn_docs, held = split_documents(domain, args.seed)
         print(f"{domain}: {len(learn_docs)} documents to learn from, {len(held)} held out")
-        context = unit_contexts(learn_docs + held) if domain == "medical" else None
+        context = unit_contexts(domain, learn_docs + held) if domain != "finance" else None
         lines.append(f"{domain} (held-out half)")
         for budget in args.alarm_budgets:
             heatmap = learn_heatmap(domain, learn_docs, args, budget)
@@ -372,7 +391,7 @@ def main() -> None:
         from heatc.learn.corpus import read_corpus
 
         notes = read_corpus([GENERAL_MEDICINE])
-        context = unit_contexts(notes)
+        context = unit_contexts("medical", notes)
         lines.append(f"medical, the {len(notes)} General Medicine notes (in-sample for the shipped heatmap)")
         for label, source in (("heatmaps/medical.yaml", REPO / "heatmaps/medical.yaml"),
                               ("examples/medical.heat", REPO / "examples/medical.heat")):  # fmt: skip
