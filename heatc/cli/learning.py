@@ -76,9 +76,13 @@ def learn(
     sensitivity: Annotated[
         float,
         typer.Option(
-            "--sensitivity", min=0.0, max=1.0, help="The heatmap's threshold: cells scoring at least this become rules."
+            "--sensitivity",
+            min=0.0,
+            max=1.0,
+            help="The heatmap's threshold: only cells scoring at least this compete for the budget and become rules "
+            "(0: every scored cell does).",
         ),
-    ] = 0.25,
+    ] = 0.0,
     alarm_budget: Annotated[
         float,
         typer.Option(

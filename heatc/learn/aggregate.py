@@ -212,6 +212,8 @@ def aggregate(
     # so the statistics are what the lowered rules will see — again if a cell drops out.
     while True:
         used = {x for c in cells for x in (c.key.keyword, c.key.unit) if x} | {"sentence_end", "abbreviation"}
+        if used & set(numerals):  # every number word, so that none reads the tail of another (emit)
+            used |= {c.name for c in lexicon.categories if c.group == "numeral"}
         final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
         recount = collect_values(final, sorted({c.key for c in cells}), texts)
         checked = checked_sentences(recount, [c.key for c in cells if c.score >= config.sensitivity], documents)

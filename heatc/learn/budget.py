@@ -27,12 +27,19 @@ from heatc.learn.ranges import (
     n_bounds,
     range_options,
     rejected_values,
+    restated_option,
     tail_margin,
     value_stats,
 )
 
 # a consistency cell's restated values may differ from the first at most this often
 MAX_CONFLICTS = 0.02
+# A range's false alarms in documents not seen, per bound, besides those its cross-validation
+# counted: the allocator picks the cheapest of dozens of candidate ranges per cell, and the
+# least of many noisy estimates is an optimistic one. Half a false alarm is what "none of n
+# values fell outside" predicts for as many values again (the Jeffreys estimate (0 + ½) /
+# (n + 1) per value); measured on the held-out halves, each bound cost about that.
+UNSEEN_TAIL = 0.5
 
 
 def cell_table(
@@ -127,11 +134,12 @@ def select_cells(
             if c.key.check == "range":
                 rejected = rejected_values(stats, cv.values)
                 if hot:  # runs with a candidate range that accepts all but max_rejected of its values
-                    options[c.key] = [
-                        o
-                        for o in range_options(cv, c.key, margin.factor(fit.values), min_fold_values)
-                        if o.kept_out <= max_rejected * len(fit.values)
-                    ]
+                    offered = (
+                        [o for o in [restated_option(cv, c.key)] if o is not None]
+                        if substitutes is not None and c.key in substitutes  # a number word restated
+                        else range_options(cv, c.key, margin.factor(fit.values), min_fold_values)
+                    )
+                    options[c.key] = [o for o in offered if o.kept_out <= max_rejected * len(fit.values)]
                     if not options[c.key]:
                         continue
                 elif rejected_values(stats, fit.values) > max_rejected * len(fit.values):
@@ -178,13 +186,15 @@ def allocate(
     value it accepts is replaced by one it rejects; a consistency cell notices both at every
     value of a document that states its term at least twice, a substitution unless the new
     value happens to be the same. It costs its false alarms, for a range the larger of its
-    rejections in the corpus and the cross-validated estimate for unseen documents. Each range
+    rejections in the corpus and the cross-validated estimate for unseen documents plus
+    `UNSEEN_TAIL` per bound. Each range
     cell is left out or runs with one of its candidate `options` (`range_options`: bounds
     beyond the clean tails, or a side left open); the choice maximises the total worth within
     the budget (a Lagrangian relaxation: every cell takes the choice with the largest worth −
     λ × cost, for the smallest λ ≥ 0 that fits; between choices alike in both, the one with
     fewer bounds — a bound no error needs is left out — then the narrower range, which
-    notices smaller changes too). Returns the cells that run, each with its measured
+    notices smaller changes too; what that leaves of the budget goes to each cell's choice
+    just below λ, most worth per false alarm first). Returns the cells that run, each with its measured
     false-alarm rate (`LearnedCell.false_alarms`), and the false alarms charged for them.
 
     `substitutes` gives, per cell, the values a substitution draws from where they are not
@@ -198,6 +208,7 @@ def allocate(
     its unit's swaps that go to this cell's unit, halved; the range notices those it rejects."""
     # (worth, cost, bounds, rejections in the corpus, bounds held, width, false-alarm rate)
     choices: list[list[tuple]] = []
+
     for c in cells:
         cv = values[c.key]
         n_all = max(len(cv.values), 1)
@@ -225,7 +236,7 @@ def allocate(
                 return (n * (o.power + inside * outside) + swap) / 2
 
             ch.extend(
-                (worth(o), float(max(o.rejected, o.expected)), o.bounds, o.rejected, n_bounds(o.bounds),
+                (worth(o), float(max(o.rejected, o.expected + UNSEEN_TAIL * n_bounds(o.bounds))), o.bounds, o.rejected, n_bounds(o.bounds),
                  log_width(o.bounds), o.expected / n_all)
                 for o in options.get(c.key, ())
             )  # fmt: skip
@@ -251,8 +262,27 @@ def allocate(
         lam = hi
     else:
         lam = 0.0
+    picked = pick(lam)
+    if lam > 0:
+        # What the relaxation leaves: cells alike get the same choice at any λ, so four cells of
+        # half a false alarm each within a budget of one run all or none. Each cell's choice just
+        # below λ replaces its own, most worth per false alarm first, while the budget holds.
+        left = budget - cost(picked)
+        below = pick(lo)
+        steps = sorted(
+            (i for i, (a, b) in enumerate(zip(picked, below, strict=True)) if a != b),
+            key=lambda i: (
+                -(choices[i][below[i]][0] - choices[i][picked[i]][0])
+                / max(choices[i][below[i]][1] - choices[i][picked[i]][1], 1e-12)
+            ),
+        )
+        for i in steps:
+            extra = choices[i][below[i]][1] - choices[i][picked[i]][1]
+            if extra <= left:
+                left -= extra
+                picked[i] = below[i]
     out, spent = [], 0.0
-    for c, ch, k in zip(cells, choices, pick(lam), strict=True):
+    for c, ch, k in zip(cells, choices, picked, strict=True):
         if k == 0:
             continue
         _, charged, bounds, rejected, _, _, rate = ch[k]

@@ -20,8 +20,12 @@ from heatc.learn.evidence import (
 from heatc.learn.lexemes import SEED_CATEGORIES, STOPWORDS
 
 # A learned cell's score is the share of candidate cells it is coupled at least as strongly as
-# (`heatc.learn.couplings`): the cells in the bottom quarter stay below the threshold.
-SENSITIVITY = 0.25
+# (`heatc.learn.couplings`). By default no score keeps a cell from running: every scored cell
+# competes for the false-alarm budget, and its score weighs its verdicts (a rule's heat: the
+# audit report's confidence, the tier plan). Gating on the score — the bottom quarter left out
+# at 0.25, or the worth of a cell weighed by its score — cost recall at the same false alarms
+# on every held-out half (docs/experiments.md); `--sensitivity` still sets a threshold.
+SENSITIVITY = 0.0
 WORK_VERSION = 2  # the format of a run's working files (<output>.learn/); another version starts afresh
 TOPUP_VERSION = 1  # how `topup_plan` chooses; another version redoes the top-up alone
 

@@ -47,6 +47,9 @@ def heatmap_document(
     used = {"sentence_end", "abbreviation"}
     for c in cells:
         used.update(x for x in (c.key.keyword, c.key.unit) if x)
+    numerals = {cat.name for cat in lexicon.categories if cat.group == "numeral"}
+    if used & numerals:  # every number word, so that none reads the tail of another ("twenty-five (25)")
+        used |= numerals
     categories = {}
     for cat in lexicon.categories:
         if cat.name in used:

@@ -157,10 +157,19 @@ NUMBER_WORDS = tuple(
 # number word before the 25 of "twenty-five (25) days", and a cell "five … number" would
 # hold 25, 35, 45 besides 5 — too wide to notice "five (50) days".
 NUMBER_WORD_COMPOUNDS = tuple(
-    (f"{tens}_{unit}", (f"{tens}-{unit}", f"{tens} {unit}"))
+    (f"{tens}_{unit}", (f"{tens}-{unit}", f"{tens} {unit}", f"{tens}- {unit}"))  # (a line broken at the hyphen)
     for tens in "twenty thirty forty fifty sixty seventy eighty ninety".split()
     for unit in "one two three four five six seven eight nine".split()
 )
+
+
+def restating(words: str) -> tuple[str, str]:
+    """The literals of a number word as learning reads it: followed by the parenthesis that
+    restates it in digits ("thirty (30) days", "thirty(30)"). A number word read anywhere —
+    "one 30-minute infomercial", "Year Two and 60 units", a table's "Five $2,500,000" —
+    restates nothing, and a cell `five … number` that read those would reject them."""
+    return f"{words} (", f"{words}("
+
 
 NUMERAL_KIND = "other"  # the class kind of number words (`Lexicon.with_numerals`)
 # the names of the number-word categories (`Lexicon.with_numerals`)
@@ -170,7 +179,9 @@ NUMERAL_NAMES = frozenset(NUMBER_WORDS) | frozenset(name for name, _ in NUMBER_W
 def numeral_value(literal: str) -> int | None:
     """The number a number word names ("thirty" 30, "forty-five" and "forty five" 45; read
     as the conflicts layer reads them, `heatc_runtime.restated.written_number`), None for
-    anything else. "hundred", a number word of its own here, names 100."""
+    anything else. "hundred", a number word of its own here, names 100. The parenthesis of a
+    learned number word's literal (`restating`) is not part of it."""
+    literal = literal.rstrip("( \t\n")
     return 100 if literal.lower() == "hundred" else written_number(literal)
 
 
@@ -253,19 +264,19 @@ class Lexicon:
 
     def with_numerals(self) -> Lexicon:
         """Number words (`NUMBER_WORDS`, `NUMBER_WORD_COMPOUNDS`) as keywords of the group
-        `numeral`, each number one category ("forty-five" and "forty five" alike). Their class
+        `numeral`, each number one category ("forty-five (" and "forty five (" alike), read
+        where a parenthesis follows them (`restating`). Their class
         kind is `other`, not `keyword`: a gap does not skip a lexeme of the kind it binds
         (docs/semantics.md §3), and a number word is part of the value it restates — "notice
         of thirty (30) days" is notice's term, which a gap that died at "thirty" would lose."""
-        out = self.with_keywords(NUMBER_WORDS, group="numeral", kind=NUMERAL_KIND)
-        taken = {c.name for c in out.categories}
-        seen = {lit.lower() for c in out.categories for lit in c.literals}
+        taken = {c.name for c in self.categories}
+        seen = {lit.lower().rstrip("( ") for c in self.categories for lit in c.literals}
         extra = [
-            Category(name, NUMERAL_KIND, "numeral", literals)
-            for name, literals in NUMBER_WORD_COMPOUNDS
-            if name not in taken and not any(x in seen for x in literals)
+            Category(name, NUMERAL_KIND, "numeral", tuple(r for w in words for r in restating(w)))
+            for name, words in [(w, (w,)) for w in NUMBER_WORDS] + list(NUMBER_WORD_COMPOUNDS)
+            if name not in taken and not any(w in seen for w in words)
         ]
-        return Lexicon(out.categories + extra, out.chinese_numbers)
+        return Lexicon(self.categories + extra, self.chinese_numbers)
 
 
 @dataclass

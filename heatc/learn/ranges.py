@@ -9,7 +9,7 @@ lower bound that only rejects small doses, when no slip lands below it) is left 
 
 Public surface: `inliers`, `value_stats`, `conflicts`, `rejected_values`, `rejected_share`,
 `Bounds`, `RangeOption`, `range_options`, `tail_margin`, `TailMargin`, `log_spread`,
-`fitted_values`, `slip_power`, `slips`, `count_outside`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`, `PERCENT_WHOLE`.
+`fitted_values`, `slip_power`, `slips`, `is_years`, `count_outside`, `restated_option`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`, `PERCENT_WHOLE`.
 """
 
 from __future__ import annotations
@@ -131,13 +131,15 @@ class RangeOption:
 
 def _fit(x: np.ndarray, low: float, high: float, margin: tuple[str, float], sides: str) -> Bounds | None:
     """Bounds beyond the tails quantile(low) and quantile(1 − high): `margin` ("factor", f)
-    gives [lo / f, hi × f], ("width", w) [lo − w·s, hi + w·s] with s = q95 − q05; `sides`
+    gives [lo / f, hi × f], ("width", w) [lo − w·s, hi + w·s] with s = q95 − q05, ("years", y)
+    [lo − y, hi + y]; `sides`
     keeps both, the "low" or the "high" one. Rounded outwards as `heatc lower` rounds. None
     where the lower bound kept would not be above 0 (that range is the one with the side open)."""
     lo, hi, q05, q95 = (float(q) for q in np.quantile(x, [low, 1.0 - high, 0.05, 0.95]))
     kind, m = margin
-    a = lo / m if kind == "factor" else lo - m * (q95 - q05)
-    b = hi * m if kind == "factor" else hi + m * (q95 - q05)
+    step = {"factor": 0.0, "width": m * (q95 - q05), "years": m}[kind]
+    a = lo / m if kind == "factor" else lo - step
+    b = hi * m if kind == "factor" else hi + step
     if sides != "high" and a <= 0:
         return None
     return (round_out(a, False) if sides != "high" else None), (round_out(b, True) if sides != "low" else None)
@@ -146,18 +148,38 @@ def _fit(x: np.ndarray, low: float, high: float, margin: tuple[str, float], side
 def slip_power(bounds: Bounds, values, factors: tuple[float, ...] = (SLIP,)) -> float:
     """The share of `values` a rule with these bounds accepts and would reject if it were
     written ten times larger or ten times smaller (a slipped decimal point, a wrong unit),
-    the two directions weighted alike — averaged over the slip `factors` (`slips`)."""
+    the two directions weighted alike — averaged over the slip `factors` (`slips`). Where
+    the values are years (`is_years`), a year a century off (2019 written 2119 or 1919) is
+    one more kind of slip, weighted as each factor is."""
     lo, hi = _closed(bounds)
     a = np.asarray(values, dtype=np.float64)
     if not len(a):
         return 0.0
     inside = (a >= lo) & (a <= hi)
+    moves = [(a * f, a / f) for f in factors]
+    if is_years(a):
+        moves.append((a + CENTURY, a - CENTURY))
     power = 0.0
-    for f in factors:
-        up = inside & ((a * f < lo) | (a * f > hi))
-        down = inside & ((a / f < lo) | (a / f > hi))
-        power += float((up.mean() + down.mean()) / 2)
-    return power / len(factors)
+    for up, down in moves:
+        power += float(((inside & ((up < lo) | (up > hi))).mean() + (inside & ((down < lo) | (down > hi))).mean()) / 2)
+    return power / len(moves)
+
+
+YEAR_MARGINS = (10.0, 25.0, 50.0)  # the margins, in years, of a range of years beyond its tails
+CENTURY = 100.0  # a year's slip: the century written wrong ("2119", "1919" for 2019)
+YEARS = (1900.0, 2100.0)  # what a year in today's documents reads
+YEAR_SHARE = 0.8  # of a cell's positive values, at least, for them to be years
+
+
+def is_years(values) -> bool:
+    """Whether a cell's values are years: whole numbers in `YEARS`, `YEAR_SHARE` of those that
+    are not 0 at least (a date that names no year reads 0)."""
+    a = np.asarray(values, dtype=np.float64)
+    a = a[a != 0]
+    if not len(a):
+        return False
+    years = (a >= YEARS[0]) & (a <= YEARS[1]) & (a == np.floor(a))
+    return float(years.mean()) >= YEAR_SHARE
 
 
 FOLDS = 5  # documents are split this many ways to estimate a range's false alarms out of sample
@@ -264,7 +286,10 @@ def range_options(
     fitted = [np.asarray([v for j, p in enumerate(parts) if j != i for v in p], dtype=np.float64) for i in range(FOLDS)]
     if len(x) == 0 or min(len(f) for f in fitted) < min_fold_values:
         return []
-    margins = [("factor", f * margin) for f in RANGE_FACTORS] + [("width", w) for w in RANGE_WIDTHS]
+    margins = [("factor", f * margin) for f in RANGE_FACTORS]
+    # a bound of years sits a decade or more past the years seen: a document written later names
+    # later years (and a width of values "FY18" stretches to 2,000 years is no margin)
+    margins += [("years", y) for y in YEAR_MARGINS] if is_years(x) else [("width", w) for w in RANGE_WIDTHS]
     shapes = [(low, high, "both") for low in RANGE_LEVELS for high in RANGE_LEVELS]
     shapes += [(low, 0.0, "low") for low in RANGE_LEVELS] + [(0.0, high, "high") for high in RANGE_LEVELS]
     if key is not None and key.value == "date":
@@ -304,6 +329,37 @@ def range_options(
                     )
                 )
     return out
+
+
+def restated_option(cv: CellValues, key: CellKey | None = None) -> RangeOption | None:
+    """The one range of a number word restated in digits: exactly the number its values
+    restate, their most common one ("thirty (30)": [30, 30]; a contract's "one hundred and
+    eighty (180)" makes eighty's [180, 180]). A margin would only let "thirty (45) days" —
+    another term — pass. Cross-validated as `range_options` is: each fold's number from the
+    other folds' values. None without values."""
+    every = np.asarray(cv.values, dtype=np.float64)
+    if not len(every):
+        return None
+
+    def mode(values) -> float:
+        kinds, counts = np.unique(np.asarray(values, dtype=np.float64), return_counts=True)
+        return float(kinds[np.argmax(counts)])
+
+    parts: list[list[float]] = [[] for _ in range(FOLDS)]
+    for d, vs in cv.per_document.items():
+        parts[d % FOLDS].extend(vs)
+    expected = 0
+    for i in range(FOLDS):
+        rest = [v for j, p in enumerate(parts) if j != i for v in p]
+        if rest and parts[i]:
+            m = mode(rest)
+            expected += count_outside((m, m), parts[i])
+    m = mode(every)
+    bounds = (m, m)
+    return RangeOption(
+        bounds, count_outside(bounds, every), float(expected), slip_power(bounds, every, slips(key)),
+        count_outside(bounds, every),
+    )  # fmt: skip
 
 
 def _capped(bounds: Bounds) -> Bounds:
