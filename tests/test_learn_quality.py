@@ -265,6 +265,9 @@ def test_a_range_fitted_to_few_domain_values_is_widened_to_the_base():
     # the base accepts every value on a side it leaves open: so does the widened range
     doses = {"range": [1.25, 4510], "support": 58, "description": ""}
     assert widen_to_base(doses, {"range": [None, 1710], "support": 2791}) and doses["range"] == [None, 4510]
+    # each bounds the side the other leaves open: the hull would check nothing; the base's range
+    crossed = {"range": [None, 240], "support": 10, "description": ""}
+    assert widen_to_base(crossed, {"range": [0.5, None], "support": 300}) and crossed["range"] == [0.5, None]
     many = {"range": [12.7, 402], "support": TRUSTED_SUPPORT, "description": ""}
     assert not widen_to_base(many, base) and many["range"] == [12.7, 402]
     assert not widen_to_base({"range": [1, 2], "support": 5}, {"range": None, "support": 50})
@@ -368,3 +371,25 @@ def test_the_quantity_test_leaves_references_out_and_terms_and_restatements_in()
     seed = Lexicon()
     refs = {lit.lower() for c in seed.categories if c.group == "article" for lit in c.literals}
     assert {"subsection", "annex", "attachment", "schedules", "rule"} <= refs
+    # a consistency cell needs a keyword that names a term where it binds: "a pleasant
+    # 42-year-old" restates an age, but pleasant names none
+    groups["pleasant"] = "keyword"
+    pleasant = CellKey("pleasant", "number", "years", "consistent")
+    kept = quantity_cells([*keys, pleasant], groups, {"notice", "thirty", "two", "within", "pleasant"}, {"thirty"},
+                          terms={"notice"})  # fmt: skip
+    assert pleasant not in kept and CellKey("notice", "number", "days", "consistent") in kept
+
+
+def test_a_term_is_a_keyword_that_fails_the_quantity_test_only_by_binding_rarely():
+    from collections import Counter
+
+    from heatc.learn.quantities import KeywordProfile, is_quantity, names_a_term
+
+    days = "quantity9"  # (a reading of values with a unit: one quantity)
+    notice = KeywordProfile(
+        occurrences=2000, readings=Counter({days: 30}), values=[30.0] * 12 + [60.0] * 10 + [90.0] * 8
+    )
+    assert not is_quantity(notice)[0] and names_a_term(notice)  # binds one time in 67, always a period
+    ages = KeywordProfile(occurrences=40, readings=Counter({"": 30}), values=[float(40 + i) for i in range(30)],
+                          compounds=30)  # fmt: skip
+    assert not is_quantity(ages)[0] and not names_a_term(ages)  # "a pleasant 42-year-old": parts of compounds

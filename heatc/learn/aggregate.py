@@ -38,7 +38,7 @@ from heatc.learn.guards import (
 )
 from heatc.learn.lexemes import Lexicon, discover_keywords, lex_sentence, numeral_value
 from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
-from heatc.learn.quantities import is_quantity, keyword_profiles
+from heatc.learn.quantities import is_quantity, keyword_profiles, names_a_term
 
 
 def rare_word_cells(
@@ -189,7 +189,8 @@ def aggregate(
     profiles = keyword_profiles(lexicon, {k.keyword for k in candidates if k.keyword}, texts)
     verdicts = {k: is_quantity(p) for k, p in profiles.items()}
     not_quantity = {k: why for k, (ok, why) in verdicts.items() if not ok}
-    candidates = quantity_cells(candidates, groups, set(not_quantity), _restating_numerals(lexicon, profiles))
+    terms = {k for k in not_quantity if names_a_term(profiles[k])}
+    candidates = quantity_cells(candidates, groups, set(not_quantity), _restating_numerals(lexicon, profiles), terms)
     strengths = {k: couplings.strength(k) for k in candidates}
     scores = couplings.scores(candidates, config.min_probes)
     guarded = unit_guards(candidates, [k for k, x in scores.items() if x >= config.sensitivity], groups)
@@ -241,16 +242,24 @@ def aggregate(
     return final, kept, summary
 
 
-def quantity_cells(candidates: list[CellKey], groups: dict[str, str], not_quantity: set[str], restating: set[str]):
+def quantity_cells(
+    candidates: list[CellKey],
+    groups: dict[str, str],
+    not_quantity: set[str],
+    restating: set[str],
+    terms: set[str] | None = None,
+):
     """The candidate cells the quantity test leaves: none keyed on a reference (a section, an
     exhibit, a rule: it numbers a part of a document); of a keyword that names no quantity,
-    only its consistency cells, and for another keyword-like category (a constraint word, a
+    only its consistency cells where it names a term (`terms`, `quantities.names_a_term`; all
+    of them without `terms`), and for another keyword-like category (a constraint word, a
     number word) its range cells with a unit too; a number word that restates its digits
     keeps all of its cells."""
     return [
         k for k in candidates
         if groups.get(k.keyword) != "article"
-        and (k.keyword not in not_quantity or k.keyword in restating or k.check == "consistent"
+        and (k.keyword not in not_quantity or k.keyword in restating
+             or (k.check == "consistent" and (terms is None or k.keyword in terms))
              or (groups.get(k.keyword) != "keyword" and bool(k.unit) and k.check == "range"))
     ]  # fmt: skip
 

@@ -35,7 +35,7 @@ Each keyword is scanned over the corpus (its nearest value, binding as the lower
 bind, and the unit right after it) and `is_quantity` decides from that `KeywordProfile`.
 The teacher's couplings decide the rest (`heatc.learn.couplings`).
 
-Public surface: `KeywordProfile`, `keyword_profiles`, `quantity_score`, `is_quantity`,
+Public surface: `KeywordProfile`, `keyword_profiles`, `quantity_score`, `is_quantity`, `names_a_term`,
 `unit_read`, `VALUE_RATE`, `UNIT_VALUE_RATE`, `TOP_VALUE`, `QUANTITY_MIN`.
 """
 
@@ -193,7 +193,7 @@ def unit_read(p: KeywordProfile) -> bool:
     return reading.startswith("quantity") and reading != _TIME_QUANTITY and count >= UNIT_READ_SHARE * total
 
 
-def quantity_score(p: KeywordProfile) -> float:
+def quantity_score(p: KeywordProfile, rate_counts: bool = True) -> float:
     """The product of: the share of the keyword's occurrences that bind a value, over
     `VALUE_RATE` (`UNIT_VALUE_RATE` when its values are read in one quantity other than time,
     `unit_read`; at most 1); its dominant reading's share of the values; the share of them
@@ -203,8 +203,22 @@ def quantity_score(p: KeywordProfile) -> float:
         return 0.0
     share = p.dominant()[1]
     rate = min(1.0, p.n / max(p.occurrences, 1) / (UNIT_VALUE_RATE if unit_read(p) else VALUE_RATE))
+    if not rate_counts:
+        rate = 1.0
     variety = 1.0 - max(0.0, p.top_value() - TOP_VALUE) / (1.0 - TOP_VALUE)
     return rate * share * (1.0 - p.compounds / p.n) * variety
+
+
+def names_a_term(p: KeywordProfile) -> bool:
+    """Whether a keyword that binds values rarely still names one thing where it does: its
+    values are read one way, no parts of compounds, and vary — the quantity test passed but
+    for how often it binds ("notice" of a contract: "thirty (30) days' notice" now and then,
+    always a period). A consistency cell needs such a keyword: "a pleasant 42-year-old" and
+    "the patient, 6 weeks postpartum" restate an age and a week, but pleasant and patient
+    name neither."""
+    if p.n < MIN_VALUES:
+        return True
+    return p.dominant()[0] not in NOT_QUANTITIES and quantity_score(p, rate_counts=False) >= QUANTITY_MIN
 
 
 def is_quantity(p: KeywordProfile) -> tuple[bool, str]:
