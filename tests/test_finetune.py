@@ -26,10 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 BASE = REPO / "heatmaps" / "medical.yaml"
 LABEL = SHARED_DATA / "medical/pdf/fda_metformin_highlights_2026.pdf"
 needs_data = pytest.mark.skipif(not LABEL.exists(), reason=f"shared data not found at {LABEL}")
-# one label is a small corpus: each bound a rule holds is expected to cost half a false alarm
-# in pages not seen (`budget.UNSEEN_TAIL`), so the default budget of 0.02 per checked sentence
-# buys the label's own cells only a bound or two; the tests give it five times that
-SMALL = dict(teacher_sentences=24, epochs=2, alarm_budget=0.05)
+SMALL = dict(teacher_sentences=24, epochs=2)
 
 
 def _config(out: Path, pdfs: list[Path], **kw) -> FinetuneConfig:

@@ -184,7 +184,7 @@ def finetune(
         typer.Option(
             "--alarm-budget", min=0.0, max=1.0, help="Rejections the domain cells may make per clean domain sentence."
         ),
-    ] = 0.02,
+    ] = 0.05,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Student fine-tuning epochs.")] = 8,
     keep_unused: Annotated[
         bool,

@@ -176,8 +176,9 @@ def widen_to_base(
     A side the base leaves open opens the domain's: the base accepts every value there (on
     the drug labels, mg's lower bound of 1.25 fitted to the labels' doses rejected "warfarin
     1 mg"; the base, which saw 0.1 mg doses in clinical notes, leaves that side open).
-    The base's range is the one its rule checks (`base_range`), explicit or from its statistics.
-    Returns whether it widened. The recorded false-alarm rate, measured on the narrower range,
+    The base's range is the one its rule checks (`base_range`), explicit or from its statistics;
+    where the hull would open both sides (the domain bounds one side, the base the other), the
+    base's range, which saw more values, is the cell's. Returns whether it widened. The recorded false-alarm rate, measured on the narrower range,
     stays an upper bound."""
     ours, theirs = cell.get("range"), base_range(base, margin)
     support, base_support = cell.get("support", 0), base.get("support", 0)
@@ -185,6 +186,8 @@ def widen_to_base(
         return False
     lo = None if ours[0] is None or theirs[0] is None else min(ours[0], theirs[0])
     hi = None if ours[1] is None or theirs[1] is None else max(ours[1], theirs[1])
+    if lo is None and hi is None:  # each bounds the side the other leaves open: the base's, which saw more
+        lo, hi = theirs
     if [lo, hi] == list(ours):
         return False
     cell["range"] = [lo, hi]
