@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SCAN_CORPORA = {"medical": "medical (MTSamples)", "legal": "legal (CUAD)", "finance": "finance (PBOC, TAT-QA)"}
-LEARN_CORPORA = {"medical": "medical (MTSamples)", "finance": "finance (TAT-QA)", "legal": "legal (CUAD)"}
 HYPERSCAN = "hyperscan (no callback)"
 # bench/run.py's row keys and the page's column titles, in column order
 SCAN_COLUMNS = {
@@ -39,8 +38,7 @@ BUILD_TARGETS = {1000: 2.0, 10000: 20.0}  # seconds
 FIDELITY_TARGET = 0.90
 STUDENT_SPEEDUP_TARGET = 50
 CAPTUM_TARGET = 10
-RECALL_TARGET, FLAGGED_TARGET = 0.8, 0.02
-KINDS = ("value x10", "unit swapped", "term changed")  # bench/learn_usefulness.py's corruption kinds
+USEFUL_RECALL, USEFUL_FA = 0.9, 0.01  # bench/learn_usefulness.py's targets
 
 
 class MarkerError(ValueError):
@@ -253,43 +251,34 @@ def cost_section(
 
 
 def usefulness_section(
-    results: Mapping[tuple[str, float], Mapping],
+    rows: Sequence[tuple[str, Mapping]],
     machine: str,
     when=None,
-    command: str = "python bench/learn_usefulness.py --alarm-budgets 0.02",
+    command: str = "python bench/learn_usefulness.py --teacher-sentences 400 --alarm-budgets 0.01 --in-sample",
 ) -> str:
-    """bench/learn_usefulness.py's results per (domain, alarm budget): rules, clean held-out
-    sentences, the share flagged, recall pooled and per corruption kind."""
-    header = [
-        "domain", "alarm budget", "rules", "clean sentences", "flagged", "recall (caught / tried)",
-        "value ×10", "unit swapped", "term changed",
-    ]  # fmt: skip
-    body, met = [], {}
-    for (domain, budget), r in results.items():
-        tried = sum(n for _, n in r["recall"].values())
-        caught = round(sum(v * n for v, n in r["recall"].values()))
-        pooled = caught / max(tried, 1)
-        met.setdefault(domain, False)
-        met[domain] |= pooled >= RECALL_TARGET and r["fpr"] <= FLAGGED_TARGET
-        kinds = [f"{r['recall'][k][0]:.2f}" if k in r["recall"] else "" for k in KINDS]
-        body.append(
-            [
-                LEARN_CORPORA.get(domain, domain),
-                f"{budget:g}",
-                str(r["rules"]),
-                f"{r['sentences']:,}",
-                f"{r['fpr'] * 100:.2f} %",
-                f"**{pooled:.3f}** ({caught} / {tried})",
-                *kinds,
-            ]
+    """bench/learn_usefulness.py's rows (label, result of its `evaluate`): rules, checked
+    clean sentences, false alarms per checked sentence, recall on the impossible corruptions
+    pooled and per kind, and whether the targets hold."""
+    header = ["text", "rules", "checked sentences", "false alarms", "recall", "by corruption"]
+    body, verdicts = [], []
+    for label, r in rows:
+        fa = r["flagged"] / max(r["checked"], 1)
+        caught = sum(c for c, _ in r["impossible"].values())
+        tried = sum(n for _, n in r["impossible"].values())
+        recall = caught / max(tried, 1)
+        kinds = ", ".join(f"{k} {c}/{n}" for k, (c, n) in r["impossible"].items())
+        body.append([label, str(r["rules"]), f"{r['checked']:,}", f"{fa * 100:.2f} %", f"**{recall:.3f}**", kinds])
+        verdicts.append(
+            f"{label.split(',')[0]}: false alarms {_met(fa <= USEFUL_FA)}, recall {_met(recall >= USEFUL_RECALL)}"
         )
-    verdict = ", ".join(f"{d} {_met(ok)}" for d, ok in met.items())
     return "\n".join(
         [
             provenance(command, machine, when),
             "",
             _table(header, body),
             "",
-            f"Target, recall ≥ {RECALL_TARGET} with at most {FLAGGED_TARGET:.0%} of clean sentences flagged: {verdict}.",
+            f"Target, false alarms ≤ {USEFUL_FA:.0%} of the checked sentences and recall ≥ {USEFUL_RECALL}: "
+            + "; ".join(verdicts)
+            + ".",
         ]
     )

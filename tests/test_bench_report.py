@@ -168,25 +168,23 @@ def test_learning_sections():
     cost = report.cost_section(seconds, 9.5e-07, MACHINE)
     assert cells(cost)[2] == ["student, onnxruntime", "0.0103"]
     assert "**109×** faster" in cost and "**27×** cheaper" in cost and "9.5e-07" in cost
-    results = {
-        ("medical", 0.02): {
-            "sentences": 75485,
-            "fpr": 0.0161,
-            "rules": 280,
-            "recall": {"unit swapped": (0.79, 400), "value x10": (0.84, 400)},
-        },
-        ("finance", 0.02): {
-            "sentences": 3418,
-            "fpr": 0.0138,
-            "rules": 22,
-            "recall": {"unit swapped": (0.49, 273), "value x10": (0.04, 400)},
-        },
-    }
-    use = report.usefulness_section(results, MACHINE)
-    assert cells(use)[0] == [
-        "medical (MTSamples)", "0.02", "280", "75,485", "1.61 %", "**0.815** (652 / 800)", "0.84", "0.79", "",
+    rows = [
+        ("medical, held out (MTSamples)", {
+            "rules": 90, "checked": 6862, "flagged": 63,
+            "impossible": {"unit swapped": (141, 235), "value /10": (148, 250), "value x10": (228, 300)},
+        }),
+        ("legal, held out (CUAD)", {
+            "rules": 40, "checked": 3397, "flagged": 26,
+            "impossible": {"term changed": (116, 126), "value x10": (370, 400)},
+        }),
     ]  # fmt: skip
-    assert "medical met, finance NOT met" in use
+    use = report.usefulness_section(rows, MACHINE)
+    assert cells(use)[0] == [
+        "medical, held out (MTSamples)", "90", "6,862", "0.92 %", "**0.659**",
+        "unit swapped 141/235, value /10 148/250, value x10 228/300",
+    ]  # fmt: skip
+    assert cells(use)[1][3:5] == ["0.77 %", "**0.924**"]  # (116 + 370) / (126 + 400)
+    assert "medical: false alarms met, recall NOT met; legal: false alarms met, recall met" in use
 
 
 def test_performance_page_has_every_section_the_benchmarks_write():
