@@ -96,7 +96,12 @@ def test_rerun_resumes_without_the_teacher(learned, monkeypatch):
     monkeypatch.setattr(labels, "pair_coupling", refuse)
     learn(LearnConfig(corpus=[CORPUS], output=copy, name="lab", **SMALL))
     after = copy.read_bytes().replace(b"again.student.onnx", b"lab.student.onnx")
-    assert _without_onnx_diff(after) == _without_onnx_diff(before)
+    changed = [
+        (a, b)
+        for a, b in zip(_without_onnx_diff(before).splitlines(), _without_onnx_diff(after).splitlines(), strict=True)
+        if a != b
+    ]
+    assert not changed, changed[:3]
 
 
 def _without_onnx_diff(text: bytes) -> bytes:

@@ -164,9 +164,10 @@ def test_relative_positions_export_and_a_file_without_them_is_read_as_absolute(t
 
 
 @pytest.mark.parametrize("name", ["medical", "finance", "legal"])
-def test_the_shipped_students_still_load(name):
+def test_the_shipped_students_load(name):
+    """The shipped heatmaps' students, learned by the current heatc (relative positions)."""
     model, _ = pair_onnx.load_pair_student(REPO / "heatmaps" / f"{name}.student.onnx")
-    assert model.config.positions == "absolute"
+    assert model.config.positions == "relative"
     ids = torch.tensor([[101, 2000, 2001, 102]])
     with torch.no_grad():
         scores, coupling = model(ids, torch.ones_like(ids), torch.tensor([[1]]))
