@@ -39,6 +39,7 @@ from heatc.learn.guards import (
 from heatc.learn.lexemes import Lexicon, discover_keywords, lex_sentence, numeral_value
 from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
 from heatc.learn.quantities import is_quantity, keyword_profiles, names_a_term
+from heatc.learn.shadows import SHADOW_GROUP
 
 
 def rare_word_cells(
@@ -213,6 +214,7 @@ def aggregate(
     # so the statistics are what the lowered rules will see — again if a cell drops out.
     while True:
         used = {x for c in cells for x in (c.key.keyword, c.key.unit) if x} | {"sentence_end", "abbreviation"}
+        used |= {c.name for c in lexicon.categories if c.group == SHADOW_GROUP}  # they keep their values apart
         if used & set(numerals):  # every number word, so that none reads the tail of another (emit)
             used |= {c.name for c in lexicon.categories if c.group == "numeral"}
         final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)

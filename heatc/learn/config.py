@@ -26,7 +26,7 @@ from heatc.learn.lexemes import SEED_CATEGORIES, STOPWORDS
 # at 0.25, or the worth of a cell weighed by its score — cost recall at the same false alarms
 # on every held-out half (docs/experiments.md); `--sensitivity` still sets a threshold.
 SENSITIVITY = 0.0
-WORK_VERSION = 2  # the format of a run's working files (<output>.learn/); another version starts afresh
+WORK_VERSION = 3  # the format of a run's working files (<output>.learn/); another version starts afresh
 TOPUP_VERSION = 1  # how `topup_plan` chooses; another version redoes the top-up alone
 
 

@@ -15,6 +15,7 @@ from heatc.heatmap.lower import margin_range
 from heatc.lang.unparse import format_number
 from heatc.learn.evidence import BARRIER, CellKey, LearnedCell
 from heatc.learn.lexemes import Lexicon
+from heatc.learn.shadows import SHADOW_GROUP
 
 
 def _decimal(x: float) -> str:
@@ -47,6 +48,7 @@ def heatmap_document(
     used = {"sentence_end", "abbreviation"}
     for c in cells:
         used.update(x for x in (c.key.keyword, c.key.unit) if x)
+    used |= {cat.name for cat in lexicon.categories if cat.group == SHADOW_GROUP}
     numerals = {cat.name for cat in lexicon.categories if cat.group == "numeral"}
     if used & numerals:  # every number word, so that none reads the tail of another ("twenty-five (25)")
         used |= numerals

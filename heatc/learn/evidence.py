@@ -28,7 +28,7 @@ MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean v
 # some cell checks (the sentences a false alarm can fall in); cross-validation prices it for
 # unseen text. The target is at most 1 % of such sentences flagged on held-out text.
 ALARM_BUDGET = 0.01
-KEY_GROUPS = frozenset({"keyword", "numeral", "constraint", "date", "article", "currency"})
+KEY_GROUPS = frozenset({"keyword", "shadow", "numeral", "constraint", "date", "article", "currency"})
 DEFAULT_GAP = 3
 # A number word restates the number in parentheses right after it — "thirty (30) days" — so
 # its cells reach one lexeme (the parenthesis), not three: "ten business days before the

@@ -141,8 +141,9 @@ STOPWORDS = frozenset(
     four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen
     twenty thirty forty fifty sixty seventy eighty ninety hundred thousand total see page pages table note notes
     item items number numbers x mr mrs ms dr
-    telephone phone tel fax facsimile suite avenue ave street st floor room box zip""".split()
-)  # the last line: words of addresses and phone numbers, whose numbers identify, not measure
+    telephone phone tel fax facsimile suite avenue ave street st floor room box zip road rd drive blvd boulevard
+    lane parkway highway plaza llp llc inc ltd corp""".split()
+)  # the last lines: words of addresses, phone numbers and firms, whose numbers identify, not measure
 
 # Words that name a number. Kept out of keyword discovery (they are stop words: "two
 # tablets"), but aggregation offers each as a keyword of its own group, `numeral`: a number

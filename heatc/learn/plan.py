@@ -26,6 +26,7 @@ from heatc.learn.evidence import (
     occurrences,
 )
 from heatc.learn.lexemes import Category, Lexicon, discover_keywords, lex_sentence
+from heatc.learn.shadows import SHADOW_GROUP, shadow_phrases
 
 
 @dataclass
@@ -42,6 +43,9 @@ class Plan:
     # the categories keywords were discovered over, as [name, kind, group, literals, exact]
     # (`heatc finetune`: the base heatmap's); empty: the seed lexicon
     lexicon: list[list] = dataclasses.field(default_factory=list)
+    # keyword phrases that make another quantity (`shadows`): declared, so that their keyword's
+    # rules do not read their values
+    shadows: list[tuple[str, int]] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -53,6 +57,7 @@ class Plan:
         d = dict(d)
         d["candidates"] = [CellKey(*k) for k in d["candidates"]]
         d["keywords"] = [tuple(k) for k in d["keywords"]]
+        d["shadows"] = [tuple(k) for k in d.get("shadows", [])]
         return cls(**d)
 
 
@@ -60,7 +65,8 @@ def plan_lexicon(p: Plan) -> Lexicon:
     start = (
         Lexicon([Category(n, k, g, tuple(lits), bool(x)) for n, k, g, lits, x in p.lexicon]) if p.lexicon else Lexicon()
     )
-    return start.without_literals(p.excluded).with_keywords(k for k, _ in p.keywords)
+    lexicon = start.without_literals(p.excluded).with_keywords(k for k, _ in p.keywords)
+    return lexicon.with_keywords((k for k, _ in p.shadows), group=SHADOW_GROUP)
 
 
 # With the student scoring the cells, the teacher's sample is what the student learns from:
@@ -138,6 +144,11 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
         lexed.append(lex_sentence(program, s))
         if n % 2000 == 0:
             progress("candidate cells", n, len(sample))
+    shadows = shadow_phrases(lexed, groups)
+    if shadows:  # the phrases lex in their keywords' place from here on
+        lexicon = lexicon.with_keywords((k for k, _ in shadows), group=SHADOW_GROUP)
+        program, groups = lexicon.program(), lexicon.groups()
+        lexed = [lex_sentence(program, s) for _, s in sample]
     progress("candidate cells", len(sample), len(sample))
     candidates = candidate_cells(lexed, groups, config.candidate_count)
     wanted = set(candidates)
@@ -178,4 +189,5 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
         probe_cells,
         excluded,
         [[c.name, c.kind, c.group, list(c.literals), c.exact] for c in start.categories] if start else [],
+        shadows,
     )
