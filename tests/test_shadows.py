@@ -25,7 +25,8 @@ CLINIC = (
 
 
 def test_a_word_that_makes_another_quantity_is_a_shadow():
-    sentences = CLINIC + [
+    sentences = [
+        *CLINIC,
         "The pulse width of 0.5 msec.",
         "Pulse width of 0.4 msec.",
         "A pulse width 0.45 msec.",
@@ -44,13 +45,13 @@ def test_a_word_that_makes_another_quantity_is_a_shadow():
 
 
 def test_a_word_that_leaves_the_value_what_it_was_is_none():
-    sentences = CLINIC + ["Glucose level 105 today.", "glucose level 98.", "Glucose level of 120.", "Radial pulse 72."]
+    sentences = [*CLINIC, "Glucose level 105 today.", "glucose level 98.", "Glucose level of 120.", "Radial pulse 72."]
     lexed, groups = _lexed(sentences * 2)
     assert shadow_phrases(lexed, groups) == []
 
 
 def test_too_few_values_make_no_shadow():
-    lexed, groups = _lexed(CLINIC + ["The pulse width of 0.5 msec.", "Pulse width of 0.4 msec."])
+    lexed, groups = _lexed([*CLINIC, "The pulse width of 0.5 msec.", "Pulse width of 0.4 msec."])
     assert shadow_phrases(lexed, groups) == []
     # nor a keyword with too few values of its own to compare with
     lexed, groups = _lexed([f"Pulse {60 + i}." for i in range(10)] + ["Pulse width of 0.5 msec."] * 5)
