@@ -3,6 +3,8 @@ quantity are declared, so that the keyword's rule no longer reads their values."
 
 from __future__ import annotations
 
+from conftest import REPO
+
 from heatc.learn.lexemes import Lexicon, lex_sentence
 from heatc.learn.plan import Plan, plan_lexicon
 from heatc.learn.shadows import SHADOW_GROUP, shadow_phrases
@@ -72,3 +74,29 @@ def test_declared_the_phrase_lexes_in_the_keywords_place():
     old = plan.to_json()
     del old["shadows"]
     assert Plan.from_json(old).shadows == []
+
+
+def test_fine_tuning_keeps_the_base_heatmaps_shadow_phrases():
+    from collections import Counter
+
+    from heatc.heatmap.format import load_heatmap
+    from heatc.learn.merge import base_lexicon, drop_rejecting
+
+    base = load_heatmap(REPO / "heatmaps" / "medical.yaml")
+    groups = base_lexicon(base).groups()
+    assert groups["hemoglobin_a1c"] == SHADOW_GROUP and groups["hemoglobin"] == "keyword"
+    doc = {
+        "categories": {
+            "pulse": {"kind": "keyword", "literals": ["pulse"]},
+            "pulse_width": {"kind": "keyword", "literals": ["pulse width"]},
+            "versed": {"kind": "keyword", "literals": ["versed"]},
+            "five": {"kind": "other", "literals": ["five ("]},
+        },
+        "cells": [
+            {"name": "pulse_value", "pair": ["pulse", "number"]},
+            {"name": "versed_value", "pair": ["versed", "number"]},
+        ],
+    }
+    kept, dropped = drop_rejecting(doc, ["versed_value"], Counter(versed_value=2))
+    # the dropped cell's keyword goes; the shadow phrase and the number word stay
+    assert dropped == 1 and sorted(kept["categories"]) == ["five", "pulse", "pulse_width"]

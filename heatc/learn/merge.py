@@ -2,7 +2,8 @@
 keywords are discovered over, and its cells beside the ones the domain re-learns.
 
 **Lexicon.** The base heatmap's categories (their groups restored from the seed lexicon and
-their kind), then the seed categories it does not declare. A literal of a base keyword
+their kind; a keyword category no cell uses is a shadow phrase, `heatc.learn.shadows`), then
+the seed categories it does not declare. A literal of a base keyword
 category with several literals (a keyword family, "keywords_mg": 153 drugs) that the domain
 writes before values often enough to be a keyword of its own (`split_literals`) leaves the
 category: "metformin 500 mg" in drug labels is the domain's own cell, not one of a family
@@ -35,6 +36,7 @@ from heatc.learn.lexemes import (
     Category,
     Lexicon,
 )
+from heatc.learn.shadows import SHADOW_GROUP
 
 # a re-learned cell with at least this many domain values keeps the range the domain's values
 # give it, even if narrower than the base's (`widen_to_base`)
@@ -46,12 +48,15 @@ _STAT_FIELDS = set(Stats.__dataclass_fields__)
 def base_lexicon(hm: Heatmap) -> Lexicon:
     """The base heatmap's categories with the seed categories it does not declare."""
     seed = {c.name: c for c in SEED_CATEGORIES}
+    celled = {x for cell in hm.cells for x in (*cell.pair, cell.unit) if x}
     cats = []
     for c in hm.categories.values():
         if c.name in seed:
             group = seed[c.name].group
         elif c.kind in ("keyword", NUMERAL_KIND) and c.name in NUMERAL_NAMES:  # earlier heatmaps: keyword
             group = "numeral"
+        elif c.kind == "keyword" and c.name not in celled:  # declared for the values it keeps apart
+            group = SHADOW_GROUP
         else:
             group = _GROUP_OF_KIND.get(c.kind, "structure")
         cats.append(Category(c.name, c.kind, group, tuple(c.literals), c.exact))
@@ -203,9 +208,13 @@ def _bound(x: float | None) -> str:
 
 
 def drop_rejecting(doc: dict, base_names: list[str], rejections: Counter) -> tuple[dict, int]:
-    """The document without the kept base cells whose rules reject a clean domain value."""
+    """The document without the kept base cells whose rules reject a clean domain value, and
+    without the categories only those cells used (shadow phrases, which no cell uses, stay)."""
     bad = {n for n in base_names if rejections.get(n, 0) > 0}
     cells = [c for c in doc["cells"] if c["name"] not in bad]
-    used = {x for c in cells for x in (*c["pair"], c.get("unit")) if x} | {"sentence_end", "abbreviation"}
-    categories = {k: v for k, v in doc["categories"].items() if k in used}
+    used = {x for c in cells for x in (*c["pair"], c.get("unit")) if x}
+    # (number words stay: each keeps another from reading its tail, "twenty-five (25)")
+    gone = {x for c in doc["cells"] if c["name"] in bad for x in (*c["pair"], c.get("unit")) if x} - used
+    gone -= NUMERAL_NAMES
+    categories = {k: v for k, v in doc["categories"].items() if k not in gone}
     return {**doc, "cells": cells, "categories": categories}, len(bad)
