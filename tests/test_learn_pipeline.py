@@ -19,7 +19,7 @@ from conftest import SHARED_DATA
 
 from heatc.errors import HeatError
 from heatc.heatmap.format import load_heatmap
-from heatc.learn.config import LearnConfig
+from heatc.learn.config import WORK_VERSION, LearnConfig
 from heatc.learn.pipeline import learn
 from heatc.learn.plan import Plan
 
@@ -164,6 +164,13 @@ def test_a_work_folder_from_other_settings_is_not_reused(tmp_path):
     corpus.write_text("Glucose was 162 mg/dL and potassium 4.9 this morning. " * 3)
     work = tmp_path / "x.learn"
     work.mkdir()
-    (work / "config.json").write_text('{"version": 1, "fingerprint": "something else"}')
+    config = LearnConfig(corpus=[corpus], output=tmp_path / "x.yaml", **SMALL)
+    (work / "config.json").write_text(json.dumps({"version": WORK_VERSION, "fingerprint": "something else"}))
     with pytest.raises(HeatError, match="different settings; rerun with --fresh"):
-        learn(LearnConfig(corpus=[corpus], output=tmp_path / "x.yaml", **SMALL))
+        learn(config)
+    # a folder an earlier heatc wrote says so
+    (work / "config.json").write_text(json.dumps({"version": 1, "fingerprint": config.fingerprint()}))
+    with pytest.raises(
+        HeatError, match=r"an earlier heatc learn \(work format 1, this one writes \d+\); rerun with --fresh"
+    ):
+        learn(config)

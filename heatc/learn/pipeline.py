@@ -51,12 +51,13 @@ def _work_dir(config: LearnConfig, fresh: bool) -> Path:
         if stamp.exists() and not fresh:
             have = json.loads(stamp.read_text())
             if have != want:
-                raise HeatError(
-                    Diagnostic(
-                        str(work), 0, 0,
-                        "holds the work of a run with different settings; rerun with --fresh to start over",
-                    )
-                )  # fmt: skip
+                why = (
+                    f"holds the work of an earlier heatc learn (work format {have.get('version')}, this one "
+                    f"writes {WORK_VERSION})"
+                    if have.get("version") != WORK_VERSION
+                    else "holds the work of a run with different settings"
+                )
+                raise HeatError(Diagnostic(str(work), 0, 0, f"{why}; rerun with --fresh to start over"))
         elif stamp.exists() or fresh:
             import shutil
 
