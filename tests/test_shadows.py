@@ -100,3 +100,21 @@ def test_fine_tuning_keeps_the_base_heatmaps_shadow_phrases():
     kept, dropped = drop_rejecting(doc, ["versed_value"], Counter(versed_value=2))
     # the dropped cell's keyword goes; the shadow phrase and the number word stay
     assert dropped == 1 and sorted(kept["categories"]) == ["five", "pulse", "pulse_width"]
+
+
+def test_a_phrase_a_rule_file_declares_is_left_to_it(tmp_path):
+    from heatc.learn.config import LearnConfig
+    from heatc.learn.corpus import Document
+    from heatc.learn.plan import plan
+
+    def learned(p) -> set[str]:  # keywords and shadow phrases
+        return {k.lower() for k, _ in p.keywords} | {k for k, _ in p.shadows}
+
+    text = " ".join([*CLINIC, "The pulse width of 0.5 msec.", "Pulse width of 0.4 msec.", "A pulse width 0.45 msec."])
+    docs = [Document("a", text), Document("b", text)]
+    config = LearnConfig(corpus=[tmp_path / "notes.txt"], output=tmp_path / "x.yaml", candidate_count=2)
+    assert {"pulse width", "glucose", "pulse"} <= learned(plan(config, docs))
+    rules = tmp_path / "mine.heat"
+    rules.write_text('class device other = "pulse width"\nclass sugar keyword = "glucose"\n')
+    p = plan(LearnConfig(corpus=config.corpus, output=config.output, candidate_count=2, rules=[rules]), docs)
+    assert "pulse" in learned(p) and not {"pulse width", "glucose"} & learned(p)

@@ -129,12 +129,15 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
     progress("keywords", 0, 1)
     excluded = rule_file_literals(config.rules)
     base = (start or Lexicon()).without_literals(excluded)
+    # a literal belongs to one class: what the rule files declare is theirs, not a keyword's
+    theirs = {x.lower() for x in excluded}
     keywords = discover_keywords(
         base,
         (s for _, s in sample),
         min_support=max(2, config.candidate_count),
         max_keywords=config.max_keywords,
     )
+    keywords = [(k, n) for k, n in keywords if k.lower() not in theirs]
     lexicon = base.with_keywords(k for k, _ in keywords)
     program = lexicon.program()
     groups = lexicon.groups()
@@ -144,7 +147,7 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
         lexed.append(lex_sentence(program, s))
         if n % 2000 == 0:
             progress("candidate cells", n, len(sample))
-    shadows = shadow_phrases(lexed, groups)
+    shadows = [(k, n) for k, n in shadow_phrases(lexed, groups) if k.lower() not in theirs]
     if shadows:  # the phrases lex in their keywords' place from here on
         lexicon = lexicon.with_keywords((k for k, _ in shadows), group=SHADOW_GROUP)
         program, groups = lexicon.program(), lexicon.groups()
