@@ -15,6 +15,7 @@ from heatc.learn.config import (
 )
 from heatc.learn.corpus import sentences
 from heatc.learn.couplings import Couplings
+from heatc.learn.emit import declared_categories
 from heatc.learn.evidence import (
     CellKey,
     CellValues,
@@ -39,7 +40,6 @@ from heatc.learn.guards import (
 from heatc.learn.lexemes import Lexicon, discover_keywords, lex_sentence, numeral_value
 from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
 from heatc.learn.quantities import is_quantity, keyword_profiles, names_a_term
-from heatc.learn.shadows import SHADOW_GROUP
 
 
 def rare_word_cells(
@@ -213,10 +213,7 @@ def aggregate(
     # text lexes ("blood pressure" may no longer be one lexeme): recount with that lexicon,
     # so the statistics are what the lowered rules will see — again if a cell drops out.
     while True:
-        used = {x for c in cells for x in (c.key.keyword, c.key.unit) if x} | {"sentence_end", "abbreviation"}
-        used |= {c.name for c in lexicon.categories if c.group == SHADOW_GROUP}  # they keep their values apart
-        if used & set(numerals):  # every number word, so that none reads the tail of another (emit)
-            used |= {c.name for c in lexicon.categories if c.group == "numeral"}
+        used = declared_categories(lexicon, (c.key for c in cells))
         final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
         recount = collect_values(final, sorted({c.key for c in cells}), texts)
         checked = checked_sentences(recount, [c.key for c in cells if c.score >= config.sensitivity], documents)

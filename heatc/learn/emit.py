@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, HEATMAP_VERSION, Stats
@@ -33,6 +34,17 @@ def _yaml_float(x: float) -> str:
     return text
 
 
+def declared_categories(lexicon: Lexicon, keys: Iterable[CellKey]) -> set[str]:
+    """The categories a heatmap of these cells declares: those the cells name, sentence ends
+    and abbreviations, every shadow phrase (it keeps its values from its keyword's rule), and
+    every number word once one is named (so that none reads the tail of another:
+    "twenty-five (25)")."""
+    used = {x for k in keys for x in (k.keyword, k.unit) if x} | {"sentence_end", "abbreviation"}
+    used |= {cat.name for cat in lexicon.categories if cat.group == SHADOW_GROUP}
+    numerals = {cat.name for cat in lexicon.categories if cat.group == "numeral"}
+    return used | numerals if used & numerals else used
+
+
 def heatmap_document(
     *,
     name: str,
@@ -44,14 +56,9 @@ def heatmap_document(
     rule_files: list[str],
     tokenizer: dict,
 ) -> dict:
-    """The heatmap (format 1) as a plain document, categories limited to those it uses."""
-    used = {"sentence_end", "abbreviation"}
-    for c in cells:
-        used.update(x for x in (c.key.keyword, c.key.unit) if x)
-    used |= {cat.name for cat in lexicon.categories if cat.group == SHADOW_GROUP}
-    numerals = {cat.name for cat in lexicon.categories if cat.group == "numeral"}
-    if used & numerals:  # every number word, so that none reads the tail of another ("twenty-five (25)")
-        used |= numerals
+    """The heatmap (format 1) as a plain document, categories limited to those it declares
+    (`declared_categories`)."""
+    used = declared_categories(lexicon, (c.key for c in cells))
     categories = {}
     for cat in lexicon.categories:
         if cat.name in used:

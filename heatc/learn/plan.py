@@ -151,7 +151,13 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
     if shadows:  # the phrases lex in their keywords' place from here on
         lexicon = lexicon.with_keywords((k for k, _ in shadows), group=SHADOW_GROUP)
         program, groups = lexicon.program(), lexicon.groups()
-        lexed = [lex_sentence(program, s) for _, s in sample]
+        # only a sentence holding every word of a phrase (in any case) can lex otherwise now
+        words = [k.split() for k, _ in shadows]
+        lexed = [
+            lex_sentence(program, s) if any(all(w in low for w in ws) for ws in words) else x
+            for (_, s), x in zip(sample, lexed, strict=True)
+            for low in [s.lower()]
+        ]
     progress("candidate cells", len(sample), len(sample))
     candidates = candidate_cells(lexed, groups, config.candidate_count)
     wanted = set(candidates)

@@ -202,9 +202,11 @@ def quantity_score(p: KeywordProfile, rate_counts: bool = True) -> float:
     if not p.n:
         return 0.0
     share = p.dominant()[1]
-    rate = min(1.0, p.n / max(p.occurrences, 1) / (UNIT_VALUE_RATE if unit_read(p) else VALUE_RATE))
-    if not rate_counts:
-        rate = 1.0
+    rate = (
+        min(1.0, p.n / max(p.occurrences, 1) / (UNIT_VALUE_RATE if unit_read(p) else VALUE_RATE))
+        if rate_counts
+        else 1.0
+    )
     variety = 1.0 - max(0.0, p.top_value() - TOP_VALUE) / (1.0 - TOP_VALUE)
     return rate * share * (1.0 - p.compounds / p.n) * variety
 
