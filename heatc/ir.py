@@ -45,11 +45,12 @@ from heatc_runtime.abi import LEX_LITERAL0 as LEX_LITERAL0
 from heatc_runtime.abi import LEX_NONE as LEX_NONE
 from heatc_runtime.abi import OPS as OPS
 
-IR_VERSION = 4
+IR_VERSION = 5  # 5: `within factor` bands in channel uses
 MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
 MAX_ANCHOR_LEXEMES = 8
 MAX_ELEMENTS = 16
 MAX_GAP = 64
+MAX_FACTOR = 1_000_000_000  # `within factor F`: a u32 in the channel use record
 
 LEXEME_NAMES = {
     LEX_SPACE: "space",
@@ -168,6 +169,10 @@ class ChannelUse:
     key: int = -1  # capture slot of the key, or -1
     key_classes: list[int] = field(default_factory=list)
     text: str = ""
+    # `within factor F` (a whole number ≥ 2; 0: the exact `consistent`/`lock`): the channel
+    # keeps the smallest value at `channel + index` and the largest `max(1, len(key_classes))`
+    # slots further (docs/semantics.md §4)
+    factor: int = 0
 
 
 @dataclass

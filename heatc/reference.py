@@ -318,9 +318,9 @@ class Machine:
                 break
         if failed is None:
             for use in rule.channels:
-                c = self._channel_slot(use, t.caps)
-                ch = self._channels[c]
-                if ch.set and ch.value != t.caps[use.capture]:
+                c = self._conflicting_slot(use, t.caps)
+                if c is not None:
+                    ch = self._channels[c]
                     conflict = Conflict(
                         self.program.channels[c].name,
                         self._capture_value(rule, use.capture, ch.value),
@@ -331,9 +331,17 @@ class Machine:
         verdict = Verdict.REJECTED if (failed is not None or conflict is not None) else Verdict.CONFIRMED
         if verdict is Verdict.CONFIRMED:
             for use in rule.channels:
-                ch = self._channels[self._channel_slot(use, t.caps)]
-                if not ch.set:
-                    ch.set, ch.value, ch.start, ch.end = True, t.caps[use.capture], t.start, end
+                v = t.caps[use.capture]
+                low = self._channel_slot(use, t.caps)
+                if not use.factor:
+                    ch = self._channels[low]
+                    if not ch.set:
+                        ch.set, ch.value, ch.start, ch.end = True, v, t.start, end
+                elif v > 0:  # a band: the smallest and the largest value so far
+                    for slot, better in ((low, v.__lt__), (low + max(1, len(use.key_classes)), v.__gt__)):
+                        ch = self._channels[slot]
+                        if not ch.set or better(ch.value):
+                            ch.set, ch.value, ch.start, ch.end = True, v, t.start, end
         else:
             rs.rejected = True
             self.rejections += 1
@@ -344,6 +352,26 @@ class Machine:
 
     def _capture_value(self, rule: ir.Rule, i: int, value: float) -> float | str:
         return self._class_names[int(value)] if rule.captures[i].kind == "class" else value
+
+    def _conflicting_slot(self, use: ir.ChannelUse, caps: list[float]) -> int | None:
+        """The channel slot a match's value disagrees with, or None (docs/semantics.md §4):
+        a set exact channel with another value; for a band (`within factor F`), a value
+        above F times the smallest so far, or F times below the largest. A band neither
+        checks nor keeps values ≤ 0: they have no magnitude."""
+        v = caps[use.capture]
+        low = self._channel_slot(use, caps)
+        if not use.factor:
+            ch = self._channels[low]
+            return low if ch.set and ch.value != v else None
+        if v <= 0:
+            return None
+        f = float(use.factor)
+        smallest, largest = self._channels[low], self._channels[low + max(1, len(use.key_classes))]
+        if smallest.set and v > smallest.value * f:
+            return low
+        if largest.set and v * f < largest.value:
+            return low + max(1, len(use.key_classes))
+        return None
 
     @staticmethod
     def _channel_slot(use: ir.ChannelUse, caps: list[float]) -> int:

@@ -191,7 +191,8 @@ def _rule(draw, name: str, class_names: list[str], literals: list[str], anchors:
             op = draw(st.sampled_from(["<", "<=", ">", ">=", "!="]))
             body.append(f"require {v} {op} {draw(st.sampled_from(CONSTANTS))}")
         elif choice == 2:
-            body.append(f"consistent {v}" + (f" per {symbolic[0]}" if symbolic and draw(st.booleans()) else ""))
+            within = draw(st.sampled_from(["", "", " within factor 2", " within factor 10"]))  # exact, or a band
+            body.append(f"consistent {v}{within}" + (f" per {symbolic[0]}" if symbolic and draw(st.booleans()) else ""))
         elif choice == 3:
             body.append(f"lock ch_num = {v}")
     if len(numeric) >= 2 and draw(st.booleans()):

@@ -667,6 +667,19 @@ HEATC_HD HEATC_CALL uint32_t channel_slot(const uint8_t* rec, const uint8_t* u, 
   return base + i;
 }
 
+// a band's largest value is this many slots after its smallest: one per key class (docs/ir.md)
+HEATC_HD HEATC_INLINE uint32_t band_span(const uint8_t* u) {
+  uint32_t n = ld<uint32_t>(u + HEATC_CHAN_N_KEYS);
+  return n > 1 ? n : 1;
+}
+
+HEATC_HD HEATC_INLINE void set_channel(uint8_t* ch, double v, uint64_t start, uint64_t end) {
+  st<uint64_t>(ch, 1);
+  st<double>(ch + 8, v);
+  st<uint64_t>(ch + 16, start);
+  st<uint64_t>(ch + 24, end);
+}
+
 HEATC_HD HEATC_CALL void complete(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t r, const uint8_t* rec,
                               const uint8_t* thread, uint64_t end) {
   int32_t failed = -1, conflict = -1;
@@ -688,21 +701,40 @@ HEATC_HD HEATC_CALL void complete(const Program& g, Io& io, uint8_t* s, uint32_t
       uint32_t slot = channel_slot(rec, u, thread);
       uint8_t* ch = channels + 32 * slot;
       double v = ld<double>(thread + HEATC_THREAD_CAPTURES + 8 * ld<uint32_t>(u + HEATC_CHAN_CAPTURE));
-      if (ld<uint64_t>(ch) != 0 && ld<double>(ch + 8) != v) {
-        conflict = (int32_t)slot;
-        break;
+      uint32_t factor = ld<uint32_t>(u + HEATC_CHAN_FACTOR);
+      if (factor == 0) {
+        if (ld<uint64_t>(ch) != 0 && ld<double>(ch + 8) != v) {
+          conflict = (int32_t)slot;
+          break;
+        }
+      } else if (v > 0) {  // a band: above F x the smallest, or F x below the largest
+        double f = (double)factor;
+        uint32_t high = slot + band_span(u);
+        uint8_t* top = channels + 32 * high;
+        if (ld<uint64_t>(ch) != 0 && v > ld<double>(ch + 8) * f) {
+          conflict = (int32_t)slot;
+          break;
+        }
+        if (ld<uint64_t>(top) != 0 && v * f < ld<double>(top + 8)) {
+          conflict = (int32_t)high;
+          break;
+        }
       }
     }
   }
   if (failed < 0 && conflict < 0) {
     const uint8_t* u = uses;
     for (uint32_t i = 0; i < n; i++, u += HEATC_CHANNEL_USE) {
-      uint8_t* ch = channels + 32 * channel_slot(rec, u, thread);
-      if (ld<uint64_t>(ch) == 0) {
-        st<uint64_t>(ch, 1);
-        st<double>(ch + 8, ld<double>(thread + HEATC_THREAD_CAPTURES + 8 * ld<uint32_t>(u + HEATC_CHAN_CAPTURE)));
-        st<uint64_t>(ch + 16, ld<uint64_t>(thread + HEATC_THREAD_START));
-        st<uint64_t>(ch + 24, end);
+      uint32_t slot = channel_slot(rec, u, thread);
+      uint8_t* ch = channels + 32 * slot;
+      double v = ld<double>(thread + HEATC_THREAD_CAPTURES + 8 * ld<uint32_t>(u + HEATC_CHAN_CAPTURE));
+      uint64_t start = ld<uint64_t>(thread + HEATC_THREAD_START);
+      if (ld<uint32_t>(u + HEATC_CHAN_FACTOR) == 0) {
+        if (ld<uint64_t>(ch) == 0) set_channel(ch, v, start, end);
+      } else if (v > 0) {
+        if (ld<uint64_t>(ch) == 0 || v < ld<double>(ch + 8)) set_channel(ch, v, start, end);
+        uint8_t* top = channels + 32 * (slot + band_span(u));
+        if (ld<uint64_t>(top) == 0 || v > ld<double>(top + 8)) set_channel(top, v, start, end);
       }
     }
   } else {

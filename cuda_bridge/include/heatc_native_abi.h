@@ -4,7 +4,7 @@
 
 // ABI version (heatc_runtime.abi)
 #define HEATC_ABI_MAJOR 1u
-#define HEATC_ABI_MINOR 2u
+#define HEATC_ABI_MINOR 3u
 
 // control block words (heatc_runtime.abi.CONTROL_FIELDS)
 #define HEATC_CTL_EV_PTR 0u
@@ -95,6 +95,7 @@
 #define HEATC_CHAN_KEY 8u
 #define HEATC_CHAN_N_KEYS 12u
 #define HEATC_CHAN_KEYS 16u
+#define HEATC_CHAN_FACTOR 20u
 
 // records (docs/abi.md)
 #define HEATC_EV_SEQ 0u

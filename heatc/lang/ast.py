@@ -191,10 +191,19 @@ class RequireIn:
 
 
 @dataclass(frozen=True)
+class Within:
+    """`within factor F`: a magnitude band instead of one value (docs/language.md)."""
+
+    factor: Num
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
 class ConsistentStmt:
     capture: Name
     key: Name | None = None
     pos: Pos = _pos()
+    within: Within | None = None
 
 
 @dataclass(frozen=True)

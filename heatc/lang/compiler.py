@@ -326,7 +326,19 @@ class _Compiler:
             if isinstance(s, (ast.RequireCmp, ast.RequireIn)):
                 self._requirement(s, captures)
             elif isinstance(s, ast.ConsistentStmt):
-                self._need_capture(s.capture, captures)
+                cap = self._need_capture(s.capture, captures)
+                if s.within is not None:
+                    f = s.within.factor.value
+                    if f != int(f) or not 2 <= f <= ir.MAX_FACTOR:
+                        self.error(
+                            s.within.factor.pos,
+                            f"a factor must be a whole number from 2 to {ir.MAX_FACTOR:,}, got {f:g}",
+                        )
+                    if cap is not None and cap.kind != "number":
+                        self.error(
+                            s.capture.pos,
+                            f'"within factor" compares magnitudes, but "{s.capture.text}" holds a class name',
+                        )
                 if s.key is not None:
                     key = self._need_capture(s.key, captures)
                     if key is not None and key.kind != "class":

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from heatc import ir
 from heatc.lang import ast
 from heatc.lang.unparse import format_requirement
+from heatc_runtime.conflicts import BAND_SIDES
 
 DEFAULT_HEAT = 0.5
 DEFAULT_FREQ = 1.0
@@ -60,19 +61,26 @@ def emit_rules(
                 )
             elif isinstance(s, ast.ConsistentStmt):
                 cap = captures[s.capture.text]
+                factor = int(s.within.factor.value) if s.within is not None else 0
+                within = f" within factor {factor}" if factor else ""
+                # a band keeps two slots per key: the smallest values, then the largest
+                sides = BAND_SIDES if factor else ("",)
+                base = len(channels)
                 if s.key is None:
-                    base = len(channels)
-                    channels.append(ir.Channel(f"{d.name.text}.{cap.name}", cap.kind))
-                    uses.append(ir.ChannelUse(base, cap_index[cap.name], text=f"consistent {cap.name}"))
+                    for side in sides:
+                        channels.append(ir.Channel(f"{d.name.text}.{cap.name}{side}", cap.kind))
+                    uses.append(
+                        ir.ChannelUse(base, cap_index[cap.name], text=f"consistent {cap.name}{within}", factor=factor)
+                    )
                 else:
                     key = captures[s.key.text]
-                    base = len(channels)
-                    for c in key.key_classes:
-                        channels.append(ir.Channel(f"{d.name.text}.{cap.name}[{classes[c].name}]", cap.kind))
+                    for side in sides:
+                        for c in key.key_classes:
+                            channels.append(ir.Channel(f"{d.name.text}.{cap.name}[{classes[c].name}]{side}", cap.kind))
                     uses.append(
                         ir.ChannelUse(
                             base, cap_index[cap.name], cap_index[key.name], list(key.key_classes),
-                            text=f"consistent {cap.name} per {key.name}",
+                            text=f"consistent {cap.name}{within} per {key.name}", factor=factor,
                         )
                     )  # fmt: skip
             elif isinstance(s, ast.LockStmt):

@@ -372,8 +372,12 @@ class _ToAst(Transformer):
         return ast.RequireIn(operand, low, high, str(low_bracket) == "[", str(high_bracket) == "]", self._p(meta))
 
     def consistent_stmt(self, meta, children):
-        key = children[1] if len(children) > 1 else None
-        return ast.ConsistentStmt(children[0], key, self._p(meta))
+        factor = next((c for c in children[1:] if isinstance(c, ast.Within)), None)
+        key = next((c for c in children[1:] if isinstance(c, ast.Name)), None)
+        return ast.ConsistentStmt(children[0], key, self._p(meta), factor)
+
+    def within(self, meta, children):
+        return ast.Within(children[0], self._p(meta))
 
     def lock_stmt(self, meta, children):
         return ast.LockStmt(children[0], children[1], self._p(meta))

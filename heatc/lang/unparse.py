@@ -93,7 +93,8 @@ def _rule_stmt(s: ast.RuleStmt) -> str:
         return "require " + format_requirement(s)
     if isinstance(s, ast.ConsistentStmt):
         per = f" per {s.key.text}" if s.key is not None else ""
-        return f"consistent {s.capture.text}{per}"
+        within = f" within factor {format_number(s.within.factor.value)}" if s.within is not None else ""
+        return f"consistent {s.capture.text}{within}{per}"
     return f"lock {s.channel.text} = {s.capture.text}"
 
 

@@ -237,7 +237,8 @@ def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:
                 "freq": r.freq,
                 "captures": [{"name": c.name, "kind": c.kind} for c in r.captures],
                 "requirements": [q.text for q in r.requirements],
-                "consistency": [_consistency(program, r, use) for use in r.channels],
+                # (a band, `within factor`, states a magnitude, not a term: no conflict across chunks)
+                "consistency": [_consistency(program, r, use) for use in r.channels if not use.factor],
             }
             for r in program.rules
         ],

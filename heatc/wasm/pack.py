@@ -114,7 +114,7 @@ def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
     chan_bytes = b""
     for u in rule.channels:
         chan_bytes += CHANNEL_USE.struct.pack(
-            u.channel, u.capture, u.key, len(u.key_classes), keys_rel + 4 * len(keys), 0
+            u.channel, u.capture, u.key, len(u.key_classes), keys_rel + 4 * len(keys), u.factor
         )
         keys += u.key_classes
     header = RULE.struct.pack(

@@ -23,7 +23,7 @@ from .errors import ModuleError
 
 #: The ABI this runtime speaks: same major, minor up to this one.
 ABI_MAJOR = 1
-ABI_MINOR = 2
+ABI_MINOR = 3  # 3: CHANNEL_USE.factor, `within factor` bands
 
 # --- the memory map: fixed regions below the tables ----------------------------------------
 
@@ -202,7 +202,7 @@ REQUIREMENT = Record("requirement", "REQ", (
     ("low", "d"), ("high", "d"), ("low_closed", "Q"), ("high_closed", "Q"),
 ))  # fmt: skip
 CHANNEL_USE = Record("channel_use", "CU", (
-    ("channel", "I"), ("capture", "I"), ("key", "i"), ("n_keys", "I"), ("keys", "I"), ("_pad", "I"),
+    ("channel", "I"), ("capture", "I"), ("key", "i"), ("n_keys", "I"), ("keys", "I"), ("factor", "I"),
 ))  # fmt: skip
 
 # --- rules.hct, the CUDA bridge's tables (docs/heatmap.md, "rules.hct") ------------------
