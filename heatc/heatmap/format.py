@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from heatc import ir
 from heatc.errors import Diagnostic, HeatError, SourceText
 from heatc.heatmap.yamlread import Reader, compose, describe, quote
 from heatc_runtime.files import UnreadableFile, read_file
@@ -70,6 +71,9 @@ class Cell:
     # low, high; None for a side the range leaves open (`range: [null, 2060]`)
     range: tuple[float | None, float | None] | None = None
     false_alarms: float | None = None  # the rule's measured share of held-out clean values it rejects
+    # a range cell's magnitude band: a document's values stay within this factor of each
+    # other (`consistent v within factor F`, docs/language.md); None: no band
+    band: int | None = None
     channel: str | None = None
     when: str | None = None
     name: str | None = None
@@ -342,7 +346,7 @@ def _read_thresholds(r: Reader, top: dict, hm: Heatmap) -> None:
 
 CELL_FIELDS = (
     "pair", "unit", "score", "support", "gap", "check", "stats", "range", "channel", "when", "name", "description", "freq",
-    "false_alarms",
+    "false_alarms", "band",
 )  # fmt: skip
 STATS_FIELDS = ("n", "min", "max", "q01", "q05", "q50", "q95", "q99")
 
@@ -450,6 +454,9 @@ def _read_cell(r: Reader, node, i: int, refs: list) -> Cell | None:
             cell.range = (bounds[0], bounds[1])
     if "false_alarms" in c:
         cell.false_alarms = r.number(c["false_alarms"][1], f"{fp}.false_alarms", 0, 1)
+    if "band" in c:
+        f = r.number(c["band"][1], f"{fp}.band", 2, ir.MAX_FACTOR, integer=True)
+        cell.band = int(f) if f is not None else None
     if "channel" in c:
         cell.channel = r.name(c["channel"][1], f"{fp}.channel")
     if "when" in c:
@@ -466,6 +473,10 @@ def _read_cell(r: Reader, node, i: int, refs: list) -> Cell | None:
     # what each check needs
     if cell.check == "range" and cell.range is None and cell.stats is None and pair:
         r.error(node, fp, "a range cell needs stats (the values seen) or an explicit range")
+    if cell.band is not None and cell.check != "range":
+        r.error(
+            c["band"][1], f"{fp}.band", "only a range cell takes a band (a consistency cell already asks for one value)"
+        )
     if cell.check == "lock" and not cell.channel:
         r.error(node, fp, "a lock cell needs a channel name")
     return cell
