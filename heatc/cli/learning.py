@@ -93,6 +93,14 @@ def learn(
             "rule checks, all cells together.",
         ),
     ] = 0.01,
+    bands: Annotated[
+        bool,
+        typer.Option(
+            "--bands/--no-bands",
+            help="Let range cells with a unit also ask that a document's values stay within a factor of each "
+            "other (magnitude bands: scale slips, thousand for million).",
+        ),
+    ] = False,
     epochs: Annotated[int, typer.Option("--epochs", help="Student training epochs.")] = 8,
     student: Annotated[
         bool, typer.Option("--student/--no-student", help="Train and export the student detector.")
@@ -129,7 +137,7 @@ def learn(
         epsilon=epsilon, label_sentences=label_sentences, max_probe_sentences=probe_sentences,
         topup_probes=topup_probes, min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget,
         discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,
-        teacher_sentences=teacher_sentences,
+        teacher_sentences=teacher_sentences, bands=bands,
     )  # fmt: skip
     try:
         with _LearnProgress(rank == 0 and sys.stderr.isatty(), rank == 0) as progress:

@@ -204,7 +204,7 @@ def aggregate(
         everything, scores, strengths, min_support=config.min_support, min_probes=config.min_probes,
         sentences=checked_sentences(everything, hot, documents), alarm_budget=config.alarm_budget,
         sensitivity=config.sensitivity, substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
-        swapped=swap_sources(values, swaps), min_fold_values=config.min_fold_values,
+        swapped=swap_sources(values, swaps), min_fold_values=config.min_fold_values, bands=config.bands,
     )  # fmt: skip
     # max_cells bounds the cells of the heatmap's own statistics; guards come with the hot
     # cells they stand for and are not counted (they would push those cells out)
@@ -212,17 +212,22 @@ def aggregate(
     # The heatmap declares only the categories its cells use, and that changes how some
     # text lexes ("blood pressure" may no longer be one lexeme): recount with that lexicon,
     # so the statistics are what the lowered rules will see — again if a cell drops out.
+    # With bands, the budget stays that of every hot candidate's sentences: a band's false
+    # alarms sit in a few cells, and a budget recounted over the sentences of the cells kept
+    # shrinks each round until it holds almost none (docs/learning.md, "Magnitude bands").
+    first_checked = checked_sentences(everything, hot, documents) if config.bands else 0
     while True:
         used = declared_categories(lexicon, (c.key for c in cells))
         final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
         recount = collect_values(final, sorted({c.key for c in cells}), texts)
         checked = checked_sentences(recount, [c.key for c in cells if c.score >= config.sensitivity], documents)
+        checked = max(checked, first_checked)
         kept = select_cells(
             [c for c in cells if not c.guards], recount, min_support=config.min_support, sentences=checked,
             alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
             substitutes=_numeral_substitutes(recount, set(numerals)), guards=[c for c in cells if c.guards],
             swapped=swap_sources({k: v for k, v in recount.items() if k not in guarded}, swaps),
-            min_fold_values=config.min_fold_values,
+            min_fold_values=config.min_fold_values, bands=config.bands,
         )  # fmt: skip
         if len(kept) == len(cells):
             break

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from heatc.learn.bands import band_options
 from heatc.learn.evidence import ALARM_BUDGET, MAX_REJECTED, CellKey, CellValues, LearnedCell
 from heatc.learn.ranges import (
     MIN_FOLD_VALUES,
@@ -58,6 +59,7 @@ def cell_table(
     guards: Iterable[LearnedCell] = (),
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
     min_fold_values: int = MIN_FOLD_VALUES,
+    bands: bool = False,
 ) -> list[LearnedCell]:
     """Every cell with enough corpus support and a teacher's score (`scores`, from
     `Couplings.scores`; `strengths` their (strength, probed occurrences)), highest score first,
@@ -76,7 +78,7 @@ def cell_table(
     return select_cells(
         ranked, values, min_support=min_support, sentences=sentences, alarm_budget=alarm_budget,
         min_documents=min_documents, max_rejected=max_rejected, sensitivity=sensitivity, substitutes=substitutes,
-        guards=guards, swapped=swapped, min_fold_values=min_fold_values,
+        guards=guards, swapped=swapped, min_fold_values=min_fold_values, bands=bands,
     )  # fmt: skip
 
 
@@ -94,6 +96,7 @@ def select_cells(
     guards: Iterable[LearnedCell] = (),
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
     min_fold_values: int = MIN_FOLD_VALUES,
+    bands: bool = False,
 ) -> list[LearnedCell]:
     """The cells, in the given (score) order, whose rules the clean corpus says are worth
     running; statistics and false alarms are recomputed from `values`.
@@ -111,7 +114,8 @@ def select_cells(
     cell whose margin-policy range rejects too many of its values may still run with a
     candidate range that does not), and what they leave goes to the cells below it, in score
     order. Unit `guards` (`unit_guards`) share the budget with the hot cells; their false
-    alarms are recounted from `values`."""
+    alarms are recounted from `values`. With `bands`, the hot range cells may also take a
+    magnitude band (`bands.band_options`)."""
     budget = alarm_budget * max(sentences, 1)
     out: list[LearnedCell] = []
     alarms = 0.0
@@ -162,7 +166,14 @@ def select_cells(
     for g in guards:
         rejected = int((np.asarray(values[g.key].values) > 0).sum())  # range [0, 0]: every value is a false alarm
         out.append(dataclasses.replace(g, rejected=rejected, range=(0.0, 0.0)))
-    out, alarms = allocate(out, values, budget=total, options=options, substitutes=substitutes, swapped=swapped)
+    offered = (
+        {c.key: band_options(c.key, values[c.key]) for c in out if c.key.check == "range" and not c.guards}
+        if bands
+        else None
+    )
+    out, alarms = allocate(
+        out, values, budget=total, options=options, substitutes=substitutes, swapped=swapped, bands=offered
+    )
     budget = total
     take([c for c in ranked if c.score < sensitivity])
     return out
@@ -176,8 +187,10 @@ def allocate(
     options: dict[CellKey, list],
     substitutes: dict[CellKey, np.ndarray] | None = None,
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
+    bands: dict[CellKey, list[tuple[int, int, int]]] | None = None,
 ) -> tuple[list[LearnedCell], float]:
-    """Share the false-alarm budget among cells: which run, and with which range.
+    """Share the false-alarm budget among cells: which run, with which range, and with which
+    magnitude band.
 
     A cell is worth the clean values at which it would notice an error, of two kinds alike:
     a slip (the value written ten times larger or smaller: `slip_power`) and a substitution
@@ -205,8 +218,13 @@ def allocate(
     `swapped` gives, per range cell with a unit, the values a swapped unit brings (`swap_sources`):
     "within 30 days" written "within 30 months" puts a days value in the cell "within … months".
     A third kind of error, weighted as a unit guard's: each source's values times the share of
-    its unit's swaps that go to this cell's unit, halved; the range notices those it rejects."""
-    # (worth, cost, bounds, rejections in the corpus, bounds held, width, false-alarm rate)
+    its unit's swaps that go to this cell's unit, halved; the range notices those it rejects.
+
+    `bands` gives, per range cell, the magnitude bands it may take (`bands.band_options`:
+    factor, false alarms, slips noticed). Each choice that runs such a cell is offered again with
+    each band, worth the thousandfold slips the band notices more, halved as a range's slips
+    are, and costing its false alarms plus `UNSEEN_TAIL` more (a band counts as a bound)."""
+    # (worth, cost, bounds, rejections in the corpus, bounds held, width, false-alarm rate, band factor)
     choices: list[list[tuple]] = []
 
     for c in cells:
@@ -240,6 +258,13 @@ def allocate(
                  log_width(o.bounds), o.expected / n_all)
                 for o in options.get(c.key, ())
             )  # fmt: skip
+        offered = (bands or {}).get(c.key, [])
+        # with a band: every choice that runs the cell, once more with each band (factor last)
+        ch = [(*x, 0) for x in ch] + [
+            (x[0] + noticed / 2, x[1] + rejected + UNSEEN_TAIL, x[2], x[3], x[4] + 1, x[5], x[6], factor)
+            for x in ch[1:]
+            for factor, rejected, noticed in offered
+        ]
         choices.append(ch)
 
     def pick(lam: float) -> list[int]:
@@ -285,7 +310,13 @@ def allocate(
     for c, ch, k in zip(cells, choices, picked, strict=True):
         if k == 0:
             continue
-        _, charged, bounds, rejected, _, _, rate = ch[k]
+        _, charged, bounds, rejected, _, _, rate, factor = ch[k]
         spent += charged
-        out.append(dataclasses.replace(c, range=bounds, rejected=rejected, false_alarms=round(rate, 5)))
+        band_rejected = next((r for f, r, _ in (bands or {}).get(c.key, []) if f == factor), 0)
+        out.append(
+            dataclasses.replace(
+                c, range=bounds, rejected=rejected, false_alarms=round(rate, 5), band=factor,
+                band_rejected=band_rejected,
+            )
+        )  # fmt: skip
     return out, spent

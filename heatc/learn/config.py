@@ -62,6 +62,8 @@ class LearnConfig:
     sensitivity: float = SENSITIVITY
     # clean-corpus rejections allowed per sentence that holds a value some cell checks, all cells together
     alarm_budget: float = ALARM_BUDGET
+    # range cells with a unit may also take a magnitude band (`bands.py`; opt-in, docs/learning.md)
+    bands: bool = False
     batch_size: int = 16
     chunk_size: int = 64
     epochs: int = 8

@@ -89,6 +89,8 @@ def heatmap_document(
             doc["range"] = [c.range[0], c.range[1]]
         if c.false_alarms is not None:
             doc["false_alarms"] = float(f"{c.false_alarms:.3g}")
+        if c.band:
+            doc["band"] = c.band
         if c.key.check != "range":
             doc["check"] = c.key.check
         if c.guards:
@@ -107,6 +109,11 @@ def heatmap_document(
             doc["description"] += f"; rejects {c.false_alarms * 100:.2g} % of held-out clean values"
         if c.key.check == "range" and c.rejected:
             doc["description"] += f"; {c.rejected / c.support * 100:.2g} % of the values seen fall outside its range"
+        if c.band:
+            doc["description"] += (
+                f"; a document's values within a factor {c.band} of each other "
+                f"({c.band_rejected} of the corpus's values are not)"
+            )
         if c.key.check == "consistent":
             doc["description"] += (
                 f"; {c.rejected} of the corpus's values disagree with an earlier one in their document"

@@ -257,3 +257,5 @@ class LearnedCell:
     worth: float = 0.0  # a unit guard's worth: the values at which it would notice a swapped unit
     expected: float = 0.0  # a unit guard's false alarms expected in unseen documents
     false_alarms: float | None = None  # the rule's share of held-out clean values it rejects (`allocate`)
+    band: int = 0  # a magnitude band's factor (`bands.band_options`, chosen by `allocate`); 0: none
+    band_rejected: int = 0  # the clean corpus values the band rejects
