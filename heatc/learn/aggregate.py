@@ -200,9 +200,10 @@ def aggregate(
     guards = _guard_cells(guarded, everything, scores, strengths, config.min_support)
     swaps = unit_swaps(candidates)
     hot = [k for k, x in scores.items() if x >= config.sensitivity] + sorted(guarded)
+    candidates_checked = checked_sentences(everything, hot, documents)
     cells = cell_table(
         everything, scores, strengths, min_support=config.min_support, min_probes=config.min_probes,
-        sentences=checked_sentences(everything, hot, documents), alarm_budget=config.alarm_budget,
+        sentences=candidates_checked, alarm_budget=config.alarm_budget,
         sensitivity=config.sensitivity, substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
         swapped=swap_sources(values, swaps), min_fold_values=config.min_fold_values, bands=config.bands,
     )  # fmt: skip
@@ -215,13 +216,13 @@ def aggregate(
     # With bands, the budget stays that of every hot candidate's sentences: a band's false
     # alarms sit in a few cells, and a budget recounted over the sentences of the cells kept
     # shrinks each round until it holds almost none (docs/learning.md, "Magnitude bands").
-    first_checked = checked_sentences(everything, hot, documents) if config.bands else 0
     while True:
         used = declared_categories(lexicon, (c.key for c in cells))
         final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
         recount = collect_values(final, sorted({c.key for c in cells}), texts)
         checked = checked_sentences(recount, [c.key for c in cells if c.score >= config.sensitivity], documents)
-        checked = max(checked, first_checked)
+        if config.bands:
+            checked = max(checked, candidates_checked)
         kept = select_cells(
             [c for c in cells if not c.guards], recount, min_support=config.min_support, sentences=checked,
             alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,

@@ -47,13 +47,14 @@ def band_alarms(documents: Iterable[list[float]], factor: int) -> tuple[int, int
         for v in values:
             if v <= 0:
                 continue
-            if low is not None and high is not None:
-                compared += 1
-                if v > low * f or v * f < high:
-                    rejected += 1
-                    continue
-            low = v if low is None or v < low else low
-            high = v if high is None or v > high else high
+            if low is None:
+                low = high = v
+                continue
+            compared += 1
+            if v > low * f or v * f < high:
+                rejected += 1
+            else:
+                low, high = min(low, v), max(high, v)
     return rejected, compared
 
 

@@ -224,7 +224,8 @@ def allocate(
     factor, false alarms, slips noticed). Each choice that runs such a cell is offered again with
     each band, worth the thousandfold slips the band notices more, halved as a range's slips
     are, and costing its false alarms plus `UNSEEN_TAIL` more (a band counts as a bound)."""
-    # (worth, cost, bounds, rejections in the corpus, bounds held, width, false-alarm rate, band factor)
+    # (worth, cost, bounds, rejections in the corpus, bounds held, width, false-alarm rate,
+    #  (band factor, the band's rejections in the corpus))
     choices: list[list[tuple]] = []
 
     for c in cells:
@@ -259,9 +260,9 @@ def allocate(
                 for o in options.get(c.key, ())
             )  # fmt: skip
         offered = (bands or {}).get(c.key, [])
-        # with a band: every choice that runs the cell, once more with each band (factor last)
-        ch = [(*x, 0) for x in ch] + [
-            (x[0] + noticed / 2, x[1] + rejected + UNSEEN_TAIL, x[2], x[3], x[4] + 1, x[5], x[6], factor)
+        # with a band: every choice that runs the cell, once more with each band (the band last)
+        ch = [(*x, (0, 0)) for x in ch] + [
+            (x[0] + noticed / 2, x[1] + rejected + UNSEEN_TAIL, x[2], x[3], x[4] + 1, x[5], x[6], (factor, rejected))
             for x in ch[1:]
             for factor, rejected, noticed in offered
         ]
@@ -310,9 +311,8 @@ def allocate(
     for c, ch, k in zip(cells, choices, picked, strict=True):
         if k == 0:
             continue
-        _, charged, bounds, rejected, _, _, rate, factor = ch[k]
+        _, charged, bounds, rejected, _, _, rate, (factor, band_rejected) = ch[k]
         spent += charged
-        band_rejected = next((r for f, r, _ in (bands or {}).get(c.key, []) if f == factor), 0)
         out.append(
             dataclasses.replace(
                 c, range=bounds, rejected=rejected, false_alarms=round(rate, 5), band=factor,
