@@ -9,6 +9,7 @@ from strategies import chunkings, rule_sets, texts
 
 from heatc import ir
 from heatc.reference import Batch, Machine
+from heatc.reference_state import from_state, state_bytes
 from heatc_runtime import Verdict
 
 
@@ -111,10 +112,10 @@ def test_state_bytes_hold_the_whole_state(ps, data):
     m = Machine(program)
     m.feed(stream[:cut])
     m.snapshot()  # deliver pending events: the byte record holds state, not output
-    state = m.state_bytes()
+    state = state_bytes(m)
     assert len(state) == ir.state_layout(program).size
-    restored = Machine.from_state(program, state)
-    assert restored.state_bytes() == state
+    restored = from_state(program, state)
+    assert state_bytes(restored) == state
     assert run_pieces(restored, [stream[cut:]]) == run_pieces(m, [stream[cut:]])
 
 
