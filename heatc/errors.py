@@ -4,6 +4,7 @@ traceback."""
 
 from __future__ import annotations
 
+import difflib
 import functools
 from dataclasses import dataclass, field
 
@@ -89,3 +90,9 @@ class SourceText:
     def diagnostic(self, line: int, column: int, message: str, notes: list[str] | None = None) -> Diagnostic:
         src = self.lines[line - 1] if 0 < line <= len(self.lines) else None
         return Diagnostic(self.path, line, column, message, src, list(notes or []))
+
+
+def suggestion_notes(name: str, candidates) -> list[str]:
+    """A diagnostic's note naming the closest candidate to a misspelt name, or none."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return [f'did you mean "{close[0]}"?'] if close else []

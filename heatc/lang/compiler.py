@@ -8,20 +8,20 @@ Public surface: `compile_source(text, path)`, `compile_file(path)`, `compile_tre
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from heatc import ir
-from heatc.errors import Diagnostic, HeatError, SourceText
+from heatc.errors import Diagnostic, HeatError, SourceText, suggestion_notes
 from heatc.lang import ast
 from heatc.lang.anchors import build_anchor_table
 from heatc.lang.emit import emit_rules
 from heatc.lang.lexicon import LiteralConflictError, LiteralSpec, build_lexer
 from heatc.lang.parse import parse, read_source
-from heatc.lang.unparse import format_requirement, format_string
+from heatc.lang.statements import check_statements
+from heatc.lang.unparse import format_string
 from heatc.lexing import (
     lex,
 )
@@ -75,11 +75,6 @@ class _Capture:
 def _literal_key(text: str, exact: bool) -> str:
     collapsed = re.sub(r"[ \t\n\v\f\r]+", " ", text)
     return collapsed if exact else "".join(c.lower() if c.isascii() else c for c in collapsed)
-
-
-def _suggest(name: str, candidates) -> list[str]:
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return [f'did you mean "{close[0]}"?'] if close else []
 
 
 class _Compiler:
@@ -183,7 +178,7 @@ class _Compiler:
                 self.error(
                     flag.pos,
                     f'unknown option "{flag.text}" (known options: {", ".join(KNOWN_OPTIONS)})',
-                    _suggest(flag.text, KNOWN_OPTIONS),
+                    suggestion_notes(flag.text, KNOWN_OPTIONS),
                 )
 
     def _class(self, d: ast.ClassDecl) -> None:
@@ -230,7 +225,7 @@ class _Compiler:
         if name.text in self.class_by_name:
             return self.class_by_name[name.text]
         named = [c.name for c in self.classes if not c.anonymous]
-        self.error(name.pos, f'unknown class "{name.text}"', _suggest(name.text, named))
+        self.error(name.pos, f'unknown class "{name.text}"', suggestion_notes(name.text, named))
         return None
 
     def _triggers(self, decls: list[ast.TriggersDecl]) -> tuple[set[int], set[int], int]:
@@ -291,7 +286,9 @@ class _Compiler:
             self.error(whens[1].pos, f'rule "{d.name.text}" has more than one when statement')
         for w in whens[:1]:
             if w.anchor.text not in self.anchors:
-                self.error(w.anchor.pos, f'unknown anchor "{w.anchor.text}"', _suggest(w.anchor.text, self.anchors))
+                self.error(
+                    w.anchor.pos, f'unknown anchor "{w.anchor.text}"', suggestion_notes(w.anchor.text, self.anchors)
+                )
         elements = matches[0].elements
         if len(elements) > ir.MAX_ELEMENTS:
             self.error(
@@ -322,32 +319,7 @@ class _Compiler:
                 else:
                     captures[e.capture.text] = _Capture(e.capture.text, kind, e.capture.pos, key_classes)
             resolved_elements.append((e, accepts))
-        for s in d.stmts:
-            if isinstance(s, (ast.RequireCmp, ast.RequireIn)):
-                self._requirement(s, captures)
-            elif isinstance(s, ast.ConsistentStmt):
-                cap = self._need_capture(s.capture, captures)
-                if s.within is not None:
-                    f = s.within.factor.value
-                    if f != int(f) or not 2 <= f <= ir.MAX_FACTOR:
-                        self.error(
-                            s.within.factor.pos,
-                            f"a factor must be a whole number from 2 to {ir.MAX_FACTOR:,}, got {f:g}",
-                        )
-                    if cap is not None and cap.kind != "number":
-                        self.error(
-                            s.capture.pos,
-                            f'"within factor" compares magnitudes, but "{s.capture.text}" holds a class name',
-                        )
-                if s.key is not None:
-                    key = self._need_capture(s.key, captures)
-                    if key is not None and key.kind != "class":
-                        self.error(
-                            s.key.pos, f'"per {s.key.text}" needs a class capture, but "{s.key.text}" holds a number'
-                        )
-            elif isinstance(s, ast.LockStmt):
-                self._need_capture(s.capture, captures)
-        self._feasibility(d, captures)
+        check_statements(d, captures, self.error)
         return resolved_elements, captures
 
     def _atom(self, atom: ast.Atom) -> tuple[list[int], str, list[int]]:
@@ -398,62 +370,13 @@ class _Compiler:
         self.class_by_name[name] = index
         return lit
 
-    def _need_capture(self, name: ast.Name, captures: dict[str, _Capture]) -> _Capture | None:
-        if name.text in captures:
-            return captures[name.text]
-        self.error(name.pos, f'capture "{name.text}" is used but never bound', _suggest(name.text, captures))
-        return None
-
-    def _requirement(self, s: ast.RequireCmp | ast.RequireIn, captures: dict[str, _Capture]) -> None:
-        operands = [s.left, s.right] if isinstance(s, ast.RequireCmp) else [s.operand]
-        names = [o for o in operands if isinstance(o, ast.Name)]
-        if not names:
-            self.error(s.pos, "this requirement compares constants only; it does not depend on the text")
-        for o in names:
-            cap = self._need_capture(o, captures)
-            if cap is not None and cap.kind != "number":
-                self.error(o.pos, f'"{o.text}" holds a class name, not a number; compare numbers only')
-        for o in operands:
-            if isinstance(o, ast.Num) and not math.isfinite(o.value):
-                self.error(o.pos, "a constant must be a finite number")
-        if isinstance(s, ast.RequireIn):
-            lo, hi = s.low.value, s.high.value
-            if not (math.isfinite(lo) and math.isfinite(hi)):
-                self.error(s.low.pos, "interval bounds must be finite numbers")
-            elif lo > hi or (lo == hi and not (s.low_closed and s.high_closed)):
-                self.error(
-                    s.pos, f"the range {format_requirement(s).split(' in ', 1)[1]} is empty: no value can satisfy it"
-                )
-
-    def _feasibility(self, d: ast.RuleDecl, captures: dict[str, _Capture]) -> None:
-        """Constant bounds on one capture that can never all hold make a rule that always rejects."""
-        bounds: dict[str, tuple[float, bool, float, bool]] = {}
-        for s in d.stmts:
-            interval = _interval(s)
-            if interval is None:
-                continue
-            name, a, ac, b, bc = interval
-            lo, lo_closed, hi, hi_closed = bounds.get(name, (-math.inf, True, math.inf, True))
-            if a > lo or (a == lo and not ac):
-                lo, lo_closed = a, ac
-            if b < hi or (b == hi and not bc):
-                hi, hi_closed = b, bc
-            bounds[name] = (lo, lo_closed, hi, hi_closed)
-            if lo > hi or (lo == hi and not (lo_closed and hi_closed)):
-                self.error(
-                    s.pos,
-                    f'the requirements on "{name}" in rule "{d.name.text}" can never all hold',
-                    ["this one contradicts the ones before it"],
-                )
-                return
-
     def _expects(self, decls: list[ast.ExpectDecl], rules: list[ast.RuleDecl]) -> list[ir.Expect]:
         names = {r.name.text for r in rules}
         out = []
         for d in decls:
             for r in d.rules:
                 if r.text not in names:
-                    self.error(r.pos, f'unknown rule "{r.text}"', _suggest(r.text, names))
+                    self.error(r.pos, f'unknown rule "{r.text}"', suggestion_notes(r.text, names))
             out.append(
                 ir.Expect(d.text.text, d.outcome, [r.text for r in d.rules], d.pos.line, d.pos.path or self.tree.path)
             )
@@ -515,31 +438,6 @@ class _Compiler:
         for code, flag in self._anchor_literals.items():
             flags[code] |= flag
         return flags
-
-
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-
-
-def _interval(s) -> tuple[str, float, bool, float, bool] | None:
-    """(capture, lo, lo_closed, hi, hi_closed) for a requirement bounding one capture by constants."""
-    if isinstance(s, ast.RequireIn) and isinstance(s.operand, ast.Name):
-        return (s.operand.text, s.low.value, s.low_closed, s.high.value, s.high_closed)
-    if not isinstance(s, ast.RequireCmp):
-        return None
-    if isinstance(s.left, ast.Name) and isinstance(s.right, ast.Num):
-        name, op, c = s.left.text, s.op, s.right.value
-    elif isinstance(s.right, ast.Name) and isinstance(s.left, ast.Num):
-        name, op, c = s.right.text, _FLIP[s.op], s.left.value
-    else:
-        return None
-    inf = math.inf
-    return {
-        "<": (name, -inf, True, c, False),
-        "<=": (name, -inf, True, c, True),
-        ">": (name, c, False, inf, True),
-        ">=": (name, c, True, inf, True),
-        "==": (name, c, True, c, True),
-    }.get(op)
 
 
 _BARE: dict[bool, ir.Program] = {}
