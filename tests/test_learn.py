@@ -702,6 +702,42 @@ def test_a_compound_number_word_is_one_numeral_and_keeps_the_teachers_couplings(
     }
 
 
+def test_a_number_with_a_scale_word_restated_in_digits_is_a_numeral_of_its_own():
+    """ "one hundred twenty (120) days" and "two thousand fourteen (2014)": without a numeral
+    of their own, "twenty" and "fourteen" would be the number words before 120 and 2014, and
+    their cells would hold 20 and 120 — too wide to notice "twenty (200)". A compound is one
+    once the corpus restates it twice, under one name for all its spellings."""
+    from heatc.learn.lexemes import compound_numerals, is_numeral_name
+
+    docs = [
+        "Notice of one hundred twenty (120) days; cure within twenty (20) days.",
+        "Upon One-Hundred and Twenty (120) days' notice, or twenty (20) days.",
+        "In the year two thousand fourteen (2014) and one hundred (100) units; seven hundred (7 days).",
+        "Twenty (20) days; one hundred and six dollars ($106); one hundred twenty (120) days.",
+    ]
+    found = dict(compound_numerals(docs))
+    assert found == {
+        "one_hundred_twenty": ("one hundred twenty", "one-hundred and twenty"),
+        # once each: no numeral ("seven hundred (7 days)" restates something, "two thousand
+        # fourteen (2014)" and "one hundred (100)" once)
+    }
+    assert dict(compound_numerals(docs, min_count=1)).keys() == {
+        "one_hundred_twenty",
+        "two_thousand_fourteen",
+        "one_hundred",
+        "seven_hundred",
+    }  # fmt: skip (an amount's "one hundred and six dollars ($106)" is no number word restated)
+    assert is_numeral_name("one_hundred_twenty") and is_numeral_name("twenty_five") and is_numeral_name("ten")
+    assert not is_numeral_name("at_least") and not is_numeral_name("payment_days") and not is_numeral_name("hundreds")
+    lexicon = _lexicon_with("notice").with_numerals(found.items())
+    assert lexicon.groups()["one_hundred_twenty"] == "numeral"
+    keys = [CellKey("twenty", "number", ""), CellKey("one_hundred_twenty", "number", "")]
+    got = collect_values(lexicon, keys, docs)
+    assert got[keys[0]].values == [20.0, 20.0, 20.0]
+    assert got[keys[1]].values == [120.0, 120.0, 120.0]
+    assert CellKey("one_hundred_twenty", "number", "").gap == CellKey("twenty", "number", "").gap
+
+
 def test_a_number_word_restated_in_digits_holds_exactly_its_number():
     """ "thirty (30) days" has one value and typos ("thirty (35)", "thirty (45)"): against its
     own values a substitution is worth next to nothing, so rejecting the 45 is not worth its

@@ -37,7 +37,7 @@ from heatc.learn.guards import (
     unit_swaps,
     units_by_keyword,
 )
-from heatc.learn.lexemes import Lexicon, discover_keywords, lex_sentence, numeral_value
+from heatc.learn.lexemes import Lexicon, compound_numerals, discover_keywords, lex_sentence, numeral_value
 from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
 from heatc.learn.quantities import is_quantity, keyword_profiles, names_a_term
 
@@ -130,10 +130,10 @@ def aggregate(
 ) -> tuple[Lexicon, list[LearnedCell], dict]:
     # Number words join as keywords here, not in the plan: the teacher's couplings are per
     # lexeme, and a one-word keyword does not change where lexemes start and end.
-    lexicon = plan_lexicon(plan_).with_numerals()
+    texts = [counted_text(d.text) for d in documents]
+    lexicon = plan_lexicon(plan_).with_numerals(compound_numerals(texts))
     numerals = [c.name for c in lexicon.categories if c.group == "numeral"]
     candidates = plan_.candidates + [CellKey(n, v, "") for n in numerals for v in ("number", "percent")]
-    texts = [counted_text(d.text) for d in documents]
     groups = lexicon.groups()
     # Keywords too rare for cells of their own are pooled by the units they take; so are the
     # single words before numbers too rare to be keywords at all (the plan keeps the most

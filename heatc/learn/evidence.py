@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from heatc.backends import wasm_checker
-from heatc.learn.lexemes import NUMERAL_NAMES, Lexicon, SentenceLexemes
+from heatc.learn.lexemes import Lexicon, SentenceLexemes, is_numeral_name
 
 MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean values it was learned from
 # All cells together may reject at most this many values per corpus sentence that holds a value
@@ -57,7 +57,7 @@ class CellKey:
     def gap(self) -> int:
         if self.check == "consistent":
             return WIDE_GAP
-        return NUMERAL_GAP if self.keyword in NUMERAL_NAMES else DEFAULT_GAP
+        return NUMERAL_GAP if is_numeral_name(self.keyword) else DEFAULT_GAP
 
     def pattern(self) -> str:
         """The rule pattern `heatc lower` writes for this cell (docs/heatmap.md)."""

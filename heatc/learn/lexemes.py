@@ -7,7 +7,8 @@ references, currencies, sentence ends — and `discover_keywords` learns the dom
 keywords: the words and two-word phrases that most often stand just before a number.
 
 Public surface: `SEED_CATEGORIES`, `Category`, `Lexicon`, `discover_keywords`,
-`SentenceLexemes`, `align`, `numeral_value`, `NUMERAL_KIND`, `NUMERAL_NAMES`.
+`SentenceLexemes`, `align`, `numeral_value`, `compound_numerals`, `is_numeral_name`, `NUMERAL_KIND`,
+`NUMERAL_NAMES`.
 """
 
 from __future__ import annotations
@@ -164,6 +165,45 @@ NUMBER_WORD_COMPOUNDS = tuple(
 )
 
 
+# A number written with a scale word and restated in digits: "one hundred twenty (120) days",
+# "one hundred and eighty (180)", "two thousand fourteen (2014)". Read by `compound_numerals`.
+_NUMBER_WORD = "(?:" + "|".join(sorted((*NUMBER_WORDS, "thousand"), key=len, reverse=True)) + ")"
+_SCALED = re.compile(rf"(?<![\w-])({_NUMBER_WORD}(?:(?:[ -]|- )(?:and )?{_NUMBER_WORD})+) ?\( ?\$?\d", re.IGNORECASE)
+COMPOUND_MIN = 2  # times a compound number word must be restated in a corpus to be one
+
+
+def compound_numerals(texts: Iterable[str], min_count: int = COMPOUND_MIN) -> list[tuple[str, tuple[str, ...]]]:
+    """The number words with a scale word ("hundred", "thousand") that `texts` restate in
+    digits at least `min_count` times, as (category name, spellings): ("one_hundred_eighty",
+    ("one hundred and eighty", "one hundred eighty")). Without them, "twenty" would be the
+    number word before the 120 of "one hundred twenty (120) days" and "fourteen" the one
+    before 2014, and a cell `twenty … number` would hold 20 and 120 — too wide to notice
+    "twenty (200) days"; with them, each is a number of its own, whose cell notices "one
+    hundred twenty (1200)". Spellings are lower-cased with single spaces; the name leaves
+    out "and" and joins the words with "_"."""
+    counts: Counter = Counter()
+    for text in texts:
+        for m in _SCALED.finditer(text):
+            words = m.group(1).lower().replace("- ", "-")
+            parts = [w for w in re.split(r"[ -]+", words) if w]
+            if ("hundred" in parts or "thousand" in parts) and written_number(words) is not None:
+                counts[words] += 1
+    spellings: dict[str, list[str]] = {}
+    restated: Counter = Counter()
+    for words, n in counts.items():
+        name = "_".join(w for w in re.split(r"[ -]+", words) if w and w != "and")
+        spellings.setdefault(name, []).append(words)
+        restated[name] += n
+    return [(name, tuple(sorted(ws))) for name, ws in sorted(spellings.items()) if restated[name] >= min_count]
+
+
+def is_numeral_name(name: str) -> bool:
+    """Whether a category's name is a number word's (`NUMERAL_NAMES`, or a compound that
+    `compound_numerals` names: "one_hundred_eighty")."""
+    parts = name.split("_")
+    return name in NUMERAL_NAMES or (len(parts) > 2 and written_number(" ".join(parts)) is not None)
+
+
 def restating(words: str) -> tuple[str, str]:
     """The literals of a number word as learning reads it: followed by the parenthesis that
     restates it in digits ("thirty (30) days", "thirty(30)"). A number word read anywhere —
@@ -263,8 +303,9 @@ class Lexicon:
         ]
         return Lexicon(kept + added, self.chinese_numbers)
 
-    def with_numerals(self) -> Lexicon:
-        """Number words (`NUMBER_WORDS`, `NUMBER_WORD_COMPOUNDS`) as keywords of the group
+    def with_numerals(self, compounds: Iterable[tuple[str, tuple[str, ...]]] = ()) -> Lexicon:
+        """Number words (`NUMBER_WORDS`, `NUMBER_WORD_COMPOUNDS`, and the `compounds` with a
+        scale word a corpus writes, `compound_numerals`) as keywords of the group
         `numeral`, each number one category ("forty-five (" and "forty five (" alike), read
         where a parenthesis follows them (`restating`). Their class
         kind is `other`, not `keyword`: a gap does not skip a lexeme of the kind it binds
@@ -274,7 +315,7 @@ class Lexicon:
         seen = {lit.lower().rstrip("( ") for c in self.categories for lit in c.literals}
         extra = [
             Category(name, NUMERAL_KIND, "numeral", tuple(r for w in words for r in restating(w)))
-            for name, words in [(w, (w,)) for w in NUMBER_WORDS] + list(NUMBER_WORD_COMPOUNDS)
+            for name, words in [(w, (w,)) for w in NUMBER_WORDS] + list(NUMBER_WORD_COMPOUNDS) + list(compounds)
             if name not in taken and not any(w in seen for w in words)
         ]
         return Lexicon(self.categories + extra, self.chinese_numbers)

@@ -31,10 +31,10 @@ from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, H
 from heatc.heatmap.lower import margin_range
 from heatc.learn.lexemes import (
     NUMERAL_KIND,
-    NUMERAL_NAMES,
     SEED_CATEGORIES,
     Category,
     Lexicon,
+    is_numeral_name,
 )
 from heatc.learn.shadows import SHADOW_GROUP
 
@@ -53,7 +53,7 @@ def base_lexicon(hm: Heatmap) -> Lexicon:
     for c in hm.categories.values():
         if c.name in seed:
             group = seed[c.name].group
-        elif c.kind in ("keyword", NUMERAL_KIND) and c.name in NUMERAL_NAMES:  # earlier heatmaps: keyword
+        elif c.kind in ("keyword", NUMERAL_KIND) and is_numeral_name(c.name):  # earlier heatmaps: keyword
             group = "numeral"
         elif c.kind == "keyword" and c.name not in celled:  # declared for the values it keeps apart
             group = SHADOW_GROUP
@@ -215,6 +215,6 @@ def drop_rejecting(doc: dict, base_names: list[str], rejections: Counter) -> tup
     used = {x for c in cells for x in (*c["pair"], c.get("unit")) if x}
     # (number words stay: each keeps another from reading its tail, "twenty-five (25)")
     gone = {x for c in doc["cells"] if c["name"] in bad for x in (*c["pair"], c.get("unit")) if x} - used
-    gone -= NUMERAL_NAMES
+    gone = {x for x in gone if not is_numeral_name(x)}
     categories = {k: v for k, v in doc["categories"].items() if k not in gone}
     return {**doc, "cells": cells, "categories": categories}, len(bad)
