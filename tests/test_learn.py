@@ -669,6 +669,28 @@ def test_an_expect_rejects_lists_every_lowered_rule_that_rejects_its_text(tmp_pa
     compile_heatmap(path)  # runs the expects
 
 
+def test_the_expects_of_a_date_cell_are_written_as_dates(tmp_path):
+    """A date cell's value is the year its date names: "ended 2019." holds no date (a year
+    alone is a number), so its examples read "ended December 2019." and, a century past the
+    range, "ended December 2130." — and the heatmap builds with its expects."""
+    from heatc.heatmap.build import compile_heatmap
+
+    lexicon = _lexicon_with("ended")
+    stats = value_stats([2017.0, 2018.0, 2019.0, 2019.0, 2020.0] * 10)
+    cell = LearnedCell(CellKey("ended", "date", ""), 0.9, 2.0, 12, 50, stats, range=(None, 2030.0))
+    doc = heatmap_document(
+        name="learned", title="t", lexicon=lexicon, cells=[cell], provenance={}, sensitivity=0.75,
+        rule_files=[], tokenizer={"bytes": True},
+    )  # fmt: skip
+    assert doc["expects"] == [
+        {"text": "ended December 2019.", "passes": ["ended_date"]},
+        {"text": "ended December 2130.", "rejects": ["ended_date"]},
+    ]
+    path = tmp_path / "learned.yaml"
+    write_heatmap(path, doc, "")
+    compile_heatmap(path)  # runs the expects
+
+
 def test_a_compound_number_word_is_one_numeral_and_keeps_the_teachers_couplings():
     """ "forty-five (45) days": the 45 belongs to "forty-five", not to "five", whose cell
     then holds fives only; a probe labelled with "forty", "-", "five", "(" as four lexemes

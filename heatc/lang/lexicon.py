@@ -78,6 +78,7 @@ MONTH_ABBREVIATIONS = ("Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "
 # dot of an abbreviation, the comma of "November, 2003"
 MONTH_FOLLOWERS = (0x20, ord("."), ord(","))
 ASCII_DIGITS = "0123456789"
+DATE_YEARS = (1000, 2999)  # the four-digit years a date names: [12]DDD (docs/semantics.md §2, `YEAR`)
 
 
 def _date_fragments(nfa: Nfa) -> tuple[Fragment, Fragment]:

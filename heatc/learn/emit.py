@@ -13,6 +13,7 @@ from pathlib import Path
 
 from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, HEATMAP_VERSION, Stats
 from heatc.heatmap.lower import margin_range
+from heatc.lang.lexicon import DATE_YEARS
 from heatc.lang.unparse import format_number
 from heatc.learn.evidence import BARRIER, CellKey, LearnedCell
 from heatc.learn.lexemes import Lexicon
@@ -156,9 +157,15 @@ def _expects_for(
     typical = c.stats["q50"]
     lo = c.range[0] if c.range is not None else None
     wilds = [float(f"{max(abs(c.stats['max']), 1.0) * 1000:.3g}")] + ([float(f"{lo / 1000:.3g}")] if lo else [])
+    if c.key.value == "date":  # a date's value is its year, written as a date; a year a century too late
+        hi = c.range[1] if c.range is not None else None
+        typical = float(round(typical))
+        wilds = [float(round(hi) + 100)] if hi is not None and round(hi) + 100 <= DATE_YEARS[1] else []
 
     def text(v: float) -> str:
         kw = f"{literal[c.key.keyword]} " if c.key.keyword else ""
+        if c.key.value == "date":
+            return f"{kw}December {int(v)}."
         number = _decimal(v) + ("%" if c.key.value == "percent" else "")
         unit = f" {literal[c.key.unit]}" if c.key.unit else ""
         return f"{kw}{number}{unit}."

@@ -33,6 +33,7 @@ from hypothesis.errors import NoSuchExample
 
 from heatc import ir
 from heatc.backends import open_session, run_document
+from heatc.lang.lexicon import DATE_YEARS
 from heatc.lexing import lex
 from heatc.verify.expect import ExpectFailure, check_expects
 from heatc_runtime import Verdict
@@ -135,7 +136,11 @@ def _cases(draw, program: ir.Program, rule: ir.Rule, fillers: list[bytes]) -> Ca
         code = draw(st.sampled_from(element.accepts))
         at = sum(map(len, parts))
         if code == ir.LEX_DATE:  # a date's value is the year it names: "November 1979" is 1979
-            years = [v for v in _boundary_values(rule, element.capture) if v == int(v) and 1000 <= v <= 2999]
+            years = [
+                v
+                for v in _boundary_values(rule, element.capture)
+                if v == int(v) and DATE_YEARS[0] <= v <= DATE_YEARS[1]
+            ]
             v = draw(st.sampled_from(years or [2000.0]))
             parts.append(b"November %d" % int(v))
             if element.capture >= 0:
