@@ -279,6 +279,40 @@ def test_a_range_fitted_to_few_domain_values_is_widened_to_the_base():
     assert not widen_to_base({"range": [1, 2], "support": 5}, {"stats": {"n": 9}, "support": 9})  # no bounds
 
 
+def test_a_relearned_cell_keeps_the_bases_band_unless_it_rejects_the_domains_text():
+    """A band's factor was chosen over the base's whole documents; a domain's pages do not
+    show how far one document's values spread. A re-learned cell takes the base's band, and
+    gives it back where its rule rejects a clean value of the domain."""
+    from collections import Counter
+
+    from heatc.learn.merge import drop_bands, inherit_band, merge_cells
+
+    base_cell = {"name": "currency_scale_million", "pair": ["currency", "number"], "unit": "scale_million",
+                 "range": [None, 267000], "support": 1330, "band": 999, "score": 0.6}  # fmt: skip
+    relearned = {**base_cell, "range": [None, 5000], "support": 67, "description": "learned"}
+    del relearned["band"]
+    assert inherit_band(relearned, base_cell) and relearned["band"] == 999
+    assert relearned["description"] == "learned; magnitude band 999 from the base"
+    assert not inherit_band(dict(relearned), base_cell)  # it has one already
+    assert not inherit_band({"description": ""}, {"range": [None, 5]})  # the base has none
+
+    lexicon = Lexicon()
+    domain = {"categories": {}, "cells": [relearned, {**relearned, "name": "other", "pair": ["x", "number"]}]}
+    merged, kept, banded, counts = merge_cells(domain, {"cells": []}, lexicon, keep_unused=True)
+    assert banded == [] and kept == []
+    domain = {"categories": {}, "cells": [{k: v for k, v in relearned.items() if k != "band"}]}
+    domain["cells"][0]["description"] = "learned"
+    merged, kept, banded, counts = merge_cells(domain, {"cells": [base_cell]}, lexicon, keep_unused=True)
+    assert banded == ["currency_scale_million"] and merged["cells"][0]["band"] == 999 and counts["relearned"] == 1
+    same, n = drop_bands(merged, banded, Counter())
+    assert n == 0 and same["cells"][0]["band"] == 999
+    unbanded, n = drop_bands(merged, banded, Counter(currency_scale_million=1))
+    assert n == 1 and "band" not in unbanded["cells"][0]
+    assert (
+        unbanded["cells"][0]["description"].startswith("learned") and "band" not in unbanded["cells"][0]["description"]
+    )
+
+
 def test_a_small_corpus_may_fit_fold_ranges_to_fewer_values():
     """Doses on a handful of pages: with 5 values per fold there is no range to fit, with 3
     (what `heatc finetune` allows) there is."""

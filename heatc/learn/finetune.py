@@ -315,7 +315,7 @@ def _merged_document(
     import yaml
 
     from heatc.learn.emit import heatmap_document
-    from heatc.learn.merge import drop_rejecting, merge_cells
+    from heatc.learn.merge import drop_bands, drop_rejecting, merge_cells
 
     base_doc = yaml.safe_load(Path(config.base).read_text(encoding="utf-8"))
     domain = heatmap_document(
@@ -324,11 +324,13 @@ def _merged_document(
         rule_files=[_display(r, config.output) for r in base.rule_files],
         tokenizer=base_doc.get("tokenizer") or {"embedded": "minilm"},
     )  # fmt: skip
-    merged, kept, counts = merge_cells(
+    merged, kept, banded, counts = merge_cells(
         domain, base_doc, start, keep_unused=config.keep_unused, margin=(base.margin_spread, base.margin_factor)
     )
     rejections = _domain_rejections(merged, config, documents)
     merged, dropped = drop_rejecting(merged, kept, rejections)
+    merged, unbanded = drop_bands(merged, banded, rejections)
+    counts["banded"] = len(banded) - unbanded
     counts["kept"] -= dropped
     counts["dropped"] += dropped
     counts["domain"] = len(cells)

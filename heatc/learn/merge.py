@@ -17,10 +17,12 @@ fewer than `TRUSTED_SUPPORT` is widened to the hull of both (`widen_to_base`): a
 values do not show where the tail ends. A base cell the domain does not learn is kept as the
 base has it (score, statistics, range) unless `keep_unused` is off; `drop_rejecting` then
 drops those kept cells whose rule rejects a value of the domain's clean text (its false
-alarms are not in the domain's budget).
+alarms are not in the domain's budget). A re-learned cell keeps the base's magnitude band
+(`inherit_band`; the domain learns none of its own) unless its rule then rejects a clean
+value of the domain (`drop_bands`).
 
 Public surface: `base_lexicon`, `split_literals`, `cell_key`, `merge_cells`, `base_range`, `widen_to_base`,
-`drop_rejecting`, `TRUSTED_SUPPORT`.
+`inherit_band`, `drop_bands`, `drop_rejecting`, `TRUSTED_SUPPORT`.
 """
 
 from __future__ import annotations
@@ -110,8 +112,9 @@ def merge_cells(
 ) -> tuple[dict, list[str], Counter]:
     """The domain's heatmap document with the base cells it does not re-learn added (when
     `keep_unused`), and the categories they need (`margin`: the base's margin policy, for the
-    ranges of its cells that state none). Returns (document, names of the base cells
-    kept, counts: relearned, kept, dropped)."""
+    ranges of its cells that state none). A re-learned cell takes the base cell's magnitude
+    band (`inherit_band`). Returns (document, names of the base cells kept, names of the
+    re-learned cells given a band, counts: relearned, kept, dropped)."""
     domain_cells = [dict(c) for c in domain["cells"]]
     learned = {cell_key(c): c for c in domain_cells}
     names = {c["name"] for c in domain_cells}
@@ -119,11 +122,14 @@ def merge_cells(
     categories = dict(domain["categories"])
     declared = {lit.lower() for c in categories.values() for lit in c["literals"]}
     by_name = lexicon.by_name()
-    kept = []
+    kept: list[dict] = []
+    banded: list[str] = []
     for c in base_doc.get("cells") or []:
         if cell_key(c) in learned:
             counts["relearned"] += 1
             counts["widened"] += widen_to_base(learned[cell_key(c)], c, margin)
+            if inherit_band(learned[cell_key(c)], c):
+                banded.append(learned[cell_key(c)]["name"])
             continue
         if not keep_unused:
             counts["dropped"] += 1
@@ -153,7 +159,8 @@ def merge_cells(
         names.add(entry["name"])
         kept.append(entry)
         counts["kept"] += 1
-    return {**domain, "categories": categories, "cells": domain_cells + kept}, [c["name"] for c in kept], counts
+    merged = {**domain, "categories": categories, "cells": domain_cells + kept}
+    return merged, [c["name"] for c in kept], banded, counts
 
 
 def base_range(base: dict, margin: tuple[float, float]) -> list | None:
@@ -201,6 +208,38 @@ def widen_to_base(
         f"({_bound(ours[0])}–{_bound(ours[1])} → {_bound(lo)}–{_bound(hi)}): {support} domain values, {base_support} in the base"
     ).lstrip("; ")
     return True
+
+
+BAND_NOTE = "; magnitude band {} from the base"  # appended to a cell's description by `inherit_band`
+
+
+def inherit_band(cell: dict, base: dict) -> bool:
+    """Give a re-learned cell the base cell's magnitude band. A band bounds what one document
+    says against itself, and its factor was chosen over the base corpus's whole documents;
+    a domain's few PDF pages, each a document of a handful of values, do not show how far a
+    document's values spread (bands fitted to the 10-K's pages took factors of 10 where the
+    base's 200 held). Returns whether it gave one; `drop_bands` takes it back where it rejects
+    a clean value of the domain."""
+    if not base.get("band") or cell.get("band"):
+        return False
+    cell["band"] = base["band"]
+    cell["description"] = cell.get("description", "") + BAND_NOTE.format(base["band"])
+    return True
+
+
+def drop_bands(doc: dict, banded: list[str], rejections: Counter) -> tuple[dict, int]:
+    """The document without the bands the cells `banded` inherited (`inherit_band`) where
+    their rules reject a clean value of the domain: the band's false alarms were not budgeted
+    (the domain's own range was)."""
+    out, n = [], 0
+    for c in doc["cells"]:
+        if c["name"] in banded and rejections.get(c["name"], 0):
+            note = BAND_NOTE.format(c["band"])
+            c = {k: v for k, v in c.items() if k != "band"}
+            c["description"] = c.get("description", "").replace(note, "")
+            n += 1
+        out.append(c)
+    return {**doc, "cells": out}, n
 
 
 def _bound(x: float | None) -> str:
