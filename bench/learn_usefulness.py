@@ -88,6 +88,15 @@ SHARE = re.compile(
 YEAR = re.compile(r"(?<![\d,.$/])((?:19|20)\d\d)(?![\d%]|[,.]\d)")
 
 
+# the domains whose shipped heatmap is learned with magnitude bands (heatmaps/README.md)
+SHIPPED_BANDS = frozenset({"finance"})
+
+
+def with_bands(domain: str, which: str) -> bool:
+    """Whether `domain` learns with magnitude bands under `--bands` `which`."""
+    return which == "all" or (which == "shipped" and domain in SHIPPED_BANDS)
+
+
 def learn_heatmap(domain: str, docs, args, alarm_budget: float) -> Path:
     from heatc.errors import HeatError
     from heatc.learn.config import LearnConfig
@@ -104,14 +113,14 @@ def learn_heatmap(domain: str, docs, args, alarm_budget: float) -> Path:
     config = LearnConfig(
         corpus=[corpus], output=out, name=domain, seed=args.seed, label_sentences=args.label_sentences,
         max_probe_sentences=args.probe_sentences, student=scored_by_student, alarm_budget=alarm_budget,
-        teacher_sentences=args.teacher_sentences, bands=args.bands,
+        teacher_sentences=args.teacher_sentences, bands=with_bands(domain, args.bands),
     )  # fmt: skip
     t0 = time.perf_counter()
     try:
         summary = learn(config, log=lambda m: print(f"  {m}"))
     except HeatError:  # the work folder is from other settings or another heatc: start over
         summary = learn(config, fresh=True, log=lambda m: print(f"  {m}"))
-    kept = folder / f"{domain}-{alarm_budget:g}{'-bands' if args.bands else ''}.yaml"
+    kept = folder / f"{domain}-{alarm_budget:g}{'-bands' if with_bands(domain, args.bands) else ''}.yaml"
     kept.write_bytes(out.read_bytes())
     print(
         f"  learned {kept.relative_to(REPO)} (alarm budget {alarm_budget:g}): {summary['cells']} cells, "
@@ -367,7 +376,10 @@ def main() -> None:
         "--alarm-budgets", nargs="+", type=float, default=[0.0025, 0.005, 0.01],
         help="heatc learn --alarm-budget values to learn with (the teacher's work is shared)",
     )  # fmt: skip
-    ap.add_argument("--bands", action="store_true", help="learn with magnitude bands (heatc learn --bands)")
+    ap.add_argument(
+        "--bands", choices=("shipped", "all", "none"), default="shipped",
+        help="which domains learn with magnitude bands (heatc learn --bands): as the shipped heatmaps (finance), all, none",
+    )  # fmt: skip
     ap.add_argument("--all", action="store_true", help="recall on every corruption, not only the impossible ones")
     ap.add_argument("--in-sample", action="store_true", help="also the 260 General Medicine notes, shipped heatmap")
     ap.add_argument("--no-learn", action="store_true", help="only the in-sample check")
@@ -392,8 +404,11 @@ def main() -> None:
             print(
                 f"  scanned {r['sentences']} held-out sentences and the corruptions in {time.perf_counter() - t0:.0f} s"
             )
-            lines.append(row(f"  learned, budget {budget:g}{', bands' if args.bands else ''}", r, args.all))
-            table.append((f"{domain}, held out ({CORPUS_NAMES[domain]})", r))
+            lines.append(
+                row(f"  learned, budget {budget:g}{', bands' if with_bands(domain, args.bands) else ''}", r, args.all)
+            )
+            bands = ", `heatc learn --bands`" if with_bands(domain, args.bands) else ""
+            table.append((f"{domain}, held out ({CORPUS_NAMES[domain]}){bands}", r))
         r = evaluate(domain, Scanner(REPO / "examples" / f"{domain}.heat"), held, args.max_per_kind, context)
         lines.append(row(f"  examples/{domain}.heat", r, args.all))
     if args.in_sample:
