@@ -272,6 +272,18 @@ class Program:
                 return i
         raise KeyError(name)
 
+    def band_slots(self) -> frozenset[int]:
+        """The channel slots of magnitude bands (`consistent v within factor F`): a band keeps
+        its smallest values, then its largest, `max(1, len(key_classes))` slots each. A band
+        states a magnitude, not a term, so the conflicts layer compares no value on them."""
+        return frozenset(
+            slot
+            for r in self.rules
+            for use in r.channels
+            if use.factor
+            for slot in range(use.channel, use.channel + 2 * max(1, len(use.key_classes)))
+        )
+
 
 # --- fixed-size state ------------------------------------------------------------------
 

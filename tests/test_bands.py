@@ -127,3 +127,25 @@ def test_a_bad_band_is_refused(tmp_path, cell, message):
     with pytest.raises(HeatError) as err:
         load_heatmap(_heatmap(tmp_path, cell))
     assert message in str(err.value)
+
+
+def test_the_manifest_marks_a_bands_channels():
+    """A band's channels carry `band: true` in the module's manifest, and the conflicts layer
+    reads that mark, not their names: a band states a magnitude, not a term, so a rule set
+    whose only consistency is a band has none to compare across chunks."""
+    from heatc.backends import module_info, wasm_checker
+    from heatc_runtime.conflicts import NoConsistencyRulesError
+
+    both = compile_cached(
+        'ruleset t\nclass fee keyword = "fee"\nclass usd unit = "USD"\n'
+        "rule fee_usd { match k:fee ..3 v:number usd\n  consistent v within factor 100 per k\n  consistent v }\n"
+    )
+    assert both.band_slots() == {0, 1}  # smallest and largest per key class (one: fee); then the exact channel
+    info = module_info(both)
+    assert info.bands == {both.channels[0].name, both.channels[1].name}
+    assert [name for name, _ in info.channels if name not in info.bands] == [both.channels[2].name]
+    alone = compile_cached(
+        'ruleset t\nclass fee keyword = "fee"\nrule f { match fee ..3 v:number\n  consistent v within factor 10 }\n'
+    )
+    with pytest.raises(NoConsistencyRulesError, match="other than magnitude bands"):
+        wasm_checker(alone).conflicts(["fee 5", "fee 6"])

@@ -11,10 +11,12 @@ from collections.abc import Callable
 from heatc import ir
 from heatc.lang import ast
 from heatc.lang.unparse import format_requirement
-from heatc_runtime.conflicts import BAND_SIDES
 
 DEFAULT_HEAT = 0.5
 DEFAULT_FREQ = 1.0
+# a magnitude band's two channel slots per key, named for a reader of the state; what marks
+# them as a band for the conflicts layer is the statement's factor (`ir.Program.band_slots`)
+BAND_SIDES = (" (smallest)", " (largest)")
 
 
 def emit_rules(

@@ -208,6 +208,7 @@ def _consistency(program: ir.Program, rule: ir.Rule, use: ir.ChannelUse) -> dict
 
 def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:
     """What a runtime needs besides the module: names to decode events, sizes, checksums."""
+    bands = program.band_slots()
     return {
         "format": "heatc-module",
         "abi": {"major": ABI_MAJOR, "minor": ABI_MINOR},
@@ -243,6 +244,9 @@ def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:
             for r in program.rules
         ],
         "classes": [c.name for c in program.classes],
-        "channels": [{"name": c.name, "kind": c.kind} for c in program.channels],
+        "channels": [
+            {"name": c.name, "kind": c.kind, **({"band": True} if i in bands else {})}
+            for i, c in enumerate(program.channels)
+        ],
         "anchor_groups": [g.name for g in program.anchor_groups],
     }

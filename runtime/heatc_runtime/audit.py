@@ -61,6 +61,8 @@ class ModuleInfo:
     consistency: Mapping[str, tuple[tuple[str, str | None, Mapping[str, str]], ...]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # the channels of magnitude bands (`within factor`): a magnitude, not a term
+    bands: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @classmethod
     def from_manifest(cls, manifest: dict) -> ModuleInfo:
@@ -74,6 +76,7 @@ class ModuleInfo:
             tuple((str(c["name"]), str(c["kind"])) for c in manifest.get("channels", ())),
             {r["name"]: tuple((c["name"], c["kind"]) for c in r.get("captures", ())) for r in rules},
             {r["name"]: tuple(_statement(u) for u in r["consistency"]) for r in rules if r.get("consistency")},
+            frozenset(str(c["name"]) for c in manifest.get("channels", ()) if c.get("band")),
         )
 
     def to_json(self) -> dict:

@@ -29,7 +29,7 @@ the two values, |a − b| / max(|a|, |b|) (numbers carry no sign), and d = 1 for
 (two governing laws). The rule's heat says how much the term matters; a far-apart pair
 (30 vs 90 days) is less likely a rounding or formatting artefact than 4.20 vs 4.21.
 
-Public surface: `BAND_SIDES`, `BOUNDARY`, `BOUNDARY_LEXEMES`, `MAX_TERM_VALUES`, `NoConsistencyRulesError`, `Mention`,
+Public surface: `BOUNDARY`, `BOUNDARY_LEXEMES`, `MAX_TERM_VALUES`, `NoConsistencyRulesError`, `Mention`,
 `ChunkConflict`, `TermSchedule`, `ConflictReport`, `chunk_bytes(chunks)`, `join_chunks(chunks)`,
 `find_conflicts(module, chunks, events)`, `scan_chunks(checker, chunks)`.
 """
@@ -184,13 +184,10 @@ def join_chunks(chunks: list[bytes]) -> tuple[bytes, list[int]]:
     return BOUNDARY.join(chunks), starts
 
 
-#: The channel names of a magnitude band (`consistent v within factor F`, docs/language.md) end
-#: so: a band says a value is out of scale with the others, not that one term was restated.
-BAND_SIDES = (" (smallest)", " (largest)")
-
-
 def _require_channels(module: ModuleInfo) -> None:
-    if not [name for name, _ in module.channels if not name.endswith(BAND_SIDES)]:
+    # a band (`within factor`, docs/language.md) says a value is out of scale with the others,
+    # not that one term was restated
+    if not [name for name, _ in module.channels if name not in module.bands]:
         raise NoConsistencyRulesError(
             f"the rule set {module.name!r} has no consistency rules (no `consistent` or `lock` statement "
             "other than magnitude bands), "

@@ -90,7 +90,7 @@ def check_manifest(manifest: object, where: str) -> None:
         for i, name in enumerate(m.array(manifest[key], key)):
             m.type(name, str, f"{key}[{i}]")
     for i, channel in enumerate(m.array(manifest["channels"], "channels")):
-        m.object(channel, f"channels[{i}]", {"name": str, "kind": str})
+        m.object(channel, f"channels[{i}]", {"name": str, "kind": str}, {"band": bool})
     if "build" in manifest:
         build = m.object(manifest["build"], "build", {}, {"artifacts": dict})
         for name, info in build.get("artifacts", {}).items():
