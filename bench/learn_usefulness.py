@@ -88,13 +88,14 @@ SHARE = re.compile(
 YEAR = re.compile(r"(?<![\d,.$/])((?:19|20)\d\d)(?![\d%]|[,.]\d)")
 
 
-# the domains whose shipped heatmap is learned with magnitude bands (heatmaps/README.md)
-SHIPPED_BANDS = frozenset({"finance"})
-
-
 def with_bands(domain: str, which: str) -> bool:
-    """Whether `domain` learns with magnitude bands under `--bands` `which`."""
-    return which == "all" or (which == "shipped" and domain in SHIPPED_BANDS)
+    """Whether `domain` learns with magnitude bands under `--bands` `which`: "shipped" as
+    its shipped heatmap was learned (with bands if any of its cells has one)."""
+    if which != "shipped":
+        return which == "all"
+    from heatc.heatmap.format import load_heatmap
+
+    return any(c.band for c in load_heatmap(REPO / "heatmaps" / f"{domain}.yaml").cells)
 
 
 def learn_heatmap(domain: str, docs, args, alarm_budget: float) -> Path:
