@@ -201,7 +201,7 @@ def is_numeral_name(name: str) -> bool:
     """Whether a category's name is a number word's (`NUMERAL_NAMES`, or a compound that
     `compound_numerals` names: "one_hundred_eighty")."""
     parts = name.split("_")
-    return name in NUMERAL_NAMES or (len(parts) > 2 and written_number(" ".join(parts)) is not None)
+    return name in NUMERAL_NAMES or (len(parts) > 1 and written_number(" ".join(parts)) is not None)
 
 
 def restating(words: str) -> tuple[str, str]:
