@@ -105,3 +105,29 @@ def test_diff_writes_a_side_left_open(tmp_path):
     assert r.exit_code == 0, r.output
     assert "+ inr … number: score 0.800 (hot), support 12, [0.8, inf]" in r.output
     assert "~ sodium … number: [120, 160] → [-inf, 160] (support 3 → 3)" in r.output
+
+
+def test_diff_shows_a_magnitude_band_beside_its_range(tmp_path):
+    """A band (`band: F`) is part of what a range cell checks: one that appears, goes or
+    changes is a range change, written after the range."""
+    a = _write(
+        tmp_path / "a.yaml",
+        [
+            "{name: g, pair: [glucose, number], unit: mg_dl, score: 0.9, support: 10, range: [null, 600], band: 20}",
+            "{name: s, pair: [sodium, number], unit: mg_dl, score: 0.5, support: 9, range: [1, 3]}",
+        ],
+    )
+    b = _write(
+        tmp_path / "b.yaml",
+        [
+            "{name: g, pair: [glucose, number], unit: mg_dl, score: 0.9, support: 10, range: [null, 600]}",
+            "{name: s, pair: [sodium, number], unit: mg_dl, score: 0.5, support: 9, range: [1, 3], band: 100}",
+        ],
+    )
+    r = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    assert r.exit_code == 0, r.output
+    assert "0 scores and 2 ranges changed, 0 unchanged" in r.output
+    assert "~ glucose … number mg_dl: [-inf, 600] within factor 20 → [-inf, 600] (support 10 → 10)" in r.output
+    assert "~ sodium … number mg_dl: [1, 3] → [1, 3] within factor 100 (support 9 → 9)" in r.output
+    d = json.loads(CliRunner().invoke(app, ["diff", str(a), str(b), "--json"]).output)
+    assert [x["band"] for x in d["range_changed"]] == [[20, None], [None, 100]]

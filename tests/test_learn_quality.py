@@ -285,7 +285,7 @@ def test_a_relearned_cell_keeps_the_bases_band_unless_it_rejects_the_domains_tex
     gives it back where its rule rejects a clean value of the domain."""
     from collections import Counter
 
-    from heatc.learn.merge import drop_bands, inherit_band, merge_cells
+    from heatc.learn.merge import drop_bands, inherit_band, merge_cells, without_bands
 
     base_cell = {"name": "currency_scale_million", "pair": ["currency", "number"], "unit": "scale_million",
                  "range": [None, 267000], "support": 1330, "band": 999, "score": 0.6}  # fmt: skip
@@ -304,9 +304,13 @@ def test_a_relearned_cell_keeps_the_bases_band_unless_it_rejects_the_domains_tex
     domain["cells"][0]["description"] = "learned"
     merged, kept, banded, counts = merge_cells(domain, {"cells": [base_cell]}, lexicon, keep_unused=True)
     assert banded == ["currency_scale_million"] and merged["cells"][0]["band"] == 999 and counts["relearned"] == 1
-    same, n = drop_bands(merged, banded, Counter())
+    same, n = drop_bands(merged, banded, Counter(), Counter())
     assert n == 0 and same["cells"][0]["band"] == 999
-    unbanded, n = drop_bands(merged, banded, Counter(currency_scale_million=1))
+    # its own range rejects a value (budgeted by the domain); the band adds none: kept
+    same, n = drop_bands(merged, banded, Counter(currency_scale_million=1), Counter(currency_scale_million=1))
+    assert n == 0 and same["cells"][0]["band"] == 999
+    assert "band" not in without_bands(merged, banded)["cells"][0] and merged["cells"][0]["band"] == 999
+    unbanded, n = drop_bands(merged, banded, Counter(currency_scale_million=2), Counter(currency_scale_million=1))
     assert n == 1 and "band" not in unbanded["cells"][0]
     assert (
         unbanded["cells"][0]["description"].startswith("learned") and "band" not in unbanded["cells"][0]["description"]

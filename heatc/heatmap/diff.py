@@ -1,5 +1,5 @@
 """What changed between two heatmaps (`heatc diff A.yaml B.yaml`): cells added and removed,
-score changes and range changes.
+score changes and range changes (a range's magnitude band, `band: F`, is part of it).
 
 A cell is identified by what its rule reads — its pair, unit and check — not by its name
 (names get a suffix when two cells would share one). Its range is the one `heatc lower`
@@ -27,6 +27,8 @@ class CellChange:
     b: Cell | None
     range_a: Range | None = None
     range_b: Range | None = None
+    band_a: int | None = None  # the cell's magnitude band (`within factor F`), None without
+    band_b: int | None = None
 
 
 @dataclass
@@ -34,7 +36,7 @@ class HeatmapDiff:
     added: list[CellChange] = field(default_factory=list)
     removed: list[CellChange] = field(default_factory=list)
     scores: list[CellChange] = field(default_factory=list)  # in both, score moved by SCORE_STEP or more
-    ranges: list[CellChange] = field(default_factory=list)  # in both, another range
+    ranges: list[CellChange] = field(default_factory=list)  # in both, another range or band
     same: int = 0  # in both, neither moved
 
     def to_json(self) -> dict:
@@ -43,6 +45,7 @@ class HeatmapDiff:
                 "cell": c.key,
                 "score": [None if c.a is None else c.a.score, None if c.b is None else c.b.score],
                 "range": [c.range_a and list(c.range_a), c.range_b and list(c.range_b)],
+                "band": [c.band_a, c.band_b],
                 "support": [None if c.a is None else c.a.support, None if c.b is None else c.b.support],
             }
 
@@ -79,10 +82,12 @@ def diff_heatmaps(a: Heatmap, b: Heatmap) -> HeatmapDiff:
     out = HeatmapDiff()
     for key, cb in cells_b.items():
         if key not in cells_a:
-            out.added.append(CellChange(key, None, cb, None, _range(cb, b)))
+            out.added.append(CellChange(key, None, cb, None, _range(cb, b), None, cb.band))
     for key, ca in cells_a.items():
         cb = cells_b.get(key)
-        change = CellChange(key, ca, cb, _range(ca, a), None if cb is None else _range(cb, b))
+        change = CellChange(
+            key, ca, cb, _range(ca, a), None if cb is None else _range(cb, b), ca.band, None if cb is None else cb.band
+        )
         if cb is None:
             out.removed.append(change)
             continue
@@ -90,7 +95,7 @@ def diff_heatmaps(a: Heatmap, b: Heatmap) -> HeatmapDiff:
         if abs(ca.score - cb.score) >= SCORE_STEP:
             out.scores.append(change)
             moved = True
-        if change.range_a != change.range_b:
+        if (change.range_a, change.band_a) != (change.range_b, change.band_b):
             out.ranges.append(change)
             moved = True
         out.same += not moved
@@ -101,13 +106,15 @@ def diff_heatmaps(a: Heatmap, b: Heatmap) -> HeatmapDiff:
     return out
 
 
-def _fmt_range(r: Range | None) -> str:
-    """`[1.5, 1000]`; a side the range leaves open is written `-inf` or `inf` (`[-inf, 309]`)."""
+def _fmt_range(r: Range | None, band: int | None = None) -> str:
+    """`[1.5, 1000]`; a side the range leaves open is written `-inf` or `inf` (`[-inf, 309]`);
+    a magnitude band after it (`[-inf, 86000] within factor 999`)."""
+    within = f" within factor {band}" if band else ""
     if r is None:
-        return "no range"
+        return "no range" + within
     lo = "-inf" if r[0] is None else f"{r[0]:g}"
     hi = "inf" if r[1] is None else f"{r[1]:g}"
-    return f"[{lo}, {hi}]"
+    return f"[{lo}, {hi}]{within}"
 
 
 def render_diff(d: HeatmapDiff, a: Heatmap, b: Heatmap, limit: int | None = None) -> str:
@@ -136,14 +143,14 @@ def render_diff(d: HeatmapDiff, a: Heatmap, b: Heatmap, limit: int | None = None
         "added",
         d.added,
         lambda c: (
-            f"+ {c.key}: score {c.b.score:.3f}{hot(c.b.score, hot_b)}, support {c.b.support}, {_fmt_range(c.range_b)}"
+            f"+ {c.key}: score {c.b.score:.3f}{hot(c.b.score, hot_b)}, support {c.b.support}, {_fmt_range(c.range_b, c.band_b)}"
         ),
     )
     section(
         "removed",
         d.removed,
         lambda c: (
-            f"- {c.key}: score {c.a.score:.3f}{hot(c.a.score, hot_a)}, support {c.a.support}, {_fmt_range(c.range_a)}"
+            f"- {c.key}: score {c.a.score:.3f}{hot(c.a.score, hot_a)}, support {c.a.support}, {_fmt_range(c.range_a, c.band_a)}"
         ),
     )
     section(
@@ -158,7 +165,8 @@ def render_diff(d: HeatmapDiff, a: Heatmap, b: Heatmap, limit: int | None = None
         "range changed",
         d.ranges,
         lambda c: (
-            f"~ {c.key}: {_fmt_range(c.range_a)} → {_fmt_range(c.range_b)} (support {c.a.support} → {c.b.support})"
+            f"~ {c.key}: {_fmt_range(c.range_a, c.band_a)} → {_fmt_range(c.range_b, c.band_b)} "
+            f"(support {c.a.support} → {c.b.support})"
         ),
     )
     return "\n".join(lines) + "\n"

@@ -315,7 +315,7 @@ def _merged_document(
     import yaml
 
     from heatc.learn.emit import heatmap_document
-    from heatc.learn.merge import drop_bands, drop_rejecting, merge_cells
+    from heatc.learn.merge import drop_bands, drop_rejecting, merge_cells, without_bands
 
     base_doc = yaml.safe_load(Path(config.base).read_text(encoding="utf-8"))
     domain = heatmap_document(
@@ -329,8 +329,10 @@ def _merged_document(
     )
     rejections = _domain_rejections(merged, config, documents)
     merged, dropped = drop_rejecting(merged, kept, rejections)
-    merged, unbanded = drop_bands(merged, banded, rejections)
-    counts["banded"] = len(banded) - unbanded
+    if banded:
+        plain = _domain_rejections(without_bands(merged, banded), config, documents)
+        merged, unbanded = drop_bands(merged, banded, rejections, plain)
+        counts["banded"] = len(banded) - unbanded
     counts["kept"] -= dropped
     counts["dropped"] += dropped
     counts["domain"] = len(cells)

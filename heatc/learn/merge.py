@@ -18,11 +18,11 @@ values do not show where the tail ends. A base cell the domain does not learn is
 base has it (score, statistics, range) unless `keep_unused` is off; `drop_rejecting` then
 drops those kept cells whose rule rejects a value of the domain's clean text (its false
 alarms are not in the domain's budget). A re-learned cell keeps the base's magnitude band
-(`inherit_band`; the domain learns none of its own) unless its rule then rejects a clean
-value of the domain (`drop_bands`).
+(`inherit_band`; the domain learns none of its own) unless the band makes its rule reject a
+clean value of the domain (`drop_bands`).
 
 Public surface: `base_lexicon`, `split_literals`, `cell_key`, `merge_cells`, `base_range`, `widen_to_base`,
-`inherit_band`, `drop_bands`, `drop_rejecting`, `TRUSTED_SUPPORT`.
+`inherit_band`, `without_bands`, `drop_bands`, `drop_rejecting`, `TRUSTED_SUPPORT`.
 """
 
 from __future__ import annotations
@@ -218,8 +218,8 @@ def inherit_band(cell: dict, base: dict) -> bool:
     says against itself, and its factor was chosen over the base corpus's whole documents;
     a domain's few PDF pages, each a document of a handful of values, do not show how far a
     document's values spread (bands fitted to the 10-K's pages took factors of 10 where the
-    base's 200 held). Returns whether it gave one; `drop_bands` takes it back where it rejects
-    a clean value of the domain."""
+    base's 200 held). Returns whether it gave one; `drop_bands` takes it back where it makes
+    the rule reject a clean value of the domain."""
     if not base.get("band") or cell.get("band"):
         return False
     cell["band"] = base["band"]
@@ -227,13 +227,20 @@ def inherit_band(cell: dict, base: dict) -> bool:
     return True
 
 
-def drop_bands(doc: dict, banded: list[str], rejections: Counter) -> tuple[dict, int]:
+def without_bands(doc: dict, banded: list[str]) -> dict:
+    """The document with the cells `banded` stripped of their bands."""
+    cells = [{k: v for k, v in c.items() if k != "band"} if c["name"] in banded else c for c in doc["cells"]]
+    return {**doc, "cells": cells}
+
+
+def drop_bands(doc: dict, banded: list[str], rejections: Counter, unbanded: Counter) -> tuple[dict, int]:
     """The document without the bands the cells `banded` inherited (`inherit_band`) where
-    their rules reject a clean value of the domain: the band's false alarms were not budgeted
-    (the domain's own range was)."""
+    their rules reject more clean values of the domain with the band (`rejections`) than
+    without it (`unbanded`, the rejections of `without_bands`): the band's false alarms were
+    not budgeted (the domain's own range was)."""
     out, n = [], 0
     for c in doc["cells"]:
-        if c["name"] in banded and rejections.get(c["name"], 0):
+        if c["name"] in banded and rejections.get(c["name"], 0) > unbanded.get(c["name"], 0):
             note = BAND_NOTE.format(c["band"])
             c = {k: v for k, v in c.items() if k != "band"}
             c["description"] = c.get("description", "").replace(note, "")
