@@ -143,8 +143,10 @@ STOPWORDS = frozenset(
     twenty thirty forty fifty sixty seventy eighty ninety hundred thousand total see page pages table note notes
     item items number numbers x mr mrs ms dr
     telephone phone tel fax facsimile suite avenue ave street st floor room box zip road rd drive blvd boulevard
-    lane parkway highway plaza llp llc inc ltd corp""".split()
-)  # the last lines: words of addresses, phone numbers and firms, whose numbers identify, not measure
+    lane parkway highway plaza llp llc inc ltd corp
+    monday tuesday wednesday thursday friday saturday sunday""".split()
+)  # then words of addresses, phone numbers and firms, whose numbers identify, not measure; and weekdays,
+# whose numbers are the hours or the date of that day ("Monday through Friday, 8 a.m.")
 
 # Words that name a number. Kept out of keyword discovery (they are stop words: "two
 # tablets"), but aggregation offers each as a keyword of its own group, `numeral`: a number
