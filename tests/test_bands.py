@@ -81,6 +81,10 @@ def test_band_options_take_the_factors_the_corpus_allows():
     # too few documents that state the cell twice, or no unit to tell a scale: no band
     assert band_options(key, _cell_values({d: docs[d] for d in range(4)})) == []
     assert band_options(CellKey("revenues", "number", ""), _cell_values(docs)) == []
+    # a unit that is no scale word: its slips are tenfold, which a range notices ("1.75 years"
+    # and a director's "76 years" in one 10-K are no scale slip)
+    assert band_options(CellKey("", "number", "years"), _cell_values(docs)) == []
+    assert band_options(CellKey("currency", "number", "scale_billion"), _cell_values(docs))
 
 
 def _heatmap(tmp_path, cell: str):

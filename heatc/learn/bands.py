@@ -12,8 +12,11 @@ allowed, and the allocator (`budget.allocate`) weighs each allowed factor agains
 cells by what it notices — the values whose thousandfold slip it rejects — and what it
 costs; a cell whose documents span wider gets none.
 
-Only cells whose rule reads a unit after the value get a band (a keyword alone takes values
-of many units: "revenues of 4.2 million … revenues in 2019"). A document's values are read
+Only cells whose rule reads a scale word after the value get a band ("$4.2 million", "… 1.3
+billion": `ranges.SCALE_UNITS`, the units whose slip is a thousandfold one; a keyword alone
+takes values of many units, "revenues of 4.2 million … revenues in 2019", and a value of
+another unit slips tenfold, which its range notices: a band on "… years" only read a
+10-K's "1.75 years" against its directors' "76 years"). A document's values are read
 in order, as the rule reads them (docs/semantics.md §4): a value ≤ 0 is skipped, a value out
 of the band is a false alarm and is not kept.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from heatc.learn.evidence import CellKey, CellValues
+from heatc.learn.ranges import SCALE_UNITS
 
 #: The factors tried, smallest first; 999: the widest band that still notices a thousandfold slip.
 BAND_FACTORS = (10, 20, 50, 100, 200, 500, 999)
@@ -77,9 +81,9 @@ def slips_noticed(documents: Iterable[list[float]], factor: int, slip: float = S
 
 def band_options(key: CellKey, cv: CellValues) -> list[tuple[int, int, int]]:
     """(factor, false alarms in the corpus, slips noticed) of every band this range cell
-    may take, smallest factor first (none for a cell without a unit, or too few documents
+    may take, smallest factor first (none for a cell without a scale word, or too few documents
     that state it twice, or factors whose false alarms exceed `BAND_MAX_ALARMS`)."""
-    if key.check != "range" or not key.unit or key.value == "date":
+    if key.check != "range" or key.unit not in SCALE_UNITS or key.value == "date":
         return []
     documents = [vs for vs in cv.per_document.values() if sum(v > 0 for v in vs) >= 2]
     if len(documents) < BAND_MIN_DOCUMENTS:
