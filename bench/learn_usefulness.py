@@ -98,7 +98,7 @@ def with_bands(domain: str, which: str) -> bool:
     return any(c.band for c in load_heatmap(REPO / "heatmaps" / f"{domain}.yaml").cells)
 
 
-def learn_heatmap(domain: str, docs, args, alarm_budget: float) -> Path:
+def learn_heatmap(domain: str, docs, args, alarm_budget: float, bands: bool) -> Path:
     from heatc.errors import HeatError
     from heatc.learn.config import LearnConfig
     from heatc.learn.pipeline import learn
@@ -114,14 +114,14 @@ def learn_heatmap(domain: str, docs, args, alarm_budget: float) -> Path:
     config = LearnConfig(
         corpus=[corpus], output=out, name=domain, seed=args.seed, label_sentences=args.label_sentences,
         max_probe_sentences=args.probe_sentences, student=scored_by_student, alarm_budget=alarm_budget,
-        teacher_sentences=args.teacher_sentences, bands=with_bands(domain, args.bands),
+        teacher_sentences=args.teacher_sentences, bands=bands,
     )  # fmt: skip
     t0 = time.perf_counter()
     try:
         summary = learn(config, log=lambda m: print(f"  {m}"))
     except HeatError:  # the work folder is from other settings or another heatc: start over
         summary = learn(config, fresh=True, log=lambda m: print(f"  {m}"))
-    kept = folder / f"{domain}-{alarm_budget:g}{'-bands' if with_bands(domain, args.bands) else ''}.yaml"
+    kept = folder / f"{domain}-{alarm_budget:g}{'-bands' if bands else ''}.yaml"
     kept.write_bytes(out.read_bytes())
     print(
         f"  learned {kept.relative_to(REPO)} (alarm budget {alarm_budget:g}): {summary['cells']} cells, "
@@ -397,19 +397,18 @@ def main() -> None:
         learn_docs, held = split_documents(domain, args.seed)
         print(f"{domain}: {len(learn_docs)} documents to learn from, {len(held)} held out")
         context = unit_contexts(domain, learn_docs + held) if domain != "finance" else None
+        bands = with_bands(domain, args.bands)
         lines.append(f"{domain} (held-out half)")
         for budget in args.alarm_budgets:
-            heatmap = learn_heatmap(domain, learn_docs, args, budget)
+            heatmap = learn_heatmap(domain, learn_docs, args, budget, bands)
             t0 = time.perf_counter()
             r = evaluate(domain, Scanner(heatmap), held, args.max_per_kind, context)
             print(
                 f"  scanned {r['sentences']} held-out sentences and the corruptions in {time.perf_counter() - t0:.0f} s"
             )
-            lines.append(
-                row(f"  learned, budget {budget:g}{', bands' if with_bands(domain, args.bands) else ''}", r, args.all)
-            )
-            bands = ", `heatc learn --bands`" if with_bands(domain, args.bands) else ""
-            table.append((f"{domain}, held out ({CORPUS_NAMES[domain]}){bands}", r))
+            lines.append(row(f"  learned, budget {budget:g}{', bands' if bands else ''}", r, args.all))
+            shipped_as = ", `heatc learn --bands`" if bands else ""
+            table.append((f"{domain}, held out ({CORPUS_NAMES[domain]}){shipped_as}", r))
         r = evaluate(domain, Scanner(REPO / "examples" / f"{domain}.heat"), held, args.max_per_kind, context)
         lines.append(row(f"  examples/{domain}.heat", r, args.all))
     if args.in_sample:

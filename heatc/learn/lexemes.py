@@ -183,19 +183,16 @@ def compound_numerals(texts: Iterable[str], min_count: int = COMPOUND_MIN) -> li
     "twenty (200) days"; with them, each is a number of its own, whose cell notices "one
     hundred twenty (1200)". Spellings are lower-cased with single spaces; the name leaves
     out "and" and joins the words with "_"."""
-    counts: Counter = Counter()
+    restated: Counter = Counter()  # per name
+    spellings: dict[str, set[str]] = {}
     for text in texts:
         for m in _SCALED.finditer(text):
             words = m.group(1).lower().replace("- ", "-")
             parts = [w for w in re.split(r"[ -]+", words) if w]
             if ("hundred" in parts or "thousand" in parts) and written_number(words) is not None:
-                counts[words] += 1
-    spellings: dict[str, list[str]] = {}
-    restated: Counter = Counter()
-    for words, n in counts.items():
-        name = "_".join(w for w in re.split(r"[ -]+", words) if w and w != "and")
-        spellings.setdefault(name, []).append(words)
-        restated[name] += n
+                name = "_".join(w for w in parts if w != "and")
+                restated[name] += 1
+                spellings.setdefault(name, set()).add(words)
     return [(name, tuple(sorted(ws))) for name, ws in sorted(spellings.items()) if restated[name] >= min_count]
 
 

@@ -109,7 +109,7 @@ def merge_cells(
     *,
     keep_unused: bool,
     margin: tuple[float, float] = (DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR),
-) -> tuple[dict, list[str], Counter]:
+) -> tuple[dict, list[str], list[str], Counter]:
     """The domain's heatmap document with the base cells it does not re-learn added (when
     `keep_unused`), and the categories they need (`margin`: the base's margin policy, for the
     ranges of its cells that state none). A re-learned cell takes the base cell's magnitude
@@ -227,10 +227,13 @@ def inherit_band(cell: dict, base: dict) -> bool:
     return True
 
 
+def _unbanded(cell: dict) -> dict:
+    return {k: v for k, v in cell.items() if k != "band"}
+
+
 def without_bands(doc: dict, banded: list[str]) -> dict:
     """The document with the cells `banded` stripped of their bands."""
-    cells = [{k: v for k, v in c.items() if k != "band"} if c["name"] in banded else c for c in doc["cells"]]
-    return {**doc, "cells": cells}
+    return {**doc, "cells": [_unbanded(c) if c["name"] in banded else c for c in doc["cells"]]}
 
 
 def drop_bands(doc: dict, banded: list[str], rejections: Counter, unbanded: Counter) -> tuple[dict, int]:
@@ -242,7 +245,7 @@ def drop_bands(doc: dict, banded: list[str], rejections: Counter, unbanded: Coun
     for c in doc["cells"]:
         if c["name"] in banded and rejections.get(c["name"], 0) > unbanded.get(c["name"], 0):
             note = BAND_NOTE.format(c["band"])
-            c = {k: v for k, v in c.items() if k != "band"}
+            c = _unbanded(c)
             c["description"] = c.get("description", "").replace(note, "")
             n += 1
         out.append(c)
