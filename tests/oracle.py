@@ -80,6 +80,8 @@ DATE_BOUNDED = b"|".join([
     _NAMES + b",?" + WS + b"+" + _YEAR,
     _NAMES + WS + b"+of" + WS + b"+" + _YEAR,
 ])  # fmt: skip
+# a year written alone, 1900–2199: it outranks the number its digits also spell
+YEAR_ALONE = b"(?:" + _d("1") + _d("9") + b"|" + _d("2") + _d("01") + b")" + _ANY + _ANY
 _RI = b"(?:" + "日".encode() + b"|" + "号".encode() + b")"
 DATE_CJK = b"|".join([
     _YEAR + "年".encode() + b"(?:" + _MONTH + "月".encode() + b"(?:" + _DAY + _RI + b")?)?",
@@ -114,6 +116,7 @@ def token_patterns(literals: list[tuple[str, bool]], chinese: bool) -> list[tupl
     out.append((3, "number", re.compile(b"|".join(b"(?:" + n + b")" for n in numbers), re.S), set()))
     out.append((3, "percent", re.compile(b"|".join(b"(?:" + n + b")" for n in percents), re.S), set()))
     out.append((3, "date", re.compile(DATE_BOUNDED, re.S), ALNUM))
+    out.append((2.5, "date", re.compile(YEAR_ALONE, re.S), ALNUM))
     out.append((3, "date", re.compile(DATE_CJK, re.S), set()))
     out.append((4, "word", re.compile(b"[A-Za-z]+"), set()))
     out.append((5, "space", re.compile(WS + b"+|\xc2\xa0|\xe3\x80\x80"), set()))

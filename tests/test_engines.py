@@ -14,12 +14,12 @@ from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heatc import reference
+from heatc import ir, reference
 from heatc.backends import run_document
 from heatc.lang.compiler import compile_file, compile_source
 from heatc.wasm import compile_wasm, write_module
 from heatc_runtime import Verdict, from_bytes, load
-from heatc_runtime.engines.core import PROBES, Driver, TokenIdError, TokenTableError, open_module
+from heatc_runtime.engines.core import PROBES, Driver, TokenIdError, TokenTableError, open_module, year_shaped
 from heatc_runtime.engines.tokens import TokenTable, table_for_tokenizer, table_from_tokenizer_json
 from heatc_runtime.lookahead import Lookahead
 
@@ -108,7 +108,9 @@ def test_stop_with_the_prompt_seen_counts_only_new_rejections():
 def _oracle(prefix: bytes, candidate: bytes) -> bool:
     """guard's rule, from the reference interpreter: the candidate passes when the text with it,
     ended there, has no more rejections than the text before it has so far — or, when it
-    leaves a number open, when one of PROBES continuing the number has none."""
+    leaves a number open, when one of PROBES continuing the number has none; a text that ends
+    in four digits 1900–2199 (not after a digit, point or comma) must pass with ".0"
+    after it as well."""
     m = reference.Machine(MEDICAL)
     m.feed(prefix)
     before = m.snapshot().counters["rejections"]
@@ -116,11 +118,28 @@ def _oracle(prefix: bytes, candidate: bytes) -> bool:
     def ended(text: bytes) -> int:
         return run_document("reference", MEDICAL, text)[2]["rejections"]
 
+    def passes(text: bytes) -> bool:
+        year = re.search(rb"(?<![0-9.,])(19|20|21)[0-9][0-9]\Z", text) is not None
+        return ended(text) == before and (not year or ended(text + b".0") == before)
+
     text = prefix + candidate
-    if ended(text) == before:
+    if passes(text):
         return True
     opens = bool(candidate) and re.search(rb"[0-9][.,]?\Z", text) is not None
-    return opens and any(ended(text + p) == before for p in PROBES)
+    return opens and any(passes(text + p) for p in PROBES)
+
+
+def test_guard_knows_the_years_the_lexer_reads():
+    """`year_shaped` says of a text's last four digits what the lexer says: a date."""
+    from heatc.lang.compiler import _bare_program
+    from heatc.lexing import lex
+
+    bare = _bare_program(False)
+    for n in range(10_000):
+        for before in (b"in ", b"x", b"1.", b"7,", b"1/", b"(", b""):
+            text = before + b"%04d" % n
+            lexemes = lex(bare, text)
+            assert year_shaped(text) == (lexemes[-1].code == ir.LEX_DATE and lexemes[-1].raw == text[-4:]), text
 
 
 @settings(max_examples=40, deadline=None)

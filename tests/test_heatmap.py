@@ -80,6 +80,13 @@ MALFORMED = [
     ("stats_not_numbers", ("q01: 45", "q01: lots"), 11, "cells[0].stats.q01", "expected a number, got 'lots'"),
     ("unknown_trigger_class", ("at: [period]", "at: [comma]"), 9, "triggers.at[0]", "unknown category 'comma'"),
     (
+        "lone_category_not_a_value",
+        ("pair: [glucose, number], score: 0.5", "pair: [glucose], score: 0.5"),
+        12,
+        "cells[1].pair",
+        "expected two categories (or a value category alone), got 1",
+    ),
+    (
         "range_cell_without_values",
         ("range: [1, 2]", "gap: 2"),
         12,
@@ -154,6 +161,28 @@ def test_lowering_follows_the_threshold():
     assert "match glucose ..3 v:number mg_dl" in text
     assert [c.id for c, _ in lowered.skipped] == ["glucose×number"]
     assert lowered.source_cell == {"glucose_mg_dl": "glucose×number×mg_dl"}
+
+
+def test_a_date_cell_alone_bounds_every_date(tmp_path):
+    """`pair: [date]`: every date, a year written alone too; a range open below (a date
+    that names no year reads 0) rejects a year past the bound wherever it is written."""
+    text = GOOD.replace(
+        "expects:", "  - {pair: [date], score: 0.9, support: 40, range: [null, 2050]}\nexpects:"
+    ).replace("rejects: [glucose_mg_dl]}", 'rejects: [glucose_mg_dl]}\n  - {text: "in 2119.", rejects: [any_date]}')
+    hm = load_heatmap(_write(tmp_path, text, "dates.yaml"))
+    assert hm.cells[-1].pair == ("date", "")
+    source = format_file(lower(hm).tree)
+    assert "match v:date\n" in source and "require v <= 2050" in source
+    program, _lowered, _hm = compile_heatmap(tmp_path / "dates.yaml")
+    from heatc.backends import run_document
+    from heatc.verify.expect import check_expects
+
+    assert check_expects(program, lambda p, d: run_document("reference", p, d)[:2]) == []
+    text = b"Between 2017 and 2019, on 09/05, in December 2069."
+    events = run_document("reference", program, text)[0]
+    assert [(text[e.start : e.end], e.verdict.name) for e in events if e.name == "any_date"] == [
+        (b"2017", "CONFIRMED"), (b"2019", "CONFIRMED"), (b"09/05", "CONFIRMED"), (b"December 2069", "REJECTED")
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ["medical", "finance", "legal"])

@@ -131,6 +131,11 @@ TEXTS = [
     "blood   sugar 140 mg/dL ... payment 12 ; glucose ,5 mg/dL 2,5 %5 12%% 8 % rate 3 bpm; "
     + PLAIN
     + "glucose 7 ... 8 , 9 % 10 ;",
+    # years written alone (dates) among numbers that only look like them
+    PLAIN
+    + "in 2019 glucose 2001 mg/dL, rate 1999 bpm; 1998-2003 and 2019. payment 2020 days 2019s 2000mg 2,019 "
+    + PLAIN
+    + "12 2019.5 3019 glucose 1900; 20190 rate 2001 2002 2003 bpm",
 ]
 
 
@@ -156,6 +161,26 @@ def test_generated_rule_sets_reach_no_combination_outside_the_matrix(g):
     listed = {tuple(sorted(entry["on"])) for entry in _matrix()}
     combo = tuple(combination(compile_cached(g.source)))
     assert combo in listed, f"a rule set reaches a combination tests/kernel_features.yaml lacks: {combo}"
+
+
+YEAR_RULES = [
+    # (rules, whether the skipper counts digit runs): a year counts as a number where dates and
+    # numbers do the same to an idle stream — not where a date starts a rule, nor where a late
+    # rule's first element takes numbers but not dates (a year kept as a number look-behind)
+    ("rule r {\n  match v:number units\n  require v < 300\n}", True),
+    ('rule r {\n  match v:number "times"\n}', False),
+    ("rule r {\n  match v:date\n  require v <= 2050\n}", False),
+    ("rule r {\n  match kw ..3 v:date\n  require v <= 2050\n}", True),
+]
+
+
+@pytest.mark.parametrize("rules,skips", YEAR_RULES, ids=["number_unit", "number_other", "date_alone", "kw_date"])
+def test_years_are_skipped_as_numbers_only_where_they_read_alike(rules, skips):
+    source = rule_set({}).replace('"glucose", "rate"', '"glucose", "rate", "fiscal year"') + rules + "\n"
+    program = compile_cached(source)
+    assert codegen.kernel_switches(program)["SKIP_DIGITS"] == skips
+    for text in [TEXTS[-1], "fiscal year 2019 and 2119, 2000 times, 2001 mg/dL " * 4]:
+        stream_agrees(program, text.encode(), _pieces(text.encode()))
 
 
 def enumerate_matrix() -> list[dict]:

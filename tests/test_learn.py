@@ -256,6 +256,24 @@ def test_occurrences_pair_values_with_keywords_and_units():
     assert [k.name for k in o.keys] == ["within_value", "payment_days_consistent"]
 
 
+def test_every_date_is_a_value_of_the_date_cell_and_year_digits_before_a_unit_are_a_number():
+    """A year written alone is a date ("in 2019"): the cell of every date (`LONE_DATE`,
+    `v:date`) reads it, no keyword does; four such digits with a unit right after them are the
+    number the rule `glucose ..3 v:number mg_dl` reads ("2001 mg/dL")."""
+    from heatc.learn.evidence import LONE_DATE
+
+    lexicon = _lexicon_with("glucose")
+    s = lex_sentence(lexicon.program(), "Glucose 2001 mg/dL in 2019, and glucose in 2003 on 09/05.")
+    names = [sorted(k.name for k in o.keys) for o in occurrences(s, lexicon.groups())]
+    assert names[0] == ["glucose_mg_dl", "glucose_mg_dl_consistent", "glucose_value", "mg_dl_amount"]
+    assert names[1:] == [["any_date"], ["any_date", "glucose_date"], ["any_date"]]
+    assert LONE_DATE.name == "any_date" and LONE_DATE.pattern() == "v:date"
+    glucose = [CellKey("glucose", "number", "mg_dl"), CellKey("glucose", "number", ""), LONE_DATE]
+    values = collect_values(lexicon, glucose, [s.text])
+    # (`v:date` reads every date lexeme: "2001 mg/dL" too, so its stats and false alarms count it)
+    assert [values[k].values for k in glucose] == [[2001.0], [], [2001.0, 2019.0, 2003.0, 0.0]]
+
+
 def test_a_number_word_is_a_keyword_of_its_own_group_that_terms_look_past():
     """ "thirty (30) days": with number words as `numeral` keywords (aggregation adds them),
     30 pairs with "thirty" for a range cell, and the term still belongs to "payment"; the
@@ -670,22 +688,26 @@ def test_an_expect_rejects_lists_every_lowered_rule_that_rejects_its_text(tmp_pa
 
 
 def test_the_expects_of_a_date_cell_are_written_as_dates(tmp_path):
-    """A date cell's value is the year its date names: "ended 2019." holds no date (a year
-    alone is a number), so its examples read "ended December 2019." and, a century past the
-    range, "ended December 2130." — and the heatmap builds with its expects."""
+    """A date cell's value is the year its date names: its examples are written as dates,
+    "ended December 2019." and, a century past the range, "ended December 2130."; the cell of
+    every date (`any_date`, `v:date`) reads them too, so its rejection is listed — and the
+    heatmap builds with its expects."""
     from heatc.heatmap.build import compile_heatmap
+    from heatc.learn.evidence import LONE_DATE
 
     lexicon = _lexicon_with("ended")
     stats = value_stats([2017.0, 2018.0, 2019.0, 2019.0, 2020.0] * 10)
     cell = LearnedCell(CellKey("ended", "date", ""), 0.9, 2.0, 12, 50, stats, range=(None, 2030.0))
+    every = LearnedCell(LONE_DATE, 0.8, 1.0, 12, 50, stats, range=(None, 2050.0))
     doc = heatmap_document(
-        name="learned", title="t", lexicon=lexicon, cells=[cell], provenance={}, sensitivity=0.75,
+        name="learned", title="t", lexicon=lexicon, cells=[cell, every], provenance={}, sensitivity=0.75,
         rule_files=[], tokenizer={"bytes": True},
     )  # fmt: skip
-    assert doc["expects"] == [
+    assert doc["expects"][:2] == [
         {"text": "ended December 2019.", "passes": ["ended_date"]},
-        {"text": "ended December 2130.", "rejects": ["ended_date"]},
+        {"text": "ended December 2130.", "rejects": ["any_date", "ended_date"]},
     ]
+    assert {"pair": ["date"], "name": "any_date"}.items() <= doc["cells"][1].items()
     path = tmp_path / "learned.yaml"
     write_heatmap(path, doc, "")
     compile_heatmap(path)  # runs the expects
@@ -880,12 +902,10 @@ def test_a_keyword_cell_without_a_unit_is_fitted_to_the_values_written_without_o
     lexicon = _lexicon_with("calcium")
     key = CellKey("calcium", "number", "")
     labs = [f"Calcium {v} today." for v in (8.1, 8.9, 9.4, 9.9, 10.2, 8.6, 9.1, 9.6)] * 10
-    doses = [f"Calcium {v} mg daily." for v in (500, 600, 1200)] * 4
+    doses = [f"Calcium {v} mg daily." for v in (500, 600, 800)] * 4
     values = collect_values(lexicon, [key], labs + doses)
     cv = values[key]
-    assert len(cv.values) == 92 and sorted(v for vs in cv.with_unit.values() for v in vs) == sorted(
-        [500, 600, 1200] * 4
-    )
+    assert len(cv.values) == 92 and sorted(v for vs in cv.with_unit.values() for v in vs) == sorted([500, 600, 800] * 4)
     assert len(cv.bare().values) == 80 and max(cv.bare().values) == 10.2
     scored = _scored({key: 3.5})
     [cell] = cell_table(values, *scored, min_support=5, min_probes=3, sentences=10_000, sensitivity=0.75)
@@ -937,10 +957,10 @@ def test_false_alarms_are_counted_in_the_sentences_the_budget_is_a_share_of():
 
     key = CellKey("glucose", "number", "")
     lexicon = _lexicon_with("glucose")
-    table = "GLUCOSE TABLE glucose 1620 " + " ".join(["x"] * 200)
+    table = "GLUCOSE TABLE glucose 16200 " + " ".join(["x"] * 200)
     text = f"Glucose was 162 this morning.\n\n{table}\n\nGlucose was 150 at noon."
     assert len(sentences(text)) == 2
-    assert collect_values(lexicon, [key], [text])[key].values == [162, 1620, 150]
+    assert collect_values(lexicon, [key], [text])[key].values == [162, 16200, 150]
     assert collect_values(lexicon, [key], [counted_text(text)])[key].values == [162, 150]
 
 

@@ -59,7 +59,7 @@ class HeatmapDiff:
 
 
 def _key(cell: Cell) -> str:
-    text = " … ".join(cell.pair) + (f" {cell.unit}" if cell.unit else "")
+    text = " … ".join(p for p in cell.pair if p) + (f" {cell.unit}" if cell.unit else "")
     return text + (f" ({cell.check})" if cell.check != "range" else "")
 
 

@@ -405,15 +405,19 @@ def _read_cell(r: Reader, node, i: int, refs: list) -> Cell | None:
         r.error(node, f"{fp}.pair", "missing: the category pair, e.g. [glucose, number]")
     else:
         pair = r.names(c["pair"][1], f"{fp}.pair")
-        if len(pair) != 2:
-            r.error(c["pair"][1], f"{fp}.pair", f"expected two categories, got {len(pair)}")
+        if len(pair) == 1 and pair[0] in BUILTIN_CATEGORIES:
+            pass  # a value alone, [date]: every date
+        elif len(pair) != 2:
+            r.error(c["pair"][1], f"{fp}.pair", f"expected two categories (or a value category alone), got {len(pair)}")
             return None
         for j, p in enumerate(pair):
             refs.append(("category", p, _At(c["pair"][1].value[j]), f"{fp}.pair[{j}]"))
     score = r.number(c["score"][1], f"{fp}.score", 0, 1) if "score" in c else None
     if "score" not in c:
         r.error(node, f"{fp}.score", "missing: the cell's sensitivity score, between 0 and 1")
-    cell = Cell((pair[0], pair[1]) if len(pair) == 2 else ("", ""), score or 0.0, where=_where(node))
+    cell = Cell(
+        (pair[0], pair[1]) if len(pair) == 2 else (pair[0], "") if pair else ("", ""), score or 0.0, where=_where(node)
+    )
     if "support" in c:
         cell.support = r.number(c["support"][1], f"{fp}.support", 0, integer=True) or 0
     if "unit" in c:

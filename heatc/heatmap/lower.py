@@ -82,7 +82,9 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
     if cell.when:
         stmts.append(ast.WhenStmt(_name(cell.when), here))
     gap = _n(cell.gap) if cell.gap else None
-    if value_first:  # a number and the unit after it: [number, mg_dl]
+    if value_first and not second:  # a value alone: [date]
+        elements = [ast.Element(_atom(first), capture=_name("v"), pos=here)]
+    elif value_first:  # a number and the unit after it: [number, mg_dl]
         elements = [ast.Element(_atom(first), capture=_name("v"), pos=here), ast.Element(_atom(second), pos=here)]
     elif cell.check == "lock" and second not in BUILTIN_CATEGORIES:  # a class-valued channel
         elements = [ast.Element(_atom(first), pos=here), ast.Element(_atom(second), gap, _name("v"), here)]
@@ -119,7 +121,8 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
 
 
 def _rule_name(cell: Cell, taken: set[str]) -> str:
-    base = cell.name or "_".join(p for p in (*cell.pair, cell.unit) if p and p not in ("number",)) or "cell"
+    parts = [p for p in (*cell.pair, cell.unit) if p and p not in ("number",)]
+    base = cell.name or ("_".join(parts) if cell.pair[1] else f"any_{cell.pair[0]}") or "cell"
     name, k = base, 2
     while name in taken:
         name, k = f"{base}_{k}", k + 1

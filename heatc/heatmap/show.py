@@ -23,7 +23,7 @@ def render(hm: Heatmap, out: Path, top: int = 40) -> Path:
     from matplotlib.patches import Rectangle
 
     def column(c) -> str:
-        return f"{c.pair[1]} + {c.unit}" if c.unit else c.pair[1]
+        return f"{c.pair[1]} + {c.unit}" if c.unit else c.pair[1] or "(alone)"
 
     best: dict[str, float] = {}
     for c in hm.cells:

@@ -100,7 +100,7 @@ def emit_rules(
                 uses.append(ir.ChannelUse(slot, cap_index[cap.name], text=f"lock {s.channel.text} = {cap.name}"))
         ir_elements = []
         before = 0  # the kinds the previous element accepts
-        for e, accepts in elements:
+        for e, accepts in _with_years(elements, code_kinds):
             gap = int(e.gap.value) if e.gap is not None else 0
             capture = cap_index[e.capture.text] if e.capture is not None and e.capture.text in cap_index else -1
             kinds = 0
@@ -125,6 +125,29 @@ def emit_rules(
         )
     lowered.sort(key=lambda r: (-(r.heat * r.freq), r.source_order))
     return lowered, channels
+
+
+def _with_years(elements: list[tuple], code_kinds: list[int]) -> list[tuple]:
+    """The (element, accepts) pairs of a pattern, where a `number` with a unit right after
+    it or right before it (no gap) also accepts a date: the lexer reads a year written alone
+    as a date ("in 2003"), but beside a unit four such digits are a quantity ("glucose 2001
+    mg/dL", "$2000"), docs/semantics.md §3."""
+
+    def gap(e) -> int:
+        return int(e.gap.value) if e.gap is not None else 0
+
+    def unit(accepts: list[int]) -> bool:
+        return bool(accepts) and all(code_kinds[c] == ir.KIND_UNIT for c in accepts)
+
+    out = []
+    for i, (e, accepts) in enumerate(elements):
+        if ir.LEX_NUMBER in accepts and ir.LEX_DATE not in accepts:
+            after = i + 1 < len(elements) and not gap(elements[i + 1][0]) and unit(elements[i + 1][1])
+            before = i > 0 and not gap(e) and unit(elements[i - 1][1])
+            if after or before:
+                accepts = [*accepts, ir.LEX_DATE]
+        out.append((e, accepts))
+    return out
 
 
 def _operand(o: ast.Operand, cap_index: dict[str, int]) -> ir.Operand:

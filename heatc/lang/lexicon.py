@@ -19,8 +19,9 @@ ASCII_SPACE = frozenset(b" \t\n\v\f\r")
 
 FULLWIDTH_DIGITS = [chr(0xFF10 + d) for d in range(10)]
 
-# Priorities on equal length (lower wins), docs/semantics.md §1.
-PRIO_EXACT, PRIO_LITERAL, PRIO_NUMBER, PRIO_WORD, PRIO_SPACE, PRIO_OTHER = 1, 2, 3, 4, 5, 6
+# Priorities on equal length (lower wins), docs/semantics.md §1. A year written alone
+# ("in 2003") outranks the number its digits also spell.
+PRIO_EXACT, PRIO_LITERAL, PRIO_YEAR, PRIO_NUMBER, PRIO_WORD, PRIO_SPACE, PRIO_OTHER = 1, 2, 3, 4, 5, 6, 7
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,9 @@ ASCII_DIGITS = "0123456789"
 DATE_YEARS = (1000, 2999)  # the four-digit years a date names: [12]DDD (docs/semantics.md §2, `YEAR`)
 
 
-def _date_fragments(nfa: Nfa) -> tuple[Fragment, Fragment]:
-    """(dates that end in an ASCII letter or digit, the others: those ending in 年 月 日 号).
+def _date_fragments(nfa: Nfa) -> tuple[Fragment, Fragment, Fragment]:
+    """(dates that end in an ASCII letter or digit, the others: those ending in 年 月 日 号,
+    a year written alone).
     The first hold at a boundary only: not before an ASCII letter or digit, so that
     `November 35` is no date `November 3`.
 
@@ -95,7 +97,11 @@ def _date_fragments(nfa: Nfa) -> tuple[Fragment, Fragment]:
       score or a pressure has neither (`5/5`, `7/10`, `120/80`);
     - a month name with a day, a year or both: `November 5`, `Nov. 5th`, `November 5, 2003`,
       `November 2003`, `November, 2003`, `October of 2006`;
-    - `YYYY年`, `YYYY年M月`, `YYYY年M月D日`, `M月D日`, `M月` (日 or 号 for the day).
+    - `YYYY年`, `YYYY年M月`, `YYYY年M月D日`, `M月D日`, `M月` (日 or 号 for the day);
+    - a year alone, 1900–2199 (bounded too: `2019s` and `2000mL` are numbers, `2,019` and
+      `2019.5` longer ones): the years documents name, and a century past them — narrower than
+      `YYYY`, since every number of four digits a year could be is one no keyword reads
+      (`sodium 1400`).
     """
 
     def d(chars: str = ASCII_DIGITS) -> Fragment:
@@ -151,7 +157,8 @@ def _date_fragments(nfa: Nfa) -> tuple[Fragment, Fragment]:
         nfa.seq(year4(), nian, nfa.opt(nfa.seq(month(), yue, nfa.opt(nfa.seq(day(), ri()))))),
         nfa.seq(month(), yue, nfa.opt(nfa.seq(day(), ri()))),
     )
-    return nfa.alt(three, two, named), cjk
+    alone = nfa.seq(nfa.alt(nfa.seq(d("1"), d("9")), nfa.seq(d("2"), d("01"))), d(), d())
+    return nfa.alt(three, two, named), cjk, alone
 
 
 def _number_fragments(nfa: Nfa, chinese: bool) -> tuple[Fragment, Fragment]:
@@ -217,8 +224,9 @@ def _base_dfa(chinese_numbers: bool) -> Dfa:
     number, percent = _number_fragments(nfa, chinese_numbers)
     token(number, _Label(PRIO_NUMBER, ir.LEX_NUMBER, False))
     token(percent, _Label(PRIO_NUMBER, ir.LEX_PERCENT, False))
-    bounded, cjk = _date_fragments(nfa)
+    bounded, cjk, year = _date_fragments(nfa)
     token(bounded, _Label(PRIO_NUMBER, ir.LEX_DATE, True))
+    token(year, _Label(PRIO_YEAR, ir.LEX_DATE, True))
     token(cjk, _Label(PRIO_NUMBER, ir.LEX_DATE, False))
     token(nfa.plus(lambda: nfa.byteset(ASCII_LETTERS)), _Label(PRIO_WORD, ir.LEX_WORD, False))
     space = nfa.alt(nfa.plus(lambda: nfa.byteset(ASCII_SPACE)), _chars(nfa, ["\u00a0", "\u3000"]))

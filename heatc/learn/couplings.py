@@ -8,7 +8,8 @@ more often than not, and neighbours are coupled more than distant lexemes whatev
 *baseline at its distance*: the median normalised coupling of every lexeme that stands as
 far from a probed value (`Couplings.baseline`). A cell's strength is the median of that
 ratio over its probed occurrences (the geometric mean of keyword and unit ratios when it
-has both), and its score is the percentile of its strength among the candidate cells —
+has both; for the cell of every date, which has neither, the lexeme right before the date:
+"in 2019", "fiscal 2019"), and its score is the percentile of its strength among the candidate cells —
 so the score ranks candidates against each other, not against every pair of lexemes (where
 nearly any candidate came out above 0.9).
 
@@ -69,8 +70,10 @@ class Couplings:
                 pairs = (rel(occ.keyword_of(key, s)), rel(occ.unit))
             elif key.keyword:
                 pairs = (rel(occ.keyword_of(key, s)),)
-            else:
-                pairs = (rel(occ.unit),)
+            elif key.unit:
+                pairs = (rel(occ.unit_of(key, s)),)
+            else:  # a value alone (every date): its coupling with the lexeme written right before it
+                pairs = (rel(occ.value - 1 if occ.value else None),)
             if all(p is not None for p in pairs):
                 self.evidence[key].append(pairs)  # type: ignore[arg-type]
 

@@ -15,7 +15,7 @@ from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, H
 from heatc.heatmap.lower import margin_range
 from heatc.lang.lexicon import DATE_YEARS
 from heatc.lang.unparse import format_number
-from heatc.learn.evidence import BARRIER, CellKey, LearnedCell
+from heatc.learn.evidence import BARRIER, LONE_DATE, CellKey, LearnedCell
 from heatc.learn.lexemes import Lexicon
 from heatc.learn.shadows import SHADOW_GROUP
 
@@ -84,7 +84,7 @@ def heatmap_document(
                 doc["unit"] = c.key.unit
             doc["gap"] = c.key.gap
         else:
-            doc = {"name": rule, "pair": [c.key.value, c.key.unit]}
+            doc = {"name": rule, "pair": [c.key.value, c.key.unit] if c.key.unit else [c.key.value]}
         doc.update(score=c.score, support=c.support, stats=c.stats)
         if c.range is not None:
             doc["range"] = [c.range[0], c.range[1]]
@@ -173,6 +173,8 @@ def _expects_for(
     readers = {c.key} | {  # the cells whose rules also capture this text's value
         CellKey(k, c.key.value, u) for k, u in ((c.key.keyword, ""), ("", c.key.unit)) if (k or u) and c.key.unit
     }
+    if c.key.value == "date":
+        readers.add(LONE_DATE)  # (`v:date` reads every date)
 
     def rejecting(v: float) -> list[str]:
         out = []

@@ -40,14 +40,16 @@ BARRIER = "sentence_end"
 
 @dataclass(frozen=True, order=True)
 class CellKey:
-    keyword: str  # a category; "" for a value-and-unit cell
+    keyword: str  # a category; "" for a value-and-unit cell, or a value alone
     value: str  # number | percent | date
-    unit: str  # a unit category; "" when none
+    unit: str  # a unit category; "" when none (with no keyword either: every date, `LONE_DATE`)
     check: str = "range"  # range | consistent
 
     @property
     def name(self) -> str:
         """`glucose_value`, `glucose_mg_dl`, `hba1c_percent`, `mg_amount`, `payment_days_consistent`."""
+        if not self.keyword and not self.unit:
+            return f"any_{self.value}"
         if not self.keyword:
             return f"{self.unit}_amount" if self.value == "number" else f"percent_{self.unit}"
         tail = self.unit or (self.value if self.value in ("percent", "date") else "value")
@@ -62,11 +64,15 @@ class CellKey:
     def pattern(self) -> str:
         """The rule pattern `heatc lower` writes for this cell (docs/heatmap.md)."""
         if not self.keyword:
-            return f"v:{self.value} {self.unit}"
+            return f"v:{self.value} {self.unit}".rstrip()
         if self.check == "consistent":
             return f"k:{self.keyword} ..{self.gap} v:{self.value} ..1 {self.unit}"
         return f"{self.keyword} ..{self.gap} v:{self.value}" + (f" {self.unit}" if self.unit else "")
 
+
+# The cell of every date: what it bounds is a year past the documents' own ("fiscal 2119"),
+# wherever it is written — "in 2019", "between 2017 and 2019" have no keyword before them.
+LONE_DATE = CellKey("", "date", "")
 
 WIDE_GAP = 8  # how far a term's keyword may stand from its value: "payment is due within thirty (30) days"
 
@@ -83,6 +89,9 @@ class Occurrence:
     # bind across it (a gap holds no lexeme of a kind either element accepts, and a keyword
     # and a number accept no constraint word), so the keyword's cells have this value too
     beyond: int | None = None
+    # the word right after a percentage that makes it a share of something ("45% of"), whose
+    # cell is `percent share_of` (`SHARE_GROUP`)
+    share: int | None = None
 
     def keyword_of(self, key: CellKey, s: SentenceLexemes) -> int | None:
         """The lexeme index of `key`'s keyword in this occurrence (nearest or `beyond`)."""
@@ -90,9 +99,21 @@ class Occurrence:
             return self.beyond
         return self.keyword
 
+    def unit_of(self, key: CellKey, s: SentenceLexemes) -> int | None:
+        """The lexeme index of `key`'s unit in this occurrence (its unit, or the share word)."""
+        if self.share is not None and s.categories[self.share] == key.unit:
+            return self.share
+        return self.unit
 
-def _unit(s: SentenceLexemes, groups: dict[str, str], j: int) -> bool:
-    return 0 <= j < len(s.lexemes) and groups.get(s.categories[j] or "") == "unit"
+
+def _unit(s: SentenceLexemes, groups: dict[str, str], j: int, group: str = "unit") -> bool:
+    return 0 <= j < len(s.lexemes) and groups.get(s.categories[j] or "") == group
+
+
+# The group of the words after a percentage that make it a share of a whole ("45% of
+# revenues"): a share is at most the whole, whatever the word before it. Only a percentage
+# takes one ("2 of 3 patients" counts), and only in a cell of its own (no keyword, no term).
+SHARE_GROUP = "share"
 
 
 def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
@@ -108,12 +129,14 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
         if not s.is_value(i):
             continue
         value = s.value_category(i)
+        if value == "date" and _unit(s, groups, i + 1):
+            value = "number"  # a year's digits with a unit right after them: a quantity, as `number unit` reads it
         keyword = term_keyword = beyond = None
         for j in range(i - 1, max(-1, i - DEFAULT_GAP - 2), -1):
             if s.is_value(j):
                 break
             cat = s.categories[j]
-            if cat is None:
+            if cat is None or groups.get(cat) == SHARE_GROUP:  # "of" is a plain word there
                 continue
             if keyword is not None:  # past the constraint word: a keyword, or nothing
                 beyond = j if groups.get(cat) == "keyword" else None
@@ -132,7 +155,7 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
                     break
                 cat = s.categories[j]
                 group = groups.get(cat, "") if cat else ""
-                if group in ("", "constraint", "numeral"):  # "within thirty (30) days"
+                if group in ("", "constraint", "numeral", SHARE_GROUP):  # "within thirty (30) days"
                     continue
                 if group == "keyword":
                     term_keyword = j
@@ -152,7 +175,12 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
                 keys.append(CellKey(s.categories[beyond], value, un))
         if term_keyword is not None:
             keys.append(CellKey(s.categories[term_keyword], value, s.categories[term_unit], "consistent"))
-        out.append(Occurrence(i, keyword, unit, term_keyword, term_unit, tuple(keys), beyond))
+        if value == "date":
+            keys.append(LONE_DATE)
+        share = i + 1 if value == "percent" and _unit(s, groups, i + 1, SHARE_GROUP) else None
+        if share is not None:
+            keys.append(CellKey("", value, s.categories[share]))
+        out.append(Occurrence(i, keyword, unit, term_keyword, term_unit, tuple(keys), beyond, share))
     return out
 
 

@@ -31,7 +31,7 @@ from heatc_runtime.restated import written_number
 class Category:
     name: str
     kind: str  # unit | keyword | constraint | punct | other (the rule language's class kinds)
-    group: str  # unit | constraint | date | article | currency | keyword | structure
+    group: str  # unit | constraint | date | article | currency | keyword | structure | share
     literals: tuple[str, ...]
     exact: bool = False
 
@@ -111,6 +111,12 @@ SEED_CATEGORIES: tuple[Category, ...] = (
        "Paragraph", "§", "第", "Sections", "Articles", "Clauses", "Exhibits", "Schedules", "Appendices",
        "Paragraphs", "Subsection", "Subsections", "Subparagraph", "Subparagraphs", "Annex", "Annexes",
        "Attachment", "Attachments", "Chapter", "Chapters", "Rule", "Rules"),
+    # the same in financial reports, written as they are (a standard's number, a note, an item
+    # of a filing, a level of the fair-value hierarchy: "ASC 842", "Note 12", "Level 2")
+    _c("standard_ref", "keyword", "article", "ASC", "ASU", "IFRS", "IAS", "SFAS", "Topic", "Note", "Item", "Items",
+       "Part", "Level", "Row", exact=True),
+    # after a percentage, the word that makes it a share of a whole: "45% of revenues"
+    _c("share_of", "other", "share", "of"),
 )
 # fmt: on
 
@@ -403,6 +409,8 @@ def keyword_contexts(
         if group(j) == "keyword":
             out.extend(_qualified(s, j, groups))
             break
+        if group(j) == "share":  # "of": a stop word here ("potassium of 3.2")
+            continue
         if s.categories[j] is not None or s.is_value(j):
             break
         w = _word(s.lexemes[j])
@@ -412,7 +420,7 @@ def keyword_contexts(
     term = group(i + 1) == "unit" or (group(i + 2) == "unit" and not s.is_value(i + 1))
     if term:
         for j in range(i - 1, max(-1, i - term_gap - 2), -1):
-            if s.is_value(j) or (s.categories[j] is not None and group(j) != "constraint"):
+            if s.is_value(j) or (s.categories[j] is not None and group(j) not in ("constraint", "share")):
                 break
             w = _word(s.lexemes[j])
             if w is not None:

@@ -98,7 +98,7 @@ def without_groups(lexicon: Lexicon, *, several: bool) -> Lexicon:
 
 def cell_key(doc: dict) -> tuple[str, str, str, str]:
     """A heatmap cell entry's identity: its pair, unit and check."""
-    a, b = doc["pair"]
+    a, b = (*doc["pair"], "")[:2]  # (a value alone: `[date]`)
     return a, b, doc.get("unit") or "", doc.get("check") or "range"
 
 

@@ -154,6 +154,7 @@ def keyword_profiles(lexicon: Lexicon, keywords: Iterable[str], texts: Iterable[
         # rule u, both from the keyword's start
         bare: dict[tuple[int, int], tuple[float, int]] = {}
         unit_of: dict[tuple[int, int], tuple[float, str]] = {}
+        dates: dict[tuple[int, int], tuple[float, int]] = {}
         for e in checker.scan(data).events:
             if e.kind != "match":
                 continue
@@ -166,9 +167,17 @@ def keyword_profiles(lexicon: Lexicon, keywords: Iterable[str], texts: Iterable[
                 bare[i, e.start] = (float(caps["v"]), e.end)
             elif kind == "u":
                 unit_of[i, e.start] = (float(caps["v"]), str(caps["u"]))
+            elif kind == "d":
+                dates[i, e.start] = (float(caps["v"]), e.end)
             else:
-                profile.readings["percent" if kind == "p" else "date"] += 1
+                profile.readings["percent"] += 1
                 profile.values.append(float(caps["v"]))
+        for (i, start), (v, end) in dates.items():
+            if unit_of.get((i, start), (None,))[0] == v and (i, start) not in bare:
+                bare[i, start] = (v, end)  # a year's digits with a unit after them ("1000 mg"): a quantity
+            else:
+                out[keywords[i]].readings["date"] += 1
+                out[keywords[i]].values.append(v)
         for (i, start), (v, end) in bare.items():
             value, unit = unit_of.get((i, start), (None, ""))
             raw, compound = _compound(data, end)

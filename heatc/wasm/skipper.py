@@ -186,7 +186,7 @@ def skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
     if cjk:
         assert len(plain_bytes) == SKIP_CJK_FINGERPRINTS and len(plain_bytes + cjk[0]) == SKIP_CJK_TABLE
         plain_bytes += cjk[0] + cjk[1]
-    digits = _digit_runs(lx, flags, plain_ascii, step)
+    digits = _digit_runs(lx, flags, plain_ascii, step, _years_pass_as_numbers(p, flags))
     weak_bytes = bytes(horizons.get(key, 0) if key else 0 for key in table)
     words = bytes(bits) + struct.pack(f"<{len(table)}Q", *table) + struct.pack(f"<{len(nexts)}Q", *nexts) + weak_bytes
     layout = word_table_layout(log2)
@@ -261,7 +261,21 @@ DIGIT_RUN_MAX = 8
 DIGIT_EXTENDERS_MAX = 4
 
 
-def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple[tuple[int, ...], bool, bool] | None:
+def _years_pass_as_numbers(p: ir.Program, flags: list[int]) -> bool:
+    """Whether a year written alone (a date lexeme of digits only) does to an idle stream
+    just what a number of the same digits would: no date starts a rule, triggers or is an
+    anchor member, and every late-starting rule's first element accepts dates if and only
+    if it accepts numbers — a kernel keeps a counted digit run as a number look-behind, and
+    a year's value is the number its digits spell."""
+    if flags[ir.LEX_DATE] & (ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER):
+        return False
+    firsts = (rule.elements[0].accepts for rule in p.rules if ir.starts_late(rule))
+    return all((ir.LEX_NUMBER in a) == (ir.LEX_DATE in a) for a in firsts)
+
+
+def _digit_runs(
+    lx: ir.Lexer, flags: list[int], plain: list[int], step, years: bool
+) -> tuple[tuple[int, ...], bool, bool] | None:
     """Whether a skipper may count a run of 1 to DIGIT_RUN_MAX ASCII digits as one number
     lexeme (keeping it as the look-behind when late-starting rules look at numbers). None: no,
     it stops before digits. Else the `plain` bytes that may extend a number, at most
@@ -274,15 +288,23 @@ def _digit_runs(lx: ir.Lexer, flags: list[int], plain: list[int], step) -> tuple
     skipper meets one (after whitespace, a plain byte, or a word, since a word that a literal
     continues with a digit is looked up). It is then one number when every state that digits
     (and a decimal point) lead to from a token start accepts a number with no boundary byte
-    to wait for (no literal is spelled in digits), and the byte after it extends no token.
+    to wait for (no literal is spelled in digits), and the byte after it extends no token —
+    or, when `years` (`_years_pass_as_numbers`), a year written alone, which a byte counted
+    after the run (whitespace, a plain byte, not a letter or digit) lets stand.
     Numbers must not start a rule, trigger or be in an anchor term."""
     if flags[ir.LEX_NUMBER] & (ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER):
         return None
+
+    def counted(s: int) -> bool:
+        if s and lx.accept[s] == ir.LEX_NUMBER and not lx.boundary[s]:
+            return True
+        return years and bool(s) and lx.accept[s] == ir.LEX_DATE and lx.fallback[s] == ir.LEX_NUMBER
+
     states: set[int] = set()
     frontier = {1}
     for _ in range(DIGIT_RUN_MAX):
         frontier = {step(s, d) for s in frontier for d in b"0123456789"}
-        if any(not s or lx.accept[s] != ir.LEX_NUMBER or lx.boundary[s] for s in frontier):
+        if not all(counted(s) for s in frontier):
             return None
         states |= frontier
     if any(step(s, b) for s in states for b in ASCII_WHITESPACE):

@@ -19,7 +19,10 @@ Modes (per sequence):
   the number continued by one of `PROBES` has none: the "9" of "98.6" passes a rule that
   wants 20–113 although 9 alone would fail it; "5" then "000" (5000 mg/dL) does not, since
   5000 and every continuation of it are out of range. EOS adds no bytes: it passes only when
-  the text ended now has no new rejection.
+  the text ended now has no new rejection. Where the text (with the candidate, or with a
+  probe) ends in four digits that may read as a year written alone (`year_shaped`), it must
+  also pass read as the number those digits spell (`AS_NUMBER` appended): a number does
+  not escape its rule by growing into a year ("temperature 1" then "995").
 
 What guard guarantees: a sequence that guard ends with EOS, having found an acceptable
 candidate at every step, has no rejection in `Checker.scan()` of its text beyond those of the
@@ -28,12 +31,13 @@ there (EOS is forced, the report says `exhausted_at`), or with `on_exhausted="pa
 scores are left as they are for that step. A sequence cut by a length limit may end inside a
 number that passed because it could still grow ("temperature 9").
 
-Public surface: `MODES`, `PROBES`, `GenerationReport`, `Driver`, `TokenTableError`,
+Public surface: `MODES`, `PROBES`, `AS_NUMBER`, `year_shaped`, `GenerationReport`, `Driver`, `TokenTableError`,
 `TokenIdError`, `open_module(module, table, tokens, limits)`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +52,21 @@ MODES = ("observe", "stop", "guard")
 ON_EXHAUSTED = ("stop", "pass")
 PROBES = (b"0", b"9", b"00", b"99", b"000", b"999", b".9")
 """What guard appends to a number left open, looking for one way it could still be accepted."""
+AS_NUMBER = b".0"
+"""What guard appends to text that ends in a year's digits to read them as the number they
+spell (`year_shaped`)."""
+# a year written alone, 1900–2199, as heatc's lexer reads one (heatc/lang/lexicon.py; a test
+# holds the two to each other)
+_YEAR_END = re.compile(rb"(?<![0-9.,])(?:19|20|21)[0-9]{2}\Z")
+
+
+def year_shaped(text: bytes) -> bool:
+    """Whether `text` ends in four ASCII digits from 1900 to 2199, not after a digit, a point
+    or a comma: what the lexer reads as a year written alone (a date) where a number was being
+    written ("temperature 1" continued by "995"). (At the end of a longer date, `11/30/2019`,
+    it says yes too: guard then asks more than it needs to.)"""
+    return _YEAR_END.search(text) is not None
+
 
 _DIGITS = frozenset(b"0123456789")
 
@@ -184,7 +203,10 @@ class Driver:
         self.vocab_size = len(tokens)
         self.null_id = len(tokens)
         self._probe_ids = np.arange(len(tokens) + 1, len(tokens) + 1 + len(PROBES), dtype=np.uint32)
-        checker.set_token_table([*tokens, b"", *PROBES])
+        self._as_number_id = len(tokens) + 1 + len(PROBES)
+        self._probe_numbers = np.arange(len(PROBES), dtype=np.uint32) + self._as_number_id + 1
+        checker.set_token_table([*tokens, b"", *PROBES, AS_NUMBER, *(p + AS_NUMBER for p in PROBES)])
+        self._ends_in_digit = np.array([bool(t) and t[-1] in _DIGITS for t in tokens], bool)
         if metrics is not None:
             metrics.attach(checker)  # (before the batch is made: its steps are counted)
         self.metrics = metrics
@@ -298,16 +320,31 @@ class Driver:
         tried = np.flatnonzero(usable.ravel())
         ok = np.zeros(n * width, bool)
         good = look.try_tokens(flat_rows[tried], flat[tried]) == base[tried]
+        # a year's digits are judged as the number they spell too: a number being written does
+        # not pass by growing into a year ("temperature 1" + "995")
+        digit = tried[good & self._ends_in_digit[flat[tried]]]
+        years = np.array(
+            [i for i in digit.tolist() if year_shaped(self._tail(int(flat_rows[i])) + self._bytes[flat[i]])], np.intp
+        )
+        if len(years):
+            as_number = look.try_tokens(flat_rows[years], flat[years], np.full(len(years), self._as_number_id))
+            good[np.searchsorted(tried, years[as_number != base[years]])] = False
         ok[tried[good]] = True
         failed = tried[~good]
         if len(failed):
             open_ = np.array([i for i in failed.tolist() if self._opens_number(int(flat_rows[i]), int(flat[i]))])
             if len(open_):
                 p = len(PROBES)
-                counts = look.try_tokens(
-                    np.repeat(flat_rows[open_], p), np.repeat(flat[open_], p), np.tile(self._probe_ids, len(open_))
-                ).reshape(-1, p)
-                ok[open_[(counts == base[open_][:, None]).any(axis=1)]] = True
+                pr, pt = np.repeat(flat_rows[open_], p), np.repeat(flat[open_], p)
+                passed = look.try_tokens(pr, pt, np.tile(self._probe_ids, len(open_))) == np.repeat(base[open_], p)
+                ends = [self._tail(int(r)) + self._bytes[t] for r, t in zip(flat_rows[open_], flat[open_], strict=True)]
+                shaped = np.array([year_shaped(e + q) for e in ends for q in PROBES], bool)
+                if shaped.any():
+                    at = np.flatnonzero(shaped & passed)
+                    if len(at):
+                        numbers = np.tile(self._probe_numbers, len(open_))[at]
+                        passed[at] = look.try_tokens(pr[at], pt[at], numbers) == np.repeat(base[open_], p)[at]
+                ok[open_[passed.reshape(-1, p).any(axis=1)]] = True
         ok = ok.reshape(n, width)
         masked = usable & ~ok
         for i in np.flatnonzero(masked.any(axis=1)).tolist():
@@ -327,6 +364,16 @@ class Driver:
 
     def on_exhausted(self, row: int) -> str:
         return self._rows[row].on_exhausted
+
+    def _tail(self, row: int, n: int = 8) -> bytes:
+        """The last `n` bytes (or fewer) of a row's text so far, its prompt included."""
+        r = self._rows[row]
+        out = b""
+        for t in reversed(r.tokens):
+            out = self._bytes[t] + out
+            if len(out) >= n:
+                return out[-n:]
+        return (r.prompt + out)[-n:]
 
     def _opens_number(self, row: int, token: int) -> bool:
         """Whether the text ends inside a number once `token` is added to `row`: it adds
