@@ -27,6 +27,8 @@ LITERAL_POOL = ASCII_LITERALS + CJK_LITERALS + PUNCT_LITERALS
 NUMBER_PIECES = [
     "0", "5", "7", "12", "120", "2000", "1,234", "3.5", "0.25", "２０", "4.9", "36%", "8%", "８％", "24 %",
     "三十", "十五", "一千零五", "二〇二四", "30万", "1.5亿", "百分之八", "百分之三十六", "三点五",
+    # years written alone (dates) and the numbers beside them
+    "2019", "1998", "2119", "2199", "2200", "1899", "2019.5", "2,019", "2019s", "１９９８",
 ]  # fmt: skip
 # Dates and their near misses (docs/semantics.md §2): fractions, pressures, month names alone.
 DATE_PIECES = [
