@@ -16,11 +16,11 @@ import jinja2
 import wasmtime
 
 from heatc import __version__, ir
+from heatc.wasm.digits import DIGIT_RUN_MAX
 from heatc.wasm.pack import Packed, pack
 from heatc.wasm.skipper import (
     CJK_CONTINUATIONS,
     CJK_KEY_MUL,
-    DIGIT_RUN_MAX,
     SKIP_CJK_FINGERPRINTS,
     SKIP_CJK_TABLE,
     SKIP_KEY_MUL,
