@@ -101,7 +101,7 @@ def emit_rules(
         ir_elements = []
         before = 0  # the kinds the previous element accepts
         for e, accepts in _with_years(elements, code_kinds):
-            gap = int(e.gap.value) if e.gap is not None else 0
+            gap = _gap(e)
             capture = cap_index[e.capture.text] if e.capture is not None and e.capture.text in cap_index else -1
             kinds = 0
             for code in accepts:
@@ -127,14 +127,16 @@ def emit_rules(
     return lowered, channels
 
 
+def _gap(e: ast.Element) -> int:
+    """An element's gap: the lexemes allowed before it (none written: 0, adjacent)."""
+    return int(e.gap.value) if e.gap is not None else 0
+
+
 def _with_years(elements: list[tuple], code_kinds: list[int]) -> list[tuple]:
     """The (element, accepts) pairs of a pattern, where a `number` with a unit right after
     it or right before it (no gap) also accepts a date: the lexer reads a year written alone
     as a date ("in 2003"), but beside a unit four such digits are a quantity ("glucose 2001
     mg/dL", "$2000"), docs/semantics.md §3."""
-
-    def gap(e) -> int:
-        return int(e.gap.value) if e.gap is not None else 0
 
     def unit(accepts: list[int]) -> bool:
         return bool(accepts) and all(code_kinds[c] == ir.KIND_UNIT for c in accepts)
@@ -142,8 +144,8 @@ def _with_years(elements: list[tuple], code_kinds: list[int]) -> list[tuple]:
     out = []
     for i, (e, accepts) in enumerate(elements):
         if ir.LEX_NUMBER in accepts and ir.LEX_DATE not in accepts:
-            after = i + 1 < len(elements) and not gap(elements[i + 1][0]) and unit(elements[i + 1][1])
-            before = i > 0 and not gap(e) and unit(elements[i - 1][1])
+            after = i + 1 < len(elements) and not _gap(elements[i + 1][0]) and unit(elements[i + 1][1])
+            before = i > 0 and not _gap(e) and unit(elements[i - 1][1])
             if after or before:
                 accepts = [*accepts, ir.LEX_DATE]
         out.append((e, accepts))

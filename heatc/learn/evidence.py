@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from heatc.backends import wasm_checker
-from heatc.learn.lexemes import Lexicon, SentenceLexemes, is_numeral_name
+from heatc.learn.lexemes import SHARE_GROUP, Lexicon, SentenceLexemes, is_numeral_name
 
 MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean values it was learned from
 # All cells together may reject at most this many values per corpus sentence that holds a value
@@ -108,12 +108,6 @@ class Occurrence:
 
 def _unit(s: SentenceLexemes, groups: dict[str, str], j: int, group: str = "unit") -> bool:
     return 0 <= j < len(s.lexemes) and groups.get(s.categories[j] or "") == group
-
-
-# The group of the words after a percentage that make it a share of a whole ("45% of
-# revenues"): a share is at most the whole, whatever the word before it. Only a percentage
-# takes one ("2 of 3 patients" counts), and only in a cell of its own (no keyword, no term).
-SHARE_GROUP = "share"
 
 
 def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:

@@ -40,6 +40,12 @@ def _c(name: str, kind: str, group: str, *literals: str, exact: bool = False) ->
     return Category(name, kind, group, tuple(literals), exact)
 
 
+# The group of the words after a percentage that make it a share of a whole ("45% of
+# revenues"): a share is at most the whole, whatever the word before it. Only a percentage
+# takes one ("2 of 3 patients" counts), and only in a cell of its own (no keyword, no term);
+# elsewhere such a word is a plain word.
+SHARE_GROUP = "share"
+
 # Shared by every domain. Units are grouped by quantity so that a swapped unit is a different
 # category. English and Chinese; Chinese units matter to the rules even though the default
 # teacher cannot read them.
@@ -116,7 +122,7 @@ SEED_CATEGORIES: tuple[Category, ...] = (
     _c("standard_ref", "keyword", "article", "ASC", "ASU", "IFRS", "IAS", "SFAS", "Topic", "Note", "Item", "Items",
        "Part", "Level", "Row", exact=True),
     # after a percentage, the word that makes it a share of a whole: "45% of revenues"
-    _c("share_of", "other", "share", "of"),
+    _c("share_of", "other", SHARE_GROUP, "of"),
 )
 # fmt: on
 
@@ -409,7 +415,7 @@ def keyword_contexts(
         if group(j) == "keyword":
             out.extend(_qualified(s, j, groups))
             break
-        if group(j) == "share":  # "of": a stop word here ("potassium of 3.2")
+        if group(j) == SHARE_GROUP:  # "of": a stop word here ("potassium of 3.2")
             continue
         if s.categories[j] is not None or s.is_value(j):
             break
@@ -420,7 +426,7 @@ def keyword_contexts(
     term = group(i + 1) == "unit" or (group(i + 2) == "unit" and not s.is_value(i + 1))
     if term:
         for j in range(i - 1, max(-1, i - term_gap - 2), -1):
-            if s.is_value(j) or (s.categories[j] is not None and group(j) not in ("constraint", "share")):
+            if s.is_value(j) or (s.categories[j] is not None and group(j) not in ("constraint", SHARE_GROUP)):
                 break
             w = _word(s.lexemes[j])
             if w is not None:

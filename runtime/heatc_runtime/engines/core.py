@@ -335,15 +335,15 @@ class Driver:
             open_ = np.array([i for i in failed.tolist() if self._opens_number(int(flat_rows[i]), int(flat[i]))])
             if len(open_):
                 p = len(PROBES)
-                pr, pt = np.repeat(flat_rows[open_], p), np.repeat(flat[open_], p)
-                passed = look.try_tokens(pr, pt, np.tile(self._probe_ids, len(open_))) == np.repeat(base[open_], p)
+                pr, pt, before = np.repeat(flat_rows[open_], p), np.repeat(flat[open_], p), np.repeat(base[open_], p)
+                passed = look.try_tokens(pr, pt, np.tile(self._probe_ids, len(open_))) == before
                 ends = [self._tail(int(r)) + self._bytes[t] for r, t in zip(flat_rows[open_], flat[open_], strict=True)]
                 shaped = np.array([year_shaped(e + q) for e in ends for q in PROBES], bool)
                 if shaped.any():
                     at = np.flatnonzero(shaped & passed)
                     if len(at):
                         numbers = np.tile(self._probe_numbers, len(open_))[at]
-                        passed[at] = look.try_tokens(pr[at], pt[at], numbers) == np.repeat(base[open_], p)[at]
+                        passed[at] = look.try_tokens(pr[at], pt[at], numbers) == before[at]
                 ok[open_[passed.reshape(-1, p).any(axis=1)]] = True
         ok = ok.reshape(n, width)
         masked = usable & ~ok
@@ -383,9 +383,7 @@ class Driver:
             return False
         tail = add[-2:]
         if len(tail) < 2:  # the byte before the token's one byte
-            r = self._rows[row]
-            prev = next((self._bytes[t] for t in reversed(r.tokens) if self._bytes[t]), r.prompt)
-            tail = prev[-1:] + tail
+            tail = self._tail(row, 1) + tail
         if tail[-1] in _DIGITS:
             return True
         return len(tail) == 2 and tail[-1] in b".," and tail[0] in _DIGITS
