@@ -356,6 +356,22 @@ def test_cell_scores_rank_candidates_by_coupling_over_the_baseline_at_their_dist
     assert c.scores([near, far, weak], 3) == {near: 0.5, far: 1.0}
 
 
+def test_the_cell_of_every_date_is_as_hot_as_the_hottest_keywords_date_cell():
+    """The cell of every date is scored by the lexeme before the year ("in 2019"), which
+    couples little; it reads every keyword's dates, so it scores at least as the hottest of
+    those cells — and keeps its own score where that is higher or there is none."""
+    from heatc.learn.evidence import LONE_DATE
+
+    fiscal, ended = CellKey("fiscal_year", "date", ""), CellKey("ended", "date", "")
+    sodium, days = CellKey("sodium", "number", ""), CellKey("payment", "number", "days", "consistent")
+    scores, _ = _scored({LONE_DATE: 0.5, fiscal: 2.0, ended: 3.0, sodium: 4.0, days: 5.0})
+    assert scores[LONE_DATE] == scores[ended] == 0.6 and scores[sodium] == 0.8 and scores[days] == 1.0
+    scores, _ = _scored({LONE_DATE: 3.5, ended: 3.0, sodium: 4.0})
+    assert scores[LONE_DATE] == pytest.approx(2 / 3)  # its own is higher
+    scores, _ = _scored({LONE_DATE: 0.5, sodium: 4.0, days: 5.0})  # no keyword's date cell, nor a consistency one
+    assert scores[LONE_DATE] == pytest.approx(1 / 3)
+
+
 def test_consistency_cells_stay_within_the_false_alarm_budget():
     key_a = CellKey("payment", "number", "days", "consistent")
     key_b = CellKey("notice", "number", "days", "consistent")

@@ -17,7 +17,7 @@ from heatc.learn.corpus import Document
 from heatc.learn.couplings import Couplings
 from heatc.learn.emit import heatmap_document, write_heatmap
 from heatc.learn.evidence import CellKey, CellValues, collect_values, occurrences
-from heatc.learn.lexemes import Lexicon, lex_sentence
+from heatc.learn.lexemes import Category, Lexicon, lex_sentence
 from heatc.learn.quantities import is_quantity, keyword_profiles, unit_read
 from heatc.learn.ranges import count_outside, range_options
 from heatc.reference import scan
@@ -315,6 +315,35 @@ def test_a_relearned_cell_keeps_the_bases_band_unless_it_rejects_the_domains_tex
     assert (
         unbanded["cells"][0]["description"].startswith("learned") and "band" not in unbanded["cells"][0]["description"]
     )
+
+
+def test_a_base_cell_of_dates_is_kept_beside_the_domains_cells():
+    """`date` is a value of the language, as `number` and `percent` are, not a category the
+    merged heatmap must declare: a base cell `fiscal_year … date` the domain does not
+    re-learn is kept (it was dropped when only numbers and percentages were known values)."""
+    from heatc.learn.merge import merge_cells
+
+    fiscal = {"name": "fiscal_year_date", "pair": ["fiscal_year", "date"], "range": [None, 2030], "score": 0.98}
+    lone = {"name": "any_date", "pair": ["date"], "range": [None, 2050], "score": 0.06}
+    lexicon = Lexicon([Category("fiscal_year", "keyword", "keyword", ("fiscal year", "FY"))])
+    domain = {"categories": {}, "cells": []}
+    merged, kept, _, counts = merge_cells(domain, {"cells": [fiscal, lone]}, lexicon, keep_unused=True)
+    assert kept == ["fiscal_year_date", "any_date"] and counts["kept"] == 2 and "dropped" not in counts
+    assert merged["categories"] == {"fiscal_year": {"kind": "keyword", "literals": ["fiscal year", "FY"]}}
+
+
+def test_the_rules_a_domain_inherits_are_paid_from_what_its_own_cells_leave():
+    """A kept base cell or an inherited band that rejects clean values of the domain is not
+    dropped at its first false alarm: what it raises there is paid from the budget the
+    domain's cells leave, those that raise none first, then the hottest."""
+    from heatc.learn.merge import affordable
+
+    inherited = [("free", 0.1, 0), ("hot", 0.9, 2), ("warm", 0.5, 1), ("band x", 0.7, 3)]
+    assert affordable(inherited, 0.0) == {"free"}
+    assert affordable(inherited, 2.5) == {"free", "hot"}
+    assert affordable(inherited, 3.0) == {"free", "hot", "warm"}  # the band's 3 do not fit after hot's 2
+    assert affordable(inherited, 6.0) == {"free", "hot", "warm", "band x"}
+    assert affordable([], 5.0) == set()
 
 
 def test_a_small_corpus_may_fit_fold_ranges_to_fewer_values():

@@ -156,7 +156,11 @@ def select_cells(
             if alarms + rejected > budget:
                 continue
             alarms += rejected
-            out.append(dataclasses.replace(c, support=len(cv.values), stats=stats, rejected=rejected, range=None))
+            out.append(
+                dataclasses.replace(
+                    c, support=len(cv.values), stats=stats, rejected=rejected, range=None, charged=float(rejected)
+                )
+            )
 
     if sensitivity is None:
         take(ranked)
@@ -316,7 +320,7 @@ def allocate(
         out.append(
             dataclasses.replace(
                 c, range=bounds, rejected=rejected, false_alarms=round(rate, 5), band=factor,
-                band_rejected=band_rejected,
+                band_rejected=band_rejected, charged=round(charged, 4),
             )
         )  # fmt: skip
     return out, spent

@@ -11,7 +11,8 @@ ratio over its probed occurrences (the geometric mean of keyword and unit ratios
 has both; for the cell of every date, which has neither, the lexeme right before the date:
 "in 2019", "fiscal 2019"), and its score is the percentile of its strength among the candidate cells —
 so the score ranks candidates against each other, not against every pair of lexemes (where
-nearly any candidate came out above 0.9).
+nearly any candidate came out above 0.9). The cell of every date scores at least as the
+hottest keyword's date cell: it reads their values too, and "in" before a year couples little.
 
 Public surface: `Couplings`, `MAX_DISTANCE`.
 """
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from heatc.learn.evidence import CellKey, Occurrence, evidence_of
+from heatc.learn.evidence import LONE_DATE, CellKey, Occurrence, evidence_of
 from heatc.learn.lexemes import SentenceLexemes
 
 MAX_DISTANCE = 9  # lexemes farther from the value share the baseline of this distance
@@ -100,7 +101,13 @@ class Couplings:
         cells whose strength is at most its own (the strongest scores 1)."""
         strengths = {k: s for k in keys for s, n in [self.strength(k)] if n >= min_probes}
         ordered = np.sort(np.asarray(list(strengths.values())))
-        return {k: float(np.searchsorted(ordered, s, side="right")) / len(ordered) for k, s in strengths.items()}
+        out = {k: float(np.searchsorted(ordered, s, side="right")) / len(ordered) for k, s in strengths.items()}
+        dated = [x for k, x in out.items() if k.value == "date" and k.keyword and k.check == "range"]
+        if LONE_DATE in out and dated:
+            # the lexeme before a year ("in 2019") says little of how much the year matters;
+            # the cell of every date reads every keyword's dates, and is as hot as the hottest
+            out[LONE_DATE] = max(out[LONE_DATE], max(dated))
+        return out
 
 
 def _clip(d: int) -> int:

@@ -281,3 +281,4 @@ class LearnedCell:
     false_alarms: float | None = None  # the rule's share of held-out clean values it rejects (`allocate`)
     band: int = 0  # a magnitude band's factor (`bands.band_options`, chosen by `allocate`); 0: none
     band_rejected: int = 0  # the clean corpus values the band rejects
+    charged: float = 0.0  # the false alarms the budget paid for it (`budget.allocate`; a cold cell: its rejections)

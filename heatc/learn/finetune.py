@@ -15,7 +15,8 @@
    within the false-alarm budget. They are merged with the base's (`merge`): a cell the domain
    learns takes the domain's score, statistics and range (widened to the base's where the
    domain saw fewer values, `merge.widen_to_base`); a base cell it does not is kept as it
-   was, unless its rule rejects a value of the domain's clean text.
+   was; what the inherited rules (kept cells, bands) reject of the domain's clean text is
+   paid from what the domain's cells leave of the budget (`merge.affordable`).
 
 Work lives in `<output>.finetune/` (the plan, the teacher's chunks, the student's checkpoint):
 a rerun with the same settings resumes. Deterministic for a seed.
@@ -246,7 +247,9 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
         f"(a range fitted to fewer values than the base's and fewer than {TRUSTED_SUPPORT} widened to the hull of both); "
         "a base cell it does not learn is kept as the base has it"
         + ("" if config.keep_unused else " (here: dropped)")
-        + ", unless its rule rejects a value of the domain's clean text",
+        + "; the false alarms the kept cells and the bands a re-learned cell keeps from the base raise on the "
+        "domain's clean text are paid from what the domain's cells leave of the budget, hottest first, "
+        "and those it does not pay for are dropped",
         "coupling": summary,
         "metrics": {**metrics, "base_student": before},
     }
@@ -310,12 +313,14 @@ def _merged_document(
     config: FinetuneConfig, base, lexicon, cells, provenance: dict, learn: LearnConfig, start, documents
 ):
     """The domain's cells as a heatmap document, the base's merged in (`merge`), checked on the
-    domain's clean text: kept base cells that reject a value there are dropped, and expects
-    that the merged rules do not bear out are left out."""
+    domain's clean text: the false alarms the inherited rules (kept base cells, inherited
+    bands) raise there are paid from what the domain's cells leave of the budget
+    (`merge.affordable`), those it does not pay for are dropped, and expects that the merged
+    rules do not bear out are left out."""
     import yaml
 
     from heatc.learn.emit import heatmap_document
-    from heatc.learn.merge import drop_bands, drop_rejecting, merge_cells, without_bands
+    from heatc.learn.merge import affordable, drop_bands, drop_rejecting, merge_cells, without_bands
 
     base_doc = yaml.safe_load(Path(config.base).read_text(encoding="utf-8"))
     domain = heatmap_document(
@@ -328,10 +333,16 @@ def _merged_document(
         domain, base_doc, start, keep_unused=config.keep_unused, margin=(base.margin_spread, base.margin_factor)
     )
     rejections = _domain_rejections(merged, config, documents)
-    merged, dropped = drop_rejecting(merged, kept, rejections)
+    plain = _domain_rejections(without_bands(merged, banded), config, documents) if banded else rejections
+    score = {c["name"]: float(c.get("score", 0.0)) for c in merged["cells"]}
+    inherited = [(n, score[n], rejections.get(n, 0)) for n in kept] + [
+        (f"band {n}", score[n], max(rejections.get(n, 0) - plain.get(n, 0), 0)) for n in banded
+    ]
+    left = config.alarm_budget * provenance["coupling"]["checked_sentences"] - sum(c.charged for c in cells)
+    paid = affordable(inherited, left)
+    merged, dropped = drop_rejecting(merged, [n for n in kept if n not in paid], rejections)
     if banded:
-        plain = _domain_rejections(without_bands(merged, banded), config, documents)
-        merged, unbanded = drop_bands(merged, banded, rejections, plain)
+        merged, unbanded = drop_bands(merged, [n for n in banded if f"band {n}" not in paid], rejections, plain)
         counts["banded"] = len(banded) - unbanded
     counts["kept"] -= dropped
     counts["dropped"] += dropped
