@@ -415,9 +415,7 @@ def _read_cell(r: Reader, node, i: int, refs: list) -> Cell | None:
     score = r.number(c["score"][1], f"{fp}.score", 0, 1) if "score" in c else None
     if "score" not in c:
         r.error(node, f"{fp}.score", "missing: the cell's sensitivity score, between 0 and 1")
-    cell = Cell(
-        (pair[0], pair[1]) if len(pair) == 2 else (pair[0], "") if pair else ("", ""), score or 0.0, where=_where(node)
-    )
+    cell = Cell(tuple((*pair, "", "")[:2]), score or 0.0, where=_where(node))  # a value alone: (date, "")
     if "support" in c:
         cell.support = r.number(c["support"][1], f"{fp}.support", 0, integer=True) or 0
     if "unit" in c:

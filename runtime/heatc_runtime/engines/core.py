@@ -310,7 +310,8 @@ class Driver:
     def guard(self, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray) -> np.ndarray:
         """Which candidates pass (bool, the shape of `candidates`: rows × K, best first);
         `usable` marks those the engine could sample at all (finite scores). Two runtime calls
-        for the whole batch, three more when some candidate fails leaving a number open."""
+        for the whole batch, three more when some candidate fails leaving a number open; a
+        lookahead more for the candidates whose text then ends in a year's digits."""
         n, width = candidates.shape
         look = self._lookahead()
         ks = np.array([self._rows[r].k for r in rows.tolist()])
@@ -322,9 +323,10 @@ class Driver:
         good = look.try_tokens(flat_rows[tried], flat[tried]) == base[tried]
         # a year's digits are judged as the number they spell too: a number being written does
         # not pass by growing into a year ("temperature 1" + "995")
+        tails = {r: self._tail(r) for r in rows.tolist()}  # each row's text so far, its last bytes
         digit = tried[good & self._ends_in_digit[flat[tried]]]
         years = np.array(
-            [i for i in digit.tolist() if year_shaped(self._tail(int(flat_rows[i])) + self._bytes[flat[i]])], np.intp
+            [i for i in digit.tolist() if year_shaped(tails[int(flat_rows[i])] + self._bytes[flat[i]])], np.intp
         )
         if len(years):
             as_number = look.try_tokens(flat_rows[years], flat[years], np.full(len(years), self._as_number_id))
@@ -337,7 +339,7 @@ class Driver:
                 p = len(PROBES)
                 pr, pt, before = np.repeat(flat_rows[open_], p), np.repeat(flat[open_], p), np.repeat(base[open_], p)
                 passed = look.try_tokens(pr, pt, np.tile(self._probe_ids, len(open_))) == before
-                ends = [self._tail(int(r)) + self._bytes[t] for r, t in zip(flat_rows[open_], flat[open_], strict=True)]
+                ends = [tails[int(r)] + self._bytes[t] for r, t in zip(flat_rows[open_], flat[open_], strict=True)]
                 shaped = np.array([year_shaped(e + q) for e in ends for q in PROBES], bool)
                 if shaped.any():
                     at = np.flatnonzero(shaped & passed)
