@@ -71,6 +71,7 @@ def test_the_domain_brings_its_own_cells_and_provenance(tuned, scanned):
     )
     assert scan == {**scan, "file": "scan.pdf", "pages": 1, "pages_used": "", "scanned_skipped": 1}
     assert prov["teacher_sentences"] == 24 and prov["seed"] == 0
+    assert prov["budget"] == {"alarm_budget": 0.05, "min_worth": 4.0}
     m = prov["metrics"]
     assert {"pair_spearman", "pair_auc", "student_auc", "onnx_max_abs_diff"} <= set(m) and m["onnx_max_abs_diff"] < 1e-3
     assert out.with_name("metformin.student.onnx").exists()
@@ -95,6 +96,11 @@ def test_the_same_seed_gives_the_same_heatmap_and_a_rerun_resumes(tuned, scanned
     before = out.read_bytes()
     finetune(_config(out, [LABEL, scanned]), log=lambda m: None)
     assert out.read_bytes() == before
+    # what a false alarm must buy is the aggregation's: the command line changes it on the resumed work
+    args = ["finetune", str(BASE), "--pdf", str(LABEL), "--pdf", str(scanned), "-o", str(out), "--min-worth", "0"]
+    r = CliRunner().invoke(app, [*args, "--teacher-sentences", "24", "--epochs", "2"])
+    assert r.exit_code == 0, r.output
+    assert load_heatmap(out).provenance["budget"] == {"alarm_budget": 0.05, "min_worth": 0.0}
 
 
 def test_a_base_without_a_student_is_a_clear_error(tmp_path, scanned):

@@ -1196,3 +1196,21 @@ def test_the_teacher_reads_a_bounded_share_when_the_student_scores_the_rest():
     assert len(teacher_share(wide, probe, label, candidates=10)) == MIN_TEACHER
     assert len(teacher_share(wide, probe, label, candidates=90)) == 90 * TEACHER_PER_CELL
     assert len(teacher_share(wide, probe, label, candidates=657)) == 400
+
+
+def test_a_false_alarm_is_spent_only_where_it_buys_min_worth():
+    """A budget larger than a cell needs (λ = 0) runs it with the range that notices most,
+    whatever that range rejects: amounts in millions, most of them 4 to 900, and three
+    clean "$1 million", "$1.6 million" the lower bound is fitted just past. With
+    `min_worth`, each false alarm must buy that much, and the cell runs with a bound that
+    accepts them and still rejects a typical amount written in thousands (÷1000)."""
+    key = CellKey("", "number", "scale_million")
+    vals = [float(x) for x in np.round(np.geomspace(4.0, 900.0, 200), 1)] + [1.0, 1.0, 1.6]
+    values = {key: _spread_values(vals)}
+    scored = _scored({key: 3.5})
+    kw = dict(min_support=5, min_probes=3, sentences=10_000, alarm_budget=0.05, sensitivity=0.75)
+    [spent] = cell_table(values, *scored, **kw)
+    [thrifty] = cell_table(values, *scored, **kw, min_worth=4.0)
+    assert spent.rejected == 3 and spent.range[0] > 1.6
+    lo, _ = thrifty.range
+    assert thrifty.rejected == 0 and float(np.median(vals)) / 1000 < lo <= 1.0

@@ -194,6 +194,15 @@ def finetune(
             "--alarm-budget", min=0.0, max=1.0, help="Rejections the domain cells may make per clean domain sentence."
         ),
     ] = 0.05,
+    min_worth: Annotated[
+        float | None,
+        typer.Option(
+            "--min-worth",
+            min=0.0,
+            help="What each false alarm must buy at least, in values where a rule would notice an error "
+            "(default: about what heatc learn pays, docs/finetune.md); 0: spend the whole budget.",
+        ),
+    ] = None,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Student fine-tuning epochs.")] = 8,
     keep_unused: Annotated[
         bool,
@@ -220,6 +229,7 @@ def finetune(
         base=base, output=output, pdfs=list(pdf or []), texts=list(text or []), name=name, title=title,
         teacher=teacher, device=device, seed=seed, teacher_sentences=teacher_sentences, min_support=min_support,
         alarm_budget=alarm_budget, epochs=epochs, keep_unused=keep_unused, new_student=new_student,
+        **({} if min_worth is None else {"min_worth": min_worth}),
     )  # fmt: skip
     try:
         with _LearnProgress(sys.stderr.isatty(), True, "heatc finetune") as progress:

@@ -60,6 +60,7 @@ def cell_table(
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
     min_fold_values: int = MIN_FOLD_VALUES,
     bands: bool = False,
+    min_worth: float = 0.0,
 ) -> list[LearnedCell]:
     """Every cell with enough corpus support and a teacher's score (`scores`, from
     `Couplings.scores`; `strengths` their (strength, probed occurrences)), highest score first,
@@ -78,7 +79,7 @@ def cell_table(
     return select_cells(
         ranked, values, min_support=min_support, sentences=sentences, alarm_budget=alarm_budget,
         min_documents=min_documents, max_rejected=max_rejected, sensitivity=sensitivity, substitutes=substitutes,
-        guards=guards, swapped=swapped, min_fold_values=min_fold_values, bands=bands,
+        guards=guards, swapped=swapped, min_fold_values=min_fold_values, bands=bands, min_worth=min_worth,
     )  # fmt: skip
 
 
@@ -97,6 +98,7 @@ def select_cells(
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
     min_fold_values: int = MIN_FOLD_VALUES,
     bands: bool = False,
+    min_worth: float = 0.0,
 ) -> list[LearnedCell]:
     """The cells, in the given (score) order, whose rules the clean corpus says are worth
     running; statistics and false alarms are recomputed from `values`.
@@ -115,7 +117,8 @@ def select_cells(
     candidate range that does not), and what they leave goes to the cells below it, in score
     order. Unit `guards` (`unit_guards`) share the budget with the hot cells; their false
     alarms are recounted from `values`. With `bands`, the hot range cells may also take a
-    magnitude band (`bands.band_options`)."""
+    magnitude band (`bands.band_options`). `min_worth`: what each false alarm the hot cells
+    spend must buy at least (`allocate`)."""
     budget = alarm_budget * max(sentences, 1)
     out: list[LearnedCell] = []
     alarms = 0.0
@@ -176,8 +179,9 @@ def select_cells(
         else None
     )
     out, alarms = allocate(
-        out, values, budget=total, options=options, substitutes=substitutes, swapped=swapped, bands=offered
-    )
+        out, values, budget=total, options=options, substitutes=substitutes, swapped=swapped, bands=offered,
+        min_worth=min_worth,
+    )  # fmt: skip
     budget = total
     take([c for c in ranked if c.score < sensitivity])
     return out
@@ -192,6 +196,7 @@ def allocate(
     substitutes: dict[CellKey, np.ndarray] | None = None,
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
     bands: dict[CellKey, list[tuple[int, int, int]]] | None = None,
+    min_worth: float = 0.0,
 ) -> tuple[list[LearnedCell], float]:
     """Share the false-alarm budget among cells: which run, with which range, and with which
     magnitude band.
@@ -227,7 +232,14 @@ def allocate(
     `bands` gives, per range cell, the magnitude bands it may take (`bands.band_options`:
     factor, false alarms, slips noticed). Each choice that runs such a cell is offered again with
     each band, worth the thousandfold slips the band notices more, halved as a range's slips
-    are, and costing its false alarms plus `UNSEEN_TAIL` more (a band counts as a bound)."""
+    are, and costing its false alarms plus `UNSEEN_TAIL` more (a band counts as a bound).
+
+    `min_worth` is a floor under λ: the budget is a ceiling, not a target, and a choice whose
+    false alarms buy less than `min_worth` of worth each over the next cheaper choice is not
+    taken even where the budget could pay for it. Without it, a budget larger than the cells
+    need (λ = 0) runs every cell with the range that notices most, whatever its rejections
+    cost: fine-tuned on one half of the 10-K's pages, `$ … million` took a lower bound of 1.44
+    past three of its clean values and the heatmap rejected "$1 million" on the other half."""
     # (worth, cost, bounds, rejections in the corpus, bounds held, width, false-alarm rate,
     #  (band factor, the band's rejections in the corpus))
     choices: list[list[tuple]] = []
@@ -292,8 +304,10 @@ def allocate(
         lam = hi
     else:
         lam = 0.0
+    floored = lam < min_worth
+    lam = max(lam, min_worth)
     picked = pick(lam)
-    if lam > 0:
+    if lam > 0 and not floored:
         # What the relaxation leaves: cells alike get the same choice at any λ, so four cells of
         # half a false alarm each within a budget of one run all or none. Each cell's choice just
         # below λ replaces its own, most worth per false alarm first, while the budget holds.

@@ -63,6 +63,11 @@ class FinetuneConfig:
     # bound or two; at 0.05 the held-out pages of docs/finetune.md keep far fewer false alarms
     # than the base heatmap's
     alarm_budget: float = 0.05
+    # ... as a ceiling: each false alarm must buy about what `heatc learn` pays for one on the
+    # shipped corpora at its 1 % budget (`budget.allocate`'s λ: CUAD 3.9, MTSamples 8.5,
+    # TAT-QA 9.8; the least, rounded), or a few pages' generous budget buys bounds just past
+    # the clean values
+    min_worth: float = 4.0
     sensitivity: float | None = None  # None: the base heatmap's threshold
     epochs: int = 8
     lr: float = 1e-3  # fine-tuning: a third of training's
@@ -193,7 +198,7 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
     learn = LearnConfig(
         corpus=[], output=config.output, seed=config.seed, teacher=config.teacher, device=config.device,
         min_support=config.min_support, alarm_budget=config.alarm_budget, epochs=config.epochs,
-        min_fold_values=config.min_fold_values,
+        min_fold_values=config.min_fold_values, min_worth=config.min_worth,
         sensitivity=base.sensitivity if config.sensitivity is None else config.sensitivity,
         teacher_sentences=config.teacher_sentences, rules=list(base.rule_files),
     )  # fmt: skip
@@ -243,6 +248,7 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
         "teacher_probes": sum(len(r["probes"]) for r in records),
         "student_sentences": len(evidence),
         "seed": config.seed,
+        "budget": {"alarm_budget": config.alarm_budget, "min_worth": config.min_worth},
         "combined": "a cell the domain learns takes the domain's score (student couplings), statistics and range "
         f"(a range fitted to fewer values than the base's and fewer than {TRUSTED_SUPPORT} widened to the hull of both); "
         "a base cell it does not learn is kept as the base has it"
