@@ -3,7 +3,8 @@
 Per domain (medical: the four FDA drug labels; legal: the five CUAD contracts; finance: the
 Uber 10-K), the pages of its PDFs are split in two by a hash of (file, page). `heatc
 finetune` adapts the shipped heatmap to one half; both heatmaps then read the other half,
-page by page (each page's sentences joined, as `heatc learn` counts them):
+page by page (each page's sentences joined, as `heatc learn` counts them); then the halves
+swap (`--halves`), so that every page is held out once:
 
 - **value-bearing sentences**: held-out sentences holding a value that a rule of either
   heatmap checks (a match event, whatever its verdict) — one denominator for both;
@@ -18,8 +19,10 @@ hand-written rule files always). The base heatmap's operating point is its shipp
 the fine-tuned heatmap is reported at its own threshold and at the best threshold whose
 false alarms do not exceed the base's, and the base at the best threshold whose false alarms
 do not exceed the fine-tuned heatmap's (a fine-tuned heatmap with far fewer false alarms is
-compared where the base has as few). The work of `heatc finetune` is kept in
-bench/.work/finetune/ (a rerun resumes it).
+compared where the base has as few). The last table sums both halves' counts at each half's
+operating points: a half has a few dozen pages, and one page more or less of a kind decides
+a comparison there. The work of `heatc finetune` is kept in bench/.work/finetune/ (a rerun
+resumes it).
 """
 
 from __future__ import annotations
@@ -154,11 +157,18 @@ def evaluate(domain: str, heatmaps: dict[str, Path], pages: list[str], max_corru
     return {"bearing": bearing, "alarms": alarms, "caught": caught, "kinds": kinds, "rules": rules}
 
 
-def _at(result: dict, k: str, t: float) -> tuple[float, float]:
+def _counts(result: dict, k: str, t: float) -> tuple[int, int, int, int]:
+    """(false alarms, value-bearing sentences, corruptions caught, corruptions) with the
+    rules of heatmap `k` whose cells score ≥ `t` on."""
     score = result["rules"][k].score
-    fa = sum(score[n] >= t for n in result["alarms"][k]) / max(result["bearing"], 1)
-    hits = [any(score[n] >= t for n in c) for c in result["caught"][k]]
-    return fa, sum(hits) / max(len(hits), 1)
+    fa = sum(score[n] >= t for n in result["alarms"][k])
+    hits = sum(any(score[n] >= t for n in c) for c in result["caught"][k])
+    return fa, result["bearing"], hits, len(result["caught"][k])
+
+
+def _at(result: dict, k: str, t: float) -> tuple[float, float]:
+    fa, bearing, hits, n = _counts(result, k, t)
+    return fa / max(bearing, 1), hits / max(n, 1)
 
 
 def _best(result: dict, k: str, limit: float) -> tuple[float, float, float]:
@@ -172,18 +182,86 @@ def _best(result: dict, k: str, limit: float) -> tuple[float, float, float]:
     return best
 
 
+POINTS = (
+    "base (shipped threshold)",
+    "fine-tuned (its threshold)",
+    "fine-tuned (FA <= base)",
+    "base (FA <= fine-tuned)",
+)
+
+
+def _fold(domain: str, fold: int, pdfs: list[Path], docs, args) -> dict:
+    """Fine-tune on the pages of half `fold` and evaluate on the other half; the result has
+    the operating points (`POINTS`: heatmap, threshold) besides `evaluate`'s."""
+    from heatc.errors import HeatError
+    from heatc.learn.finetune import FinetuneConfig, finetune
+
+    learn_pages = {
+        str(p): [pg.page for pg in d.pages if _half(p, pg.page, args.seed) == fold]
+        for p, d in zip(pdfs, docs, strict=True)
+    }
+    held = [pg.text for p, d in zip(pdfs, docs, strict=True) for pg in d.pages if _half(p, pg.page, args.seed) != fold]
+    base = REPO / "heatmaps" / f"{domain}.yaml"
+    out = WORK / (domain if fold == 0 else f"{domain}-half{fold}") / f"{domain}.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    config = FinetuneConfig(
+        base=base, output=out, pdfs=pdfs, pages=learn_pages, seed=args.seed,
+        teacher_sentences=args.teacher_sentences, epochs=args.epochs,
+        **({} if args.alarm_budget is None else {"alarm_budget": args.alarm_budget}),
+        **({} if args.min_worth is None else {"min_worth": args.min_worth}),
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    try:
+        summary = finetune(config, log=lambda m: None)
+    except HeatError:  # the work folder is of another base heatmap or heatc: start over
+        summary = finetune(config, log=lambda m: None, fresh=True)
+    seconds = time.perf_counter() - t0
+    m = summary["metrics"]
+    print(
+        f"{domain}: fine-tuned on half {fold}, {sum(map(len, learn_pages.values()))} pages of {len(pdfs)} PDF(s), in "
+        f"{seconds:.0f} s (teacher {summary['teacher_seconds']} s): {summary['cells']} cells, "
+        f"{summary['domain_cells']} learned from the domain; student pair Spearman {m.get('pair_spearman')}, "
+        f"pair AUC {m.get('pair_auc')}, token AUC {m.get('student_auc')}"
+    )
+    r = evaluate(domain, {"base": base, "fine-tuned": out}, held, args.corruptions, args.seed)
+    tb0, tf0 = r["rules"]["base"].threshold, r["rules"]["fine-tuned"].threshold
+    t = _best(r, "fine-tuned", _at(r, "base", tb0)[0])[0]
+    tb = _best(r, "base", _at(r, "fine-tuned", tf0)[0])[0]  # the base at no more false alarms than the fine-tuned
+    r["points"] = dict(zip(POINTS, [("base", tb0), ("fine-tuned", tf0), ("fine-tuned", t), ("base", tb)], strict=True))
+    print(f"  held out: {len(held)} pages, {r['bearing']} value-bearing sentences, {len(r['kinds'])} corruptions "
+          f"({', '.join(f'{k} {n}' for k, n in sorted(Counter(r['kinds']).items()))})")  # fmt: skip
+    print(f"  {'':<34} {'false alarms/sentence':>22} {'recall':>8}")
+    for label, (k, x) in r["points"].items():
+        fa, rec = _at(r, k, x)
+        shown = label if label in POINTS[:2] else label.replace("(", f"(threshold {x:.3f}, ")
+        print(f"  {shown:<34} {fa:>22.4f} {rec:>8.3f}")
+    per_kind = Counter(r["kinds"])
+    for kind in sorted(per_kind):
+        idx = [i for i, k in enumerate(r["kinds"]) if k == kind]
+        sb, sf = r["rules"]["base"].score, r["rules"]["fine-tuned"].score
+        hb = sum(any(sb[n] >= tb0 for n in r["caught"]["base"][i]) for i in idx)
+        hf = sum(any(sf[n] >= t for n in r["caught"]["fine-tuned"][i]) for i in idx)
+        print(f"    {kind:<16} base {hb}/{len(idx)}, fine-tuned (FA <= base) {hf}/{len(idx)}")
+    print("  the cells that catch most held-out corruptions (fine-tuned, FA <= base; + new, ~ re-learned):")
+    for line in _top_cells(r, base, t):
+        print(f"    {line}")
+    return r
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--domains", nargs="*", default=list(DOMAINS))
+    ap.add_argument("--halves", nargs="+", type=int, choices=(0, 1), default=[0, 1], help="the halves fine-tuned on")
     ap.add_argument("--teacher-sentences", type=int, default=128)
     ap.add_argument("--epochs", type=int, default=4)
-    ap.add_argument("--corruptions", type=int, default=400, help="corruptions tried per domain (a seeded sample)")
+    ap.add_argument(
+        "--corruptions", type=int, default=400, help="corruptions tried per held-out half (a seeded sample)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--alarm-budget", type=float, default=None, help="heatc finetune's (default: its own)")
+    ap.add_argument("--min-worth", type=float, default=None, help="what a false alarm must buy (default: finetune's)")
     args = ap.parse_args()
 
-    from heatc.errors import HeatError
-    from heatc.learn.finetune import FinetuneConfig, finetune
     from heatc.pdf import extract
 
     print(f"machine: {machine()}")
@@ -191,54 +269,20 @@ def main() -> None:
     for domain in args.domains:
         pdfs = DOMAINS[domain]
         docs = extract(pdfs)
-        learn_pages = {
-            str(p): [pg.page for pg in d.pages if _half(p, pg.page, args.seed) == 0]
-            for p, d in zip(pdfs, docs, strict=True)
-        }
-        held = [pg.text for p, d in zip(pdfs, docs, strict=True) for pg in d.pages if _half(p, pg.page, args.seed) == 1]
-        base = REPO / "heatmaps" / f"{domain}.yaml"
-        out = WORK / domain / f"{domain}.yaml"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        config = FinetuneConfig(
-            base=base, output=out, pdfs=pdfs, pages=learn_pages, seed=args.seed,
-            teacher_sentences=args.teacher_sentences, epochs=args.epochs,
-            **({} if args.alarm_budget is None else {"alarm_budget": args.alarm_budget}),
-        )  # fmt: skip
-        t0 = time.perf_counter()
-        try:
-            summary = finetune(config, log=lambda m: None)
-        except HeatError:  # the work folder is of another base heatmap or heatc: start over
-            summary = finetune(config, log=lambda m: None, fresh=True)
-        seconds = time.perf_counter() - t0
-        m = summary["metrics"]
-        print(
-            f"{domain}: fine-tuned on {sum(map(len, learn_pages.values()))} pages of {len(pdfs)} PDF(s) in "
-            f"{seconds:.0f} s (teacher {summary['teacher_seconds']} s): {summary['cells']} cells, "
-            f"{summary['domain_cells']} learned from the domain; student pair Spearman {m.get('pair_spearman')}, "
-            f"pair AUC {m.get('pair_auc')}, token AUC {m.get('student_auc')}"
-        )
-        r = evaluate(domain, {"base": base, "fine-tuned": out}, held, args.corruptions, args.seed)
-        fa_b, rec_b = _at(r, "base", r["rules"]["base"].threshold)
-        fa_f, rec_f = _at(r, "fine-tuned", r["rules"]["fine-tuned"].threshold)
-        t, fa_eq, rec_eq = _best(r, "fine-tuned", fa_b)
-        tb, fa_beq, rec_beq = _best(r, "base", fa_f)  # and the base at no more false alarms than the fine-tuned
-        print(f"  held out: {len(held)} pages, {r['bearing']} value-bearing sentences, {len(r['kinds'])} corruptions "
-              f"({', '.join(f'{k} {n}' for k, n in sorted(Counter(r['kinds']).items()))})")  # fmt: skip
+        results = []
+        for fold in args.halves:
+            results.append(_fold(domain, fold, pdfs, docs, args))
+            print()
+        if len(results) < 2:
+            continue
+        print(f"{domain}, both halves held out once (each at its operating points above; counts summed):")
         print(f"  {'':<34} {'false alarms/sentence':>22} {'recall':>8}")
-        print(f"  {'base (shipped threshold)':<34} {fa_b:>22.4f} {rec_b:>8.3f}")
-        print(f"  {'fine-tuned (its threshold)':<34} {fa_f:>22.4f} {rec_f:>8.3f}")
-        print(f"  {f'fine-tuned (threshold {t:.3f}, FA <= base)':<34} {fa_eq:>22.4f} {rec_eq:>8.3f}")
-        print(f"  {f'base (threshold {tb:.3f}, FA <= fine-tuned)':<34} {fa_beq:>22.4f} {rec_beq:>8.3f}")
-        per_kind = Counter(r["kinds"])
-        for kind in sorted(per_kind):
-            idx = [i for i, k in enumerate(r["kinds"]) if k == kind]
-            sb, sf = r["rules"]["base"].score, r["rules"]["fine-tuned"].score
-            hb = sum(any(sb[n] >= r["rules"]["base"].threshold for n in r["caught"]["base"][i]) for i in idx)
-            hf = sum(any(sf[n] >= t for n in r["caught"]["fine-tuned"][i]) for i in idx)
-            print(f"    {kind:<16} base {hb}/{len(idx)}, fine-tuned (FA <= base) {hf}/{len(idx)}")
-        print("  the cells that catch most held-out corruptions (fine-tuned, FA <= base; + new, ~ re-learned):")
-        for line in _top_cells(r, base, t):
-            print(f"    {line}")
+        for label in POINTS:
+            fa = bearing = hits = n = 0
+            for r in results:
+                a, b, c, d = _counts(r, *r["points"][label])
+                fa, bearing, hits, n = fa + a, bearing + b, hits + c, n + d
+            print(f"  {label:<34} {fa / max(bearing, 1):>22.4f} {hits / max(n, 1):>8.3f}   {fa}/{bearing}, {hits}/{n}")
         print()
 
 
