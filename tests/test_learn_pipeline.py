@@ -70,6 +70,10 @@ def test_learned_heatmap_is_complete_and_builds(learned, tmp_path):
     build = subprocess.run([str(HEATC), "build", str(out), "-o", str(tmp_path)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr  # the build also runs the generated expects
     assert "cells," in run.stdout and "student AUC" in run.stdout
+    # the budget the cells were chosen within, as the provenance records its sentences
+    checked = prov["coupling"]["checked_sentences"]
+    assert f"false-alarm budget: 0.01 × {checked} checked sentences = {0.01 * checked:.1f} rejections" in run.stdout
+    assert f"for {len(hm.cells)} of {prov['coupling']['candidate_cells']} candidate cells" in run.stdout
     # the plan on disk keeps term (consistency) candidates apart from range ones
     with gzip.open(out.with_name("lab.learn") / "plan.json.gz", "rt", encoding="utf-8") as f:
         plan = Plan.from_json(json.load(f))

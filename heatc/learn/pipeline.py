@@ -165,6 +165,8 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = quie
         "seconds": round(time.perf_counter() - started, 1),
         "metrics": metrics,
         "coupling": summary["unit_vs_keyword"],
+        "candidate_cells": summary["candidate_cells"],
+        "checked_sentences": summary["checked_sentences"],
     }
 
 
