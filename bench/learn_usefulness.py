@@ -42,7 +42,7 @@ import json
 import re
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from decimal import Decimal
 from pathlib import Path
 
@@ -281,7 +281,8 @@ def corruptions(domain: str, stream: str, context: set | None = None) -> list[tu
 
 
 def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: set | None = None) -> dict:
-    """Clean sentences, false alarms and catches of one rule set over documents."""
+    """Clean sentences, false alarms and catches of one rule set over documents; `missed`:
+    per kind, the corrupted text around each impossible value no rule caught."""
     from heatc import ir
     from heatc.lexing import lex
 
@@ -292,6 +293,7 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
     tried: Counter = Counter()
     impossible: Counter = Counter()
     caught_impossible: Counter = Counter()
+    missed: dict[str, list[str]] = defaultdict(list)
     for doc in docs:
         stream, spans = document_stream(doc)
         if not spans:
@@ -324,12 +326,27 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
             if is_impossible:
                 impossible[kind] += 1
                 caught_impossible[kind] += hit
+                if not hit:
+                    missed[kind].append(_around(stream, corrupted))
     return {
         "sentences": total, "checked": checked, "flagged": flagged, "valued": valued, "valued_flagged": valued_flagged,
         "rules": len(scanner.program.rules),
         "recall": {k: (caught[k], tried[k]) for k in sorted(tried)},
         "impossible": {k: (caught_impossible[k], impossible[k]) for k in sorted(impossible)},
+        "missed": dict(missed),
     }  # fmt: skip
+
+
+def _around(clean: str, corrupted: str, width: int = 70) -> str:
+    """The corrupted text around where it first differs from the clean one, the change marked."""
+    at = next((i for i, (a, b) in enumerate(zip(clean, corrupted, strict=False)) if a != b), len(corrupted))
+    while at > 0 and not corrupted[at - 1].isspace():  # the whole word the change falls in
+        at -= 1
+    end = at
+    while end < len(corrupted) and not corrupted[end].isspace():
+        end += 1
+    text = f"{corrupted[max(0, at - width) : at]}[{corrupted[at:end]}]{corrupted[end : end + width // 3]}"
+    return " ".join(text.split())
 
 
 def _sentence(spans: list[tuple[int, int]], at: int) -> int:
@@ -382,6 +399,9 @@ def main() -> None:
         help="which domains learn with magnitude bands (heatc learn --bands): as the shipped heatmaps (finance), all, none",
     )  # fmt: skip
     ap.add_argument("--all", action="store_true", help="recall on every corruption, not only the impossible ones")
+    ap.add_argument(
+        "--misses", type=int, default=0, help="print up to this many missed impossible corruptions per kind"
+    )
     ap.add_argument("--in-sample", action="store_true", help="also the 260 General Medicine notes, shipped heatmap")
     ap.add_argument("--no-learn", action="store_true", help="only the in-sample check")
     ap.add_argument(
@@ -407,6 +427,8 @@ def main() -> None:
                 f"  scanned {r['sentences']} held-out sentences and the corruptions in {time.perf_counter() - t0:.0f} s"
             )
             lines.append(row(f"  learned, budget {budget:g}{', bands' if bands else ''}", r, args.all))
+            for kind, texts in sorted(r["missed"].items()) if args.misses else ():
+                lines += [f"      missed {kind}: {t}" for t in texts[: args.misses]]
             shipped_as = ", `heatc learn --bands`" if bands else ""
             table.append((f"{domain}, held out ({CORPUS_NAMES[domain]}){shipped_as}", r))
         r = evaluate(domain, Scanner(REPO / "examples" / f"{domain}.heat"), held, args.max_per_kind, context)
