@@ -100,7 +100,11 @@ def test_the_same_seed_gives_the_same_heatmap_and_a_rerun_resumes(tuned, scanned
     args = ["finetune", str(BASE), "--pdf", str(LABEL), "--pdf", str(scanned), "-o", str(out), "--min-worth", "0"]
     r = CliRunner().invoke(app, [*args, "--teacher-sentences", "24", "--epochs", "2"])
     assert r.exit_code == 0, r.output
-    assert load_heatmap(out).provenance["budget"] == {"alarm_budget": 0.05, "min_worth": 0.0}
+    prov = load_heatmap(out).provenance
+    assert prov["budget"] == {"alarm_budget": 0.05, "min_worth": 0.0}
+    checked = prov["coupling"]["checked_sentences"]
+    assert f"false-alarm budget: 0.05 × {checked} checked domain sentences" in r.output
+    assert "each buying at least 0 of worth" in r.output
 
 
 def test_a_base_without_a_student_is_a_clear_error(tmp_path, scanned):

@@ -251,6 +251,12 @@ def finetune(
         f"pair AUC {m.get('pair_auc', 'n/a')}, token AUC {m.get('student_auc', 'n/a')}; "
         f"teacher {summary['teacher_seconds']} s, total {summary['seconds']} s"
     )
+    checked = summary["checked_sentences"]
+    out.print(
+        f"false-alarm budget: {alarm_budget:g} × {checked} checked domain sentences = {alarm_budget * checked:.1f} "
+        f"rejections, each buying at least {config.min_worth:g} of worth, for {summary['domain_cells']} of "
+        f"{summary['candidate_cells']} candidate cells; what they leave pays for the base's rules"
+    )
 
 
 class _LearnProgress:

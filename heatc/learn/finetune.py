@@ -278,6 +278,8 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
         "seconds": round(time.perf_counter() - started, 1),
         "metrics": metrics,
         "base_student": before,
+        "candidate_cells": summary["candidate_cells"],
+        "checked_sentences": summary["checked_sentences"],
     }
 
 
