@@ -207,8 +207,8 @@ def finetune(
         typer.Option(
             "--min-worth",
             min=0.0,
-            help="What each false alarm must buy at least, in values where a rule would notice an error "
-            "(default: about what heatc learn pays, docs/finetune.md); 0: spend the whole budget.",
+            help="What each false alarm a narrower range adds must buy, in values where a rule would notice an "
+            "error (default: about what heatc learn pays, docs/finetune.md); 0: the budget alone decides.",
         ),
     ] = None,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Student fine-tuning epochs.")] = 8,
@@ -254,8 +254,8 @@ def finetune(
     checked = summary["checked_sentences"]
     out.print(
         f"false-alarm budget: {alarm_budget:g} × {checked} checked domain sentences = {alarm_budget * checked:.1f} "
-        f"rejections, each buying at least {config.min_worth:g} of worth, for {summary['domain_cells']} of "
-        f"{summary['candidate_cells']} candidate cells; what they leave pays for the base's rules"
+        f"rejections for {summary['domain_cells']} of {summary['candidate_cells']} candidate cells, a range narrowing "
+        f"only where each false alarm it adds buys {config.min_worth:g} of worth; what they leave pays for the base's rules"
     )
 
 

@@ -117,8 +117,8 @@ def select_cells(
     candidate range that does not), and what they leave goes to the cells below it, in score
     order. Unit `guards` (`unit_guards`) share the budget with the hot cells; their false
     alarms are recounted from `values`. With `bands`, the hot range cells may also take a
-    magnitude band (`bands.band_options`). `min_worth`: what each false alarm the hot cells
-    spend must buy at least (`allocate`)."""
+    magnitude band (`bands.band_options`). `min_worth`: what each false alarm a narrower
+    range adds must buy (`allocate`)."""
     budget = alarm_budget * max(sentences, 1)
     out: list[LearnedCell] = []
     alarms = 0.0
@@ -234,12 +234,14 @@ def allocate(
     each band, worth the thousandfold slips the band notices more, halved as a range's slips
     are, and costing its false alarms plus `UNSEEN_TAIL` more (a band counts as a bound).
 
-    `min_worth` is a floor under λ: the budget is a ceiling, not a target, and a choice whose
-    false alarms buy less than `min_worth` of worth each over the next cheaper choice is not
-    taken even where the budget could pay for it. Without it, a budget larger than the cells
-    need (λ = 0) runs every cell with the range that notices most, whatever its rejections
-    cost: fine-tuned on one half of the 10-K's pages, `$ … million` took a lower bound of 1.44
-    past three of its clean values and the heatmap rejected "$1 million" on the other half."""
+    `min_worth` is a floor under the λ that picks a running cell's range: whether a cell runs
+    is the budget's λ, but a range narrower than another is taken only where each false alarm
+    it adds buys `min_worth` of worth. Without it, a budget larger than the cells need (λ = 0)
+    runs every cell with the range that notices most, whatever its rejections cost:
+    fine-tuned on one half of the 10-K's pages, `$ … million` took a lower bound of 1.44 past
+    three of its clean values and the heatmap rejected "$1 million" on the other half. (A
+    floor on running at all priced out the drug labels' eGFR and warfarin tablet cells, of 9 to
+    19 values each.)"""
     # (worth, cost, bounds, rejections in the corpus, bounds held, width, false-alarm rate,
     #  (band factor, the band's rejections in the corpus))
     choices: list[list[tuple]] = []
@@ -284,12 +286,16 @@ def allocate(
         ]
         choices.append(ch)
 
-    def pick(lam: float) -> list[int]:
+    def best(ch: list[tuple], lam: float, first: int = 0) -> int:
         # ties: the cheaper choice, then fewer bounds, then the narrower range
-        return [
-            max(range(len(ch)), key=lambda k, ch=ch: (ch[k][0] - lam * ch[k][1], -ch[k][1], -ch[k][4], -ch[k][5]))
-            for ch in choices
-        ]
+        return max(range(first, len(ch)), key=lambda k: (ch[k][0] - lam * ch[k][1], -ch[k][1], -ch[k][4], -ch[k][5]))
+
+    def pick(lam: float) -> list[int]:
+        # whether a cell runs is λ's; which range it runs with, at least min_worth's
+        picked = [best(ch, lam) for ch in choices]
+        if min_worth <= lam:
+            return picked
+        return [best(ch, min_worth, first=1) if k else 0 for ch, k in zip(choices, picked, strict=True)]
 
     def cost(picked: list[int]) -> float:
         return sum(ch[k][1] for ch, k in zip(choices, picked, strict=True))
@@ -304,10 +310,8 @@ def allocate(
         lam = hi
     else:
         lam = 0.0
-    floored = lam < min_worth
-    lam = max(lam, min_worth)
     picked = pick(lam)
-    if lam > 0 and not floored:
+    if lam > 0:
         # What the relaxation leaves: cells alike get the same choice at any λ, so four cells of
         # half a false alarm each within a budget of one run all or none. Each cell's choice just
         # below λ replaces its own, most worth per false alarm first, while the budget holds.

@@ -63,7 +63,7 @@ class LearnConfig:
     sensitivity: float = SENSITIVITY
     # clean-corpus rejections allowed per sentence that holds a value some cell checks, all cells together
     alarm_budget: float = ALARM_BUDGET
-    # what each false alarm spent must buy at least (`budget.allocate`); 0: the budget decides
+    # what each false alarm a narrower range adds must buy (`budget.allocate`); 0: the budget decides
     min_worth: float = 0.0
     # range cells with a unit may also take a magnitude band (`bands.py`; opt-in, docs/learning.md)
     bands: bool = False
