@@ -1202,8 +1202,9 @@ def test_a_false_alarm_is_spent_only_where_it_buys_min_worth():
     """A budget larger than a cell needs (λ = 0) runs it with the range that notices most,
     whatever that range rejects: amounts in millions, most of them 4 to 900, and three
     clean "$1 million", "$1.6 million" the lower bound is fitted just past. With
-    `min_worth`, each false alarm must buy that much, and the cell runs with a bound that
-    accepts them and still rejects a typical amount written in thousands (÷1000)."""
+    `min_worth`, each false alarm a narrower range adds must buy that much, and the cell runs
+    with a bound that accepts them and still rejects a typical amount written in thousands
+    (÷1000)."""
     key = CellKey("", "number", "scale_million")
     vals = [float(x) for x in np.round(np.geomspace(4.0, 900.0, 200), 1)] + [1.0, 1.0, 1.6]
     values = {key: _spread_values(vals)}
