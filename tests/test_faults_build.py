@@ -164,6 +164,18 @@ def test_the_cli_refuses_a_corrupted_build_without_a_traceback(good_build, tmp_p
         assert "tokens.bin: cannot read the build artifact: a FIFO, not a regular file" in r.output
 
 
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_an_output_path_under_a_file_is_refused_by_name(tmp_path, below):
+    """`heatc build … -o out` where `out` (or a folder above it) is a file: the file named,
+    no traceback, nothing written."""
+    blocking = tmp_path / "out"
+    blocking.write_text("not a directory")
+    r = CliRunner().invoke(app, ["build", str(GOOD), "-o", str(blocking / below)])
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.exception
+    assert f"{blocking}: error: is a file, not a directory" in r.output
+    assert blocking.read_text() == "not a directory"
+
+
 # -- builds killed at random points, builds racing into one target ---------------------
 
 

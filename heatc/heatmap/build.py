@@ -170,7 +170,13 @@ def _check_expects(program: ir.Program) -> None:
 def _install(
     out_root: Path, name: str, artifacts: dict[str, bytes], manifest: dict, program: ir.Program
 ) -> BuildResult:
-    out_root.mkdir(parents=True, exist_ok=True)
+    try:
+        out_root.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocking = next(p for p in (out_root, *out_root.parents) if p.exists() and not p.is_dir())
+        raise HeatError(Diagnostic(str(blocking), 0, 0, "is a file, not a directory; build into a directory")) from None
+    except OSError as e:
+        raise HeatError(Diagnostic(str(out_root), 0, 0, f"cannot create the output directory: {e.strerror}")) from None
     digest = _sha(b"".join(hashlib.sha256(artifacts[k]).digest() for k in sorted(artifacts)))[:16]
     target = out_root / f".{name}.{digest}"
     link = out_root / name
