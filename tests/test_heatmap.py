@@ -194,3 +194,24 @@ def test_shipped_heatmaps_compile_and_keep_their_examples(name):
     from heatc.verify.expect import check_expects
 
     assert check_expects(program, lambda p, d: run_document("reference", p, d)[:2]) == []
+
+
+def test_a_punct_unit_reads_only_a_bare_value_ending_an_item(tmp_path):
+    """A keyword cell whose `unit` is a `punct` category reads a value written bare: that
+    category or the barrier right after it ("sodium 138, potassium 4.0."), never a value a
+    unit follows ("sodium bicarbonate 650 mg,") — so its range can be the lab value's."""
+    text = (
+        GOOD.replace("  period:", '  sodium: {kind: keyword, literals: [sodium]}\n  mg: {kind: unit, literals: [mg]}\n'
+                     '  comma: {kind: punct, literals: [","]}\n  period:')
+        .replace("cells:\n", "cells:\n  - {pair: [sodium, number], unit: comma, score: 0.9, support: 40, range: [97, 169]}\n")
+    )  # fmt: skip
+    hm = load_heatmap(_write(tmp_path, text, "bare.yaml"))
+    assert "match sodium ..3 v:number (comma | period)\n" in format_file(lower(hm).tree)
+    program, _lowered, _hm = compile_heatmap(tmp_path / "bare.yaml")
+    from heatc.backends import run_document
+
+    doc = b"Sodium 1380, potassium 4. Sodium 138. Sodium 13.8 today. Sodium bicarbonate 650 mg, sodium 14."
+    for backend in ("reference", "wasm"):
+        events = run_document(backend, program, doc)[0]
+        got = [(doc[e.start : e.end].decode(), e.verdict.name) for e in events if e.name == "sodium_comma"]
+        assert got == [("Sodium 1380,", "REJECTED"), ("Sodium 138.", "CONFIRMED"), ("sodium 14.", "REJECTED")]

@@ -1215,3 +1215,22 @@ def test_a_false_alarm_is_spent_only_where_it_buys_min_worth():
     assert spent.rejected == 3 and spent.range[0] > 1.6
     lo, _ = thrifty.range
     assert thrifty.rejected == 0 and float(np.median(vals)) / 1000 < lo <= 1.0
+
+
+def test_a_value_written_bare_has_a_cell_of_its_own():
+    """ "Sodium 138, potassium 4.0." — a value the list's comma or the sentence's end follows
+    is written bare: `sodium_value_bare` reads those values only, so a dose of "sodium
+    bicarbonate 650 mg" never widens the range a lab value takes (the rule language cannot say
+    "no unit after"; the punctuation after the value says it)."""
+    lexicon = _lexicon_with("sodium", "potassium")
+    groups = lexicon.groups()
+    text = "Sodium 138, potassium 4.0. Sodium bicarbonate 650 mg, sodium 140 mEq/L."
+    s = lex_sentence(lexicon.program(), text)
+    names = [sorted(k.name for k in o.keys) for o in occurrences(s, groups)]
+    assert names[:2] == [["sodium_value", "sodium_value_bare"], ["potassium_value", "potassium_value_bare"]]
+    assert "sodium_value_bare" not in names[2] and "sodium_value_bare" not in names[3]
+    bare = CellKey("sodium", "number", "item_end")
+    assert bare.ends_value and not bare.has_unit and bare.pattern() == "sodium ..3 v:number (item_end | sentence_end)"
+    values = collect_values(lexicon, [bare, CellKey("sodium", "number", "")], [text])
+    assert values[bare].values == [138.0]
+    assert values[CellKey("sodium", "number", "")].values == [138.0, 650.0, 140.0]

@@ -69,7 +69,7 @@ def test_declared_the_phrase_lexes_in_the_keywords_place():
     lexicon = plan_lexicon(plan)
     s = lex_sentence(lexicon.program(), "Pulse width of 0.5 msec, pulse 72.")
     # ("of" after a value is the seed lexicon's share word)
-    assert [c for c in s.categories if c] == ["pulse_width", "share_of", "pulse", "sentence_end"]
+    assert [c for c in s.categories if c] == ["pulse_width", "share_of", "item_end", "pulse", "sentence_end"]
     assert lexicon.groups()["pulse_width"] == SHADOW_GROUP
     # a plan of an earlier heatc (no shadows) still reads
     old = plan.to_json()

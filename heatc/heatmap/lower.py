@@ -9,6 +9,7 @@ Public surface: `lower(heatmap) -> Lowered`, `margin_range(stats, spread, factor
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from heatc.heatmap.format import BUILTIN_CATEGORIES, Cell, Heatmap, Stats
@@ -93,7 +94,7 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
         elements = [ast.Element(_atom(first), capture=key, pos=here), ast.Element(_atom(second), gap, _name("v"), here)]
         if cell.unit:
             unit_gap = _n(1) if cell.check == "consistent" else None
-            elements.append(ast.Element(_atom(cell.unit), unit_gap, pos=here))
+            elements.append(ast.Element(_unit_atom(cell, hm, _atom), unit_gap, pos=here))
     stmts.append(ast.MatchStmt(tuple(elements), here))
     if cell.check == "range":
         lo, hi = cell.range if cell.range is not None else margin_range(cell.stats, hm.margin_spread, hm.margin_factor)
@@ -118,6 +119,17 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
         tuple(stmts),
         here,
     )
+
+
+def _unit_atom(cell: Cell, hm: Heatmap, atom: Callable[[str], ast.Atom]) -> ast.Atom:
+    """The unit after a keyword cell's value. A `punct` category there says the value is
+    written bare, ending an item: it or the heatmap's barrier follows the value ("sodium 138,
+    potassium 4.0." — never "sodium bicarbonate 650 mg")."""
+    category = hm.categories.get(cell.unit or "")
+    if category is None or category.kind != "punct":
+        return atom(cell.unit)
+    ends = [cell.unit, *(b for b in hm.triggers.get("barrier", ()) if b != cell.unit)]
+    return atom(ends[0]) if len(ends) == 1 else ast.AtomAny(tuple(atom(x) for x in ends), atom(ends[0]).pos)
 
 
 def _rule_name(cell: Cell, taken: set[str]) -> str:

@@ -66,7 +66,7 @@ def rare_word_cells(
     program = wide.program()
     with_unit = [
         k for k in candidate_cells((lex_sentence(program, s) for s in sample), groups, min_count)
-        if k.keyword and k.unit and k.check == "range"
+        if k.keyword and k.has_unit and k.check == "range"
     ]  # fmt: skip
     return wide, rare_names, [k for k in with_unit if k.keyword in rare_names], with_unit
 

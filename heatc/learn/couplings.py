@@ -67,7 +67,7 @@ class Couplings:
                 continue
             if key.check == "consistent":
                 pairs = (rel(occ.term_keyword), rel(occ.term_unit))
-            elif key.keyword and key.unit:
+            elif key.keyword and key.has_unit:
                 pairs = (rel(occ.keyword_of(key, s)), rel(occ.unit))
             elif key.keyword:
                 pairs = (rel(occ.keyword_of(key, s)),)

@@ -15,7 +15,7 @@ from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, H
 from heatc.heatmap.lower import margin_range
 from heatc.lang.lexicon import DATE_YEARS
 from heatc.lang.unparse import format_number
-from heatc.learn.evidence import BARRIER, LONE_DATE, CellKey, LearnedCell
+from heatc.learn.evidence import BARRIER, ITEM_END, LONE_DATE, CellKey, LearnedCell
 from heatc.learn.lexemes import Lexicon
 from heatc.learn.shadows import SHADOW_GROUP
 
@@ -167,12 +167,14 @@ def _expects_for(
         if c.key.value == "date":
             return f"{kw}December {int(v)}."
         number = _decimal(v) + ("%" if c.key.value == "percent" else "")
-        unit = f" {literal[c.key.unit]}" if c.key.unit else ""
+        unit = f" {literal[c.key.unit]}" if c.key.has_unit else ""
         return f"{kw}{number}{unit}."
 
-    readers = {c.key} | {  # the cells whose rules also capture this text's value
-        CellKey(k, c.key.value, u) for k, u in ((c.key.keyword, ""), ("", c.key.unit)) if (k or u) and c.key.unit
-    }
+    readers = {c.key}  # and the cells whose rules also capture this text's value
+    if c.key.has_unit:
+        readers |= {CellKey(k, c.key.value, u) for k, u in ((c.key.keyword, ""), ("", c.key.unit)) if k or u}
+    elif c.key.keyword and c.key.check == "range":  # "pulse 80." is a bare value too
+        readers |= {CellKey(c.key.keyword, c.key.value, ""), CellKey(c.key.keyword, c.key.value, ITEM_END)}
     if c.key.value == "date":
         readers.add(LONE_DATE)  # (`v:date` reads every date)
 

@@ -2,7 +2,8 @@
 cell's rule captures in the corpus, and the teacher's pair couplings that score it.
 
 A *cell* is a keyword category, a value (number or percent) and optionally the unit right
-after it — `glucose … 162 mg/dL` — or a value and its unit alone (`500 mg`).
+after it — `glucose … 162 mg/dL` — or a value and its unit alone (`500 mg`); in the unit's
+place, `item_end` makes it a cell of the values written bare ("sodium 138, …", `ITEM_END`).
 
 - **support and value statistics** come from the whole corpus, by compiling every
   candidate cell into a rule without requirements and scanning every document with the WASM
@@ -21,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from heatc.backends import wasm_checker
-from heatc.learn.lexemes import SHARE_GROUP, Lexicon, SentenceLexemes, is_numeral_name
+from heatc.learn.lexemes import END_GROUP, SHARE_GROUP, Lexicon, SentenceLexemes, is_numeral_name
 
 MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean values it was learned from
 # All cells together may reject at most this many values per corpus sentence that holds a value
@@ -36,6 +37,12 @@ DEFAULT_GAP = 3
 NUMERAL_GAP = 1
 # the category a learned heatmap's patterns never reach across (its `triggers: barrier`)
 BARRIER = "sentence_end"
+# What follows a value that ends an item of a list or a sentence ("sodium 138, potassium
+# 4.0."): a keyword cell with this in its unit's place reads only values written bare —
+# `keyword ..3 v:number (item_end | sentence_end)` —, never "sodium bicarbonate 650 mg": the
+# rule language's way to say "no unit after" (a `punct` unit, docs/heatmap.md).
+ITEM_END = "item_end"
+VALUE_ENDS = (ITEM_END, BARRIER)
 
 
 @dataclass(frozen=True, order=True)
@@ -46,13 +53,26 @@ class CellKey:
     check: str = "range"  # range | consistent
 
     @property
+    def ends_value(self) -> bool:
+        """A keyword cell of values written bare: its "unit" is the punctuation that ends them."""
+        return self.unit == ITEM_END
+
+    @property
+    def has_unit(self) -> bool:
+        return bool(self.unit) and not self.ends_value
+
+    @property
     def name(self) -> str:
         """`glucose_value`, `glucose_mg_dl`, `hba1c_percent`, `mg_amount`, `payment_days_consistent`."""
         if not self.keyword and not self.unit:
             return f"any_{self.value}"
         if not self.keyword:
             return f"{self.unit}_amount" if self.value == "number" else f"percent_{self.unit}"
-        tail = self.unit or (self.value if self.value in ("percent", "date") else "value")
+        tail = self.value if self.value in ("percent", "date") else "value"
+        if self.ends_value:
+            tail += "_bare"
+        elif self.unit:
+            tail = self.unit
         return f"{self.keyword}_{tail}" + ("_consistent" if self.check == "consistent" else "")
 
     @property
@@ -67,6 +87,8 @@ class CellKey:
             return f"v:{self.value} {self.unit}".rstrip()
         if self.check == "consistent":
             return f"k:{self.keyword} ..{self.gap} v:{self.value} ..1 {self.unit}"
+        if self.ends_value:
+            return f"{self.keyword} ..{self.gap} v:{self.value} ({' | '.join(VALUE_ENDS)})"
         return f"{self.keyword} ..{self.gap} v:{self.value}" + (f" {self.unit}" if self.unit else "")
 
 
@@ -130,7 +152,7 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
             if s.is_value(j):
                 break
             cat = s.categories[j]
-            if cat is None or groups.get(cat) == SHARE_GROUP:  # "of" is a plain word there
+            if cat is None or groups.get(cat) in (SHARE_GROUP, END_GROUP):  # "of", "," are plain there
                 continue
             if keyword is not None:  # past the constraint word: a keyword, or nothing
                 beyond = j if groups.get(cat) == "keyword" else None
@@ -157,10 +179,13 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
         keys = []
         kw = s.categories[keyword] if keyword is not None else ""
         un = s.categories[unit] if unit is not None else ""
+        after = s.categories[i + 1] if i + 1 < len(s.lexemes) else None
         if kw:
             keys.append(CellKey(kw, value, ""))
             if un:
                 keys.append(CellKey(kw, value, un))
+            elif after in VALUE_ENDS and value != "date":
+                keys.append(CellKey(kw, value, ITEM_END))
         if un:
             keys.append(CellKey("", value, un))
         if beyond is not None:

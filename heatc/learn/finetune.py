@@ -39,7 +39,7 @@ from heatc.errors import Diagnostic, HeatError
 from heatc.learn.config import LearnConfig, Progress, quiet
 from heatc.learn.corpus import SPLIT_VERSION, Document, read_corpus
 
-WORK_VERSION = 1
+WORK_VERSION = 2
 
 
 @dataclass

@@ -29,7 +29,7 @@ def units_by_keyword(candidates: Iterable[CellKey]) -> dict[str, set[str]]:
     """The units each keyword takes before a value, among the candidate range cells."""
     units_of: dict[str, set[str]] = defaultdict(set)
     for k in candidates:
-        if k.keyword and k.unit and k.check == "range":
+        if k.keyword and k.has_unit and k.check == "range":
             units_of[k.keyword].add(k.unit)
     return units_of
 
@@ -83,7 +83,7 @@ def unit_swaps(candidates: Iterable[CellKey], ladders: Ladders = UNIT_LADDERS) -
             for b in units - {a}:
                 evidence[a, b] += 1.0 / (len(units) - 1)
                 keywords[a, b] += 1
-    used = {k.unit for k in candidates if k.unit}
+    used = {k.unit for k in candidates if k.has_unit}
     quantity = quantity_of(ladders)
     shown = {  # units with a swap of their own quantity that keywords show
         a for (a, b), n in keywords.items() if n >= SWAP_KEYWORDS and a in quantity and quantity.get(b) == quantity[a]
@@ -109,7 +109,7 @@ def swap_sources(
     "within … months" that accepts 2–27 notices it, one that accepts 2–72 does not."""
     out: dict[CellKey, list[tuple[float, np.ndarray]]] = {}
     for key in values:
-        if key.check != "range" or not key.unit:
+        if key.check != "range" or not key.has_unit:
             continue
         sources = []
         for unit, alts in sorted(swaps.items()):
@@ -150,7 +150,7 @@ def unit_guards(
     quantity = quantity_of(ladders)
     out: dict[CellKey, list[tuple[CellKey, float]]] = defaultdict(list)
     for k in hot:
-        if not (k.keyword and k.unit and k.check == "range") or groups.get(k.keyword) != "keyword":
+        if not (k.keyword and k.has_unit and k.check == "range") or groups.get(k.keyword) != "keyword":
             continue
         alts = swaps.get(k.unit, {})
         # units of the same quantity first (a swap that keeps the value looking right), then
@@ -247,7 +247,7 @@ def in_families(candidates: Iterable[CellKey], families: dict[str, list[str]]) -
         {
             dataclasses.replace(k, keyword=family_of.get(k.keyword, k.keyword))
             for k in candidates
-            if k.keyword not in family_of or k.unit
+            if k.keyword not in family_of or k.has_unit
         }
     )
 

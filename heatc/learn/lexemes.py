@@ -45,6 +45,9 @@ def _c(name: str, kind: str, group: str, *literals: str, exact: bool = False) ->
 # takes one ("2 of 3 patients" counts), and only in a cell of its own (no keyword, no term);
 # elsewhere such a word is a plain word.
 SHARE_GROUP = "share"
+# The group of the punctuation that ends a listed value ("sodium 138, potassium 4.0"): what a
+# bare value's cell takes in its unit's place (`evidence.VALUE_ENDS`); elsewhere a plain token.
+END_GROUP = "end"
 
 # Shared by every domain. Units are grouped by quantity so that a swapped unit is a different
 # category. English and Chinese; Chinese units matter to the rules even though the default
@@ -52,6 +55,7 @@ SHARE_GROUP = "share"
 # fmt: off
 SEED_CATEGORIES: tuple[Category, ...] = (
     _c("sentence_end", "punct", "structure", ".", "。", ";", "；", "!", "！", "?", "？"),
+    _c("item_end", "punct", END_GROUP, ",", "，"),
     _c("abbreviation", "other", "structure", "e.g.", "i.e.", "Dr.", "vs.", "approx.", "No.", "Inc.", "Ltd.", "Co.", "Corp."),
     # medical units
     _c("mg_dl", "unit", "unit", "mg/dL", "mg per dL", "milligrams per deciliter", "毫克/分升"),
@@ -417,7 +421,7 @@ def keyword_contexts(
             break
         if group(j) == SHARE_GROUP:  # "of": a stop word here ("potassium of 3.2")
             continue
-        if s.categories[j] is not None or s.is_value(j):
+        if (s.categories[j] is not None and group(j) != END_GROUP) or s.is_value(j):
             break
         w = _word(s.lexemes[j])
         if w is not None:
@@ -426,7 +430,9 @@ def keyword_contexts(
     term = group(i + 1) == "unit" or (group(i + 2) == "unit" and not s.is_value(i + 1))
     if term:
         for j in range(i - 1, max(-1, i - term_gap - 2), -1):
-            if s.is_value(j) or (s.categories[j] is not None and group(j) not in ("constraint", SHARE_GROUP)):
+            if s.is_value(j) or (
+                s.categories[j] is not None and group(j) not in ("constraint", SHARE_GROUP, END_GROUP)
+            ):
                 break
             w = _word(s.lexemes[j])
             if w is not None:
