@@ -294,6 +294,7 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
     impossible: Counter = Counter()
     caught_impossible: Counter = Counter()
     missed: dict[str, list[str]] = defaultdict(list)
+    alarms: list[str] = []  # the clean sentences flagged: "rule: sentence"
     for doc in docs:
         stream, spans = document_stream(doc)
         if not spans:
@@ -310,6 +311,8 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
         for e in clean:
             i = _sentence(spans, e.start)
             matched[i] = True
+            if e.verdict.name == "REJECTED" and not alarm[i]:
+                alarms.append(f"{e.name}: {data[spans[i][0] : spans[i][1]].decode(errors='replace').strip()[:160]}")
             alarm[i] = alarm[i] or e.verdict.name == "REJECTED"
         total += len(spans)
         checked += sum(matched)
@@ -333,7 +336,7 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
         "rules": len(scanner.program.rules),
         "recall": {k: (caught[k], tried[k]) for k in sorted(tried)},
         "impossible": {k: (caught_impossible[k], impossible[k]) for k in sorted(impossible)},
-        "missed": dict(missed),
+        "missed": dict(missed), "alarms": alarms,
     }  # fmt: skip
 
 
@@ -402,6 +405,9 @@ def main() -> None:
     ap.add_argument(
         "--misses", type=int, default=0, help="print up to this many missed impossible corruptions per kind"
     )
+    ap.add_argument(
+        "--false-alarms", type=int, default=0, help="print up to this many flagged clean held-out sentences"
+    )
     ap.add_argument("--in-sample", action="store_true", help="also the 260 General Medicine notes, shipped heatmap")
     ap.add_argument("--no-learn", action="store_true", help="only the in-sample check")
     ap.add_argument(
@@ -429,6 +435,7 @@ def main() -> None:
             lines.append(row(f"  learned, budget {budget:g}{', bands' if bands else ''}", r, args.all))
             for kind, texts in sorted(r["missed"].items()) if args.misses else ():
                 lines += [f"      missed {kind}: {t}" for t in texts[: args.misses]]
+            lines += [f"      false alarm {t}" for t in r["alarms"][: args.false_alarms]]
             shipped_as = ", `heatc learn --bands`" if bands else ""
             table.append((f"{domain}, held out ({CORPUS_NAMES[domain]}){shipped_as}", r))
         r = evaluate(domain, Scanner(REPO / "examples" / f"{domain}.heat"), held, args.max_per_kind, context)
