@@ -1234,3 +1234,13 @@ def test_a_value_written_bare_has_a_cell_of_its_own():
     values = collect_values(lexicon, [bare, CellKey("sodium", "number", "")], [text])
     assert values[bare].values == [138.0]
     assert values[CellKey("sodium", "number", "")].values == [138.0, 650.0, 140.0]
+
+
+def test_no_bare_cell_where_a_rule_file_takes_the_comma():
+    """A hand-written rule file that declares "," and "，" leaves the lexicon no `item_end`:
+    a value before a sentence end then makes no bare cell, whose rule would name a class
+    that does not exist."""
+    lexicon = Lexicon().without_literals([",", "，"]).with_keywords(["sodium"])
+    assert "item_end" not in lexicon.groups()
+    s = lex_sentence(lexicon.program(), "Sodium 138. Sodium 140.")
+    assert all(not k.ends_value for o in occurrences(s, lexicon.groups()) for k in o.keys)

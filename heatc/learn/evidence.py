@@ -184,7 +184,7 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
             keys.append(CellKey(kw, value, ""))
             if un:
                 keys.append(CellKey(kw, value, un))
-            elif after in VALUE_ENDS and value != "date":
+            elif after in VALUE_ENDS and value != "date" and ITEM_END in groups:  # (rule files may take ",")
                 keys.append(CellKey(kw, value, ITEM_END))
         if un:
             keys.append(CellKey("", value, un))
