@@ -30,6 +30,7 @@ from heatc.learn import labels
 from heatc.learn.budget import UNSEEN_TAIL, allocate, cell_table
 from heatc.learn.corpus import read_corpus, sentences
 from heatc.learn.couplings import Couplings
+from heatc.learn.discovery import discover_keywords
 from heatc.learn.emit import heatmap_document, write_heatmap
 from heatc.learn.evidence import (
     CellKey,
@@ -50,7 +51,7 @@ from heatc.learn.guards import (
     unit_guards,
     unit_swaps,
 )
-from heatc.learn.lexemes import Lexicon, align, discover_keywords, lex_sentence
+from heatc.learn.lexemes import Lexicon, align, lex_sentence
 from heatc.learn.ranges import (
     conflicts,
     log_width,

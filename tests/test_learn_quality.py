@@ -230,7 +230,7 @@ def test_a_word_before_a_keyword_of_the_base_makes_a_keyword_of_its_own():
     """Fine-tuning discovers keywords over the base heatmap's lexicon: "WARFARIN SODIUM 5 mg"
     is a dose of warfarin (a member of a drug family there), not a sodium level; "the sodium"
     qualifies nothing."""
-    from heatc.learn.lexemes import discover_keywords
+    from heatc.learn.discovery import discover_keywords
 
     lexicon = Lexicon().with_keywords(["sodium", "warfarin", "aspirin"])
     lexicon = lexicon.with_families({"keywords_mg": ["warfarin", "aspirin"]})

@@ -15,6 +15,7 @@ from heatc.learn.config import (
 )
 from heatc.learn.corpus import sentences
 from heatc.learn.couplings import Couplings
+from heatc.learn.discovery import discover_keywords
 from heatc.learn.emit import declared_categories
 from heatc.learn.evidence import (
     CellKey,
@@ -37,7 +38,7 @@ from heatc.learn.guards import (
     unit_swaps,
     units_by_keyword,
 )
-from heatc.learn.lexemes import Lexicon, compound_numerals, discover_keywords, lex_sentence, numeral_value
+from heatc.learn.lexemes import Lexicon, compound_numerals, lex_sentence, numeral_value
 from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
 from heatc.learn.quantities import is_quantity, keyword_profiles, names_a_term
 

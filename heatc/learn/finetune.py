@@ -178,9 +178,9 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
 
     from heatc.heatmap.format import load_heatmap
     from heatc.learn.aggregate import aggregate
+    from heatc.learn.discovery import discover_keywords
     from heatc.learn.distil import student_metrics
     from heatc.learn.labelling import label, read_chunks
-    from heatc.learn.lexemes import discover_keywords
     from heatc.learn.merge import TRUSTED_SUPPORT, base_lexicon, split_literals, without_groups
     from heatc.learn.plan import Plan, discovery_sample, plan, plan_lexicon, rule_file_literals
     from heatc.learn.student_scoring import student_evidence

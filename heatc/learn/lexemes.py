@@ -3,10 +3,10 @@
 Learning sees text the way compiled rules will: through heatc's own lexer (numbers,
 percents, words, literals), not the teacher's subword tokens. A built-in seed lexicon names
 the categories every domain shares — units, constraint words, dates and quarters, article
-references, currencies, sentence ends — and `discover_keywords` learns the domain's own
-keywords: the words and two-word phrases that most often stand just before a number.
+references, currencies, sentence ends — to which `heatc.learn.discovery` adds the domain's
+own keywords.
 
-Public surface: `SEED_CATEGORIES`, `Category`, `Lexicon`, `discover_keywords`,
+Public surface: `SEED_CATEGORIES`, `Category`, `Lexicon`, `lex_sentence`, `STOPWORDS`,
 `SentenceLexemes`, `align`, `numeral_value`, `compound_numerals`, `is_numeral_name`, `NUMERAL_KIND`,
 `NUMERAL_NAMES`.
 """
@@ -362,116 +362,6 @@ def category_of(program: ir.Program, code: int) -> str | None:
     if code < ir.LEX_LITERAL0:
         return None
     return program.classes[program.literals[code - ir.LEX_LITERAL0].class_id].name
-
-
-def _word(x: Lexeme) -> str | None:
-    if x.code != ir.LEX_WORD:
-        return None
-    w = x.raw.decode("utf-8", errors="replace")
-    return w if w.isascii() and w.isalpha() and len(w) > 1 and w.lower() not in STOPWORDS else None
-
-
-def _phrases_ending_at(s: SentenceLexemes, j: int, w: str) -> list[str]:
-    out = [w.lower()]
-    if j > 0 and s.categories[j - 1] is None and s.lexemes[j - 1].end + 1 == s.lexemes[j].start:
-        prev = _word(s.lexemes[j - 1])
-        if prev is not None:
-            out.append(f"{prev.lower()} {w.lower()}")
-    return out
-
-
-def _qualified(s: SentenceLexemes, j: int, groups: dict[str, str]) -> list[str]:
-    """The two-word phrase of a word and the one-word keyword at j right after it, when the
-    word qualifies the keyword into another quantity: "warfarin sodium 5 mg" is a dose of
-    warfarin, not a sodium level. The word may be a plain one or itself a one-word literal
-    of a keyword category ("warfarin", one of a drug family). As the longer literal, the
-    phrase lexes in the pair's place once it is a keyword."""
-    if j == 0 or s.lexemes[j - 1].end + 1 != s.lexemes[j].start:
-        return []
-    words = []
-    for k in (j - 1, j):
-        w = s.lexemes[k].raw.decode("utf-8", errors="replace")
-        plain = s.categories[k] is None and _word(s.lexemes[k]) is not None
-        keyword = s.categories[k] is not None and groups.get(s.categories[k] or "") == "keyword"
-        if not (w.isascii() and w.isalpha() and len(w) > 1 and (plain or keyword) and w.lower() not in STOPWORDS):
-            return []
-        words.append(w.lower())
-    return [" ".join(words)]
-
-
-def keyword_contexts(
-    s: SentenceLexemes, i: int, groups: dict[str, str], gap: int = 3, term_gap: int = 8
-) -> tuple[list[str], list[str]]:
-    """The plain word (and the two-word phrase ending in it) nearest before value lexeme i,
-    within `gap` lexemes, stopping at sentence ends, other values and categorised lexemes (a
-    keyword of the lexicon there gives the phrase of the word before it, `_qualified`);
-    and, when the value is a term — a unit follows it, maybe after a parenthesis, as in
-    "thirty (30) days" — the nearest one within `term_gap` lexemes, looking past constraint
-    words ("payment is due within thirty (30) days"). Returns (near, term)."""
-    out: list[str] = []
-    terms: list[str] = []
-
-    def group(j: int) -> str | None:
-        cat = s.categories[j] if 0 <= j < len(s.lexemes) else None
-        return groups.get(cat) if cat else None
-
-    for j in range(i - 1, max(-1, i - gap - 2), -1):
-        if group(j) == "keyword":
-            out.extend(_qualified(s, j, groups))
-            break
-        if group(j) == SHARE_GROUP:  # "of": a stop word here ("potassium of 3.2")
-            continue
-        if (s.categories[j] is not None and group(j) != END_GROUP) or s.is_value(j):
-            break
-        w = _word(s.lexemes[j])
-        if w is not None:
-            out.extend(_phrases_ending_at(s, j, w))
-            break
-    term = group(i + 1) == "unit" or (group(i + 2) == "unit" and not s.is_value(i + 1))
-    if term:
-        for j in range(i - 1, max(-1, i - term_gap - 2), -1):
-            if s.is_value(j) or (
-                s.categories[j] is not None and group(j) not in ("constraint", SHARE_GROUP, END_GROUP)
-            ):
-                break
-            w = _word(s.lexemes[j])
-            if w is not None:
-                terms.extend(_phrases_ending_at(s, j, w))
-                break
-    return out, terms
-
-
-def discover_keywords(
-    lexicon: Lexicon, texts: Iterable[str], *, min_support: int = 10, max_keywords: int = 200
-) -> list[tuple[str, int]]:
-    """The phrases that stand before numbers most often: (phrase, count), most frequent first
-    — `max_keywords` of them, and up to a quarter as many more that name terms. A two-word
-    phrase is kept when it accounts for at least a quarter of its last word's count: "heart
-    rate" and "respiratory rate" both, besides "rate" (the lexer prefers the longer literal)."""
-    program = lexicon.program()
-    groups = lexicon.groups()
-    near: Counter[str] = Counter()
-    term: Counter[str] = Counter()
-    for text in texts:
-        s = lex_sentence(program, text)
-        for i in range(len(s.lexemes)):
-            if s.is_value(i):
-                a, b = keyword_contexts(s, i, groups)
-                near.update(a)
-                term.update(b)
-
-    def ranked(counts: Counter[str], limit: int, skip: set[str]) -> list[tuple[str, int]]:
-        out = []
-        for phrase, n in counts.most_common():
-            if n < min_support or len(out) >= limit:
-                break
-            if phrase in skip or (" " in phrase and n * 4 < counts[phrase.split()[-1]]):
-                continue
-            out.append((phrase, n))
-        return out
-
-    first = ranked(near, max_keywords, set())
-    return first + ranked(term, max_keywords // 4, {p for p, _ in first})
 
 
 def align(s: SentenceLexemes, offsets: list[tuple[int, int]]) -> list[list[int]]:

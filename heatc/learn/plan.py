@@ -20,12 +20,13 @@ from heatc.learn.config import (
     seeded_hash,
 )
 from heatc.learn.corpus import sentences
+from heatc.learn.discovery import discover_keywords
 from heatc.learn.evidence import (
     CellKey,
     candidate_cells,
     occurrences,
 )
-from heatc.learn.lexemes import Category, Lexicon, discover_keywords, lex_sentence
+from heatc.learn.lexemes import Category, Lexicon, lex_sentence
 from heatc.learn.shadows import SHADOW_GROUP, shadow_phrases
 
 
