@@ -59,11 +59,13 @@ class CellKey:
 
     @property
     def has_unit(self) -> bool:
+        """A unit in the unit's place (not the punctuation of a bare value)."""
         return bool(self.unit) and not self.ends_value
 
     @property
     def name(self) -> str:
-        """`glucose_value`, `glucose_mg_dl`, `hba1c_percent`, `mg_amount`, `payment_days_consistent`."""
+        """`glucose_value`, `glucose_mg_dl`, `hba1c_percent`, `mg_amount`, `payment_days_consistent`,
+        `sodium_value_bare`."""
         if not self.keyword and not self.unit:
             return f"any_{self.value}"
         if not self.keyword:
