@@ -94,7 +94,7 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
         elements = [ast.Element(_atom(first), capture=key, pos=here), ast.Element(_atom(second), gap, _name("v"), here)]
         if cell.unit:
             unit_gap = _n(1) if cell.check == "consistent" else None
-            elements.append(ast.Element(_unit_atom(cell, hm, _atom), unit_gap, pos=here))
+            elements.append(ast.Element(_unit_atom(cell, hm, _atom, here), unit_gap, pos=here))
     stmts.append(ast.MatchStmt(tuple(elements), here))
     if cell.check == "range":
         lo, hi = cell.range if cell.range is not None else margin_range(cell.stats, hm.margin_spread, hm.margin_factor)
@@ -121,7 +121,7 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
     )
 
 
-def _unit_atom(cell: Cell, hm: Heatmap, atom: Callable[[str], ast.Atom]) -> ast.Atom:
+def _unit_atom(cell: Cell, hm: Heatmap, atom: Callable[[str], ast.Atom], here: ast.Pos) -> ast.Atom:
     """The unit after a keyword cell's value. A `punct` category there says the value is
     written bare, ending an item: it or the heatmap's barrier follows the value ("sodium 138,
     potassium 4.0." — never "sodium bicarbonate 650 mg")."""
@@ -129,7 +129,7 @@ def _unit_atom(cell: Cell, hm: Heatmap, atom: Callable[[str], ast.Atom]) -> ast.
     if category is None or category.kind != "punct":
         return atom(cell.unit)
     ends = [cell.unit, *(b for b in hm.triggers.get("barrier", ()) if b != cell.unit)]
-    return atom(ends[0]) if len(ends) == 1 else ast.AtomAny(tuple(atom(x) for x in ends), atom(ends[0]).pos)
+    return atom(ends[0]) if len(ends) == 1 else ast.AtomAny(tuple(atom(x) for x in ends), here)
 
 
 def _rule_name(cell: Cell, taken: set[str]) -> str:
