@@ -13,7 +13,7 @@ from heatc.learn.budget import cell_table, select_cells
 from heatc.learn.config import (
     LearnConfig,
 )
-from heatc.learn.corpus import sentences
+from heatc.learn.corpus import copy_groups, sentences
 from heatc.learn.couplings import Couplings
 from heatc.learn.discovery import discover_keywords
 from heatc.learn.emit import declared_categories
@@ -132,6 +132,7 @@ def aggregate(
     # Number words join as keywords here, not in the plan: the teacher's couplings are per
     # lexeme, and a one-word keyword does not change where lexemes start and end.
     texts = [counted_text(d.text) for d in documents]
+    copies = copy_groups([d.text for d in documents])  # copies share a cross-validation fold
     lexicon = plan_lexicon(plan_).with_numerals(compound_numerals(texts))
     numerals = [c.name for c in lexicon.categories if c.group == "numeral"]
     candidates = plan_.candidates + [CellKey(n, v, "") for n in numerals for v in ("number", "percent")]
@@ -196,7 +197,7 @@ def aggregate(
     strengths = {k: couplings.strength(k) for k in candidates}
     scores = couplings.scores(candidates, config.min_probes)
     guarded = unit_guards(candidates, [k for k, x in scores.items() if x >= config.sensitivity], groups)
-    everything = collect_values(lexicon, candidates + sorted(guarded), texts)
+    everything = collect_values(lexicon, candidates + sorted(guarded), texts, copies)
     values = {k: v for k, v in everything.items() if k not in guarded}
     guards = _guard_cells(guarded, everything, scores, strengths, config.min_support)
     swaps = unit_swaps(candidates)
@@ -221,7 +222,7 @@ def aggregate(
     while True:
         used = declared_categories(lexicon, (c.key for c in cells))
         final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
-        recount = collect_values(final, sorted({c.key for c in cells}), texts)
+        recount = collect_values(final, sorted({c.key for c in cells}), texts, copies)
         checked = checked_sentences(recount, [c.key for c in cells if c.score >= config.sensitivity], documents)
         if config.bands:
             checked = max(checked, candidates_checked)

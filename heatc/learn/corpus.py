@@ -4,7 +4,7 @@ Reads .txt/.md, .jsonl and .json (every long string value, so MTSamples transcri
 TAT-QA paragraphs both work), the same compressed with .gz, and .tar.gz archives of text
 files (CUAD). Every document keeps its id, so consistency within a document can be learned.
 
-Public surface: `Document`, `read_corpus(paths, exclude)`, `sentences(text)`, `SPLIT_VERSION`.
+Public surface: `Document`, `read_corpus(paths, exclude)`, `sentences(text)`, `copy_groups`, `SPLIT_VERSION`.
 """
 
 from __future__ import annotations
@@ -144,4 +144,31 @@ def sentences(text: str, min_chars: int = 12, max_chars: int = 400) -> list[str]
         s = _SPACE.sub(" ", part).strip(" ,")
         if min_chars <= len(s) <= max_chars:
             out.append(s)
+    return out
+
+
+COPY_SHARE = 0.9  # of a document's sentences, found in an earlier one, make it a copy of it (or all but one)
+COPY_SENTENCE = 40  # characters: shorter sentences ("Vital signs stable.") recur in documents that are no copies
+
+
+def copy_groups(texts: list[str]) -> list[int]:
+    """Per document, the first document it is a copy of — itself if none: of its sentences of
+    `COPY_SENTENCE` characters or more, `COPY_SHARE` or all but one, and two at least, are found
+    in one earlier document. MTSamples files one transcription under several specialties, its
+    keyword line (run into the last sentence) apart; a
+    copy in another cross-validation fold would vouch for its own values as if unseen, so
+    copies share a fold (`ranges`)."""
+    found_in: dict[str, set[int]] = {}  # sentence -> the groups of the documents it was found in
+    out: list[int] = []
+    for d, text in enumerate(texts):
+        own = {s for s in sentences(text) if len(s) >= COPY_SENTENCE}
+        owners: dict[int, int] = {}
+        for s in own:
+            for g in found_in.get(s, ()):
+                owners[g] = owners.get(g, 0) + 1
+        best = max(owners.items(), key=lambda x: (x[1], -x[0]), default=(d, 0))
+        copy = best[1] >= max(2, min(COPY_SHARE * len(own), len(own) - 1))
+        out.append(best[0] if copy else d)
+        for s in own:
+            found_in.setdefault(s, set()).add(out[-1])
     return out

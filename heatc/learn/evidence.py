@@ -235,6 +235,12 @@ class CellValues:
     with_unit: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     # per document, where each value's match starts (bytes), in the order of per_document
     starts: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    # per document that is a copy of an earlier one, that one's index (`corpus.copy_groups`)
+    copy_of: dict[int, int] = field(default_factory=dict)
+
+    def group(self, d: int) -> int:
+        """The document's copy group: copies fall in one cross-validation fold (`ranges`)."""
+        return self.copy_of.get(d, d)
 
     def bare(self) -> CellValues:
         """The values written without a unit: a cell `keyword … value` is meant for "potassium
@@ -243,7 +249,7 @@ class CellValues:
         alarm where the range rejects it."""
         if not self.with_unit:
             return self
-        out = CellValues()
+        out = CellValues(copy_of=self.copy_of)
         for d, vs in self.per_document.items():
             drop = Counter(self.with_unit.get(d, ()))
             for v in vs:
@@ -267,16 +273,20 @@ def _unit_followed_rules(cells: list[CellKey], units: list[str]) -> str:
     )
 
 
-def collect_values(lexicon: Lexicon, cells: list[CellKey], documents: Iterable[str]) -> dict[CellKey, CellValues]:
+def collect_values(
+    lexicon: Lexicon, cells: list[CellKey], documents: Iterable[str], copies: list[int] | None = None
+) -> dict[CellKey, CellValues]:
     """Scan every document with the cells compiled into rules (WASM backend); for a keyword
     cell without a unit, also which of its values a unit follows (`CellValues.bare`). The
     rules stop at sentence ends as the heatmap's do (`BARRIER`): "fetal heart rate.,2."
-    gives heart rate no value 2."""
+    gives heart rate no value 2. `copies`: per document, the one it is a copy of
+    (`corpus.copy_groups`)."""
     units = [c.name for c in lexicon.categories if c.group == "unit"]
     barrier = f"triggers {{\n  barrier {BARRIER}\n}}\n" if any(c.name == BARRIER for c in lexicon.categories) else ""
     program = lexicon.program(barrier + stats_rules(cells) + _unit_followed_rules(cells, units))
     checker = wasm_checker(program)
-    out = {k: CellValues() for k in cells}
+    copy_of = {d: g for d, g in enumerate(copies or ()) if g != d}
+    out = {k: CellValues(copy_of=copy_of) for k in cells}
     for d, text in enumerate(documents):
         for e in checker.scan(text).events:
             if e.kind == "match":

@@ -195,7 +195,7 @@ def fitted_values(key: CellKey, cv: CellValues) -> CellValues:
     fit = cv.bare()
     if key.value != "date":
         return fit
-    out = CellValues()
+    out = CellValues(copy_of=fit.copy_of)
     for d, vs in fit.per_document.items():
         out.per_document[d].extend(v for v in vs if v > 0)
         out.values.extend(v for v in vs if v > 0)
@@ -247,7 +247,7 @@ def tail_margin(cells: Iterable[tuple[CellKey, CellValues]], quantile: float = T
         spread = log_spread(fit.values)
         parts: list[list[float]] = [[] for _ in range(FOLDS)]
         for d, vs in fit.per_document.items():
-            parts[d % FOLDS].extend(v for v in vs if v > 0)
+            parts[fit.group(d) % FOLDS].extend(v for v in vs if v > 0)
         for i in range(FOLDS):
             rest = [v for j, p in enumerate(parts) if j != i for v in p]
             if parts[i] and len(rest) >= 5:
@@ -278,10 +278,10 @@ def range_options(
     every = np.asarray(cv.values, dtype=np.float64)
     parts: list[list[float]] = [[] for _ in range(FOLDS)]
     for d, vs in fit.per_document.items():
-        parts[d % FOLDS].extend(vs)
+        parts[fit.group(d) % FOLDS].extend(vs)
     counted: list[list[float]] = [[] for _ in range(FOLDS)]
     for d, vs in cv.per_document.items():
-        counted[d % FOLDS].extend(vs)
+        counted[cv.group(d) % FOLDS].extend(vs)
     held = [np.asarray(p, dtype=np.float64) for p in counted]
     fitted = [np.asarray([v for j, p in enumerate(parts) if j != i for v in p], dtype=np.float64) for i in range(FOLDS)]
     if len(x) == 0 or min(len(f) for f in fitted) < min_fold_values:
@@ -347,7 +347,7 @@ def restated_option(cv: CellValues, key: CellKey | None = None) -> RangeOption |
 
     parts: list[list[float]] = [[] for _ in range(FOLDS)]
     for d, vs in cv.per_document.items():
-        parts[d % FOLDS].extend(vs)
+        parts[cv.group(d) % FOLDS].extend(vs)
     expected = 0
     for i in range(FOLDS):
         rest = [v for j, p in enumerate(parts) if j != i for v in p]
