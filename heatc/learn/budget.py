@@ -29,6 +29,7 @@ from heatc.learn.ranges import (
     range_options,
     rejected_values,
     restated_option,
+    slips,
     tail_margin,
     value_stats,
 )
@@ -216,7 +217,8 @@ def allocate(
     λ × cost, for the smallest λ ≥ 0 that fits; between choices alike in both, the one with
     fewer bounds — a bound no error needs is left out — then the narrower range, which
     notices smaller changes too; what that leaves of the budget goes to each cell's choice
-    just below λ, most worth per false alarm first). Returns the cells that run, each with its measured
+    just below λ, most worth per false alarm first). A value's cell and its cell of the value
+    written bare are chosen together (`_joint_choices`). Returns the cells that run, each with its measured
     false-alarm rate (`LearnedCell.false_alarms`), and the false alarms charged for them.
 
     `substitutes` gives, per cell, the values a substitution draws from where they are not
@@ -251,7 +253,11 @@ def allocate(
         n_all = max(len(cv.values), 1)
         ch: list[tuple] = [(0.0, 0.0, None, 0, 0, math.inf, 0.0)]  # left out
         if c.guards:
-            cost = max(float(c.rejected), c.expected)
+            # its rejections in the corpus, and as many again in as much unseen text: a guard
+            # rejects what its keywords write in its unit, and each of those the corpus shows
+            # (a family's member written once in mcg) says such values turn up (Good–Turing); a
+            # pair never written costs the share of the unseen pairs that turn up (`expected`)
+            cost = float(c.rejected) + (float(c.rejected) if c.rejected else c.expected)
             ch.append((c.worth, cost, (0.0, 0.0), c.rejected, 2, 0.0, cost / max(c.support, 1)))
         elif c.key.check == "consistent":
             # a restated value is noticed however it changes: a slip, or another value
@@ -286,19 +292,24 @@ def allocate(
         ]
         choices.append(ch)
 
+    # the solver's choices are per group of cells: a cell alone, or a value's cell and its cell of
+    # the value written bare, chosen together (`_joint_choices`); (worth, cost, -, -, bounds held,
+    # width, ((cell, its choice), …))
+    groups = _joint_choices(cells, choices, values, bands)
+
     def best(ch: list[tuple], lam: float, first: int = 0) -> int:
         # ties: the cheaper choice, then fewer bounds, then the narrower range
         return max(range(first, len(ch)), key=lambda k: (ch[k][0] - lam * ch[k][1], -ch[k][1], -ch[k][4], -ch[k][5]))
 
     def pick(lam: float) -> list[int]:
         # whether a cell runs is λ's; which range it runs with, at least min_worth's
-        picked = [best(ch, lam) for ch in choices]
+        picked = [best(ch, lam) for ch in groups]
         if min_worth <= lam:
             return picked
-        return [best(ch, min_worth, first=1) if k else 0 for ch, k in zip(choices, picked, strict=True)]
+        return [best(ch, min_worth, first=1) if k else 0 for ch, k in zip(groups, picked, strict=True)]
 
     def cost(picked: list[int]) -> float:
-        return sum(ch[k][1] for ch, k in zip(choices, picked, strict=True))
+        return sum(ch[k][1] for ch, k in zip(groups, picked, strict=True))
 
     lo, hi = 0.0, 1.0
     if cost(pick(0.0)) > budget:
@@ -320,25 +331,88 @@ def allocate(
         steps = sorted(
             (i for i, (a, b) in enumerate(zip(picked, below, strict=True)) if a != b),
             key=lambda i: (
-                -(choices[i][below[i]][0] - choices[i][picked[i]][0])
-                / max(choices[i][below[i]][1] - choices[i][picked[i]][1], 1e-12)
+                -(groups[i][below[i]][0] - groups[i][picked[i]][0])
+                / max(groups[i][below[i]][1] - groups[i][picked[i]][1], 1e-12)
             ),
         )
         for i in steps:
-            extra = choices[i][below[i]][1] - choices[i][picked[i]][1]
+            extra = groups[i][below[i]][1] - groups[i][picked[i]][1]
             if extra <= left:
                 left -= extra
                 picked[i] = below[i]
     out, spent = [], 0.0
-    for c, ch, k in zip(cells, choices, picked, strict=True):
-        if k == 0:
-            continue
-        _, charged, bounds, rejected, _, _, rate, (factor, band_rejected) = ch[k]
+    for i, k in sorted((i, k) for ch, g in zip(groups, picked, strict=True) for i, k in ch[g][6] if k):
+        _, charged, bounds, rejected, _, _, rate, (factor, band_rejected) = choices[i][k]
         spent += charged
         out.append(
             dataclasses.replace(
-                c, range=bounds, rejected=rejected, false_alarms=round(rate, 5), band=factor,
+                cells[i], range=bounds, rejected=rejected, false_alarms=round(rate, 5), band=factor,
                 band_rejected=band_rejected, charged=round(charged, 4),
             )
         )  # fmt: skip
     return out, spent
+
+
+def _frontier(ch: list[tuple]) -> list[int]:
+    """The choices (indices) that some λ could pick: by cost, each worth more than every
+    cheaper one (of those alike in both, the one `allocate` prefers); "left out" first."""
+    order = sorted(range(1, len(ch)), key=lambda k: (ch[k][1], -ch[k][0], ch[k][4], ch[k][5]))
+    out, top = [0], ch[0][0]
+    for k in order:
+        if ch[k][0] > top:
+            out.append(k)
+            top = ch[k][0]
+    return out
+
+
+def _noticed(bounds, values: np.ndarray, key: CellKey) -> np.ndarray:
+    """Per value and slip direction (ten times larger, smaller, for each of `slips`): whether a
+    range with `bounds` accepts the value and would reject it slipped (as `slip_power` counts)."""
+    lo, hi = (-math.inf if bounds[0] is None else bounds[0]), (math.inf if bounds[1] is None else bounds[1])
+    inside = (values >= lo) & (values <= hi)
+    moved = [m for f in slips(key) for m in (values * f, values / f)]
+    return np.stack([inside & ((m < lo) | (m > hi)) for m in moved], axis=1)
+
+
+def _joint_choices(
+    cells: list[LearnedCell], choices: list[list[tuple]], values: dict[CellKey, CellValues], bands
+) -> list[list[tuple]]:
+    """The solver's choices per group of cells. A value's cell ("sodium … number") and its cell
+    of the value written bare ("sodium … number ,") are one group: the bare cell's values are
+    the value cell's too, so a slip of one of them that both ranges notice is worth once, not
+    twice. Where nearly every value is written bare (chloride's lab values), the bare cell only
+    pays for a second rule that notices what the first does; where the value cell also reads
+    doses ("sodium bicarbonate 650 mg"), the bare cell's narrower range is worth what the
+    value cell's cannot notice. Each pair of choices (either left out) is offered, from each
+    cell's `_frontier`, worth the sum less the slips of the bare values both notice. Every
+    other cell is a group of its own."""
+    index = {c.key: i for i, c in enumerate(cells)}
+
+    def plain_range(c: LearnedCell) -> bool:
+        return c.key.check == "range" and not c.guards and not (bands or {}).get(c.key)
+
+    partner: dict[int, int] = {}
+    for j, c in enumerate(cells):
+        i = index.get(dataclasses.replace(c.key, unit=""))
+        if c.key.ends_value and i is not None and plain_range(c) and plain_range(cells[i]):
+            partner[i] = j
+    out, paired = [], set(partner.values())
+    for i, ch in enumerate(choices):
+        if i in paired:
+            continue
+        if i not in partner:
+            out.append([(x[0], x[1], None, None, x[4], x[5], ((i, k),)) for k, x in enumerate(ch)])
+            continue
+        j = partner[i]
+        bare = np.asarray(fitted_values(cells[j].key, values[cells[j].key]).values, dtype=np.float64)
+        mine = {a: _noticed(ch[a][2], bare, cells[i].key) for a in _frontier(ch)[1:]}
+        theirs = {b: _noticed(choices[j][b][2], bare, cells[j].key) for b in _frontier(choices[j])[1:]}
+        group = []
+        for a in [0, *mine]:
+            for b in [0, *theirs]:
+                x, y = ch[a], choices[j][b]
+                # the bare values' slips both ranges notice
+                both = len(bare) * float((mine[a] & theirs[b]).mean()) / 2 if a and b and len(bare) else 0.0
+                group.append((x[0] + y[0] - both, x[1] + y[1], None, None, x[4] + y[4], x[5] + y[5], ((i, a), (j, b))))
+        out.append(group)
+    return out
