@@ -163,6 +163,25 @@ def test_cli_errors_are_clear(tmp_path):
     assert not (tmp_path / "x.yaml").exists()
 
 
+def test_a_work_folder_of_a_corpus_since_changed_is_not_reused(tmp_path):
+    """The work folder records the corpus by its files' paths; a file edited since holds
+    other sentences, whose teacher labels the folder does not have."""
+    from heatc.learn.corpus import Document
+    from heatc.learn.plan import plan
+
+    corpus = tmp_path / "notes.txt"
+    corpus.write_text("Glucose was 162 mg/dL and potassium 4.9 this morning. " * 3)
+    config = LearnConfig(corpus=[corpus], output=tmp_path / "x.yaml", **SMALL)
+    work = tmp_path / "x.learn"
+    work.mkdir()
+    (work / "config.json").write_text(json.dumps({"version": WORK_VERSION, "fingerprint": config.fingerprint()}))
+    p = plan(config, [Document("other", "Sodium was 140 and chloride 104 this morning. " * 3)])
+    with gzip.open(work / "plan.json.gz", "wt", encoding="utf-8") as f:
+        json.dump(p.to_json(), f)
+    with pytest.raises(HeatError, match=r"holds the work of another corpus .*; rerun with --fresh"):
+        learn(config)
+
+
 def test_a_work_folder_from_other_settings_is_not_reused(tmp_path):
     corpus = tmp_path / "notes.txt"
     corpus.write_text("Glucose was 162 mg/dL and potassium 4.9 this morning. " * 3)

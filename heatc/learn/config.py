@@ -26,7 +26,7 @@ from heatc.learn.lexemes import SEED_CATEGORIES, STOPWORDS
 # at 0.25, or the worth of a cell weighed by its score — cost recall at the same false alarms
 # on every held-out half (docs/experiments.md); `--sensitivity` still sets a threshold.
 SENSITIVITY = 0.0
-WORK_VERSION = 5  # the format of a run's working files (<output>.learn/); another version is refused (--fresh)
+WORK_VERSION = 6  # the format of a run's working files (<output>.learn/); another version is refused (--fresh)
 # (4: a year written alone reads as a date, so plans of version 3 chose other cells; 5: cells of
 # values written bare, `item_end`, which plans of version 4 lack)
 TOPUP_VERSION = 1  # how `topup_plan` chooses; another version redoes the top-up alone
@@ -81,7 +81,7 @@ class LearnConfig:
     def fingerprint(self) -> str:
         """What the teacher's labels depend on (changing anything else reuses them)."""
         keys = ("teacher", "seed", "epsilon", "probes", "directions", "discovery_sentences", "label_sentences",
-                "probes_per_cell", "max_probe_sentences", "probes_per_sentence", "candidate_count", "max_keywords",
+                "probes_per_cell", "max_probe_sentences", "probes_per_sentence", "candidate_count", "max_keywords", "min_support",
                 "chunk_size", "heldout", "rules")  # fmt: skip
         d = {k: str(getattr(self, k)) for k in keys}
         d["corpus"] = [str(Path(x).resolve()) for x in self.corpus]

@@ -38,7 +38,7 @@ from heatc.learn.corpus import read_corpus
 from heatc.learn.distil import distil
 from heatc.learn.emit import heatmap_document, write_heatmap
 from heatc.learn.labelling import label, read_chunks, topup
-from heatc.learn.plan import Plan, plan, plan_lexicon, rule_file_literals
+from heatc.learn.plan import Plan, corpus_digest, plan, plan_lexicon, rule_file_literals
 from heatc.learn.student_scoring import student_evidence
 
 
@@ -87,6 +87,12 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = quie
     barrier()
     with gzip.open(plan_file, "rt", encoding="utf-8") as f:
         p = Plan.from_json(json.load(f))
+    if p.corpus_sha256 != corpus_digest(documents):
+        raise HeatError(
+            Diagnostic(
+                str(work), 0, 0, "holds the work of another corpus (its files changed since); rerun with --fresh"
+            )
+        )
     names = {c.name for c in plan_lexicon(p).categories}
     if any(x and x not in names for k in p.candidates for x in (k.keyword, k.unit)):
         raise HeatError(

@@ -1,7 +1,7 @@
 """The plan stage: read the corpus, learn keywords, find candidate cells, and choose the
 sentences the teacher reads.
 
-Public surface: `Plan`, `plan(config, documents)`, `plan_lexicon`, `rule_file_literals`,
+Public surface: `Plan`, `plan(config, documents)`, `plan_lexicon`, `rule_file_literals`, `corpus_digest`,
 `discovery_sample`, `teacher_share`.
 """
 
@@ -27,6 +27,7 @@ from heatc.learn.evidence import (
     occurrences,
 )
 from heatc.learn.lexemes import Category, Lexicon, lex_sentence
+from heatc.learn.magnitudes import discover_magnitudes, with_magnitudes
 from heatc.learn.shadows import SHADOW_GROUP, shadow_phrases
 
 
@@ -47,6 +48,8 @@ class Plan:
     # keyword phrases that make another quantity (`shadows`): declared, so that their keyword's
     # rules do not read their values
     shadows: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    # keyword families of one magnitude (`magnitudes`): name -> the members' literals
+    magnitudes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -67,6 +70,7 @@ def plan_lexicon(p: Plan) -> Lexicon:
         Lexicon([Category(n, k, g, tuple(lits), bool(x)) for n, k, g, lits, x in p.lexicon]) if p.lexicon else Lexicon()
     )
     lexicon = start.without_literals(p.excluded).with_keywords(k for k, _ in p.keywords)
+    lexicon = with_magnitudes(lexicon, p.magnitudes)
     return lexicon.with_keywords((k for k, _ in p.shadows), group=SHADOW_GROUP)
 
 
@@ -110,6 +114,14 @@ def rule_file_literals(paths: list[Path]) -> list[str]:
     return sorted(set(out))
 
 
+def corpus_digest(documents) -> str:
+    """The SHA-256 of the documents' ids and texts: which corpus a plan was made for."""
+    digest = hashlib.sha256()
+    for d in documents:
+        digest.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
+    return digest.hexdigest()
+
+
 def discovery_sample(config: LearnConfig, all_sentences: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """The sentences keyword discovery reads: up to `discovery_sentences`, in hash order."""
     order = sorted(range(len(all_sentences)), key=lambda k: seeded_hash(config.seed, all_sentences[k][1]))
@@ -118,11 +130,7 @@ def discovery_sample(config: LearnConfig, all_sentences: list[tuple[int, str]]) 
 
 def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexicon | None = None) -> Plan:
     """`start`: the categories to discover keywords over (default: the seed lexicon)."""
-    digest = hashlib.sha256()
-    per_doc: list[list[str]] = []
-    for d in documents:
-        digest.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
-        per_doc.append(sentences(d.text))
+    per_doc = [sentences(d.text) for d in documents]
     all_sentences = [(i, s) for i, ss in enumerate(per_doc) for s in ss]
     if not all_sentences:
         raise HeatError(Diagnostic("corpus", 0, 0, "no sentences found in the corpus"))
@@ -140,6 +148,11 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
     )
     keywords = [(k, n) for k, n in keywords if k.lower() not in theirs]
     lexicon = base.with_keywords(k for k, _ in keywords)
+    texts = [" ".join(ss) for ss in per_doc]
+    magnitudes, promoted = discover_magnitudes(lexicon, [s for _, s in sample], texts, config.min_support, theirs, base)
+    pooled = {lit.lower() for lits in magnitudes.values() for lit in lits}
+    keywords = [(k, n) for k, n in keywords if k.lower() not in pooled] + promoted
+    lexicon = with_magnitudes(base.with_keywords(k for k, _ in keywords), magnitudes)
     program = lexicon.program()
     groups = lexicon.groups()
     progress("keywords", 1, 1)
@@ -189,7 +202,7 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
         doc_of.setdefault(s, i)
     heldout = [(seeded_hash(config.seed + 1, documents[doc_of[s]].id) % 1000) < config.heldout * 1000 for s in chosen]
     return Plan(
-        digest.hexdigest(),
+        corpus_digest(documents),
         len(documents),
         len(all_sentences),
         keywords,
@@ -200,4 +213,5 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
         excluded,
         [[c.name, c.kind, c.group, list(c.literals), c.exact] for c in start.categories] if start else [],
         shadows,
+        magnitudes,
     )

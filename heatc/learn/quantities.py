@@ -72,6 +72,7 @@ class KeywordProfile:
     readings: Counter = field(default_factory=Counter)  # reading -> values read so
     values: list[float] = field(default_factory=list)
     compounds: int = 0  # values that are parts of compounds
+    plain: list[float] = field(default_factory=list)  # the values read without a unit, no compounds
 
     @property
     def n(self) -> int:
@@ -182,9 +183,12 @@ def keyword_profiles(lexicon: Lexicon, keywords: Iterable[str], texts: Iterable[
             value, unit = unit_of.get((i, start), (None, ""))
             raw, compound = _compound(data, end)
             profile = out[keywords[i]]
-            profile.readings[_reading(unit if value == v else "", raw, v, quantity)] += 1
+            reading = _reading(unit if value == v else "", raw, v, quantity)
+            profile.readings[reading] += 1
             profile.values.append(v)
             profile.compounds += compound
+            if reading == "" and not compound:
+                profile.plain.append(v)
     return out
 
 
