@@ -155,9 +155,8 @@ def copy_groups(texts: list[str]) -> list[int]:
     """Per document, the first document it is a copy of — itself if none: of its sentences of
     `COPY_SENTENCE` characters or more, `COPY_SHARE` or all but one, and two at least, are found
     in one earlier document. MTSamples files one transcription under several specialties, its
-    keyword line (run into the last sentence) apart; a
-    copy in another cross-validation fold would vouch for its own values as if unseen, so
-    copies share a fold (`ranges`)."""
+    keyword line (run into the last sentence) apart; a copy in another cross-validation fold
+    would vouch for its own values as if unseen, so copies share a fold (`ranges`)."""
     found_in: dict[str, set[int]] = {}  # sentence -> the groups of the documents it was found in
     out: list[int] = []
     for d, text in enumerate(texts):

@@ -118,9 +118,9 @@ def discover_magnitudes(
     before a number twice or more in `sample` (not in `exclude`, lower case: what rule files
     declare), their values read over `texts` (the corpus's counted sentences). Such a word
     that names a quantity plainly (`names_plainly`) with `min_support` values or more is a
-    keyword of its own — the plan keeps the most frequent words before numbers, and a lab
-    written 40 times in 2,000 notes is not among them —, (word, its values). The categories
-    of `start` (`heatc finetune`: the base heatmap's, whose cells it may keep) join no family."""
+    keyword of its own, as (word, its values): the plan keeps the most frequent words before
+    numbers, and a lab written 40 times in 2,000 notes is not among them. The categories of
+    `start` (`heatc finetune`: the base heatmap's, whose cells it may keep) join no family."""
     known = {lit.lower() for c in lexicon.categories for lit in c.literals}
     rare = [
         w

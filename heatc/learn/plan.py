@@ -1,5 +1,5 @@
-"""The plan stage: read the corpus, learn keywords, find candidate cells, and choose the
-sentences the teacher reads.
+"""The plan stage: read the corpus, learn keywords (and the families of rare ones of one
+magnitude, `magnitudes`), find candidate cells, and choose the sentences the teacher reads.
 
 Public surface: `Plan`, `plan(config, documents)`, `plan_lexicon`, `rule_file_literals`, `corpus_digest`,
 `discovery_sample`, `teacher_share`.
@@ -148,7 +148,7 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
     )
     keywords = [(k, n) for k, n in keywords if k.lower() not in theirs]
     lexicon = base.with_keywords(k for k, _ in keywords)
-    texts = [" ".join(ss) for ss in per_doc]
+    texts = [" ".join(ss) for ss in per_doc]  # the counted sentences (as `aggregate.counted_text` joins them)
     magnitudes, promoted = discover_magnitudes(lexicon, [s for _, s in sample], texts, config.min_support, theirs, base)
     pooled = {lit.lower() for lits in magnitudes.values() for lit in lits}
     keywords = [(k, n) for k, n in keywords if k.lower() not in pooled] + promoted
