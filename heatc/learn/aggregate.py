@@ -15,7 +15,7 @@ from heatc.learn.config import (
 )
 from heatc.learn.corpus import copy_groups, sentences
 from heatc.learn.couplings import Couplings
-from heatc.learn.discovery import discover_keywords
+from heatc.learn.discovery import rare_words
 from heatc.learn.emit import declared_categories
 from heatc.learn.evidence import (
     CellKey,
@@ -55,13 +55,7 @@ def rare_word_cells(
     Last, every keyword's cells with a unit seen `min_count` times: the units a family member
     takes on the same evidence ("Synthroid 100 mcg" twice, beside "Synthroid 0.05 mg").
     """
-    known = {lit.lower() for c in lexicon.categories for lit in c.literals}
-    rare = [
-        w
-        for w, _ in discover_keywords(lexicon, sample, min_support=max(2, min_count), max_keywords=10**9)
-        if " " not in w and w.lower() not in known
-    ]
-    wide = lexicon.with_keywords(rare)
+    wide = lexicon.with_keywords(rare_words(lexicon, sample, min_count))
     rare_names = {c.name for c in wide.categories} - {c.name for c in lexicon.categories}
     groups = wide.groups()
     program = wide.program()

@@ -30,6 +30,7 @@ from heatc.learn.ranges import (
     rejected_values,
     restated_option,
     slips,
+    slips_noticed,
     tail_margin,
     value_stats,
 )
@@ -365,15 +366,6 @@ def _frontier(ch: list[tuple]) -> list[int]:
     return out
 
 
-def _noticed(bounds, values: np.ndarray, key: CellKey) -> np.ndarray:
-    """Per value and slip direction (ten times larger, smaller, for each of `slips`): whether a
-    range with `bounds` accepts the value and would reject it slipped (as `slip_power` counts)."""
-    lo, hi = (-math.inf if bounds[0] is None else bounds[0]), (math.inf if bounds[1] is None else bounds[1])
-    inside = (values >= lo) & (values <= hi)
-    moved = [m for f in slips(key) for m in (values * f, values / f)]
-    return np.stack([inside & ((m < lo) | (m > hi)) for m in moved], axis=1)
-
-
 def _joint_choices(
     cells: list[LearnedCell], choices: list[list[tuple]], values: dict[CellKey, CellValues], bands
 ) -> list[list[tuple]]:
@@ -405,8 +397,8 @@ def _joint_choices(
             continue
         j = partner[i]
         bare = np.asarray(fitted_values(cells[j].key, values[cells[j].key]).values, dtype=np.float64)
-        mine = {a: _noticed(ch[a][2], bare, cells[i].key) for a in _frontier(ch)[1:]}
-        theirs = {b: _noticed(choices[j][b][2], bare, cells[j].key) for b in _frontier(choices[j])[1:]}
+        mine = {a: slips_noticed(ch[a][2], bare, slips(cells[i].key)) for a in _frontier(ch)[1:]}
+        theirs = {b: slips_noticed(choices[j][b][2], bare, slips(cells[j].key)) for b in _frontier(choices[j])[1:]}
         group = []
         for a in [0, *mine]:
             for b in [0, *theirs]:

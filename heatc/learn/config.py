@@ -28,7 +28,8 @@ from heatc.learn.lexemes import SEED_CATEGORIES, STOPWORDS
 SENSITIVITY = 0.0
 WORK_VERSION = 6  # the format of a run's working files (<output>.learn/); another version is refused (--fresh)
 # (4: a year written alone reads as a date, so plans of version 3 chose other cells; 5: cells of
-# values written bare, `item_end`, which plans of version 4 lack)
+# values written bare, `item_end`, which plans of version 4 lack; 6: magnitude families and
+# keywords of their own outside the discovered ones, `magnitudes`)
 TOPUP_VERSION = 1  # how `topup_plan` chooses; another version redoes the top-up alone
 
 

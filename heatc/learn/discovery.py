@@ -2,7 +2,7 @@
 often stand just before a number (or before a term's value and unit), found by heatc's own
 lexer over a sample of the corpus.
 
-Public surface: `discover_keywords`, `keyword_contexts`.
+Public surface: `discover_keywords`, `keyword_contexts`, `rare_words`.
 """
 
 from __future__ import annotations
@@ -123,3 +123,15 @@ def discover_keywords(
 
     first = ranked(near, max_keywords, set())
     return first + ranked(term, max_keywords // 4, {p for p, _ in first})
+
+
+def rare_words(lexicon: Lexicon, texts: Iterable[str], min_count: int = 2) -> list[str]:
+    """The single words before numbers that no category of `lexicon` holds, seen at least
+    `min_count` times (2 at least) in `texts`, most frequent first: what the keywords the plan
+    keeps leave out, for keyword families (`aggregate.rare_word_cells`, `magnitudes`)."""
+    known = {lit.lower() for c in lexicon.categories for lit in c.literals}
+    return [
+        w
+        for w, _ in discover_keywords(lexicon, texts, min_support=max(2, min_count), max_keywords=10**9)
+        if " " not in w and w.lower() not in known
+    ]

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from heatc.learn.discovery import discover_keywords
+from heatc.learn.discovery import rare_words
 from heatc.learn.guards import FAMILY_MEMBERS
 from heatc.learn.lexemes import Category, Lexicon
 from heatc.learn.quantities import MIN_VALUES, KeywordProfile, keyword_profiles, quantity_score
@@ -121,13 +121,7 @@ def discover_magnitudes(
     keyword of its own, as (word, its values): the plan keeps the most frequent words before
     numbers, and a lab written 40 times in 2,000 notes is not among them. The categories of
     `start` (`heatc finetune`: the base heatmap's, whose cells it may keep) join no family."""
-    known = {lit.lower() for c in lexicon.categories for lit in c.literals}
-    rare = [
-        w
-        for w, _ in discover_keywords(lexicon, sample, min_support=2, max_keywords=10**9)
-        if " " not in w and w.lower() not in known and w.lower() not in exclude
-    ]
-    wide = lexicon.with_keywords(rare)
+    wide = lexicon.with_keywords(w for w in rare_words(lexicon, sample) if w.lower() not in exclude)
     rare_names = {c.name for c in wide.categories} - {c.name for c in lexicon.categories}
     own = {c.name for c in (start.categories if start else ())}
     names = [c.name for c in wide.categories if c.group == "keyword" and len(c.literals) == 1 and c.name not in own]

@@ -9,7 +9,7 @@ lower bound that only rejects small doses, when no slip lands below it) is left 
 
 Public surface: `inliers`, `value_stats`, `conflicts`, `rejected_values`, `rejected_share`,
 `Bounds`, `RangeOption`, `range_options`, `tail_margin`, `TailMargin`, `log_spread`,
-`fitted_values`, `slip_power`, `slips`, `is_years`, `count_outside`, `restated_option`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`, `PERCENT_WHOLE`.
+`fitted_values`, `slip_power`, `slips_noticed`, `slips`, `is_years`, `count_outside`, `restated_option`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`, `PERCENT_WHOLE`.
 """
 
 from __future__ import annotations
@@ -145,24 +145,30 @@ def _fit(x: np.ndarray, low: float, high: float, margin: tuple[str, float], side
     return (round_out(a, False) if sides != "high" else None), (round_out(b, True) if sides != "low" else None)
 
 
+def slips_noticed(bounds: Bounds, values, factors: tuple[float, ...] = (SLIP,)) -> np.ndarray:
+    """Per value (rows) and slip (columns, in pairs: each of the `factors` larger, then smaller;
+    where the values are years, `is_years`, a century later, then earlier): whether a rule with
+    these bounds accepts the value and would reject it slipped."""
+    lo, hi = _closed(bounds)
+    a = np.asarray(values, dtype=np.float64)
+    inside = (a >= lo) & (a <= hi)
+    moves = [m for f in factors for m in (a * f, a / f)]
+    if len(a) and is_years(a):
+        moves += [a + CENTURY, a - CENTURY]
+    return np.stack([inside & ((m < lo) | (m > hi)) for m in moves], axis=1)
+
+
 def slip_power(bounds: Bounds, values, factors: tuple[float, ...] = (SLIP,)) -> float:
     """The share of `values` a rule with these bounds accepts and would reject if it were
     written ten times larger or ten times smaller (a slipped decimal point, a wrong unit),
     the two directions weighted alike — averaged over the slip `factors` (`slips`). Where
     the values are years (`is_years`), a year a century off (2019 written 2119 or 1919) is
-    one more kind of slip, weighted as each factor is."""
-    lo, hi = _closed(bounds)
-    a = np.asarray(values, dtype=np.float64)
-    if not len(a):
+    one more kind of slip, weighted as each factor is (`slips_noticed`)."""
+    if not len(np.asarray(values)):
         return 0.0
-    inside = (a >= lo) & (a <= hi)
-    moves = [(a * f, a / f) for f in factors]
-    if is_years(a):
-        moves.append((a + CENTURY, a - CENTURY))
-    power = 0.0
-    for up, down in moves:
-        power += float(((inside & ((up < lo) | (up > hi))).mean() + (inside & ((down < lo) | (down > hi))).mean()) / 2)
-    return power / len(moves)
+    shares = slips_noticed(bounds, values, factors).mean(axis=0)
+    pairs = len(shares) // 2
+    return sum(float((shares[2 * k] + shares[2 * k + 1]) / 2) for k in range(pairs)) / pairs
 
 
 YEAR_MARGINS = (10.0, 25.0, 50.0)  # the margins, in years, of a range of years beyond its tails
