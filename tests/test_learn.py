@@ -27,7 +27,7 @@ from heatc.heatmap.format import (
 )
 from heatc.heatmap.lower import margin_range
 from heatc.learn import labels
-from heatc.learn.budget import UNSEEN_TAIL, allocate, cell_table
+from heatc.learn.budget import allocate, cell_table
 from heatc.learn.corpus import read_corpus, sentences
 from heatc.learn.couplings import Couplings
 from heatc.learn.discovery import discover_keywords
@@ -53,6 +53,7 @@ from heatc.learn.guards import (
 )
 from heatc.learn.lexemes import Lexicon, align, lex_sentence
 from heatc.learn.ranges import (
+    FLAT_TAIL,
     conflicts,
     log_width,
     n_bounds,
@@ -592,7 +593,7 @@ def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out
     assert hi < wide[1] and slip_power((lo, hi), values[key].values) > slip_power(wide, values[key].values)
     assert cell.rejected == sum(not lo <= v <= hi for v in values[key].values) <= 0.1 * len(values[key].values)
     # a bound that rejected nothing, in the corpus or out of sample, is still expected to cost
-    # half a false alarm in documents not seen (UNSEEN_TAIL): no budget, no range; half a false
+    # half a false alarm in documents not seen (FLAT_TAIL): no budget, no range; half a false
     # alarm buys one bound, one false alarm two, each rejecting nothing in the corpus or out of sample
     assert (
         cell_table(values, *scored, min_support=5, min_probes=3, sentences=10, alarm_budget=0.0, sensitivity=0.75) == []
@@ -601,7 +602,7 @@ def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out
         [free] = cell_table(
             values, *scored, min_support=5, min_probes=3, sentences=100, alarm_budget=budget, sensitivity=0.75
         )
-        assert free.rejected == 0 and n_bounds(free.range) == bounds == budget * 100 / UNSEEN_TAIL
+        assert free.rejected == 0 and n_bounds(free.range) == bounds == budget * 100 / FLAT_TAIL
         assert free.range[1] is None or free.range[1] > hi
         assert any(o.bounds == free.range and o.expected == 0 for o in range_options(values[key]))
 
@@ -640,7 +641,7 @@ def test_the_budget_is_shared_where_it_buys_most_and_never_exceeded():
         assert len(chosen) == len(cells) and spent <= 0.01 * n_sentences
         counts.append(len(chosen))
         powers.append(sum(slip_power(x.range or (0, math.inf), values[x.key].values) for x in chosen))
-    # a budget of one false alarm runs two of the cells with one bound each (UNSEEN_TAIL); more
+    # a budget of one false alarm runs two of the cells with one bound each (FLAT_TAIL); more
     # budget, more cells and more caught
     assert counts == [2, 4, 4] and powers[0] < powers[1] <= powers[2]
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 from test_learn import _spread_values as _spread
 
-from heatc.learn.budget import UNSEEN_TAIL, allocate
+from heatc.learn.budget import allocate
 from heatc.learn.evidence import ITEM_END, CellKey, LearnedCell, collect_values
 from heatc.learn.lexemes import Lexicon
 from heatc.learn.magnitudes import discover_magnitudes, magnitude_families, with_magnitudes
 from heatc.learn.quantities import KeywordProfile
-from heatc.learn.ranges import count_outside, range_options
+from heatc.learn.ranges import FLAT_TAIL, count_outside, range_options
 
 MAGNESIUM = [1.8, 1.9, 2.0, 2.1, 2.2, 2.3, 2.4, 2.0]
 PHOSPHORUS = [2.6, 2.8, 3.0, 3.2, 3.4, 3.6, 3.8, 3.0]
@@ -120,7 +120,7 @@ def test_a_bare_cell_that_notices_nothing_more_is_not_paid_for():
     values = {plain: _spread(chloride), bare: _spread(chloride), other: _spread(calcium)}
     cells = [_cell(k, 60) for k in (plain, bare, other)]
     options = {k: range_options(values[k], k, 1.5) for k in values}
-    budget = 2 * 2 * UNSEEN_TAIL  # two rules of two bounds
+    budget = 2 * 2 * FLAT_TAIL  # two rules of two bounds
     kept, spent = allocate(cells, values, budget=budget, options=options)
     assert spent <= budget
     assert {c.key for c in kept} == {other, plain} or {c.key for c in kept} == {other, bare}
@@ -141,7 +141,7 @@ def test_a_bare_cell_runs_where_its_value_cell_also_reads_doses():
     values = {plain: with_doses, bare: _spread(labs)}
     cells = [_cell(plain, 80), _cell(bare, 60)]
     options = {k: range_options(values[k], k, 1.5) for k in values}
-    kept, _ = allocate(cells, values, budget=4 * UNSEEN_TAIL, options=options)
+    kept, _ = allocate(cells, values, budget=4 * FLAT_TAIL, options=options)
     ranges = {c.key: c.range for c in kept}
     assert bare in ranges and None not in ranges[bare] and ranges[bare][1] < 650
     assert plain not in ranges or ranges[plain][1] is None or ranges[plain][1] >= 1300

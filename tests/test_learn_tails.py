@@ -8,7 +8,7 @@ from test_learn import _spread_values as _spread
 
 from heatc.learn.evidence import CellKey, collect_values
 from heatc.learn.lexemes import Lexicon
-from heatc.learn.ranges import log_spread, range_options, tail_margin
+from heatc.learn.ranges import count_outside, log_spread, range_options, tail_margin
 
 
 def test_cell_values_stop_at_a_sentence_end_as_the_heatmaps_rules_do():
@@ -76,3 +76,66 @@ def test_a_range_open_above_gets_an_example_it_rejects(tmp_path):
 
     program = compile_heatmap(path)[0]
     assert check_expects(program, lambda p, d: run_document("reference", p, d)[:2]) == []
+
+
+def _labs_and_rates(moving: bool):
+    """Twelve lab cells over 40 documents, and respiratory rates 12–28 (two 40s). With
+    `moving`, two documents of each lab come from another population, values 2.5 times as
+    large: what a cell's documents not seen may hold beyond its tail (a newborn's respiratory
+    rate of 60 where the corpus's adults write 12 to 40)."""
+    from heatc.learn.evidence import CellValues
+
+    rng = np.random.default_rng(5)
+    values = {}
+    for i in range(12):
+        cv = CellValues()
+        for d in range(40):
+            scale = 2.5 if moving and d in (i, i + 20) else 1.0
+            for v in np.round(np.exp(rng.normal(np.log(10 * (i + 1)), 0.15, 4)) * scale, 1):
+                cv.values.append(float(v))
+                cv.per_document[d].append(float(v))
+        values[CellKey(f"lab{i}", "number", "")] = cv
+    rates = CellKey("respiratory_rate", "number", "")
+    values[rates] = _spread([float(x) for x in rng.integers(12, 29, 150)] + [40.0, 40.0])
+    return values, rates
+
+
+def test_a_bound_sits_as_far_past_its_values_as_other_cells_documents_go_past_theirs():
+    """A cell's own folds say little of a population its documents happen not to show; every
+    cell's folds together say how far the next documents' values go past the largest seen.
+    Where other cells' documents go 2.5 times past their tails, respiratory rates' upper
+    bound accepts 2.5 times its largest value (a newborn's 100 is not a false alarm) and
+    still rejects every rate written ten times too large; where no document goes past, the
+    bound stays nearer. A flat price per bound puts it in the same place either way."""
+    from test_learn import _scored
+
+    from heatc.learn.budget import cell_table
+
+    uppers = {}
+    for moving in (False, True):
+        values, rates = _labs_and_rates(moving)
+        margin = tail_margin(list(values.items()))
+        x = values[rates].values
+        assert margin.unseen((None, 40.0), x) > margin.unseen((None, 60.0), x) >= margin.unseen((None, 100.0), x)
+        cells = cell_table(
+            values, *_scored(dict.fromkeys(values, 3.5)), min_support=5, min_probes=3, sentences=1000, sensitivity=0.75
+        )
+        [cell] = [c for c in cells if c.key == rates]
+        uppers[moving] = cell.range[1]
+        assert count_outside(cell.range, [v * 10 for v in x]) == len(x)
+    assert uppers[False] < 100 <= 2.5 * 40 <= uppers[True]
+
+
+def test_a_shares_bound_at_the_whole_is_priced_as_a_prior_not_a_tail():
+    """No document's share goes past 100 %, however near 100 a corpus's shares come: the
+    bound at the whole costs `FLAT_TAIL`, while a bound fitted as near its largest value
+    costs what every cell's tails say such a bound costs (here more)."""
+    from heatc.learn.ranges import FLAT_TAIL, PERCENT_WHOLE
+
+    values, _ = _labs_and_rates(True)
+    margin = tail_margin(list(values.items()))
+    shares = _spread([float(x) for x in np.linspace(20.0, 99.0, 120)])
+    options = range_options(shares, CellKey("margin", "percent", ""), 1.5, tails=margin)
+    whole = [o for o in options if o.bounds[0] is None and o.bounds[1] == PERCENT_WHOLE]
+    assert whole and all(o.unseen == FLAT_TAIL for o in whole)
+    assert margin.unseen((None, PERCENT_WHOLE), shares.values) > FLAT_TAIL

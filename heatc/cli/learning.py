@@ -160,13 +160,13 @@ def learn(
             f"student AUC {m.get('student_auc', 'n/a')} (IDF {m.get('idf_auc', 'n/a')}, random {m.get('random_auc', 'n/a')}); "
             f"teacher {summary['label_seconds']} s, total {summary['seconds']} s"
         )
-        # what decides how many cells a corpus affords: each bound costs half a false alarm
-        # in text not seen, so a small corpus's budget pays for few (docs/learning.md)
+        # what decides how many cells a corpus affords: each bound costs the false alarms it is
+        # expected to raise in text not seen, so a small corpus's budget pays for few (docs/learning.md)
         checked = summary["checked_sentences"]
         out.print(
             f"false-alarm budget: {alarm_budget:g} × {checked} checked sentences = {alarm_budget * checked:.1f} "
             f"rejections, for {summary['cells']} of {summary['candidate_cells']} candidate cells "
-            "(a bound is priced at half a false alarm in unseen text: more text or --alarm-budget buys more)"
+            "(a bound is priced at what it is expected to reject in unseen text: more text or --alarm-budget buys more)"
         )
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from heatc.learn.bands import band_options
 from heatc.learn.evidence import ALARM_BUDGET, MAX_REJECTED, CellKey, CellValues, LearnedCell
 from heatc.learn.ranges import (
+    FLAT_TAIL,
     MIN_FOLD_VALUES,
     conflicts,
     count_outside,
@@ -37,12 +38,6 @@ from heatc.learn.ranges import (
 
 # a consistency cell's restated values may differ from the first at most this often
 MAX_CONFLICTS = 0.02
-# A range's false alarms in documents not seen, per bound, besides those its cross-validation
-# counted: the allocator picks the cheapest of dozens of candidate ranges per cell, and the
-# least of many noisy estimates is an optimistic one. Half a false alarm is what "none of n
-# values fell outside" predicts for as many values again (the Jeffreys estimate (0 + ½) /
-# (n + 1) per value); measured on the held-out halves, each bound cost about that.
-UNSEEN_TAIL = 0.5
 
 
 def cell_table(
@@ -146,7 +141,7 @@ def select_cells(
                     offered = (
                         [o for o in [restated_option(cv, c.key)] if o is not None]
                         if substitutes is not None and c.key in substitutes  # a number word restated
-                        else range_options(cv, c.key, margin.factor(fit.values), min_fold_values)
+                        else range_options(cv, c.key, margin.factor(fit.values), min_fold_values, margin)
                     )
                     options[c.key] = [o for o in offered if o.kept_out <= max_rejected * len(fit.values)]
                     if not options[c.key]:
@@ -209,11 +204,12 @@ def allocate(
     a slip of the values it accepts that would fall outside, and a substitution when the
     value it accepts is replaced by one it rejects; a consistency cell notices both at every
     value of a document that states its term at least twice, a substitution unless the new
-    value happens to be the same. It costs its false alarms, for a range the larger of its
-    rejections in the corpus and the cross-validated estimate for unseen documents plus
-    `UNSEEN_TAIL` per bound. Each range
-    cell is left out or runs with one of its candidate `options` (`range_options`: bounds
-    beyond the clean tails, or a side left open); the choice maximises the total worth within
+    value happens to be the same. It costs its false alarms, for a range the largest of its
+    rejections in the corpus, its cross-validated estimate for unseen documents and its
+    unseen tail (`RangeOption.unseen`: every cell's folds, pooled, at the distance of its
+    bounds from its values — `TailMargin.unseen`). Each range cell is left out or runs with
+    one of its candidate `options` (`range_options`: bounds beyond the clean tails, or a
+    side left open); the choice maximises the total worth within
     the budget (a Lagrangian relaxation: every cell takes the choice with the largest worth −
     λ × cost, for the smallest λ ≥ 0 that fits; between choices alike in both, the one with
     fewer bounds — a bound no error needs is left out — then the narrower range, which
@@ -235,7 +231,7 @@ def allocate(
     `bands` gives, per range cell, the magnitude bands it may take (`bands.band_options`:
     factor, false alarms, slips noticed). Each choice that runs such a cell is offered again with
     each band, worth the thousandfold slips the band notices more, halved as a range's slips
-    are, and costing its false alarms plus `UNSEEN_TAIL` more (a band counts as a bound).
+    are, and costing its false alarms plus `FLAT_TAIL` more (a band counts as a bound).
 
     `min_worth` is a floor under the λ that picks a running cell's range: whether a cell runs
     is the budget's λ, but a range narrower than another is taken only where each false alarm
@@ -280,14 +276,14 @@ def allocate(
                 return (n * (o.power + inside * outside) + swap) / 2
 
             ch.extend(
-                (worth(o), float(max(o.rejected, o.expected + UNSEEN_TAIL * n_bounds(o.bounds))), o.bounds, o.rejected, n_bounds(o.bounds),
+                (worth(o), float(max(o.rejected, o.expected, o.unseen)), o.bounds, o.rejected, n_bounds(o.bounds),
                  log_width(o.bounds), o.expected / n_all)
                 for o in options.get(c.key, ())
             )  # fmt: skip
         offered = (bands or {}).get(c.key, [])
         # with a band: every choice that runs the cell, once more with each band (the band last)
         ch = [(*x, (0, 0)) for x in ch] + [
-            (x[0] + noticed / 2, x[1] + rejected + UNSEEN_TAIL, x[2], x[3], x[4] + 1, x[5], x[6], (factor, rejected))
+            (x[0] + noticed / 2, x[1] + rejected + FLAT_TAIL, x[2], x[3], x[4] + 1, x[5], x[6], (factor, rejected))
             for x in ch[1:]
             for factor, rejected, noticed in offered
         ]

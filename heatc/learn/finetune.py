@@ -58,10 +58,10 @@ class FinetuneConfig:
     min_support: int = 8  # domain corpora are small: a drug label states a dose a dozen times
     # ... on a few of its pages: a fold's range may be fitted to 3 values (heatc learn: 5)
     min_fold_values: int = 3
-    # a domain corpus is small, and each bound is expected to cost half a false alarm in pages
-    # not seen (`budget.UNSEEN_TAIL`): a few PDFs' hundred-odd checked sentences at 0.02 buy a
-    # bound or two; at 0.05 the held-out pages of docs/finetune.md keep far fewer false alarms
-    # than the base heatmap's
+    # a domain corpus is small, and each bound is expected to cost about half a false alarm in
+    # pages not seen (`ranges.TailMargin.unseen`, `ranges.FLAT_TAIL`): a few PDFs' hundred-odd
+    # checked sentences at 0.02 buy a bound or two; at 0.05 the held-out pages of
+    # docs/finetune.md keep far fewer false alarms than the base heatmap's
     alarm_budget: float = 0.05
     # ... as a ceiling: a range narrows only where each false alarm it adds buys about what
     # `heatc learn` pays for one at its 1 % budget on MTSamples and TAT-QA (`budget.allocate`'s

@@ -120,6 +120,12 @@ def slips(key: CellKey | None) -> tuple[float, ...]:
     return (SLIP, SCALE_SLIP) if key is not None and key.unit in SCALE_UNITS else (SLIP,)
 
 
+# A bound's false alarms in unseen documents where too few cells say how tails move: half a
+# false alarm, what "none of n values fell outside" predicts for as many values again (the
+# Jeffreys estimate (0 + ½) / (n + 1) per value)
+FLAT_TAIL = 0.5
+
+
 @dataclass(frozen=True)
 class RangeOption:
     bounds: Bounds
@@ -127,6 +133,7 @@ class RangeOption:
     expected: float  # clean values outside, estimated for unseen documents (cross-validated)
     power: float  # share of the values that the range accepts but rejects ten times larger or smaller
     kept_out: int  # of the values it was fitted to (`CellValues.bare`), those it rejects
+    unseen: float  # clean values outside in unseen documents, all told (`_unseen`): what the budget charges
 
 
 def _fit(x: np.ndarray, low: float, high: float, margin: tuple[str, float], sides: str) -> Bounds | None:
@@ -220,15 +227,26 @@ def log_spread(values) -> float:
     return max(float(np.log10(q95 / q05)), SPREAD_FLOOR)
 
 
+# Distances beyond a cell's extreme value, in its `log_spread`s, at which the pooled unseen
+# tail (`TailMargin.unseen`) is measured; between them it is interpolated, past the last flat
+TAIL_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+MIN_TAIL_CELLS = 10  # cells whose folds the pooled tail averages, at least; with fewer, `FLAT_TAIL`
+
+
 @dataclass(frozen=True)
 class TailMargin:
     """How far beyond the clean tail a bound must sit for the tails of documents not seen
     (`tail_margin`): `excursion` is how far a fold's tail goes past the other folds' tail,
     in multiples of its cell's `log_spread`; `ceiling` the factor that covers every cell
-    alike (the measure before it was scaled by spread)."""
+    alike (the measure before it was scaled by spread). `upper` and `lower`: per distance
+    of `TAIL_GRID`, the values per cell that a fold writes beyond the other folds' extreme
+    moved out by that distance, summed over the folds, averaged over the cells (`unseen`);
+    empty where too few cells were measured."""
 
     excursion: float
     ceiling: float
+    upper: tuple[float, ...] = ()
+    lower: tuple[float, ...] = ()
 
     def factor(self, values) -> float:
         """The margin factor of a cell with these values: its spread times the excursion,
@@ -237,6 +255,34 @@ class TailMargin:
         bound below any pulse written ten times too small."""
         return min(max(1.5, 10 ** (self.excursion * log_spread(values))), self.ceiling)
 
+    def unseen(self, bounds: Bounds, values) -> float | None:
+        """The false alarms a range with these bounds can be expected to raise in documents
+        not seen, as many as the corpus's, beyond those its own values show: for each bound,
+        the pooled tail (`upper`, `lower`) at the bound's distance from the nearest value it
+        accepts, in the cell's spreads. A cell's own cross-validation says little of a tail
+        its documents happen not to show (half of MTSamples writes respirations of 12 to 35,
+        the other half newborns' 48 to 68), while every cell's folds together say how
+        far past the extreme seen the next documents' values go: a bound just past a cell's
+        largest value is priced as such bounds turned out for all cells, and a bound half
+        way to the slips it exists to catch costs less. None without curves."""
+        lo, hi = bounds
+        if not self.upper:
+            return None
+        a = np.asarray(values, dtype=np.float64)
+        inside = a[(a >= (-math.inf if lo is None else lo)) & (a <= (math.inf if hi is None else hi))]
+        spread = log_spread(a.tolist())
+        out = 0.0
+        for bound, curve, upper in ((hi, self.upper, True), (lo, self.lower, False)):
+            if bound is None:
+                continue
+            edge = (inside.max() if upper else inside.min()) if len(inside) else bound
+            if bound <= 0 or edge <= 0:
+                distance = 0.0
+            else:
+                distance = max(float(np.log10(bound / edge if upper else edge / bound)), 0.0) / spread
+            out += float(np.interp(distance, TAIL_GRID, curve))
+        return out
+
 
 def tail_margin(cells: Iterable[tuple[CellKey, CellValues]], quantile: float = TAIL_QUANTILE) -> TailMargin:
     """How far beyond the clean tail a bound must sit for the tails of documents not seen:
@@ -244,30 +290,53 @@ def tail_margin(cells: Iterable[tuple[CellKey, CellValues]], quantile: float = T
     smallest value lies below the other four fifths' smallest and its largest above their
     largest. `ceiling` is the `quantile` of those factors (at least 1.5): in half of
     MTSamples one fifth in nine goes past the others' tail, and the 99th percentile is
-    about 6.5 — dominated by doses and sizes, whose values span decades. `excursion` is the
+    about 11 — dominated by doses and sizes, whose values span decades. `excursion` is the
     `quantile` of the same factors in decades divided by their cell's `log_spread`, so that
-    each cell's margin follows how widely its own values vary (`TailMargin.factor`)."""
+    each cell's margin follows how widely its own values vary (`TailMargin.factor`). The
+    same folds give the pooled tails of `TailMargin.unseen`: how many of a fifth's values lie
+    past the other fifths' extreme moved out by each distance of `TAIL_GRID` (cells of years
+    apart: their bounds are priced flat)."""
     factors, scaled = [], []
+    grid = np.asarray(TAIL_GRID)
+    upper, lower = np.zeros(len(grid)), np.zeros(len(grid))
+    n_cells = 0
     for key, cv in cells:
         fit = fitted_values(key, cv)
         spread = log_spread(fit.values)
         parts: list[list[float]] = [[] for _ in range(FOLDS)]
         for d, vs in fit.per_document.items():
             parts[fit.group(d) % FOLDS].extend(v for v in vs if v > 0)
+        measured, years = False, is_years(fit.values)  # years are priced flat (`_unseen`)
         for i in range(FOLDS):
             rest = [v for j, p in enumerate(parts) if j != i for v in p]
             if parts[i] and len(rest) >= 5:
                 pair = [min(rest) / min(parts[i]), max(parts[i]) / max(rest)]
                 factors += pair
                 scaled += [float(np.log10(f)) / spread for f in pair]
+                if years:
+                    continue
+                part, moved = np.asarray(parts[i]), 10 ** (grid * spread)
+                upper += (part[None, :] > max(rest) * moved[:, None]).sum(axis=1)
+                lower += (part[None, :] < min(rest) / moved[:, None]).sum(axis=1)
+                measured = True
+        n_cells += measured
     if not factors:
         return TailMargin(math.inf, 1.5)
     ceiling = max(1.5, float(np.quantile(factors, quantile)))
-    return TailMargin(max(0.0, float(np.quantile(scaled, quantile))), ceiling)
+    curves = (
+        (tuple(float(x) for x in upper / n_cells), tuple(float(x) for x in lower / n_cells))
+        if n_cells >= MIN_TAIL_CELLS
+        else ((), ())
+    )
+    return TailMargin(max(0.0, float(np.quantile(scaled, quantile))), ceiling, *curves)
 
 
 def range_options(
-    cv: CellValues, key: CellKey | None = None, margin: float = 1.5, min_fold_values: int = MIN_FOLD_VALUES
+    cv: CellValues,
+    key: CellKey | None = None,
+    margin: float = 1.5,
+    min_fold_values: int = MIN_FOLD_VALUES,
+    tails: TailMargin | None = None,
 ) -> list[RangeOption]:
     """Candidate ranges: bounds beyond the clean tails (quantile levels `RANGE_LEVELS`) by a
     margin (`RANGE_FACTORS` × `margin`, the `tail_margin`, in log space; `RANGE_WIDTHS` in
@@ -278,7 +347,8 @@ def range_options(
     false-alarm rate. A keyword cell without a unit is fitted to its values written without
     one (`fitted_values`) and costed on all of them. No options where a fold's range would be
     fitted to fewer than `min_fold_values` values. A percentage cell none of whose values
-    exceeds 100 % also gets each option with its upper bound at 100 % (`PERCENT_WHOLE`)."""
+    exceeds 100 % also gets each option with its upper bound at 100 % (`PERCENT_WHOLE`).
+    `tails` prices each option's unseen tail (`TailMargin.unseen`; without it `FLAT_TAIL` per bound)."""
     fit = cv.bare() if key is None else fitted_values(key, cv)
     x = np.asarray(fit.values, dtype=np.float64)
     every = np.asarray(cv.values, dtype=np.float64)
@@ -332,9 +402,27 @@ def range_options(
                         float(expected),
                         slip_power(bounds, x, slips(key)),
                         count_outside(bounds, x),
+                        # (a variant other than the fitted bounds is capped at the whole)
+                        _unseen(bounds, x, expected, tails, whole=bounds != fitted_bounds),
                     )
                 )
     return out
+
+
+def _unseen(
+    bounds: Bounds, fitted: np.ndarray, expected: float, tails: TailMargin | None, whole: bool = False
+) -> float:
+    """A range's false alarms in unseen documents: the pooled tail at its bounds
+    (`TailMargin.unseen`); where too few cells measured one, its own cross-validated count
+    and `FLAT_TAIL` per bound besides (the least of many noisy estimates is an optimistic one).
+    An upper bound at the `whole` (100 %) is a prior, not a fit: no tail moves a share past
+    it, and it costs `FLAT_TAIL` wherever its values lie. Years are priced flat too: their
+    bounds sit decades, not spreads, past the years seen (`YEAR_MARGINS`), and a year's tail
+    moves with when a document was written, not by a factor."""
+    pooled = None if tails is None or is_years(fitted) else tails.unseen((bounds[0], None) if whole else bounds, fitted)
+    if pooled is None:
+        return expected + FLAT_TAIL * n_bounds(bounds)
+    return pooled + (FLAT_TAIL if whole else 0.0)
 
 
 def restated_option(cv: CellValues, key: CellKey | None = None) -> RangeOption | None:
@@ -362,9 +450,11 @@ def restated_option(cv: CellValues, key: CellKey | None = None) -> RangeOption |
             expected += count_outside((m, m), parts[i])
     m = mode(every)
     bounds = (m, m)
+    # no tail to price: its false alarms in unseen documents are the other numbers restated,
+    # which the folds count, and half a false alarm per bound besides (`FLAT_TAIL`)
     return RangeOption(
         bounds, count_outside(bounds, every), float(expected), slip_power(bounds, every, slips(key)),
-        count_outside(bounds, every),
+        count_outside(bounds, every), _unseen(bounds, every, float(expected), None),
     )  # fmt: skip
 
 
