@@ -3,7 +3,10 @@
 Runs the two commands a user runs, with their defaults and from scratch (`--fresh`), and
 reports wall-clock and CPU time of each:
 
-- `heatc learn` on the first 120 MTSamples General Medicine notes (`--notes N` to change);
+- `heatc learn` on the first 120 MTSamples General Medicine notes (`--notes N` to change),
+  and what the heatmap it learns does on the other General Medicine notes: false alarms per
+  sentence a rule checks, impossible values caught (as `bench/learn_usefulness.py` counts
+  them), and the false-alarm budget `heatc learn` reports;
 - `heatc finetune heatmaps/medical.yaml` on the four FDA drug labels in ../shared/data.
 
 Target: each within 3 minutes of wall-clock time on a 2-core machine. The load average at
@@ -49,7 +52,7 @@ def timed(label: str, argv: list[str]) -> dict:
     wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     if done.returncode != 0:
         sys.exit(f"{label} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    return {"label": label, "wall_s": wall, "cpu_s": cpu, "load": load}
+    return {"label": label, "wall_s": wall, "cpu_s": cpu, "load": load, "stdout": done.stdout}
 
 
 def fidelity(heatmap: Path) -> str:
@@ -58,6 +61,26 @@ def fidelity(heatmap: Path) -> str:
     metrics = yaml.safe_load(heatmap.read_text(encoding="utf-8")).get("provenance", {}).get("metrics", {})
     shown = [f"{k} {metrics[k]:.3f}" for k in ("student_auc", "pair_spearman", "pair_auc") if k in metrics]
     return ", ".join(shown) or "none recorded"
+
+
+def learned_on_other_notes(heatmap: Path, notes, stdout: str) -> None:
+    """The learned heatmap's budget, as `heatc learn` printed it, and its false alarms and
+    catches on the General Medicine notes it did not read."""
+    from learn_usefulness import Scanner, evaluate, unit_contexts
+
+    from heatc.learn.corpus import read_corpus
+
+    budget = next((line for line in stdout.splitlines() if line.startswith("false-alarm budget")), "")
+    # a unit swap counts where the notes never write the new unit after that word
+    context = unit_contexts("medical", read_corpus([GENERAL_MEDICINE]))
+    r = evaluate("medical", Scanner(heatmap), notes, max_per_kind=400, context=context)
+    caught, tried = (sum(x[i] for x in r["impossible"].values()) for i in (0, 1))
+    print(f"  {budget}")
+    print(
+        f"  on the other {len(notes)} General Medicine notes: {r['rules']} rules reject {r['flagged']} of the "
+        f"{r['checked']} sentences they check ({r['flagged'] / max(r['checked'], 1):.2%}) and catch {caught} of "
+        f"{tried} impossible values (" + ", ".join(f"{k} {c}/{t}" for k, (c, t) in r["impossible"].items()) + ")"
+    )
 
 
 def main() -> None:
@@ -77,6 +100,8 @@ def main() -> None:
         out = WORK / "learned.yaml"
         r = timed(f"heatc learn, {len(notes)} notes", [*HEATC, "learn", "-c", str(corpus), "-o", str(out), "--fresh"])
         rows.append((r, fidelity(out)))
+        others = read_corpus([GENERAL_MEDICINE])[args.notes :]
+        learned_on_other_notes(out, others, r["stdout"])
     if args.only != "learn":
         out = WORK / "drug_labels.yaml"
         pdfs = [a for p in LABELS for a in ("--pdf", str(p))]
