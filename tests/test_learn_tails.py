@@ -104,9 +104,9 @@ def test_a_bound_sits_as_far_past_its_values_as_other_cells_documents_go_past_th
     """A cell's own folds say little of a population its documents happen not to show; every
     cell's folds together say how far the next documents' values go past the largest seen.
     Where other cells' documents go 2.5 times past their tails, respiratory rates' upper
-    bound accepts 2.5 times its largest value (a newborn's 100 is not a false alarm) and
-    still rejects every rate written ten times too large; where no document goes past, the
-    bound stays nearer. A flat price per bound puts it in the same place either way."""
+    bound accepts 2.5 times its largest value and still rejects every rate written ten times
+    too large; where no document goes past, the bound stays nearer. A flat half false alarm
+    per bound prices it alike either way (and at this budget cannot pay for the rate's range)."""
     from test_learn import _scored
 
     from heatc.learn.budget import cell_table

@@ -1,15 +1,16 @@
 """Value ranges: statistics of a cell's clean values, the ranges a rule could hold
 (bounds beyond the clean values' tails by a margin, or a side left open), how many clean
-values each rejects — in the corpus and, cross-validated, in unseen documents — and how
-much of the error it exists to catch (a value ten times too large or too small) it would
-notice.
+values each rejects — in the corpus, cross-validated, and past its bounds in unseen
+documents as every cell's folds show (`TailMargin.unseen`) — and how much of the error it
+exists to catch (a value ten times too large or too small) it would notice.
 
 A bound is `None` where the range leaves that side open: the bound no error needs (a
 lower bound that only rejects small doses, when no slip lands below it) is left out.
 
 Public surface: `inliers`, `value_stats`, `conflicts`, `rejected_values`, `rejected_share`,
 `Bounds`, `RangeOption`, `range_options`, `tail_margin`, `TailMargin`, `log_spread`,
-`fitted_values`, `slip_power`, `slips_noticed`, `slips`, `is_years`, `count_outside`, `restated_option`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`, `PERCENT_WHOLE`.
+`fitted_values`, `slip_power`, `slips_noticed`, `slips`, `is_years`, `count_outside`,
+`restated_option`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`, `PERCENT_WHOLE`, `FLAT_TAIL`.
 """
 
 from __future__ import annotations
