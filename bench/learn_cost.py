@@ -63,16 +63,15 @@ def fidelity(heatmap: Path) -> str:
     return ", ".join(shown) or "none recorded"
 
 
-def learned_on_other_notes(heatmap: Path, notes, stdout: str) -> None:
+def learned_on_other_notes(heatmap: Path, every, learned: int, stdout: str) -> None:
     """The learned heatmap's budget, as `heatc learn` printed it, and its false alarms and
-    catches on the General Medicine notes it did not read."""
+    catches on the General Medicine notes (`every`) past the first `learned` it read."""
     from learn_usefulness import Scanner, evaluate, unit_contexts
 
-    from heatc.learn.corpus import read_corpus
-
+    notes = every[learned:]
     budget = next((line for line in stdout.splitlines() if line.startswith("false-alarm budget")), "")
     # a unit swap counts where the notes never write the new unit after that word
-    context = unit_contexts("medical", read_corpus([GENERAL_MEDICINE]))
+    context = unit_contexts("medical", every)
     r = evaluate("medical", Scanner(heatmap), notes, max_per_kind=400, context=context)
     caught, tried = (sum(x[i] for x in r["impossible"].values()) for i in (0, 1))
     print(f"  {budget}")
@@ -94,14 +93,14 @@ def main() -> None:
     WORK.mkdir(parents=True, exist_ok=True)
     rows = []
     if args.only != "finetune":
-        notes = read_corpus([GENERAL_MEDICINE])[: args.notes]
+        every = read_corpus([GENERAL_MEDICINE])
+        notes = every[: args.notes]
         corpus = WORK / f"general_medicine_{args.notes}.jsonl"
         corpus.write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n" for d in notes), encoding="utf-8")
         out = WORK / "learned.yaml"
         r = timed(f"heatc learn, {len(notes)} notes", [*HEATC, "learn", "-c", str(corpus), "-o", str(out), "--fresh"])
         rows.append((r, fidelity(out)))
-        others = read_corpus([GENERAL_MEDICINE])[args.notes :]
-        learned_on_other_notes(out, others, r["stdout"])
+        learned_on_other_notes(out, every, len(notes), r["stdout"])
     if args.only != "learn":
         out = WORK / "drug_labels.yaml"
         pdfs = [a for p in LABELS for a in ("--pdf", str(p))]

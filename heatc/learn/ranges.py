@@ -256,7 +256,7 @@ class TailMargin:
         bound below any pulse written ten times too small."""
         return min(max(1.5, 10 ** (self.excursion * log_spread(values))), self.ceiling)
 
-    def unseen(self, bounds: Bounds, values) -> float | None:
+    def unseen(self, bounds: Bounds, values, spread: float | None = None) -> float | None:
         """The false alarms a range with these bounds can be expected to raise in documents
         not seen, as many as the corpus's, beyond those its own values show: for each bound,
         the pooled tail (`upper`, `lower`) at the bound's distance from the nearest value it
@@ -265,13 +265,15 @@ class TailMargin:
         the other half newborns' 48 to 68), while every cell's folds together say how
         far past the extreme seen the next documents' values go: a bound just past a cell's
         largest value is priced as such bounds turned out for all cells, and a bound half
-        way to the slips it exists to catch costs less. None without curves."""
+        way to the slips it exists to catch costs less. None without curves. `spread`: the
+        values' `log_spread`, where the caller prices many ranges of one cell."""
         lo, hi = bounds
         if not self.upper:
             return None
         a = np.asarray(values, dtype=np.float64)
-        inside = a[(a >= (-math.inf if lo is None else lo)) & (a <= (math.inf if hi is None else hi))]
-        spread = log_spread(a.tolist())
+        closed_lo, closed_hi = _closed(bounds)
+        inside = a[(a >= closed_lo) & (a <= closed_hi)]
+        spread = log_spread(a.tolist()) if spread is None else spread
         out = 0.0
         for bound, curve, upper in ((hi, self.upper, True), (lo, self.lower, False)):
             if bound is None:
@@ -308,6 +310,7 @@ def tail_margin(cells: Iterable[tuple[CellKey, CellValues]], quantile: float = T
         for d, vs in fit.per_document.items():
             parts[fit.group(d) % FOLDS].extend(v for v in vs if v > 0)
         measured, years = False, is_years(fit.values)  # years are priced flat (`_unseen`)
+        moved = 10 ** (grid * spread)  # each distance of the grid, as a factor
         for i in range(FOLDS):
             rest = [v for j, p in enumerate(parts) if j != i for v in p]
             if parts[i] and len(rest) >= 5:
@@ -316,7 +319,7 @@ def tail_margin(cells: Iterable[tuple[CellKey, CellValues]], quantile: float = T
                 scaled += [float(np.log10(f)) / spread for f in pair]
                 if years:
                     continue
-                part, moved = np.asarray(parts[i]), 10 ** (grid * spread)
+                part = np.asarray(parts[i])
                 upper += (part[None, :] > max(rest) * moved[:, None]).sum(axis=1)
                 lower += (part[None, :] < min(rest) / moved[:, None]).sum(axis=1)
                 measured = True
@@ -366,7 +369,10 @@ def range_options(
     margins = [("factor", f * margin) for f in RANGE_FACTORS]
     # a bound of years sits a decade or more past the years seen: a document written later names
     # later years (and a width of values "FY18" stretches to 2,000 years is no margin)
-    margins += [("years", y) for y in YEAR_MARGINS] if is_years(x) else [("width", w) for w in RANGE_WIDTHS]
+    years = is_years(x)
+    margins += [("years", y) for y in YEAR_MARGINS] if years else [("width", w) for w in RANGE_WIDTHS]
+    # how every option is priced past its bounds (`_unseen`): years flat; the spread once per cell
+    priced, spread = (None if years else tails), log_spread(x.tolist())
     shapes = [(low, high, "both") for low in RANGE_LEVELS for high in RANGE_LEVELS]
     shapes += [(low, 0.0, "low") for low in RANGE_LEVELS] + [(0.0, high, "high") for high in RANGE_LEVELS]
     if key is not None and key.value == "date":
@@ -404,23 +410,29 @@ def range_options(
                         slip_power(bounds, x, slips(key)),
                         count_outside(bounds, x),
                         # (a variant other than the fitted bounds is capped at the whole)
-                        _unseen(bounds, x, expected, tails, whole=bounds != fitted_bounds),
+                        _unseen(bounds, x, expected, priced, spread, whole=bounds != fitted_bounds),
                     )
                 )
     return out
 
 
 def _unseen(
-    bounds: Bounds, fitted: np.ndarray, expected: float, tails: TailMargin | None, whole: bool = False
+    bounds: Bounds,
+    fitted: np.ndarray,
+    expected: float,
+    tails: TailMargin | None,
+    spread: float | None = None,
+    whole: bool = False,
 ) -> float:
     """A range's false alarms in unseen documents: the pooled tail at its bounds
     (`TailMargin.unseen`); where too few cells measured one, its own cross-validated count
     and `FLAT_TAIL` per bound besides (the least of many noisy estimates is an optimistic one).
     An upper bound at the `whole` (100 %) is a prior, not a fit: no tail moves a share past
-    it, and it costs `FLAT_TAIL` wherever its values lie. Years are priced flat too: their
-    bounds sit decades, not spreads, past the years seen (`YEAR_MARGINS`), and a year's tail
-    moves with when a document was written, not by a factor."""
-    pooled = None if tails is None or is_years(fitted) else tails.unseen((bounds[0], None) if whole else bounds, fitted)
+    it, and it costs `FLAT_TAIL` wherever its values lie. Years are priced flat too (the
+    caller gives no `tails`): their bounds sit decades, not spreads, past the years seen
+    (`YEAR_MARGINS`), and a year's tail moves with when a document was written, not by a
+    factor. `spread`: the fitted values' `log_spread`."""
+    pooled = None if tails is None else tails.unseen((bounds[0], None) if whole else bounds, fitted, spread)
     if pooled is None:
         return expected + FLAT_TAIL * n_bounds(bounds)
     return pooled + (FLAT_TAIL if whole else 0.0)
