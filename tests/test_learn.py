@@ -1043,7 +1043,31 @@ def test_a_member_the_corpus_writes_in_another_unit_of_its_ladder_leaves_the_fam
     texts = ["Keflex 500 mg daily. Celebrex 200 mg. Synthroid 0.05 mg.", "Synthroid 100 mcg daily. Synthroid 75 mcg."]
     assert _dosed_alike(families, seen, lexicon, texts) == {"keywords_mg": ["celebrex", "keflex"]}
     assert _dosed_alike({"keywords_mg": ["keflex", "synthroid"]}, seen, lexicon, texts) == {}
-    assert _dosed_alike(families, seen, lexicon, texts[:1]) == families  # mcg nowhere: all stay
+    # mcg nowhere, and no member dosed below a milligram: all stay
+    assert _dosed_alike(families, seen, lexicon, ["Keflex 500 mg. Celebrex 200 mg. Synthroid 2 mg."]) == families
+
+
+def test_a_member_dosed_below_one_of_the_familys_unit_leaves_the_family():
+    """Digoxin 0.125 mg is digoxin 125 mcg: a drug dosed in fractions of a milligram is written
+    in micrograms as readily, so a family of drugs dosed in mg, whose guard rejects mcg, would
+    flag it written correctly although the corpus never shows it in mcg. A family that takes mcg
+    already keeps such members (its guard does not reject mcg); a dose of a few mg stays."""
+    from heatc.learn.aggregate import _dosed_alike
+    from heatc.learn.guards import members_below_one, rung_below
+
+    assert [rung_below(u) for u in ("mg", "liters", "mcg", "percent")] == ["mcg", "ml", None, None]
+    lexicon = Lexicon().with_keywords(["celebrex", "digoxin", "keflex", "lasix"])
+    families = {"keywords_mg": ["celebrex", "digoxin", "keflex"]}
+    seen = [CellKey(w, "number", "mg") for w in families["keywords_mg"]]
+    texts = ["Keflex 500 mg daily. Celebrex 200 mg. Digoxin 0.125 mg daily.", "Digoxin 0.25 mg. Digoxin 1 mg."]
+    assert _dosed_alike(families, seen, lexicon, texts) == {"keywords_mg": ["celebrex", "keflex"]}
+    values = collect_values(lexicon, [CellKey("digoxin", "number", "mg"), CellKey("keflex", "number", "mg")], texts)
+    assert members_below_one(families, values) == {"keywords_mg": ["digoxin"]}
+    # Digoxin's doses mostly a milligram or more: it stays
+    assert _dosed_alike(families, seen, lexicon, [*texts, "Digoxin 2 mg. Digoxin 3 mg."]) == families
+    # a family that takes mcg too has no mcg guard to fear
+    both = [CellKey(w, "number", u) for w in families["keywords_mg"] for u in ("mg", "mcg")]
+    assert _dosed_alike(families, both, lexicon, texts) == families
 
 
 def test_a_cell_without_a_unit_is_scored_where_no_unit_follows():

@@ -32,7 +32,9 @@ from heatc.learn.guards import (
     in_families,
     keyword_families,
     ladder_units,
+    members_below_one,
     members_in_other_units,
+    rung_below,
     swap_sources,
     unit_guards,
     unit_swaps,
@@ -71,24 +73,31 @@ def _dosed_alike(
 ) -> dict[str, list[str]]:
     """The families without the members the whole corpus writes in a unit of the family's
     ladders that the family does not take (`guards.members_in_other_units`; the discovery
-    sample may show "Synthroid … mcg" less than twice); a family left with fewer than
+    sample may show "Synthroid … mcg" less than twice), and those dosed below one of its
+    unit where the family does not take the unit below (`guards.members_below_one`: digoxin
+    0.125 mg is 125 mcg); a family left with fewer than
     `FAMILY_MEMBERS` is dropped. `seen`: the cells the families were pooled by (the units a
     family takes are its members')."""
     if not families:
         return families
     groups = lexicon.groups()
     units_of = units_by_keyword(seen)
-    cells = []
+    cells, own = [], []
     for members in families.values():
         for u in sorted(ladder_units(units_of[members[0]]) & set(groups)):
             cells += [CellKey(m, "number", u) for m in members]
-    if not cells:
+        # its units with a rung below that the family does not take (mg, where it takes no mcg)
+        below = [u for u in sorted(units_of[members[0]]) if rung_below(u) not in (None, *units_of[members[0]])]
+        own += [CellKey(m, "number", u) for u in below for m in members]
+    if not cells and not own:
         return families
-    written = {k: len(v.values) for k, v in collect_values(lexicon, cells, texts).items()}
+    counted = collect_values(lexicon, cells + own, texts)
+    written = {k: len(counted[k].values) for k in cells}
     odd = members_in_other_units(families, written)
+    low = members_below_one(families, {k: counted[k] for k in own})
     out = {}
     for name, members in families.items():
-        kept = [m for m in members if m not in odd.get(name, ())]
+        kept = [m for m in members if m not in odd.get(name, ()) and m not in low.get(name, ())]
         if len(kept) >= FAMILY_MEMBERS:
             out[name] = kept
     return out

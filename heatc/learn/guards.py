@@ -4,7 +4,7 @@ one of the same quantity that the keyword never takes (`glucose … 5.5 mg/dL` w
 units they take.
 
 Public surface: `unit_swaps`, `swap_sources`, `unit_guards`, `keyword_families`, `units_by_keyword`,
-`ladder_units`, `members_in_other_units`,
+`ladder_units`, `members_in_other_units`, `members_below_one`, `rung_below`,
 `in_families`, `guard_expected`, `quantity_of`, `ladder_neighbours`.
 """
 
@@ -236,6 +236,38 @@ def members_in_other_units(
         odd = sorted({k.keyword for k, n in written.items() if k.keyword in members and n >= min_count})
         if odd:
             out[name] = odd
+    return out
+
+
+def rung_below(unit: str, ladders: Ladders = UNIT_LADDERS) -> str | None:
+    """The first unit one rung below `unit` on its ladder (mg: mcg; L: mL); None at the foot."""
+    for ladder in ladders:
+        for i, rung in enumerate(ladder):
+            if unit in rung and i > 0:
+                return ladder[i - 1][0]
+    return None
+
+
+def members_below_one(families: dict[str, list[str]], values: dict[CellKey, CellValues]) -> dict[str, list[str]]:
+    """Per family, the members whose values in one of the family's units are mostly below 1
+    where that unit has a rung below it (`values`: per `member … number unit` cell): a dose
+    of a fraction of a milligram is written in micrograms as readily ("digoxin 0.125 mg",
+    "digoxin 125 mcg"), so a family guard rejecting mcg would reject it written correctly,
+    although the corpus happens never to show it so."""
+    out: dict[str, list[str]] = {}
+    for name, members in families.items():
+        low = sorted(
+            {
+                k.keyword
+                for k, cv in values.items()
+                if k.keyword in members
+                and cv.values
+                and rung_below(k.unit) is not None
+                and float(np.mean(np.asarray(cv.values) < 1.0)) > 0.5
+            }
+        )
+        if low:
+            out[name] = low
     return out
 
 
