@@ -161,3 +161,27 @@ def test_failed_and_scanned_pages_are_skipped_and_recorded(tmp_path):
     ]
     [source] = sources
     assert (source["pages"], source["pages_used"], source["scanned_skipped"], source["failed"]) == (4, "1,4", 1, [2])
+
+
+def test_a_work_folder_of_another_version_or_run_is_refused_until_fresh(tmp_path):
+    """An earlier heatc finetune's plan lacks what this one's holds (the rare labs' magnitude
+    families): resuming from it would fine-tune on a different plan without a word. Refused,
+    with the reason, and `fresh` starts over."""
+    import json
+
+    from heatc.learn.finetune import WORK_VERSION, _work_dir
+
+    config = _config(tmp_path / "out.yaml", [])
+    work = tmp_path / "out.finetune"
+    work.mkdir()
+    (work / "plan.json.gz").write_bytes(b"old")
+    (work / "config.json").write_text(json.dumps({"version": WORK_VERSION - 1, "fingerprint": "f"}))
+    earlier = rf"an earlier heatc finetune \(work format {WORK_VERSION - 1}, this one writes {WORK_VERSION}\)"
+    with pytest.raises(HeatError, match=earlier + "; rerun with --fresh"):
+        _work_dir(config, "f", fresh=False)
+    (work / "config.json").write_text(json.dumps({"version": WORK_VERSION, "fingerprint": "other"}))
+    with pytest.raises(HeatError, match="different settings; rerun with --fresh"):
+        _work_dir(config, "f", fresh=False)
+    assert (work / "plan.json.gz").exists()  # nothing of the old run is lost by a refusal
+    assert _work_dir(config, "f", fresh=True) == work and not (work / "plan.json.gz").exists()
+    assert _work_dir(config, "f", fresh=False) == work  # the same run resumes

@@ -39,7 +39,9 @@ from heatc.errors import Diagnostic, HeatError
 from heatc.learn.config import LearnConfig, Progress, quiet
 from heatc.learn.corpus import SPLIT_VERSION, Document, read_corpus
 
-WORK_VERSION = 2
+# the format of a run's working files (<output>.finetune/); another version is refused (--fresh).
+# 3: the plan holds the magnitude families of rare labs (`Plan.magnitudes`)
+WORK_VERSION = 3
 
 
 @dataclass
@@ -137,10 +139,15 @@ def _work_dir(config: FinetuneConfig, fingerprint: str, fresh: bool) -> Path:
     work = config.output.with_name(config.output.name.removesuffix(".yaml").removesuffix(".yml") + ".finetune")
     stamp = work / "config.json"
     want = {"version": WORK_VERSION, "fingerprint": fingerprint}
-    if stamp.exists() and not fresh and json.loads(stamp.read_text()) != want:
-        raise HeatError(
-            Diagnostic(str(work), 0, 0, "holds the work of a run with different settings; rerun with --fresh")
+    have = json.loads(stamp.read_text()) if stamp.exists() and not fresh else want
+    if have != want:
+        why = (
+            f"holds the work of an earlier heatc finetune (work format {have.get('version')}, this one writes "
+            f"{WORK_VERSION})"
+            if have.get("version") != WORK_VERSION
+            else "holds the work of a run with different settings"
         )
+        raise HeatError(Diagnostic(str(work), 0, 0, f"{why}; rerun with --fresh to start over"))
     if fresh or not stamp.exists():
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
