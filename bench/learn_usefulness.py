@@ -3,7 +3,9 @@
 Per domain, documents are split in two by a hash of their id. `heatc learn` learns a heatmap
 from one half (no hand-written rules, no student); its lowered rules then scan the other
 half, sentence by sentence within each document, beside the hand-written
-`examples/<domain>.heat` on the same sentences:
+`examples/<domain>.heat` on the same sentences, and both run side by side (as a user who
+keeps hand-written rules on beside a learned heatmap: a sentence is checked or flagged where
+either checks or flags it):
 
 - **false alarms**: the share of clean held-out sentences *that hold a value some rule of
   the rule set checks* (a rule matched there, whatever its verdict) in which a rule REJECTS —
@@ -43,6 +45,7 @@ import re
 import sys
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -143,9 +146,38 @@ class Scanner:
         # reads — rejects nothing, and its sentences are no checked ones
         self.checking = {r.name for r in self.program.rules if r.requirements or r.channels}
 
+    @property
+    def rules(self) -> int:
+        return len(self.program.rules)
+
     def matches(self, text: str) -> list:
         """The matches of the rules that check something."""
         return [e for e in self.checker.scan(text).events if e.kind == "match" and e.name in self.checking]
+
+
+@dataclass(frozen=True)
+class Match:
+    name: str
+    verdict: object
+    start: int
+
+
+class Beside:
+    """Two rule sets run side by side, as a user keeps hand-written rules on beside learned
+    ones: a sentence is checked or flagged if either checks or flags it. Each module lexes
+    with its own classes; values are counted as the first one lexes them."""
+
+    def __init__(self, first: Scanner, second: Scanner):
+        self.first, self.second = first, second
+        self.program = first.program
+
+    @property
+    def rules(self) -> int:
+        return self.first.rules + self.second.rules
+
+    def matches(self, text: str) -> list:
+        return [Match(f"{i}:{e.name}", e.verdict, e.start) for i, s in enumerate((self.first, self.second))
+                for e in s.matches(text)]  # fmt: skip
 
 
 def rejected(events) -> Counter:
@@ -333,7 +365,7 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
                     missed[kind].append(_around(stream, corrupted))
     return {
         "sentences": total, "checked": checked, "flagged": flagged, "valued": valued, "valued_flagged": valued_flagged,
-        "rules": len(scanner.program.rules),
+        "rules": scanner.rules,
         "recall": {k: (caught[k], tried[k]) for k in sorted(tried)},
         "impossible": {k: (caught_impossible[k], impossible[k]) for k in sorted(impossible)},
         "missed": dict(missed), "alarms": alarms,
@@ -433,6 +465,8 @@ def main() -> None:
                 f"  scanned {r['sentences']} held-out sentences and the corruptions in {time.perf_counter() - t0:.0f} s"
             )
             lines.append(row(f"  learned, budget {budget:g}{', bands' if bands else ''}", r, args.all))
+            both = Beside(Scanner(heatmap), Scanner(REPO / "examples" / f"{domain}.heat"))
+            beside = (f"  learned {budget:g} beside it", evaluate(domain, both, held, args.max_per_kind, context))
             for kind, texts in sorted(r["missed"].items()) if args.misses else ():
                 lines += [f"      missed {kind}: {t}" for t in texts[: args.misses]]
             lines += [f"      false alarm {t}" for t in r["alarms"][: args.false_alarms]]
@@ -440,6 +474,7 @@ def main() -> None:
             table.append((f"{domain}, held out ({CORPUS_NAMES[domain]}){shipped_as}", r))
         r = evaluate(domain, Scanner(REPO / "examples" / f"{domain}.heat"), held, args.max_per_kind, context)
         lines.append(row(f"  examples/{domain}.heat", r, args.all))
+        lines.append(row(*beside, args.all))
     if args.in_sample:
         from heatc.learn.corpus import read_corpus
 
