@@ -139,3 +139,24 @@ def test_a_shares_bound_at_the_whole_is_priced_as_a_prior_not_a_tail():
     whole = [o for o in options if o.bounds[0] is None and o.bounds[1] == PERCENT_WHOLE]
     assert whole and all(o.unseen == FLAT_TAIL for o in whole)
     assert margin.unseen((None, PERCENT_WHOLE), shares.values) > FLAT_TAIL
+
+
+def test_a_quantity_that_hardly_varies_keeps_a_bound_below_its_values_slipped():
+    """Temperatures in Fahrenheit (96–104), a twentieth in Celsius and "temperature over the
+    past 24 hours" three times. Tails go about 6 spreads past the other folds' on half of
+    MTSamples (`TailMargin.excursion`): with the spread floored at a tenth of a decade, that
+    put every lower bound under 9.8, "98.6" written ten times too small. Floored at a
+    twentieth, a candidate accepts every Celsius value and rejects both units' temperatures
+    slipped."""
+    from heatc.learn.ranges import SPREAD_FLOOR, TailMargin
+
+    rng = np.random.default_rng(5)
+    fahrenheit = np.round(rng.uniform(96.0, 104.0, 180), 1)
+    celsius = np.round(rng.uniform(35.5, 38.0, 9), 1)
+    values = [*rng.permutation(np.concatenate([fahrenheit, celsius])).tolist(), 24.0, 24.0, 24.0]
+    temperatures = _spread([float(x) for x in values])
+    assert log_spread(temperatures.values) == SPREAD_FLOOR  # (Fahrenheit's q05–q95 spans 0.03)
+    margin = TailMargin(excursion=6.0, ceiling=11.0)
+    options = range_options(temperatures, CellKey("temperature", "number", ""), margin.factor(temperatures.values))
+    slipped = [float(x) / 10 for x in np.concatenate([fahrenheit, celsius])]
+    assert any(o.rejected <= 3 and count_outside(o.bounds, slipped) == len(slipped) and o.power > 0.95 for o in options)

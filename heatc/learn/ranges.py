@@ -106,7 +106,10 @@ TAIL_QUANTILE = 0.99  # `tail_margin`: the share of the documents' tails a margi
 # the margin beyond the tail in widths of the values' central 90 % (q95 − q05): for quantities
 # whose values sit far from 0 (years), where a factor of 1.5 would reach past any error
 RANGE_WIDTHS = (0.5, 1.0, 2.0, 4.0)
-SPREAD_FLOOR = 0.1  # decades: `log_spread` of a cell whose values hardly vary
+# decades: `log_spread` of a cell whose values hardly vary. Times the excursion tails need
+# (about 6 spreads), a tenth of a decade put temperature's lower bound (95.8 °F, a few °C
+# and "over the past 24 hours") under 9.8 — "98.6" written ten times too small passed
+SPREAD_FLOOR = 0.05
 PERCENT_WHOLE = 100.0  # the upper bound of a share (`range_options`)
 SLIP = 10.0  # the error a range exists to catch: a value written ten times too large or too small
 # ... and, for an amount with a scale word after it ("$4.2 million"), a scale slipped as well:
