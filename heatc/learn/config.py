@@ -2,7 +2,7 @@
 ranks of a `torchrun` run, seeded hashing.
 
 Public surface: `LearnConfig`, `Progress`, `quiet`, `rank_and_world`, `barrier`,
-`seeded_hash`, `WORK_VERSION`, `TOPUP_VERSION`, `SENSITIVITY`.
+`seeded_hash`, `WORK_VERSION`, `TOPUP_VERSION`, `SENSITIVITY`, `refuse_other_work`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from heatc.errors import Diagnostic, HeatError
 from heatc.learn.corpus import SPLIT_VERSION
 from heatc.learn.evidence import (
     ALARM_BUDGET,
@@ -121,3 +122,18 @@ def barrier() -> None:
 
 def seeded_hash(seed: int, text: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}\0{text}".encode()).digest()[:8], "little")
+
+
+def refuse_other_work(work: Path, want: dict, command: str) -> None:
+    """Refuse a work folder whose stamp (`config.json`) is not `want` ({"version",
+    "fingerprint"}): the work of an earlier `command`, of another format, or of a run with other
+    settings. The error says which, and that --fresh starts over; nothing is removed."""
+    have = json.loads((work / "config.json").read_text())
+    if have == want:
+        return
+    why = (
+        f"holds the work of an earlier {command} (work format {have.get('version')}, this one writes {want['version']})"
+        if have.get("version") != want["version"]
+        else "holds the work of a run with different settings"
+    )
+    raise HeatError(Diagnostic(str(work), 0, 0, f"{why}; rerun with --fresh to start over"))

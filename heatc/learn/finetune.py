@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
-from heatc.learn.config import LearnConfig, Progress, quiet
+from heatc.learn.config import LearnConfig, Progress, quiet, refuse_other_work
 from heatc.learn.corpus import SPLIT_VERSION, Document, read_corpus
 
 # the format of a run's working files (<output>.finetune/); another version is refused (--fresh).
@@ -139,15 +139,8 @@ def _work_dir(config: FinetuneConfig, fingerprint: str, fresh: bool) -> Path:
     work = config.output.with_name(config.output.name.removesuffix(".yaml").removesuffix(".yml") + ".finetune")
     stamp = work / "config.json"
     want = {"version": WORK_VERSION, "fingerprint": fingerprint}
-    have = json.loads(stamp.read_text()) if stamp.exists() and not fresh else want
-    if have != want:
-        why = (
-            f"holds the work of an earlier heatc finetune (work format {have.get('version')}, this one writes "
-            f"{WORK_VERSION})"
-            if have.get("version") != WORK_VERSION
-            else "holds the work of a run with different settings"
-        )
-        raise HeatError(Diagnostic(str(work), 0, 0, f"{why}; rerun with --fresh to start over"))
+    if stamp.exists() and not fresh:
+        refuse_other_work(work, want, "heatc finetune")
     if fresh or not stamp.exists():
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)

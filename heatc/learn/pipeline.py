@@ -33,6 +33,7 @@ from heatc.learn.config import (
     barrier,
     quiet,
     rank_and_world,
+    refuse_other_work,
 )
 from heatc.learn.corpus import read_corpus
 from heatc.learn.distil import distil
@@ -49,15 +50,7 @@ def _work_dir(config: LearnConfig, fresh: bool) -> Path:
     rank, _ = rank_and_world()
     if rank == 0:
         if stamp.exists() and not fresh:
-            have = json.loads(stamp.read_text())
-            if have != want:
-                why = (
-                    f"holds the work of an earlier heatc learn (work format {have.get('version')}, this one "
-                    f"writes {WORK_VERSION})"
-                    if have.get("version") != WORK_VERSION
-                    else "holds the work of a run with different settings"
-                )
-                raise HeatError(Diagnostic(str(work), 0, 0, f"{why}; rerun with --fresh to start over"))
+            refuse_other_work(work, want, "heatc learn")
         elif stamp.exists() or fresh:
             import shutil
 
