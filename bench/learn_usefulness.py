@@ -475,6 +475,7 @@ def main() -> None:
         r = evaluate(domain, Scanner(REPO / "examples" / f"{domain}.heat"), held, args.max_per_kind, context)
         lines.append(row(f"  examples/{domain}.heat", r, args.all))
         lines.append(row(*beside, args.all))
+        table.append((f"{domain} and `examples/{domain}.heat` side by side, held out", beside[1]))
     if args.in_sample:
         from heatc.learn.corpus import read_corpus
 
