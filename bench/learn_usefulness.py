@@ -457,22 +457,24 @@ def main() -> None:
         context = unit_contexts(domain, learn_docs + held) if domain != "finance" else None
         bands = with_bands(domain, args.bands)
         lines.append(f"{domain} (held-out half)")
+        examples = Scanner(REPO / "examples" / f"{domain}.heat")
         for budget in args.alarm_budgets:
             heatmap = learn_heatmap(domain, learn_docs, args, budget, bands)
             t0 = time.perf_counter()
-            r = evaluate(domain, Scanner(heatmap), held, args.max_per_kind, context)
+            learned = Scanner(heatmap)
+            r = evaluate(domain, learned, held, args.max_per_kind, context)
             print(
                 f"  scanned {r['sentences']} held-out sentences and the corruptions in {time.perf_counter() - t0:.0f} s"
             )
             lines.append(row(f"  learned, budget {budget:g}{', bands' if bands else ''}", r, args.all))
-            both = Beside(Scanner(heatmap), Scanner(REPO / "examples" / f"{domain}.heat"))
+            both = Beside(learned, examples)
             beside = (f"  learned {budget:g} beside it", evaluate(domain, both, held, args.max_per_kind, context))
             for kind, texts in sorted(r["missed"].items()) if args.misses else ():
                 lines += [f"      missed {kind}: {t}" for t in texts[: args.misses]]
             lines += [f"      false alarm {t}" for t in r["alarms"][: args.false_alarms]]
             shipped_as = ", `heatc learn --bands`" if bands else ""
             table.append((f"{domain}, held out ({CORPUS_NAMES[domain]}){shipped_as}", r))
-        r = evaluate(domain, Scanner(REPO / "examples" / f"{domain}.heat"), held, args.max_per_kind, context)
+        r = evaluate(domain, examples, held, args.max_per_kind, context)
         lines.append(row(f"  examples/{domain}.heat", r, args.all))
         lines.append(row(*beside, args.all))
         table.append((f"{domain} and `examples/{domain}.heat` side by side, held out", beside[1]))

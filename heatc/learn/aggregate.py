@@ -84,10 +84,11 @@ def _dosed_alike(
     units_of = units_by_keyword(seen)
     cells, own = [], []
     for members in families.values():
-        for u in sorted(ladder_units(units_of[members[0]]) & set(groups)):
+        units = units_of[members[0]]
+        for u in sorted(ladder_units(units) & set(groups)):
             cells += [CellKey(m, "number", u) for m in members]
         # its units with a rung below that the family does not take (mg, where it takes no mcg)
-        below = [u for u in sorted(units_of[members[0]]) if rung_below(u) not in (None, *units_of[members[0]])]
+        below = [u for u in sorted(units) if rung_below(u) not in (None, *units)]
         own += [CellKey(m, "number", u) for u in below for m in members]
     if not cells and not own:
         return families

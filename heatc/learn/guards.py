@@ -249,26 +249,13 @@ def rung_below(unit: str, ladders: Ladders = UNIT_LADDERS) -> str | None:
 
 
 def members_below_one(families: dict[str, list[str]], values: dict[CellKey, CellValues]) -> dict[str, list[str]]:
-    """Per family, the members whose values in one of the family's units are mostly below 1
-    where that unit has a rung below it (`values`: per `member … number unit` cell): a dose
-    of a fraction of a milligram is written in micrograms as readily ("digoxin 0.125 mg",
-    "digoxin 125 mcg"), so a family guard rejecting mcg would reject it written correctly,
-    although the corpus happens never to show it so."""
-    out: dict[str, list[str]] = {}
-    for name, members in families.items():
-        low = sorted(
-            {
-                k.keyword
-                for k, cv in values.items()
-                if k.keyword in members
-                and cv.values
-                and rung_below(k.unit) is not None
-                and float(np.mean(np.asarray(cv.values) < 1.0)) > 0.5
-            }
-        )
-        if low:
-            out[name] = low
-    return out
+    """Per family, the members whose values in a unit are mostly below 1 (`values`: per
+    `member … number unit` cell, in the family's units whose rung below it does not take,
+    `rung_below`): a dose of a fraction of a milligram is written in micrograms as readily
+    ("digoxin 0.125 mg", "digoxin 125 mcg"), so a family guard rejecting mcg would reject it
+    written correctly, although the corpus happens never to show it so."""
+    low = {k.keyword for k, cv in values.items() if cv.values and float(np.mean(np.asarray(cv.values) < 1.0)) > 0.5}
+    return {name: sorted(low & set(members)) for name, members in families.items() if low & set(members)}
 
 
 def in_families(candidates: Iterable[CellKey], families: dict[str, list[str]]) -> list[CellKey]:
