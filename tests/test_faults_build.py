@@ -209,6 +209,35 @@ def test_builds_killed_at_random_points_leave_the_old_build_or_a_new_one(tmp_pat
     assert after["entries"] == sorted(["tiny", ".tiny.lock", result["final"]])  # the next build cleaned up
 
 
+def test_a_build_killed_while_removing_an_old_build_leaves_no_half_deleted_build_to_reuse(tmp_path, monkeypatch):
+    """A build removes the builds its link no longer names. Killed half way through deleting
+    one, it left that directory under its digest's name without some of its files, and the next
+    build of the same heatmap took the directory as already built and linked to it: every load
+    then failed. The kill is simulated where it fell: in the deletion, after one file."""
+    import heatc.heatmap.build as build_module
+
+    out = tmp_path / "out"
+    first = build(GOOD, out)
+    real_rmtree = build_module.shutil.rmtree
+
+    def killed(path, ignore_errors=False):
+        victim = next(p for p in sorted(Path(path).rglob("*")) if p.is_file())
+        victim.unlink()
+        raise KeyboardInterrupt  # (what a SIGKILL does to the rest of the deletion)
+
+    other = tmp_path / "other.yaml"
+    other.write_text(GOOD.read_text().replace("score: 0.9,", "score: 0.91,", 1))
+    monkeypatch.setattr(build_module.shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        build(other, out)
+    monkeypatch.setattr(build_module.shutil, "rmtree", real_rmtree)
+    again = build(GOOD, out)
+    assert again.target.name == first.target.name
+    checker = rt.load(out / "tiny", rt.Limits.trusted())
+    assert checker.scan(PROBE).rejected == ["glucose_mg_dl"]
+    checker.close()
+
+
 def test_builds_racing_into_one_target_all_succeed_and_leave_one_complete_build(tmp_path):
     result = _faults("race", tmp_path / "out", seed=16, n=3)
     for r in result["rounds"]:

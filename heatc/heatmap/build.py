@@ -208,8 +208,23 @@ def _install(
         _sync_dir(out_root)
         for old in out_root.glob(f".{name}.*"):
             if old != target and old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old, ignore_errors=True)
+                _discard(old, name)
     return BuildResult(link, target, manifest, program, unchanged)
+
+
+def _discard(build_dir: Path, name: str) -> None:
+    """Remove a finished build that no link names. It is renamed to a staging name first, in
+    one step, and deleted there: deleting in place, a build killed half way left a target
+    without some of its files under its own name, and a later build of the same heatmap
+    (same digest, same name) took that directory as already built and linked to it. A killed
+    build now leaves a staging directory, which the next build removes."""
+    trash = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=build_dir.parent))
+    try:
+        os.rename(build_dir, trash / "gone")
+    except OSError:
+        shutil.rmtree(trash, ignore_errors=True)
+        return
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 LOCK_TIMEOUT_S = 600.0  # a build holding the lock longer than this is stuck, not slow
