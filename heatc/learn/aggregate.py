@@ -34,11 +34,11 @@ from heatc.learn.guards import (
     ladder_units,
     members_below_one,
     members_in_other_units,
+    pooled_units,
     rung_below,
     swap_sources,
     unit_guards,
     unit_swaps,
-    units_by_keyword,
 )
 from heatc.learn.lexemes import Lexicon, compound_numerals, lex_sentence, numeral_value
 from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
@@ -69,19 +69,23 @@ def rare_word_cells(
 
 
 def _dosed_alike(
-    families: dict[str, list[str]], seen: list[CellKey], lexicon: Lexicon, texts: list[str]
+    families: dict[str, list[str]],
+    seen: list[CellKey],
+    lexicon: Lexicon,
+    texts: list[str],
+    support: dict[CellKey, int] | None = None,
 ) -> dict[str, list[str]]:
     """The families without the members the whole corpus writes in a unit of the family's
     ladders that the family does not take (`guards.members_in_other_units`; the discovery
     sample may show "Synthroid … mcg" less than twice), and those dosed below one of its
     unit where the family does not take the unit below (`guards.members_below_one`: digoxin
     0.125 mg is 125 mcg); a family left with fewer than
-    `FAMILY_MEMBERS` is dropped. `seen`: the cells the families were pooled by (the units a
-    family takes are its members')."""
+    `FAMILY_MEMBERS` is dropped. `seen`: the cells the families were pooled by, `support`
+    their corpus values (the units a family takes are its members', `guards.pooled_units`)."""
     if not families:
         return families
     groups = lexicon.groups()
-    units_of = units_by_keyword(seen)
+    units_of = pooled_units(seen, support or {})
     cells, own = [], []
     for members in families.values():
         units = units_of[members[0]]
@@ -94,7 +98,7 @@ def _dosed_alike(
         return families
     counted = collect_values(lexicon, cells + own, texts)
     written = {k: len(counted[k].values) for k in cells}
-    odd = members_in_other_units(families, written)
+    odd = members_in_other_units(families, written, 1)
     low = members_below_one(families, {k: counted[k] for k in own})
     out = {}
     for name, members in families.items():
@@ -154,9 +158,10 @@ def aggregate(
     keyword_cells = [k for k in candidates + extra if wide_groups.get(k.keyword) == "keyword" and k.check == "range"]
     support = {k: len(v.values) for k, v in collect_values(wide, keyword_cells, texts).items()}
     families = keyword_families(
-        candidates + extra, support, wide_groups, config.min_support, {c.name for c in wide.categories}, units_seen
-    )
-    families = _dosed_alike(families, candidates + extra + units_seen, wide, texts)
+        candidates + extra, support, wide_groups, config.min_support, {c.name for c in wide.categories}, units_seen,
+        rare_names,
+    )  # fmt: skip
+    families = _dosed_alike(families, candidates + extra + units_seen, wide, texts, support)
     if families:
         joined = {m for ms in families.values() for m in ms}
         lexicon = Lexicon(

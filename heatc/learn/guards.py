@@ -3,7 +3,7 @@ one of the same quantity that the keyword never takes (`glucose … 5.5 mg/dL` w
 `… 5.5 g/dL`), and families that pool keywords too rare for cells of their own by the
 units they take.
 
-Public surface: `unit_swaps`, `swap_sources`, `unit_guards`, `keyword_families`, `units_by_keyword`,
+Public surface: `unit_swaps`, `swap_sources`, `unit_guards`, `keyword_families`, `pooled_units`, `units_by_keyword`,
 `ladder_units`, `members_in_other_units`, `members_below_one`, `rung_below`,
 `in_families`, `guard_expected`, `quantity_of`, `ladder_neighbours`.
 """
@@ -174,6 +174,7 @@ def keyword_families(
     min_support: int,
     taken: set[str],
     units_seen: Iterable[CellKey] = (),
+    cellless: Iterable[str] = (),
 ) -> dict[str, list[str]]:
     """Keywords too rare for a cell of their own, pooled by the units they take.
 
@@ -191,19 +192,21 @@ def keyword_families(
     candidate range cell. A keyword's units are those of its candidate cells and of
     `units_seen` (cells seen on a family member's evidence, `FAMILY_COUNT`): a drug written in
     mg and, a few times, in mcg ("Synthroid 0.05 mg", "Synthroid 100 mcg") takes both, and a
-    family of drugs dosed in mg alone, whose guard rejects mcg, is no place for it."""
+    family of drugs dosed in mg alone, whose guard rejects mcg, is no place for it.
+    `cellless`: words that may only join a family (`aggregate.rare_word_cells`: not among
+    the plan's keywords, so the teacher never scored a cell of theirs), whatever their
+    support — over all of MTSamples "Coumadin … mg" has 22 values, too many to count as
+    rare, while no cell of its own could ever run."""
     candidates = list(candidates)
-    units_of = units_by_keyword(candidates)
-    for kw, units in units_by_keyword(units_seen).items():
-        if kw in units_of:  # (the keywords that take a unit among the candidates: no new ones)
-            units_of[kw] |= units
+    cellless = set(cellless)
+    units_of = pooled_units(candidates, support, units_seen)
     rare: dict[frozenset[str], list[str]] = defaultdict(list)
     for kw, units in units_of.items():
         if groups.get(kw) != "keyword":
             continue
         cells = [k for k in candidates if k.keyword == kw and k.check == "range"]
-        if all(support.get(k, 0) < min_support for k in cells):
-            rare[frozenset(units)].append(kw)
+        if kw in cellless or all(support.get(k, 0) < min_support for k in cells):
+            rare[units].append(kw)
     out = {}
     for units, members in sorted(rare.items(), key=lambda x: sorted(x[0])):
         if len(members) < FAMILY_MEMBERS:
@@ -213,6 +216,38 @@ def keyword_families(
         while name in taken or name in out:
             name, k = f"{base}_{k}", k + 1
         out[name] = sorted(members)
+    return out
+
+
+def pooled_units(
+    candidates: Iterable[CellKey],
+    support: dict[CellKey, int],
+    units_seen: Iterable[CellKey] = (),
+    ladders: Ladders = UNIT_LADDERS,
+) -> dict[str, frozenset[str]]:
+    """The units each keyword is pooled into a family by (`keyword_families`): those it
+    takes among the candidate cells and `units_seen`, less the units of another quantity
+    than the one it is written with most (`support`: corpus values per candidate cell).
+    "Plavix 75 mg" and "Lovenox 40 mg" are drugs dosed in mg however long they are taken
+    ("Plavix for 3 months", "Lovenox for 10 days"); pooled by every unit they take, each
+    was a family of its own, and so no family at all. Units on no ladder stay, and a
+    keyword written most in such a unit keeps all of its units."""
+    candidates = list(candidates)
+    units_of = units_by_keyword(candidates)
+    for kw, units in units_by_keyword(units_seen).items():
+        if kw in units_of:  # (the keywords that take a unit among the candidates: no new ones)
+            units_of[kw] |= units
+    written: Counter[tuple[str, str]] = Counter()
+    for k in candidates:
+        if k.keyword and k.has_unit and k.check == "range":
+            written[k.keyword, k.unit] += support.get(k, 0)
+    quantity = quantity_of(ladders)
+    out = {}
+    for kw, units in units_of.items():
+        # the unit written most; between equals, one on a ladder, then the name (runs agree)
+        main = max(units, key=lambda u: (written[kw, u], u in quantity, u))
+        q = quantity.get(main)
+        out[kw] = frozenset(u for u in units if q is None or quantity.get(u) in (q, None))
     return out
 
 
