@@ -1,0 +1,41 @@
+"""The rows bench/learn_usefulness.py prints: one rule set's result (its `evaluate`) on a
+line, and several splits' results pooled into one."""
+
+from __future__ import annotations
+
+
+def pooled(results: list[dict]) -> dict:
+    """Several splits' results (`evaluate`) as one: counts summed, so that false alarms and
+    recall are over every split's sentences and corruptions; rules, the mean."""
+    if len(results) == 1:
+        return results[0]
+    out: dict = {k: sum(r[k] for r in results) for k in ("sentences", "checked", "flagged", "valued", "valued_flagged")}
+    out["rules"] = round(sum(r["rules"] for r in results) / len(results))
+    for field in ("recall", "impossible"):
+        kinds = sorted({k for r in results for k in r[field]})
+        out[field] = {
+            k: (sum(r[field].get(k, (0, 0))[0] for r in results), sum(r[field].get(k, (0, 0))[1] for r in results))
+            for k in kinds
+        }
+    out["missed"] = {k: [t for r in results for t in r["missed"].get(k, [])] for k in out["impossible"]}
+    out["alarms"] = [t for r in results for t in r["alarms"]]
+    return out
+
+
+def row(label: str, r: dict, show_all: bool) -> str:
+    fa = r["flagged"] / max(r["checked"], 1)
+    fa_valued = r["valued_flagged"] / max(r["valued"], 1)
+    kinds = r["recall"] if show_all else r["impossible"]
+    caught = sum(c for c, _ in kinds.values())
+    tried = sum(n for _, n in kinds.values())
+    detail = ", ".join(f"{k} {c}/{n}" for k, (c, n) in kinds.items())
+    return (
+        f"{label:<28} {r['rules']:>5} {r['checked']:>7} {r['flagged']:>5} {fa * 100:>6.2f}% "
+        f"{r['valued']:>7} {fa_valued * 100:>6.2f}% {caught / max(tried, 1):>7.3f}   {detail}"
+    )
+
+
+HEADER = (
+    f"{'rule set':<28} {'rules':>5} {'checked':>7} {'flag':>5} {'FA':>7} {'valued':>7} {'FA/val':>7} {'recall':>7}"
+    "   caught/tried per corruption"
+)
