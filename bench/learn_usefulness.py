@@ -37,7 +37,7 @@ learned heatmaps are kept in bench/.work/ (a rerun resumes heatc learn's work th
 sentences, the student it trains scores the cells (work in bench/.work/<domain>-tN/).
 `--seeds 0 1 2` splits each corpus three ways (a split per seed, each learned on its own
 half, work in bench/.work/<domain>-tN-sS/) and pools the counts of the three: one split moves
-medical's false alarms by up to half a point and its recall by several points, as much as most
+medical's false alarms by more than half a point and its recall by several points, as much as most
 changes to the learner do.
 """
 
