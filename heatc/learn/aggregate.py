@@ -98,7 +98,7 @@ def _dosed_alike(
         return families
     counted = collect_values(lexicon, cells + own, texts)
     written = {k: len(counted[k].values) for k in cells}
-    odd = members_in_other_units(families, written, 1)
+    odd = members_in_other_units(families, written, min_count=1)  # once: each such value costs the guard
     low = members_below_one(families, {k: counted[k] for k in own})
     out = {}
     for name, members in families.items():
