@@ -4,6 +4,7 @@ across a sentence end), and margins beyond the clean tails scaled by each cell's
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from test_learn import _spread_values as _spread
 
 from heatc.learn.evidence import CellKey, collect_values
@@ -160,3 +161,30 @@ def test_a_quantity_that_hardly_varies_keeps_a_bound_below_its_values_slipped():
     options = range_options(temperatures, CellKey("temperature", "number", ""), margin.factor(temperatures.values))
     slipped = [float(x) / 10 for x in np.concatenate([fahrenheit, celsius])]
     assert any(o.rejected <= 3 and count_outside(o.bounds, slipped) == len(slipped) and o.power > 0.95 for o in options)
+
+
+def test_a_cut_past_a_few_clean_values_is_charged_the_noise_of_its_count():
+    """Estimated blood losses of 5–600 mL and, in two documents, 900 and 1000: the bound at
+    738 catches more slips than one past 1000 and rejects the two. Charged those two alone,
+    it fits a budget of four false alarms; but a count of two says little (the held-out
+    documents wrote 900 to 2500 mL eight times), and charged its noise besides it does not."""
+    from test_learn import _scored
+
+    from heatc.learn.budget import CUT_NOISE, cell_table
+
+    key = CellKey("blood_loss", "number", "ml")
+    values = {key: _spread([*sorted(float(x) for x in np.round(np.geomspace(5, 600, 230))), 900.0, 1000.0])}
+    scored = _scored({key: 3.5})
+
+    def chosen(budget: float):
+        [cell] = cell_table(
+            values, *scored, min_support=5, min_probes=3, sentences=100, alarm_budget=budget, sensitivity=0.75
+        )
+        return cell
+
+    cut = chosen(0.05)  # a budget the cut fits, noise and all
+    assert (
+        cut.rejected == 2 and cut.range[1] < 900 and cut.charged == pytest.approx(3 + CUT_NOISE * np.sqrt(2), abs=1e-4)
+    )
+    kept = chosen(0.04)
+    assert kept.rejected == 0 and kept.range[1] > 1000
