@@ -258,6 +258,23 @@ def test_occurrences_pair_values_with_keywords_and_units():
     assert [k.name for k in o.keys] == ["within_value", "payment_days_consistent"]
 
 
+def test_a_unit_per_another_is_a_unit_of_its_own_not_its_first_part():
+    """ "Serum iron 35mcg/dL" is no dose in mcg, "ESR 113mm/hr" no length in mm, and "290 mm/Hg"
+    (a tourniquet's pressure, written with a slash) no length either: each lexes as its own
+    unit, so neither a dose's unit guard nor a length's range reads it."""
+    lexicon = _lexicon_with("iron", "esr", "tourniquet")
+    groups = lexicon.groups()
+    for text, unit in (
+        ("Serum iron 35mcg/dL.", "mcg_dl"),
+        ("ESR 113mm/hr.", "mm_hour"),
+        ("tourniquet 290 mm/Hg.", "mm_hg"),
+    ):
+        s = lex_sentence(lexicon.program(), text)
+        (o,) = occurrences(s, groups)
+        assert {k.name for k in o.keys} >= {f"{unit}_amount"}, text
+        assert not any(k.unit in ("mcg", "mm") for k in o.keys), text
+
+
 def test_every_date_is_a_value_of_the_date_cell_and_year_digits_before_a_unit_are_a_number():
     """A year written alone is a date ("in 2019"): the cell of every date (`LONE_DATE`,
     `v:date`) reads it, no keyword does; four such digits with a unit right after them are the

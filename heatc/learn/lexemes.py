@@ -59,6 +59,8 @@ SEED_CATEGORIES: tuple[Category, ...] = (
     _c("abbreviation", "other", "structure", "e.g.", "i.e.", "Dr.", "vs.", "approx.", "No.", "Inc.", "Ltd.", "Co.", "Corp."),
     # medical units
     _c("mg_dl", "unit", "unit", "mg/dL", "mg per dL", "milligrams per deciliter", "毫克/分升"),
+    # (a unit per another is a unit of its own: "iron 35mcg/dL" is no dose in mcg, "ESR 113mm/hr" no length)
+    _c("mcg_dl", "unit", "unit", "mcg/dL", "µg/dL", "μg/dL", "mcg per dL"),
     _c("mmol_l", "unit", "unit", "mmol/L", "mmol per liter", "millimoles per liter", "毫摩尔/升"),
     _c("meq_l", "unit", "unit", "mEq/L", "meq per liter"),
     _c("g_dl", "unit", "unit", "g/dL", "gm/dL", "grams per deciliter"),
@@ -74,7 +76,8 @@ SEED_CATEGORIES: tuple[Category, ...] = (
     _c("ml", "unit", "unit", "mL", "cc", "milliliter", "milliliters", "毫升"),
     _c("liters", "unit", "unit", "liter", "liters", "litre", "litres", "升"),
     _c("liter_symbol", "unit", "unit", "L", exact=True),  # "2 L"; exact, so "l" stays a word
-    _c("mm_hg", "unit", "unit", "mmHg", "mm Hg", "毫米汞柱"),
+    _c("mm_hg", "unit", "unit", "mmHg", "mm Hg", "mm/Hg", "毫米汞柱"),
+    _c("mm_hour", "unit", "unit", "mm/hr", "mm/h", "mm per hour"),
     _c("bpm", "unit", "unit", "bpm", "beats per minute", "beats/min"),
     _c("per_minute", "unit", "unit", "per minute", "/min", "breaths per minute", "次/分", "次/分钟"),
     _c("celsius", "unit", "unit", "°C", "℃", "degrees C", "degrees Celsius", "degree Celsius", "摄氏度"),
