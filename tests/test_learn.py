@@ -275,6 +275,16 @@ def test_a_unit_per_another_is_a_unit_of_its_own_not_its_first_part():
         assert not any(k.unit in ("mcg", "mm") for k in o.keys), text
 
 
+def test_a_heatmap_declares_the_units_that_begin_as_its_own_do():
+    """A heatmap with a rule on lengths in mm declares mm/hr, mm Hg and mm/Hg as well, and one
+    on doses in mcg mcg/dL: undeclared, its lexer would read "ESR 113mm/hr" as 113 mm."""
+    from heatc.learn.emit import declared_categories
+
+    used = declared_categories(Lexicon(), [CellKey("", "number", "mm"), CellKey("", "number", "mcg")])
+    assert {"mm", "mm_hour", "mm_hg", "mcg", "mcg_dl", "mcg_kg"} <= used
+    assert not {"cm", "mg", "ml"} & used
+
+
 def test_every_date_is_a_value_of_the_date_cell_and_year_digits_before_a_unit_are_a_number():
     """A year written alone is a date ("in 2019"): the cell of every date (`LONE_DATE`,
     `v:date`) reads it, no keyword does; four such digits with a unit right after them are the

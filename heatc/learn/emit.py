@@ -37,11 +37,22 @@ def _yaml_float(x: float) -> str:
 
 def declared_categories(lexicon: Lexicon, keys: Iterable[CellKey]) -> set[str]:
     """The categories a heatmap of these cells declares: those the cells name, sentence ends
-    and abbreviations, every shadow phrase (it keeps its values from its keyword's rule), and
+    and abbreviations, every shadow phrase (it keeps its values from its keyword's rule), every
+    unit one of whose literals begins with a named unit's ("mm/hr" after "mm", "mcg/dL" after
+    "mcg": undeclared, "ESR 113mm/hr" lexes as 113 mm and a length's range reads it), and
     every number word once one is named (so that none reads the tail of another:
     "twenty-five (25)")."""
     used = {x for k in keys for x in (k.keyword, k.unit) if x} | {"sentence_end", "abbreviation"}
     used |= {cat.name for cat in lexicon.categories if cat.group == SHADOW_GROUP}
+    named = [
+        lit.lower() for cat in lexicon.categories if cat.name in used and cat.kind == "unit" for lit in cat.literals
+    ]
+    used |= {
+        cat.name
+        for cat in lexicon.categories
+        if cat.kind == "unit"
+        and any(lit.lower().startswith(n) and len(lit) > len(n) for lit in cat.literals for n in named)
+    }
     numerals = {cat.name for cat in lexicon.categories if cat.group == "numeral"}
     return used | numerals if used & numerals else used
 
