@@ -165,8 +165,8 @@ def test_a_quantity_that_hardly_varies_keeps_a_bound_below_its_values_slipped():
 
 def test_a_cut_past_a_few_clean_values_is_charged_the_noise_of_its_count():
     """Estimated blood losses of 5–600 mL and, in two documents, 900 and 1000: the bound at
-    738 catches more slips than one past 1000 and rejects the two. Charged those two alone,
-    it fits a budget of four false alarms; but a count of two says little (the held-out
+    738 catches more slips than one past 1000 and rejects the two. Charged its count and its
+    tails (3), it fits a budget of four false alarms; but a count of two says little (the held-out
     documents wrote 900 to 2500 mL eight times), and charged its noise besides it does not."""
     from test_learn import _scored
 

@@ -52,7 +52,7 @@ def range_charge(option: RangeOption) -> float:
     where k came out low by chance: charged k alone, heatmaps learned with a budget of 1 %
     rejected 1.15 % of the held-out value-bearing sentences (three splits of MTSamples), and
     the cuts — an estimated blood loss bound at 898 mL past two of 236 values, months at
-    21.5 past three of 145 — raised most of them."""
+    21.5 past three of 145 — raised many of them."""
     seen = max(option.rejected, option.expected)
     return float(max(seen, option.unseen) + CUT_NOISE * math.sqrt(seen))
 
