@@ -55,7 +55,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learn_common import DATA, REPO, machine, split_documents
-from usefulness_rows import HEADER, pooled, row
+from usefulness_rows import HEADER, missed_lines, pooled, row
 
 WORK = REPO / "bench" / ".work"
 GENERAL_MEDICINE = DATA / "medical/text/mtsamples_general_medicine_260notes_linebroken.tgz"
@@ -468,8 +468,7 @@ def main() -> None:
             r = pooled(learned_rows)
             lines.append(row(f"  learned, budget {budget:g}{', bands' if bands else ''}", r, args.all))
             beside = (f"  learned {budget:g} beside it", pooled(beside_rows))
-            for kind, texts in sorted(r["missed"].items()) if args.misses else ():
-                lines += [f"      missed {kind}: {t}" for t in texts[: args.misses]]
+            lines += missed_lines(r, args.misses)
             lines += [f"      false alarm {t}" for t in r["alarms"][: args.false_alarms]]
             shipped_as = ", `heatc learn --bands`" if bands else ""
             table.append((f"{domain}, held out ({CORPUS_NAMES[domain]}){shipped_as}{splits}", r))
@@ -489,8 +488,7 @@ def main() -> None:
             lines.append(row(f"  {label}", r, args.all))
             if label.startswith("heatmaps"):
                 table.append((f"{len(notes)} General Medicine notes, shipped `medical.yaml` (in-sample)", r))
-                for kind, texts in sorted(r["missed"].items()) if args.misses else ():
-                    lines += [f"      missed {kind}: {t}" for t in texts[: args.misses]]
+                lines += missed_lines(r, args.misses)
     print("\nFalse alarms: flagged clean sentences among those a rule checks (FA) and among those holding")
     print("a value (FA/val); recall on corruptions that make a value impossible (target: recall >= 0.9 at FA <= 1 %)")
     print(HEADER)

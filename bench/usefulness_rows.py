@@ -1,5 +1,5 @@
 """The rows bench/learn_usefulness.py prints: one rule set's result (its `evaluate`) on a
-line, and several splits' results pooled into one."""
+line, its misses a line each, and several splits' results pooled into one."""
 
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ def pooled(results: list[dict]) -> dict:
     out["missed"] = {k: [t for r in results for t in r["missed"].get(k, [])] for k in out["impossible"]}
     out["alarms"] = [t for r in results for t in r["alarms"]]
     return out
+
+
+def missed_lines(r: dict, limit: int) -> list[str]:
+    """Up to `limit` of a result's missed impossible corruptions per kind, a line each."""
+    return [f"      missed {kind}: {t}" for kind, texts in sorted(r["missed"].items()) for t in texts[:limit]]
 
 
 def row(label: str, r: dict, show_all: bool) -> str:
