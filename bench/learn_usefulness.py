@@ -55,7 +55,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learn_common import DATA, REPO, machine, split_documents
-from usefulness_rows import HEADER, missed_lines, pooled, row
+from usefulness_rows import HEADER, missed_after_lines, missed_lines, pooled, row
 
 WORK = REPO / "bench" / ".work"
 GENERAL_MEDICINE = DATA / "medical/text/mtsamples_general_medicine_260notes_linebroken.tgz"
@@ -333,6 +333,7 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
     impossible: Counter = Counter()
     caught_impossible: Counter = Counter()
     missed: dict[str, list[str]] = defaultdict(list)
+    missed_after: dict[str, Counter] = defaultdict(Counter)  # per kind, the words the missed values follow
     alarms: list[str] = []  # the clean sentences flagged: "rule: sentence"
     for doc in docs:
         stream, spans = document_stream(doc)
@@ -370,13 +371,34 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
                 caught_impossible[kind] += hit
                 if not hit:
                     missed[kind].append(_around(stream, corrupted))
+                    missed_after[kind][changed_word(stream, corrupted)] += 1
     return {
         "sentences": total, "checked": checked, "flagged": flagged, "valued": valued, "valued_flagged": valued_flagged,
         "rules": scanner.rules,
         "recall": {k: (caught[k], tried[k]) for k in sorted(tried)},
         "impossible": {k: (caught_impossible[k], impossible[k]) for k in sorted(impossible)},
-        "missed": dict(missed), "alarms": alarms,
+        "missed": dict(missed), "missed_after": dict(missed_after), "alarms": alarms,
     }  # fmt: skip
+
+
+def changed_word(clean: str, corrupted: str) -> str:
+    """The nearest word before the value a corruption changed, past linking words ("creatinine
+    of [0.11]": creatinine); where the unit after it changed ("Lasix 40 [g]"), before its number."""
+    at = next((i for i, (a, b) in enumerate(zip(clean, corrupted, strict=False)) if a != b), len(corrupted))
+    while at > 0 and corrupted[at - 1].isalpha():  # into the unit that changed, or the scale word
+        at -= 1
+    while at > 0 and corrupted[at - 1].isspace():
+        at -= 1
+    start = number_start(corrupted, at)
+    for token in reversed(corrupted[max(0, start - 80) : start].split()[-4:]):
+        letters = re.findall(r"[A-Za-z]+", token)
+        if letters and letters[-1].lower() not in _LINKING:
+            return letters[-1].lower()
+    return "(none)"
+
+
+# words between a name and its value that say nothing of which value it is ("creatinine of 1.1")
+_LINKING = frozenset({"of", "was", "is", "were", "are", "at", "a", "an", "the", "level", "levels"})
 
 
 def _around(clean: str, corrupted: str, width: int = 70) -> str:
@@ -429,6 +451,10 @@ def main() -> None:
         "--misses", type=int, default=0, help="print up to this many missed impossible corruptions per kind"
     )
     ap.add_argument(
+        "--missed-after", type=int, default=0,
+        help="print, per corruption, the this many words that the most missed values follow",
+    )  # fmt: skip
+    ap.add_argument(
         "--false-alarms", type=int, default=0, help="print up to this many flagged clean held-out sentences"
     )
     ap.add_argument("--in-sample", action="store_true", help="also the 260 General Medicine notes, shipped heatmap")
@@ -469,6 +495,7 @@ def main() -> None:
             lines.append(row(f"  learned, budget {budget:g}{', bands' if bands else ''}", r, args.all))
             beside = (f"  learned {budget:g} beside it", pooled(beside_rows))
             lines += missed_lines(r, args.misses)
+            lines += missed_after_lines(r, args.missed_after)
             lines += [f"      false alarm {t}" for t in r["alarms"][: args.false_alarms]]
             shipped_as = ", `heatc learn --bands`" if bands else ""
             table.append((f"{domain}, held out ({CORPUS_NAMES[domain]}){shipped_as}{splits}", r))
@@ -489,6 +516,7 @@ def main() -> None:
             if label.startswith("heatmaps"):
                 table.append((f"{len(notes)} General Medicine notes, shipped `medical.yaml` (in-sample)", r))
                 lines += missed_lines(r, args.misses)
+                lines += missed_after_lines(r, args.missed_after)
     print("\nFalse alarms: flagged clean sentences among those a rule checks (FA) and among those holding")
     print("a value (FA/val); recall on corruptions that make a value impossible (target: recall >= 0.9 at FA <= 1 %)")
     print(HEADER)

@@ -3,6 +3,8 @@ line, its misses a line each, and several splits' results pooled into one."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 
 def pooled(results: list[dict]) -> dict:
     """Several splits' results (`evaluate`) as one: counts summed, so that false alarms and
@@ -18,6 +20,9 @@ def pooled(results: list[dict]) -> dict:
             for k in kinds
         }
     out["missed"] = {k: [t for r in results for t in r["missed"].get(k, [])] for k in out["impossible"]}
+    out["missed_after"] = {
+        k: sum((r["missed_after"].get(k, Counter()) for r in results), Counter()) for k in out["impossible"]
+    }
     out["alarms"] = [t for r in results for t in r["alarms"]]
     return out
 
@@ -25,6 +30,18 @@ def pooled(results: list[dict]) -> dict:
 def missed_lines(r: dict, limit: int) -> list[str]:
     """Up to `limit` of a result's missed impossible corruptions per kind, a line each."""
     return [f"      missed {kind}: {t}" for kind, texts in sorted(r["missed"].items()) for t in texts[:limit]]
+
+
+def missed_after_lines(r: dict, limit: int) -> list[str]:
+    """Per kind, the `limit` words that the most missed impossible corruptions follow, with how
+    many each ("fentanyl 27": 27 values after "fentanyl" changed and not caught)."""
+    if limit <= 0:
+        return []
+    return [
+        f"      missed {kind} after: " + ", ".join(f"{w} {n}" for w, n in words.most_common(limit))
+        for kind, words in sorted(r["missed_after"].items())
+        if words
+    ]
 
 
 def row(label: str, r: dict, show_all: bool) -> str:

@@ -1,0 +1,57 @@
+"""bench/learn_usefulness.py's summary of where recall goes: the word each missed value
+follows, and those words counted over splits (the benchmark itself learns for minutes)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import Counter
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+_spec = importlib.util.spec_from_file_location("bench_learn_usefulness", REPO / "bench" / "learn_usefulness.py")
+usefulness = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = usefulness  # (its dataclasses look their module up)
+_spec.loader.exec_module(usefulness)
+import usefulness_rows  # noqa: E402  (bench/, on the path above)
+
+
+def test_a_changed_value_is_put_under_the_word_before_it():
+    assert usefulness.changed_word("Lasix 40 mg daily.", "Lasix 400 mg daily.") == "lasix"
+    # linking words say nothing of which value it is
+    assert (
+        usefulness.changed_word("BUN 9, creatinine of 1.1, sodium", "BUN 9, creatinine of 0.11, sodium") == "creatinine"
+    )
+    assert usefulness.changed_word("The pulse was 72 and", "The pulse was 7.2 and") == "pulse"
+
+
+def test_a_changed_unit_is_put_under_the_word_before_its_number():
+    assert usefulness.changed_word("Proscar 5 mg a day", "Proscar 5 g a day") == "proscar"
+    assert usefulness.changed_word("Fentanyl 50 mcg and", "Fentanyl 50 mg and") == "fentanyl"
+    assert usefulness.changed_word("balloon inflated to 30 mL.", "balloon inflated to 30 L.") == "to"
+    assert usefulness.changed_word("net 30 days after", "net 30 months after") == "net"
+
+
+def test_a_value_with_no_word_before_it():
+    assert usefulness.changed_word("40 mg daily", "40 g daily") == "(none)"
+
+
+def _result(after: dict[str, Counter]) -> dict:
+    impossible = {k: (0, sum(c.values())) for k, c in after.items()}
+    return {
+        "sentences": 1, "checked": 1, "flagged": 0, "valued": 1, "valued_flagged": 0, "rules": 1,
+        "recall": impossible, "impossible": impossible, "missed": {k: [] for k in after},
+        "missed_after": after, "alarms": [],
+    }  # fmt: skip
+
+
+def test_the_words_of_several_splits_are_counted_together_most_missed_first():
+    one = _result({"unit swapped": Counter({"fentanyl": 9, "to": 4}), "value /10": Counter({"pulse": 2})})
+    two = _result({"unit swapped": Counter({"fentanyl": 3, "loss": 8})})
+    lines = usefulness_rows.missed_after_lines(usefulness_rows.pooled([one, two]), 2)
+    assert lines == [
+        "      missed unit swapped after: fentanyl 12, loss 8",
+        "      missed value /10 after: pulse 2",
+    ]
+    assert usefulness_rows.missed_after_lines(one, 0) == []
