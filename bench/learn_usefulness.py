@@ -56,6 +56,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learn_common import DATA, REPO, machine, split_documents
 from usefulness_rows import HEADER, missed_after_lines, missed_lines, pooled, row
+from usefulness_text import around, changed_word, number_start, word_before
 
 WORK = REPO / "bench" / ".work"
 GENERAL_MEDICINE = DATA / "medical/text/mtsamples_general_medicine_260notes_linebroken.tgz"
@@ -221,16 +222,6 @@ def _replace(stream: str, span: tuple[int, int], new: str) -> str:
     return stream[: span[0]] + new + stream[span[1] :]
 
 
-def word_before(stream: str, at: int) -> str:
-    """The nearest word in the three tokens before position `at`, lower-cased ("" if none):
-    "… given Lasix 40" -> "lasix"."""
-    for token in reversed(stream[max(0, at - 60) : at].split()[-3:]):
-        letters = re.findall(r"[A-Za-z]+", token)
-        if letters:
-            return letters[-1].lower()
-    return ""
-
-
 CORPUS_NAMES = {"medical": "MTSamples", "finance": "TAT-QA", "legal": "CUAD"}
 LEGAL_UNITS = {"days": "months"}  # the swap a contract's reader would not notice
 
@@ -247,15 +238,6 @@ def unit_contexts(domain: str, docs) -> set[tuple[str, str]]:
         for m in unit_re.finditer(d.text):
             seen.add((word_before(d.text, m.start()), m.group(2).lower()))
     return seen
-
-
-_DIGITS_BEFORE = re.compile(r"[\d.,]*\d$")
-
-
-def number_start(stream: str, at: int) -> int:
-    """Where the number that ends at `at` starts ("… Lasix 40" -> the "4")."""
-    m = _DIGITS_BEFORE.search(stream, max(0, at - 40), at)
-    return m.start() if m else at
 
 
 def corruptions(domain: str, stream: str, context: set | None = None) -> list[tuple[str, str, bool]]:
@@ -370,7 +352,7 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
                 impossible[kind] += 1
                 caught_impossible[kind] += hit
                 if not hit:
-                    missed[kind].append(_around(stream, corrupted))
+                    missed[kind].append(around(stream, corrupted))
                     missed_after[kind][changed_word(stream, corrupted)] += 1
     return {
         "sentences": total, "checked": checked, "flagged": flagged, "valued": valued, "valued_flagged": valued_flagged,
@@ -379,38 +361,6 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
         "impossible": {k: (caught_impossible[k], impossible[k]) for k in sorted(impossible)},
         "missed": dict(missed), "missed_after": dict(missed_after), "alarms": alarms,
     }  # fmt: skip
-
-
-def changed_word(clean: str, corrupted: str) -> str:
-    """The nearest word before the value a corruption changed, past linking words ("creatinine
-    of [0.11]": creatinine); where the unit after it changed ("Lasix 40 [g]"), before its number."""
-    at = next((i for i, (a, b) in enumerate(zip(clean, corrupted, strict=False)) if a != b), len(corrupted))
-    while at > 0 and corrupted[at - 1].isalpha():  # into the unit that changed, or the scale word
-        at -= 1
-    while at > 0 and corrupted[at - 1].isspace():
-        at -= 1
-    start = number_start(corrupted, at)
-    for token in reversed(corrupted[max(0, start - 80) : start].split()[-4:]):
-        letters = re.findall(r"[A-Za-z]+", token)
-        if letters and letters[-1].lower() not in _LINKING:
-            return letters[-1].lower()
-    return "(none)"
-
-
-# words between a name and its value that say nothing of which value it is ("creatinine of 1.1")
-_LINKING = frozenset({"of", "was", "is", "were", "are", "at", "a", "an", "the", "level", "levels"})
-
-
-def _around(clean: str, corrupted: str, width: int = 70) -> str:
-    """The corrupted text around where it first differs from the clean one, the change marked."""
-    at = next((i for i, (a, b) in enumerate(zip(clean, corrupted, strict=False)) if a != b), len(corrupted))
-    while at > 0 and not corrupted[at - 1].isspace():  # the whole word the change falls in
-        at -= 1
-    end = at
-    while end < len(corrupted) and not corrupted[end].isspace():
-        end += 1
-    text = f"{corrupted[max(0, at - width) : at]}[{corrupted[at:end]}]{corrupted[end : end + width // 3]}"
-    return " ".join(text.split())
 
 
 def _sentence(spans: list[tuple[int, int]], at: int) -> int:
@@ -452,7 +402,7 @@ def main() -> None:
     )
     ap.add_argument(
         "--missed-after", type=int, default=0,
-        help="print, per corruption, the this many words that the most missed values follow",
+        help="print, per corruption, this many of the words that the most missed values follow",
     )  # fmt: skip
     ap.add_argument(
         "--false-alarms", type=int, default=0, help="print up to this many flagged clean held-out sentences"

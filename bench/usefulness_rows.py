@@ -34,7 +34,7 @@ def missed_lines(r: dict, limit: int) -> list[str]:
 
 def missed_after_lines(r: dict, limit: int) -> list[str]:
     """Per kind, the `limit` words that the most missed impossible corruptions follow, with how
-    many each ("fentanyl 27": 27 values after "fentanyl" changed and not caught)."""
+    many each ("fentanyl 28": 28 values after "fentanyl" changed and not caught)."""
     if limit <= 0:
         return []
     return [

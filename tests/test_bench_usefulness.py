@@ -3,38 +3,35 @@ follows, and those words counted over splits (the benchmark itself learns for mi
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections import Counter
 
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
-_spec = importlib.util.spec_from_file_location("bench_learn_usefulness", REPO / "bench" / "learn_usefulness.py")
-usefulness = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = usefulness  # (its dataclasses look their module up)
-_spec.loader.exec_module(usefulness)
-import usefulness_rows  # noqa: E402  (bench/, on the path above)
+import usefulness_rows  # bench/, on the path above
+import usefulness_text
 
 
 def test_a_changed_value_is_put_under_the_word_before_it():
-    assert usefulness.changed_word("Lasix 40 mg daily.", "Lasix 400 mg daily.") == "lasix"
+    assert usefulness_text.changed_word("Lasix 40 mg daily.", "Lasix 400 mg daily.") == "lasix"
     # linking words say nothing of which value it is
     assert (
-        usefulness.changed_word("BUN 9, creatinine of 1.1, sodium", "BUN 9, creatinine of 0.11, sodium") == "creatinine"
+        usefulness_text.changed_word("BUN 9, creatinine of 1.1, sodium", "BUN 9, creatinine of 0.11, sodium")
+        == "creatinine"
     )
-    assert usefulness.changed_word("The pulse was 72 and", "The pulse was 7.2 and") == "pulse"
+    assert usefulness_text.changed_word("The pulse was 72 and", "The pulse was 7.2 and") == "pulse"
 
 
 def test_a_changed_unit_is_put_under_the_word_before_its_number():
-    assert usefulness.changed_word("Proscar 5 mg a day", "Proscar 5 g a day") == "proscar"
-    assert usefulness.changed_word("Fentanyl 50 mcg and", "Fentanyl 50 mg and") == "fentanyl"
-    assert usefulness.changed_word("balloon inflated to 30 mL.", "balloon inflated to 30 L.") == "to"
-    assert usefulness.changed_word("net 30 days after", "net 30 months after") == "net"
+    assert usefulness_text.changed_word("Proscar 5 mg a day", "Proscar 5 g a day") == "proscar"
+    assert usefulness_text.changed_word("Fentanyl 50 mcg and", "Fentanyl 50 mg and") == "fentanyl"
+    assert usefulness_text.changed_word("balloon inflated to 30 mL.", "balloon inflated to 30 L.") == "to"
+    assert usefulness_text.changed_word("net 30 days after", "net 30 months after") == "net"
 
 
 def test_a_value_with_no_word_before_it():
-    assert usefulness.changed_word("40 mg daily", "40 g daily") == "(none)"
+    assert usefulness_text.changed_word("40 mg daily", "40 g daily") == "(none)"
 
 
 def _result(after: dict[str, Counter]) -> dict:

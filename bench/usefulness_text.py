@@ -1,0 +1,62 @@
+"""Where in a document's text a corruption falls, for bench/learn_usefulness.py: the number
+that ends at a position, the word before a value, and the text around a change."""
+
+from __future__ import annotations
+
+import re
+
+
+def word_before(stream: str, at: int) -> str:
+    """The nearest word in the three tokens before position `at`, lower-cased ("" if none):
+    "… given Lasix 40" -> "lasix"."""
+    for token in reversed(stream[max(0, at - 60) : at].split()[-3:]):
+        letters = re.findall(r"[A-Za-z]+", token)
+        if letters:
+            return letters[-1].lower()
+    return ""
+
+
+_DIGITS_BEFORE = re.compile(r"[\d.,]*\d$")
+
+
+def number_start(stream: str, at: int) -> int:
+    """Where the number that ends at `at` starts ("… Lasix 40" -> the "4")."""
+    m = _DIGITS_BEFORE.search(stream, max(0, at - 40), at)
+    return m.start() if m else at
+
+
+def first_difference(clean: str, corrupted: str) -> int:
+    """Where the corrupted text first differs from the clean one."""
+    return next((i for i, (a, b) in enumerate(zip(clean, corrupted, strict=False)) if a != b), len(corrupted))
+
+
+def around(clean: str, corrupted: str, width: int = 70) -> str:
+    """The corrupted text around where it first differs from the clean one, the change marked."""
+    at = first_difference(clean, corrupted)
+    while at > 0 and not corrupted[at - 1].isspace():  # the whole word the change falls in
+        at -= 1
+    end = at
+    while end < len(corrupted) and not corrupted[end].isspace():
+        end += 1
+    text = f"{corrupted[max(0, at - width) : at]}[{corrupted[at:end]}]{corrupted[end : end + width // 3]}"
+    return " ".join(text.split())
+
+
+def changed_word(clean: str, corrupted: str) -> str:
+    """The nearest word before the value a corruption changed, past linking words ("creatinine
+    of [0.11]": creatinine); where the unit after it changed ("Lasix 40 [g]"), before its number."""
+    at = first_difference(clean, corrupted)
+    while at > 0 and corrupted[at - 1].isalpha():  # into the unit that changed, or the scale word
+        at -= 1
+    while at > 0 and corrupted[at - 1].isspace():
+        at -= 1
+    start = number_start(corrupted, at)
+    for token in reversed(corrupted[max(0, start - 80) : start].split()[-4:]):
+        letters = re.findall(r"[A-Za-z]+", token)
+        if letters and letters[-1].lower() not in _LINKING:
+            return letters[-1].lower()
+    return "(none)"
+
+
+# words between a name and its value that say nothing of which value it is ("creatinine of 1.1")
+_LINKING = frozenset({"of", "was", "is", "were", "are", "at", "a", "an", "the", "level", "levels"})
