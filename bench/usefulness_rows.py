@@ -1,5 +1,6 @@
 """The rows bench/learn_usefulness.py prints: one rule set's result (its `evaluate`) on a
-line, its misses a line each, and several splits' results pooled into one."""
+line, its misses a line each or counted by the word they follow, and several splits' results
+pooled into one."""
 
 from __future__ import annotations
 
