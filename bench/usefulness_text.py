@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 
 
-def word_before(stream: str, at: int) -> str:
-    """The nearest word in the three tokens before position `at`, lower-cased ("" if none):
-    "… given Lasix 40" -> "lasix"."""
-    for token in reversed(stream[max(0, at - 60) : at].split()[-3:]):
+def word_before(stream: str, at: int, tokens: int = 3, skip: frozenset[str] = frozenset()) -> str:
+    """The nearest word in the `tokens` tokens before position `at`, lower-cased, that is not
+    one of `skip` ("" if none): "… given Lasix 40" -> "lasix"."""
+    for token in reversed(stream[max(0, at - 20 * tokens) : at].split()[-tokens:]):
         letters = re.findall(r"[A-Za-z]+", token)
-        if letters:
+        if letters and letters[-1].lower() not in skip:
             return letters[-1].lower()
     return ""
 
@@ -42,6 +42,10 @@ def around(clean: str, corrupted: str, width: int = 70) -> str:
     return " ".join(text.split())
 
 
+# words between a name and its value that say nothing of which value it is ("creatinine of 1.1")
+_LINKING = frozenset({"of", "was", "is", "were", "are", "at", "a", "an", "the", "level", "levels"})
+
+
 def changed_word(clean: str, corrupted: str) -> str:
     """The nearest word before the value a corruption changed, past linking words ("creatinine
     of [0.11]": creatinine); where the unit after it changed ("Lasix 40 [g]"), before its number."""
@@ -50,13 +54,4 @@ def changed_word(clean: str, corrupted: str) -> str:
         at -= 1
     while at > 0 and corrupted[at - 1].isspace():
         at -= 1
-    start = number_start(corrupted, at)
-    for token in reversed(corrupted[max(0, start - 80) : start].split()[-4:]):
-        letters = re.findall(r"[A-Za-z]+", token)
-        if letters and letters[-1].lower() not in _LINKING:
-            return letters[-1].lower()
-    return "(none)"
-
-
-# words between a name and its value that say nothing of which value it is ("creatinine of 1.1")
-_LINKING = frozenset({"of", "was", "is", "were", "are", "at", "a", "an", "the", "level", "levels"})
+    return word_before(corrupted, number_start(corrupted, at), tokens=4, skip=_LINKING) or "(none)"
