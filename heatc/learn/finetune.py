@@ -40,8 +40,9 @@ from heatc.learn.config import LearnConfig, Progress, quiet, refuse_other_work
 from heatc.learn.corpus import SPLIT_VERSION, Document, read_corpus
 
 # the format of a run's working files (<output>.finetune/); another version is refused (--fresh).
-# 3: the plan holds the magnitude families of rare labs (`Plan.magnitudes`)
-WORK_VERSION = 3
+# 3: the plan holds the magnitude families of rare labs (`Plan.magnitudes`); 4: and the model
+# names (`Plan.model_names`)
+WORK_VERSION = 4
 
 
 @dataclass

@@ -23,6 +23,7 @@ from heatc import ir
 from heatc.lang.compiler import compile_source
 from heatc.lang.parse import RESERVED_WORDS
 from heatc.lang.unparse import format_string
+from heatc.learn.model_names import MODEL_NAME_CLASS
 from heatc.lexing import Lexeme, lex
 from heatc_runtime.restated import written_number
 
@@ -290,7 +291,7 @@ class Lexicon:
         return Lexicon(kept, self.chinese_numbers)
 
     def with_keywords(self, phrases: Iterable[str], group: str = "keyword", kind: str = "keyword") -> Lexicon:
-        taken = {c.name for c in self.categories} | set(RESERVED_WORDS)
+        taken = {c.name for c in self.categories} | set(RESERVED_WORDS) | {MODEL_NAME_CLASS}
         seen = {lit.lower() for c in self.categories for lit in c.literals}
         added = []
         for phrase in phrases:
@@ -308,6 +309,23 @@ class Lexicon:
             taken.add(name)
             added.append(Category(name, kind, group, (phrase,)))
         return Lexicon(self.categories + added, self.chinese_numbers)
+
+    def with_model_names(self, names: Iterable[str]) -> Lexicon:
+        """The model names (`model_names`) that are no literal yet, added to the class
+        `MODEL_NAME_CLASS` (made when there is none and a name to put in it)."""
+        seen = {lit.lower() for c in self.categories for lit in c.literals}
+        new = tuple(dict.fromkeys(n for n in names if n.lower() not in seen))
+        if not new:
+            return self
+        if MODEL_NAME_CLASS not in self.by_name():
+            return Lexicon(
+                [*self.categories, Category(MODEL_NAME_CLASS, "other", "structure", new)], self.chinese_numbers
+            )
+        cats = [
+            Category(c.name, c.kind, c.group, c.literals + new, c.exact) if c.name == MODEL_NAME_CLASS else c
+            for c in self.categories
+        ]
+        return Lexicon(cats, self.chinese_numbers)
 
     def with_families(self, families: dict[str, list[str]]) -> Lexicon:
         """Each family (name → member keyword categories) as one keyword category holding its

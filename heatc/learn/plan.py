@@ -28,6 +28,7 @@ from heatc.learn.evidence import (
 )
 from heatc.learn.lexemes import Category, Lexicon, lex_sentence
 from heatc.learn.magnitudes import discover_magnitudes, with_magnitudes
+from heatc.learn.model_names import model_names
 from heatc.learn.shadows import SHADOW_GROUP, shadow_phrases
 
 
@@ -50,6 +51,9 @@ class Plan:
     shadows: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     # keyword families of one magnitude (`magnitudes`): name -> the members' literals
     magnitudes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    # model and part names the corpus writes ("PCF-160L"): declared, so that their digits
+    # are no value (`model_names`)
+    model_names: list[str] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -69,7 +73,8 @@ def plan_lexicon(p: Plan) -> Lexicon:
     start = (
         Lexicon([Category(n, k, g, tuple(lits), bool(x)) for n, k, g, lits, x in p.lexicon]) if p.lexicon else Lexicon()
     )
-    lexicon = start.without_literals(p.excluded).with_keywords(k for k, _ in p.keywords)
+    lexicon = start.without_literals(p.excluded).with_model_names(p.model_names)
+    lexicon = lexicon.with_keywords(k for k, _ in p.keywords)
     lexicon = with_magnitudes(lexicon, p.magnitudes)
     return lexicon.with_keywords((k for k, _ in p.shadows), group=SHADOW_GROUP)
 
@@ -140,6 +145,10 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
     base = (start or Lexicon()).without_literals(excluded)
     # a literal belongs to one class: what the rule files declare is theirs, not a keyword's
     theirs = {x.lower() for x in excluded}
+    texts = [" ".join(ss) for ss in per_doc]  # the counted sentences (as `aggregate.counted_text` joins them)
+    # before keyword discovery, which would take a name's capitals for a quantity's name
+    models = model_names(texts, [lit for c in base.categories for lit in c.literals] + excluded)
+    base = base.with_model_names(models)
     keywords = discover_keywords(
         base,
         (s for _, s in sample),
@@ -148,7 +157,6 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
     )
     keywords = [(k, n) for k, n in keywords if k.lower() not in theirs]
     lexicon = base.with_keywords(k for k, _ in keywords)
-    texts = [" ".join(ss) for ss in per_doc]  # the counted sentences (as `aggregate.counted_text` joins them)
     magnitudes, promoted = discover_magnitudes(lexicon, [s for _, s in sample], texts, config.min_support, theirs, base)
     pooled = {lit.lower() for lits in magnitudes.values() for lit in lits}
     keywords = [(k, n) for k, n in keywords if k.lower() not in pooled] + promoted
@@ -214,4 +222,5 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
         [[c.name, c.kind, c.group, list(c.literals), c.exact] for c in start.categories] if start else [],
         shadows,
         magnitudes,
+        models,
     )
