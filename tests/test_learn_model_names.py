@@ -53,3 +53,18 @@ def test_the_plan_declares_the_model_names_and_the_heatmap_keeps_them():
     lexicon = plan_lexicon(Plan.from_json(p.to_json()))
     assert lexicon.by_name()[MODEL_NAME_CLASS].literals == ("CF 20L", "PCF-160L", "SN60WF")
     assert MODEL_NAME_CLASS in declared_categories(lexicon, [])
+
+
+def test_fine_tuning_keeps_the_base_heatmaps_names_and_adds_the_domains():
+    from heatc.heatmap.format import load_heatmap
+    from heatc.learn.merge import base_lexicon
+
+    repo = Path(__file__).resolve().parent.parent
+    start = base_lexicon(load_heatmap(repo / "heatmaps" / "medical.yaml"))
+    held = start.by_name()[MODEL_NAME_CLASS].literals
+    assert "PCF-160L" in held and "CF 20L" in held
+    known = [lit for c in start.categories for lit in c.literals]
+    found = model_names(["The PCF-160L again, and a Vitek QV-200S pump at 2 L per hour."], known)
+    assert found == ["QV-200S"]
+    merged = start.with_model_names(found).by_name()[MODEL_NAME_CLASS].literals
+    assert merged == (*held, "QV-200S")
