@@ -37,12 +37,12 @@ def _yaml_float(x: float) -> str:
 
 
 def declared_categories(lexicon: Lexicon, keys: Iterable[CellKey]) -> set[str]:
-    """The categories a heatmap of these cells declares: those the cells name, sentence ends
-    and abbreviations, model names (`model_names`), every shadow phrase (it keeps its values from its keyword's rule), every
-    unit one of whose literals begins with a named unit's ("mm/hr" after "mm", "mcg/dL" after
-    "mcg": undeclared, "ESR 113mm/hr" lexes as 113 mm and a length's range reads it), and
-    every number word once one is named (so that none reads the tail of another:
-    "twenty-five (25)")."""
+    """The categories a heatmap of these cells declares: those the cells name, sentence ends,
+    abbreviations and model names (`model_names`: their digits are no value), every shadow
+    phrase (it keeps its values from its keyword's rule), every unit one of whose literals
+    begins with a named unit's ("mm/hr" after "mm", "mcg/dL" after "mcg": undeclared, "ESR
+    113mm/hr" lexes as 113 mm and a length's range reads it), and every number word once one
+    is named (so that none reads the tail of another: "twenty-five (25)")."""
     used = {x for k in keys for x in (k.keyword, k.unit) if x} | {"sentence_end", "abbreviation", MODEL_NAME_CLASS}
     used |= {cat.name for cat in lexicon.categories if cat.group == SHADOW_GROUP}
     named = [

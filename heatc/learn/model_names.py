@@ -24,10 +24,10 @@ _MODEL_NAME = re.compile(r"\b([A-Z]{1,5})(-[A-Z]{0,3}| )?[0-9]{2,4}[A-Z]{1,3}\b"
 
 def model_names(texts: Iterable[str], known: Iterable[str] = ()) -> list[str]:
     """The model names `texts` write, sorted. Not one whose capitals before the number are a
-    literal in `known` (lower-cased; the lexicon learning starts from: "HR" in "HR 80BPM" is
-    hours, "USD" in "USD 500M" a currency) or are one letter before a space ("P 68BPM": a
-    pulse), and not one that is itself in `known`. Found before keyword discovery, which
-    would take a name's capitals ("PCF") for a quantity's name."""
+    literal in `known` (in any case; the literals of the lexicon learning starts from: "HR"
+    in "HR 80BPM" is hours, "USD" in "USD 500M" a currency) or are one letter before a space
+    ("P 68BPM": a pulse), and not one that is itself in `known`. Found before keyword
+    discovery, which would take a name's capitals ("PCF") for a quantity's name."""
     known = {k.lower() for k in known}
     found = set()
     for text in texts:
