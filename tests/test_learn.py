@@ -303,6 +303,22 @@ def test_every_date_is_a_value_of_the_date_cell_and_year_digits_before_a_unit_ar
     assert [values[k].values for k in glucose] == [[2001.0], [], [2001.0, 2019.0, 2003.0, 0.0]]
 
 
+def test_every_percentage_is_a_value_of_the_percentage_cell():
+    """ "a tax rate of 21%", "45% of revenue", "Hct 36%": whatever stands before a percentage,
+    the cell of every percentage (`LONE_PERCENT`, `v:percent`) reads it — what it bounds is a
+    share written past the whole; a keyword's cell reads its own as well."""
+    from heatc.learn.evidence import LONE_PERCENT
+
+    lexicon = _lexicon_with("hct")
+    s = lex_sentence(lexicon.program(), "A tax rate of 21%, 45% of revenue and Hct 36% on 2 L.")
+    names = [sorted(k.name for k in o.keys) for o in occurrences(s, lexicon.groups())]
+    assert names[:3] == [["any_percent"], ["any_percent", "percent_share_of"], ["any_percent", "hct_percent"]]
+    assert not any("any_percent" in n for n in names[3:])  # (a number is no percentage)
+    assert LONE_PERCENT.name == "any_percent" and LONE_PERCENT.pattern() == "v:percent"
+    values = collect_values(lexicon, [LONE_PERCENT], [s.text])
+    assert values[LONE_PERCENT].values == [21.0, 45.0, 36.0]
+
+
 def test_a_number_word_is_a_keyword_of_its_own_group_that_terms_look_past():
     """ "thirty (30) days": with number words as `numeral` keywords (aggregation adds them),
     30 pairs with "thirty" for a range cell, and the term still belongs to "payment"; the

@@ -366,17 +366,20 @@ def test_a_small_corpus_may_fit_fold_ranges_to_fewer_values():
 
 
 def test_a_share_is_bounded_by_the_whole():
-    """A percentage cell none of whose clean values exceeds 100 % may take 100 % as its upper
-    bound, whatever the tail of its values; one whose values do exceed it ("increased 150%")
-    may not, and numbers never get the bound."""
-    from heatc.learn.ranges import PERCENT_WHOLE
+    """A percentage cell may take 100 % as its upper bound, whatever the tail of its values:
+    free where none of its clean values exceeds it; where one does ("increased 150%") the
+    bound costs it, in the corpus and as much again in unseen documents. Numbers never get
+    the bound."""
+    from heatc.learn.ranges import FLAT_TAIL, PERCENT_WHOLE
 
     shares = _spread([20 + (i * 7) % 41 for i in range(60)], documents=30)
     options = range_options(shares, CellKey("margin", "percent", ""))
     capped = [o for o in options if o.bounds[1] == PERCENT_WHOLE]
     assert capped and all(o.rejected == 0 and o.expected == 0 for o in capped if (o.bounds[0] or 0) <= 20)
     growth = _spread([20 + (i * 7) % 41 for i in range(59)] + [150], documents=30)
-    assert not [o for o in range_options(growth, CellKey("increased", "percent", "")) if o.bounds[1] == PERCENT_WHOLE]
+    grown = [o for o in range_options(growth, CellKey("increased", "percent", "")) if o.bounds[1] == PERCENT_WHOLE]
+    assert grown and all(o.rejected == 1 and o.expected == 1 for o in grown if (o.bounds[0] or 0) <= 20)
+    assert all(o.unseen >= 1 + FLAT_TAIL for o in grown)
     assert not [o for o in range_options(shares, CellKey("margin", "number", "")) if o.bounds[1] == PERCENT_WHOLE]
 
 

@@ -140,6 +140,11 @@ def test_a_shares_bound_at_the_whole_is_priced_as_a_prior_not_a_tail():
     whole = [o for o in options if o.bounds[0] is None and o.bounds[1] == PERCENT_WHOLE]
     assert whole and all(o.unseen == FLAT_TAIL for o in whole)
     assert margin.unseen((None, PERCENT_WHOLE), shares.values) > FLAT_TAIL
+    # a clean value past the whole in the corpus: one more in as much unseen text
+    grown = _spread([float(x) for x in np.linspace(20.0, 99.0, 119)] + [150.0])
+    options = range_options(grown, CellKey("increased", "percent", ""), 1.5, tails=margin)
+    whole = [o for o in options if o.bounds[0] is None and o.bounds[1] == PERCENT_WHOLE]
+    assert whole and all(o.unseen == FLAT_TAIL + 1 for o in whole)
 
 
 def test_a_quantity_that_hardly_varies_keeps_a_bound_below_its_values_slipped():

@@ -27,11 +27,11 @@ from heatc.learn.lexemes import SEED_CATEGORIES, STOPWORDS
 # at 0.25, or the worth of a cell weighed by its score — cost recall at the same false alarms
 # on every held-out half (docs/experiments.md); `--sensitivity` still sets a threshold.
 SENSITIVITY = 0.0
-WORK_VERSION = 7  # the format of a run's working files (<output>.learn/); another version is refused (--fresh)
+WORK_VERSION = 8  # the format of a run's working files (<output>.learn/); another version is refused (--fresh)
 # (4: a year written alone reads as a date, so plans of version 3 chose other cells; 5: cells of
 # values written bare, `item_end`, which plans of version 4 lack; 6: magnitude families and
 # keywords of their own outside the discovered ones, `magnitudes`; 7: model names, whose digits
-# plans of version 6 read as values, `model_names`)
+# plans of version 6 read as values, `model_names`; 8: the cell of every percentage, `LONE_PERCENT`)
 TOPUP_VERSION = 1  # how `topup_plan` chooses; another version redoes the top-up alone
 
 

@@ -97,6 +97,9 @@ class CellKey:
 # The cell of every date: what it bounds is a year past the documents' own ("fiscal 2119"),
 # wherever it is written — "in 2019", "between 2017 and 2019" have no keyword before them.
 LONE_DATE = CellKey("", "date", "")
+# The cell of every percentage: what it bounds is a share past the whole ("a tax rate of
+# 210%", "210% of revenue"), whatever word stands before it.
+LONE_PERCENT = CellKey("", "percent", "")
 
 WIDE_GAP = 8  # how far a term's keyword may stand from its value: "payment is due within thirty (30) days"
 
@@ -198,6 +201,8 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
             keys.append(CellKey(s.categories[term_keyword], value, s.categories[term_unit], "consistent"))
         if value == "date":
             keys.append(LONE_DATE)
+        elif value == "percent":
+            keys.append(LONE_PERCENT)
         share = i + 1 if value == "percent" and _unit(s, groups, i + 1, SHARE_GROUP) else None
         if share is not None:
             keys.append(CellKey("", value, s.categories[share]))

@@ -41,8 +41,8 @@ from heatc.learn.corpus import SPLIT_VERSION, Document, read_corpus
 
 # the format of a run's working files (<output>.finetune/); another version is refused (--fresh).
 # 3: the plan holds the magnitude families of rare labs (`Plan.magnitudes`); 4: and the model
-# names (`Plan.model_names`)
-WORK_VERSION = 4
+# names (`Plan.model_names`); 5: the cell of every percentage among the candidates
+WORK_VERSION = 5
 
 
 @dataclass

@@ -353,8 +353,8 @@ def range_options(
     in-corpus count flatters; the estimate is what the heatmap records as the rule's
     false-alarm rate. A keyword cell without a unit is fitted to its values written without
     one (`fitted_values`) and costed on all of them. No options where a fold's range would be
-    fitted to fewer than `min_fold_values` values. A percentage cell none of whose values
-    exceeds 100 % also gets each option with its upper bound at 100 % (`PERCENT_WHOLE`).
+    fitted to fewer than `min_fold_values` values. A percentage cell also gets each option
+    with its upper bound at 100 % (`PERCENT_WHOLE`), its clean values past it counted.
     `tails` prices each option's unseen tail (`TailMargin.unseen`; without it `FLAT_TAIL` per bound)."""
     fit = cv.bare() if key is None else fitted_values(key, cv)
     x = np.asarray(fit.values, dtype=np.float64)
@@ -382,10 +382,11 @@ def range_options(
         # a date that names no year reads 0 ("the years ended December 31"), which any lower
         # bound rejects; what a date cell is for is a year too late ("2119")
         shapes = [shape for shape in shapes if shape[2] == "high"]
-    # a percentage no clean value of which exceeds the whole is a share: 100 % bounds it, as
-    # a prior rather than a fit ("a margin of 38.2%" written 382 % is impossible, whatever
-    # the tail of the margins seen)
-    whole = key is not None and key.value == "percent" and len(every) and float(every.max()) <= PERCENT_WHOLE
+    # a percentage is mostly a share: 100 % bounds it, as a prior rather than a fit ("a margin
+    # of 38.2%" written 382 % is impossible, whatever the tail of the margins seen); the clean
+    # values past the whole ("increased 180%") are what the prior costs, counted as they fall
+    whole = key is not None and key.value == "percent"
+    over = int((every > PERCENT_WHOLE).sum())
     out, seen = [], set()
     for low, high, sides in shapes:
         for margin in margins:
@@ -413,7 +414,7 @@ def range_options(
                         slip_power(bounds, x, slips(key)),
                         count_outside(bounds, x),
                         # (a variant other than the fitted bounds is capped at the whole)
-                        _unseen(bounds, x, expected, priced, spread, whole=bounds != fitted_bounds),
+                        _unseen(bounds, x, expected, priced, spread, whole=bounds != fitted_bounds, over=over),
                     )
                 )
     return out
@@ -426,19 +427,21 @@ def _unseen(
     tails: TailMargin | None,
     spread: float | None = None,
     whole: bool = False,
+    over: int = 0,
 ) -> float:
     """A range's false alarms in unseen documents: the pooled tail at its bounds
     (`TailMargin.unseen`); where too few cells measured one, its own cross-validated count
     and `FLAT_TAIL` per bound besides (the least of many noisy estimates is an optimistic one).
     An upper bound at the `whole` (100 %) is a prior, not a fit: no tail moves a share past
-    it, and it costs `FLAT_TAIL` wherever its values lie. Years are priced flat too (the
+    it, and it costs `FLAT_TAIL` wherever its values lie, and the `over` clean values past
+    it besides (as many again in unseen documents as in the corpus). Years are priced flat too (the
     caller gives no `tails`): their bounds sit decades, not spreads, past the years seen
     (`YEAR_MARGINS`), and a year's tail moves with when a document was written, not by a
     factor. `spread`: the fitted values' `log_spread`."""
     pooled = None if tails is None else tails.unseen((bounds[0], None) if whole else bounds, fitted, spread)
     if pooled is None:
         return expected + FLAT_TAIL * n_bounds(bounds)
-    return pooled + (FLAT_TAIL if whole else 0.0)
+    return pooled + (FLAT_TAIL + over if whole else 0.0)
 
 
 def restated_option(cv: CellValues, key: CellKey | None = None) -> RangeOption | None:
