@@ -129,7 +129,7 @@ def rare_words(lexicon: Lexicon, texts: Iterable[str], min_count: int = 2) -> li
     """The single words before numbers that no category of `lexicon` holds, seen at least
     `min_count` times (2 at least) in `texts`, most frequent first: what the keywords the plan
     keeps leave out, for keyword families (`aggregate.rare_word_cells`, `magnitudes`)."""
-    known = {lit.lower() for c in lexicon.categories for lit in c.literals}
+    known = lexicon.literal_set()
     return [
         w
         for w, _ in discover_keywords(lexicon, texts, min_support=max(2, min_count), max_keywords=10**9)

@@ -15,7 +15,7 @@ from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, H
 from heatc.heatmap.lower import margin_range
 from heatc.lang.lexicon import DATE_YEARS
 from heatc.lang.unparse import format_number
-from heatc.learn.evidence import BARRIER, ITEM_END, LONE_DATE, LONE_PERCENT, CellKey, LearnedCell
+from heatc.learn.evidence import BARRIER, ITEM_END, LONE_CELLS, CellKey, LearnedCell
 from heatc.learn.lexemes import Lexicon
 from heatc.learn.model_names import MODEL_NAME_CLASS
 from heatc.learn.shadows import SHADOW_GROUP
@@ -187,9 +187,8 @@ def _expects_for(
         readers |= {CellKey(k, c.key.value, u) for k, u in ((c.key.keyword, ""), ("", c.key.unit)) if k or u}
     elif c.key.keyword and c.key.check == "range":  # "pulse 80." is a bare value too
         readers |= {CellKey(c.key.keyword, c.key.value, ""), CellKey(c.key.keyword, c.key.value, ITEM_END)}
-    lone = {"date": LONE_DATE, "percent": LONE_PERCENT}.get(c.key.value)
-    if lone is not None:
-        readers.add(lone)  # (`v:date` reads every date, `v:percent` every percentage)
+    if c.key.value in LONE_CELLS:  # (`v:date` reads every date, `v:percent` every percentage)
+        readers.add(LONE_CELLS[c.key.value])
 
     def rejecting(v: float) -> list[str]:
         out = []

@@ -100,6 +100,8 @@ LONE_DATE = CellKey("", "date", "")
 # The cell of every percentage: what it bounds is a share past the whole ("a tax rate of
 # 210%", "210% of revenue"), whatever word stands before it.
 LONE_PERCENT = CellKey("", "percent", "")
+# the value kinds with a cell of their own, keyed by the value alone (`v:date`, `v:percent`)
+LONE_CELLS = {"date": LONE_DATE, "percent": LONE_PERCENT}
 
 WIDE_GAP = 8  # how far a term's keyword may stand from its value: "payment is due within thirty (30) days"
 
@@ -199,10 +201,8 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
                 keys.append(CellKey(s.categories[beyond], value, un))
         if term_keyword is not None:
             keys.append(CellKey(s.categories[term_keyword], value, s.categories[term_unit], "consistent"))
-        if value == "date":
-            keys.append(LONE_DATE)
-        elif value == "percent":
-            keys.append(LONE_PERCENT)
+        if value in LONE_CELLS:
+            keys.append(LONE_CELLS[value])
         share = i + 1 if value == "percent" and _unit(s, groups, i + 1, SHARE_GROUP) else None
         if share is not None:
             keys.append(CellKey("", value, s.categories[share]))

@@ -265,6 +265,10 @@ class Lexicon:
     def by_name(self) -> dict[str, Category]:
         return {c.name: c for c in self.categories}
 
+    def literal_set(self) -> set[str]:
+        """Every category's literals, lower-cased: what a new literal must not already be."""
+        return {lit.lower() for c in self.categories for lit in c.literals}
+
     def groups(self) -> dict[str, str]:
         """Category name → its group (keyword, unit, constraint, …)."""
         return {c.name: c.group for c in self.categories}
@@ -292,7 +296,7 @@ class Lexicon:
 
     def with_keywords(self, phrases: Iterable[str], group: str = "keyword", kind: str = "keyword") -> Lexicon:
         taken = {c.name for c in self.categories} | set(RESERVED_WORDS) | {MODEL_NAME_CLASS}
-        seen = {lit.lower() for c in self.categories for lit in c.literals}
+        seen = self.literal_set()
         added = []
         for phrase in phrases:
             if phrase.lower() in seen:
@@ -313,7 +317,7 @@ class Lexicon:
     def with_model_names(self, names: Iterable[str]) -> Lexicon:
         """The model names (`model_names`) that are no literal yet, added to the class
         `MODEL_NAME_CLASS` (made when there is none and a name to put in it)."""
-        seen = {lit.lower() for c in self.categories for lit in c.literals}
+        seen = self.literal_set()
         new = tuple(dict.fromkeys(n for n in names if n.lower() not in seen))
         if not new:
             return self

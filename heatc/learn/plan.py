@@ -147,7 +147,7 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
     theirs = {x.lower() for x in excluded}
     texts = [" ".join(ss) for ss in per_doc]  # the counted sentences (as `aggregate.counted_text` joins them)
     # before keyword discovery, which would take a name's capitals for a quantity's name
-    models = model_names(texts, [lit for c in base.categories for lit in c.literals] + excluded)
+    models = model_names(texts, base.literal_set() | set(excluded))
     base = base.with_model_names(models)
     keywords = discover_keywords(
         base,

@@ -386,7 +386,7 @@ def range_options(
     # of 38.2%" written 382 % is impossible, whatever the tail of the margins seen); the clean
     # values past the whole ("increased 180%") are what the prior costs, counted as they fall
     whole = key is not None and key.value == "percent"
-    over = int((every > PERCENT_WHOLE).sum())
+    over = int((every > PERCENT_WHOLE).sum()) if whole else 0
     out, seen = [], set()
     for low, high, sides in shapes:
         for margin in margins:
