@@ -19,6 +19,7 @@ import numpy as np
 
 from heatc.learn.bands import band_options
 from heatc.learn.evidence import ALARM_BUDGET, MAX_REJECTED, CellKey, CellValues, LearnedCell
+from heatc.learn.overlaps import enclosing_cells, joint_choices, marginal_choices
 from heatc.learn.ranges import (
     FLAT_TAIL,
     MIN_FOLD_VALUES,
@@ -31,14 +32,15 @@ from heatc.learn.ranges import (
     range_options,
     rejected_values,
     restated_option,
-    slips,
-    slips_noticed,
     tail_margin,
     value_stats,
 )
 
 # a consistency cell's restated values may differ from the first at most this often
 MAX_CONFLICTS = 0.02
+# times the budget is shared again with keyword cells worth what their enclosing cells leave
+# them (`allocate`), at most
+MARGINAL_ROUNDS = 4
 # standard deviations of its own count that a range cutting into its clean values is charged
 # besides the count (`range_charge`)
 CUT_NOISE = 1.0
@@ -233,7 +235,9 @@ def allocate(
     fewer bounds — a bound no error needs is left out — then the narrower range, which
     notices smaller changes too; what that leaves of the budget goes to each cell's choice
     just below λ, most worth per false alarm first). A value's cell and its cell of the value
-    written bare are chosen together (`_joint_choices`). Returns the cells that run, each with its measured
+    written bare are chosen together (`overlaps.joint_choices`), and a keyword cell beside the
+    cell of every value of its kind and unit is worth what that one does not notice
+    (`overlaps.marginal_choices`). Returns the cells that run, each with its measured
     false-alarm rate (`LearnedCell.false_alarms`), and the false alarms charged for them.
 
     `substitutes` gives, per cell, the values a substitution draws from where they are not
@@ -308,9 +312,40 @@ def allocate(
         choices.append(ch)
 
     # the solver's choices are per group of cells: a cell alone, or a value's cell and its cell of
-    # the value written bare, chosen together (`_joint_choices`); (worth, cost, -, -, bounds held,
-    # width, ((cell, its choice), …))
-    groups = _joint_choices(cells, choices, values, bands)
+    # the value written bare, chosen together (`overlaps.joint_choices`). A keyword cell whose
+    # values a cell of every value of its kind and unit reads too is worth what that cell's choice
+    # leaves it (`overlaps.marginal_choices`): solved again until those choices stay put.
+    standalone, enclosing = choices, enclosing_cells(cells)
+    tried: set[tuple] = set()
+    while True:
+        groups = joint_choices(cells, choices, values, bands)
+        picked = _solve(groups, budget, min_worth)
+        per_cell = {i: k for ch, g in zip(groups, picked, strict=True) for i, k in ch[g][6]}
+        outer = tuple(sorted((j, per_cell[j]) for j in set(enclosing.values())))
+        if not enclosing or outer in tried or len(tried) >= MARGINAL_ROUNDS:
+            break
+        tried.add(outer)
+        choices = [
+            marginal_choices(c, values[c.key], standalone[i], values[cells[enclosing[i]].key],
+                             standalone[enclosing[i]][per_cell[enclosing[i]]])
+            if i in enclosing and per_cell[enclosing[i]] else standalone[i]
+            for i, c in enumerate(cells)
+        ]  # fmt: skip
+    out, spent = [], 0.0
+    for i, k in sorted((i, k) for ch, g in zip(groups, picked, strict=True) for i, k in ch[g][6] if k):
+        _, charged, bounds, rejected, _, _, rate, (factor, band_rejected) = choices[i][k]
+        spent += charged
+        out.append(
+            dataclasses.replace(
+                cells[i], range=bounds, rejected=rejected, false_alarms=round(rate, 5), band=factor,
+                band_rejected=band_rejected, charged=round(charged, 4),
+            )
+        )  # fmt: skip
+    return out, spent
+
+
+def _solve(groups: list[list[tuple]], budget: float, min_worth: float) -> list[int]:
+    """Each group's choice (index) for the largest worth within the budget (`allocate`)."""
 
     def best(ch: list[tuple], lam: float, first: int = 0) -> int:
         # ties: the cheaper choice, then fewer bounds, then the narrower range
@@ -355,70 +390,4 @@ def allocate(
             if extra <= left:
                 left -= extra
                 picked[i] = below[i]
-    out, spent = [], 0.0
-    for i, k in sorted((i, k) for ch, g in zip(groups, picked, strict=True) for i, k in ch[g][6] if k):
-        _, charged, bounds, rejected, _, _, rate, (factor, band_rejected) = choices[i][k]
-        spent += charged
-        out.append(
-            dataclasses.replace(
-                cells[i], range=bounds, rejected=rejected, false_alarms=round(rate, 5), band=factor,
-                band_rejected=band_rejected, charged=round(charged, 4),
-            )
-        )  # fmt: skip
-    return out, spent
-
-
-def _frontier(ch: list[tuple]) -> list[int]:
-    """The choices (indices) that some λ could pick: by cost, each worth more than every
-    cheaper one (of those alike in both, the one `allocate` prefers); "left out" first."""
-    order = sorted(range(1, len(ch)), key=lambda k: (ch[k][1], -ch[k][0], ch[k][4], ch[k][5]))
-    out, top = [0], ch[0][0]
-    for k in order:
-        if ch[k][0] > top:
-            out.append(k)
-            top = ch[k][0]
-    return out
-
-
-def _joint_choices(
-    cells: list[LearnedCell], choices: list[list[tuple]], values: dict[CellKey, CellValues], bands
-) -> list[list[tuple]]:
-    """The solver's choices per group of cells. A value's cell ("sodium … number") and its cell
-    of the value written bare ("sodium … number ,") are one group: the bare cell's values are
-    the value cell's too, so a slip of one of them that both ranges notice is worth once, not
-    twice. Where nearly every value is written bare (chloride's lab values), the bare cell only
-    pays for a second rule that notices what the first does; where the value cell also reads
-    doses ("sodium bicarbonate 650 mg"), the bare cell's narrower range is worth what the
-    value cell's cannot notice. Each pair of choices (either left out) is offered, from each
-    cell's `_frontier`, worth the sum less the slips of the bare values both notice. Every
-    other cell is a group of its own."""
-    index = {c.key: i for i, c in enumerate(cells)}
-
-    def plain_range(c: LearnedCell) -> bool:
-        return c.key.check == "range" and not c.guards and not (bands or {}).get(c.key)
-
-    partner: dict[int, int] = {}
-    for j, c in enumerate(cells):
-        i = index.get(dataclasses.replace(c.key, unit=""))
-        if c.key.ends_value and i is not None and plain_range(c) and plain_range(cells[i]):
-            partner[i] = j
-    out, paired = [], set(partner.values())
-    for i, ch in enumerate(choices):
-        if i in paired:
-            continue
-        if i not in partner:
-            out.append([(x[0], x[1], None, None, x[4], x[5], ((i, k),)) for k, x in enumerate(ch)])
-            continue
-        j = partner[i]
-        bare = np.asarray(fitted_values(cells[j].key, values[cells[j].key]).values, dtype=np.float64)
-        mine = {a: slips_noticed(ch[a][2], bare, slips(cells[i].key)) for a in _frontier(ch)[1:]}
-        theirs = {b: slips_noticed(choices[j][b][2], bare, slips(cells[j].key)) for b in _frontier(choices[j])[1:]}
-        group = []
-        for a in [0, *mine]:
-            for b in [0, *theirs]:
-                x, y = ch[a], choices[j][b]
-                # the bare values' slips both ranges notice
-                both = len(bare) * float((mine[a] & theirs[b]).mean()) / 2 if a and b and len(bare) else 0.0
-                group.append((x[0] + y[0] - both, x[1] + y[1], None, None, x[4] + y[4], x[5] + y[5], ((i, a), (j, b))))
-        out.append(group)
-    return out
+    return picked
