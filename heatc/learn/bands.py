@@ -21,7 +21,7 @@ in order, as the rule reads them (docs/semantics.md §4): a value ≤ 0 is skipp
 of the band is a false alarm and is not kept.
 
 Public surface: `BAND_FACTORS`, `BAND_MAX_ALARMS`, `BAND_MIN_DOCUMENTS`, `SLIP`, `band_alarms`,
-`slips_noticed`, `band_options`.
+`slips_noticed`, `band_notices`, `band_options`.
 """
 
 from __future__ import annotations
@@ -67,16 +67,20 @@ def slips_noticed(documents: Iterable[list[float]], factor: int, slip: float = S
     times smaller, a band of `factor` notices against the document's other values: the
     worth of a band, in the allocator's unit (values at which it notices an error)."""
     noticed = 0
-    f = float(factor)
     for values in documents:
         vs = [v for v in values if v > 0]
         for i, v in enumerate(vs):
             others = vs[:i] + vs[i + 1 :]
-            if not others:
-                continue
-            low, high = min(others), max(others)
-            noticed += (v * slip > low * f) + (v / slip * f < high)
+            if others:
+                noticed += sum(band_notices(v, others, factor, slip))
     return noticed
+
+
+def band_notices(value: float, others: list[float], factor: int, slip: float = SLIP) -> tuple[bool, bool]:
+    """Whether a band of `factor` notices `value` written `slip` times larger, and `slip` times
+    smaller, against the document's other (positive) values."""
+    f = float(factor)
+    return value * slip > min(others) * f, value / slip * f < max(others)
 
 
 def band_options(key: CellKey, cv: CellValues) -> list[tuple[int, int, int]]:

@@ -23,6 +23,7 @@ import dataclasses
 import numpy as np
 
 from heatc.learn.bands import SLIP as BAND_SLIP
+from heatc.learn.bands import band_notices
 from heatc.learn.evidence import CellValues, LearnedCell
 from heatc.learn.ranges import fitted_values, slips, slips_noticed
 
@@ -111,14 +112,18 @@ def marginal_choices(
     if not len(x):
         return choices
     theirs = _noticed(x, fit, factors, chosen[2], chosen[7][0], outer_cv)
+    # what the cell's own band of each factor notices that the enclosing cell does too (many
+    # choices share a factor: each range, once more with each band)
+    banded = {
+        factor: float((_band_noticed(x, fit, factors, factor, cv) & theirs).sum()) / 2
+        for factor in {c[7][0] for c in choices if c[7][0]}
+    }
     out = []
     for c in choices:
         if c[2] is None:  # left out
             out.append(c)
             continue
-        mine = slips_noticed(c[2], x, factors)
-        banded = _band_noticed(x, fit, factors, c[7][0], cv) & theirs if c[7][0] else np.zeros_like(theirs)
-        both = float((mine & theirs).mean()) * len(x) / 2 + float(banded.sum()) / 2
+        both = float((slips_noticed(c[2], x, factors) & theirs).mean()) * len(x) / 2 + banded.get(c[7][0], 0.0)
         out.append((max(c[0] - both, 0.0), *c[1:]))
     return out
 
@@ -139,17 +144,15 @@ def _band_noticed(x: np.ndarray, fit: CellValues, factors, band: int, band_cv: C
     if BAND_SLIP not in factors:
         return out
     col = 2 * factors.index(BAND_SLIP)
-    f = float(band)
     row = 0
     for d, vs in fit.per_document.items():
         others_all = [v for v in band_cv.per_document.get(d, ()) if v > 0]
         for v in vs:
             if v > 0:
                 others = list(others_all)
-                if v in others:
+                if v in others:  # (the value itself, whichever of its copies)
                     others.remove(v)
                 if others:
-                    out[row, col] = v * BAND_SLIP > min(others) * f
-                    out[row, col + 1] = v / BAND_SLIP * f < max(others)
+                    out[row, col : col + 2] = band_notices(v, others, band, BAND_SLIP)
             row += 1
     return out
