@@ -54,6 +54,21 @@ def test_the_pair_head_learns_token_and_distance_dependent_couplings(trained):
     assert ps.pair_fidelity(untrained, test)["pair_spearman"] < 0.5
 
 
+def test_onnx_export_is_the_same_bytes_wherever_heatc_is_installed(trained, tmp_path):
+    """The exporter records each node's Python stack trace, with the absolute paths of
+    heatc's sources; the file keeps none of it, so the same student exports to the same bytes."""
+    import heatc
+
+    model, _ = trained
+    first, second = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    pair_onnx.export_pair_onnx(model, first)
+    pair_onnx.export_pair_onnx(model, second)
+    data = first.read_bytes()
+    assert data == second.read_bytes()
+    assert str(Path(heatc.__file__).resolve().parent).encode() not in data
+    assert b"stack_trace" not in data
+
+
 def test_onnx_export_agrees_with_torch_and_rebuilds_the_model(trained, tmp_path):
     import onnxruntime
 

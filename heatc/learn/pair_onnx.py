@@ -10,7 +10,7 @@ file alone — what `heatc finetune` starts from. A token-only student written b
 heatc (optimised export, no metadata) is read too: its encoder and token head, the pair head
 starting untrained.
 
-Public surface: `export_pair_onnx`, `load_pair_student`, `METADATA_KEY`.
+Public surface: `export_pair_onnx`, `load_pair_student`, `without_trace`, `METADATA_KEY`.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def export_pair_onnx(model: PairStudent, path: Path, *, check_examples: list[Pai
                             "value_positions": {0: batch, 1: probes}},
         )  # fmt: skip
     program.save(str(tmp))
-    proto = onnx.load(str(tmp))
+    proto = without_trace(onnx.load(str(tmp)))
     entry = proto.metadata_props.add()
     entry.key, entry.value = METADATA_KEY, json.dumps({"format": FORMAT, "config": asdict(model.config)})
     onnx.save(proto, str(tmp))
@@ -75,6 +75,23 @@ def export_pair_onnx(model: PairStudent, path: Path, *, check_examples: list[Pai
         )
         worst = max(worst, *(float(np.abs(g - r).max()) for g, r in zip(got, ref, strict=True)))
     return worst
+
+
+def without_trace(proto):
+    """The exported model without the exporter's record of how each node came to be (per node
+    and value: the FX node, module scopes and the Python stack trace, with absolute source
+    paths): it tells onnxruntime nothing, and with it the file's bytes depend on where heatc
+    was installed — the same student learned in two checkouts would differ."""
+    nodes = list(proto.graph.node)
+    while nodes:
+        node = nodes.pop()
+        del node.metadata_props[:]
+        for attribute in node.attribute:
+            for graph in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                nodes.extend(graph.node)
+    for value in [*proto.graph.input, *proto.graph.output, *proto.graph.value_info]:
+        del value.metadata_props[:]
+    return proto
 
 
 def load_pair_student(path: Path) -> tuple[PairStudent, str]:
