@@ -55,7 +55,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learn_common import DATA, REPO, machine, split_documents
-from usefulness_rows import HEADER, missed_after_lines, missed_lines, pooled, row
+from usefulness_rows import HEADER, missed_after_lines, missed_lines, per_rule_lines, pooled, row
 from usefulness_text import around, changed_word, number_start, word_before
 
 WORK = REPO / "bench" / ".work"
@@ -317,6 +317,7 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
     missed: dict[str, list[str]] = defaultdict(list)
     missed_after: dict[str, Counter] = defaultdict(Counter)  # per kind, the words the missed values follow
     alarms: list[str] = []  # the clean sentences flagged: "rule: sentence"
+    by_rule: dict[str, Counter] = defaultdict(Counter)  # per rule: its flagged sentences, its catches per kind
     for doc in docs:
         stream, spans = document_stream(doc)
         if not spans:
@@ -330,12 +331,17 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
         matched = [False] * len(spans)
         alarm = [False] * len(spans)
         base = rejected(clean)
+        rule_alarms = set()
         for e in clean:
             i = _sentence(spans, e.start)
             matched[i] = True
+            if e.verdict.name == "REJECTED":
+                rule_alarms.add((e.name, i))
             if e.verdict.name == "REJECTED" and not alarm[i]:
                 alarms.append(f"{e.name}: {data[spans[i][0] : spans[i][1]].decode(errors='replace').strip()[:160]}")
             alarm[i] = alarm[i] or e.verdict.name == "REJECTED"
+        for name, _ in rule_alarms:
+            by_rule[name]["false alarms"] += 1
         total += len(spans)
         checked += sum(matched)
         flagged += sum(alarm)
@@ -346,11 +352,14 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
                 continue
             tried[kind] += 1
             after = rejected(scanner.matches(corrupted))
-            hit = any(after[r] > base[r] for r in after)
+            catchers = [r for r in after if after[r] > base[r]]
+            hit = bool(catchers)
             caught[kind] += hit
             if is_impossible:
                 impossible[kind] += 1
                 caught_impossible[kind] += hit
+                for r in catchers:  # a catch shared among the rules that made it
+                    by_rule[r][kind] += 1 / len(catchers)
                 if not hit:
                     missed[kind].append(around(stream, corrupted))
                     missed_after[kind][changed_word(stream, corrupted)] += 1
@@ -359,7 +368,7 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
         "rules": scanner.rules,
         "recall": {k: (caught[k], tried[k]) for k in sorted(tried)},
         "impossible": {k: (caught_impossible[k], impossible[k]) for k in sorted(impossible)},
-        "missed": dict(missed), "missed_after": dict(missed_after), "alarms": alarms,
+        "missed": dict(missed), "missed_after": dict(missed_after), "alarms": alarms, "by_rule": dict(by_rule),
     }  # fmt: skip
 
 
@@ -407,6 +416,10 @@ def main() -> None:
     ap.add_argument(
         "--false-alarms", type=int, default=0, help="print up to this many flagged clean held-out sentences"
     )
+    ap.add_argument(
+        "--per-rule", type=int, default=0,
+        help="print, per rule set learned, this many rules with the most false alarms, each with what it caught",
+    )  # fmt: skip
     ap.add_argument("--in-sample", action="store_true", help="also the 260 General Medicine notes, shipped heatmap")
     ap.add_argument("--no-learn", action="store_true", help="only the in-sample check")
     ap.add_argument(
@@ -446,6 +459,7 @@ def main() -> None:
             beside = (f"  learned {budget:g} beside it", pooled(beside_rows))
             lines += missed_lines(r, args.misses)
             lines += missed_after_lines(r, args.missed_after)
+            lines += per_rule_lines(r, args.per_rule)
             lines += [f"      false alarm {t}" for t in r["alarms"][: args.false_alarms]]
             shipped_as = ", `heatc learn --bands`" if bands else ""
             table.append((f"{domain}, held out ({CORPUS_NAMES[domain]}){shipped_as}{splits}", r))

@@ -25,6 +25,25 @@ def pooled(results: list[dict]) -> dict:
         k: sum((r["missed_after"].get(k, Counter()) for r in results), Counter()) for k in out["impossible"]
     }
     out["alarms"] = [t for r in results for t in r["alarms"]]
+    # (each split learns its own rules: a rule's counts are summed where splits share its name)
+    out["by_rule"] = {}
+    for r in results:
+        for name, counts in r["by_rule"].items():
+            out["by_rule"][name] = out["by_rule"].get(name, Counter()) + counts
+    return out
+
+
+def per_rule_lines(r: dict, limit: int) -> list[str]:
+    """The `limit` rules that flagged the most clean sentences, each with those it flagged and
+    the impossible corruptions it caught per kind (a catch shared by several rules is split
+    among them): which rules spend the false alarms on what the benchmark counts."""
+    if limit <= 0:
+        return []
+    ranked = sorted(r["by_rule"].items(), key=lambda x: (-x[1]["false alarms"], -sum(x[1].values()), x[0]))
+    out = []
+    for name, counts in ranked[:limit]:
+        caught = ", ".join(f"{k} {v:.1f}" for k, v in sorted(counts.items()) if k != "false alarms")
+        out.append(f"      rule {name}: {counts['false alarms']} false alarms, caught {caught or 'nothing'}")
     return out
 
 

@@ -39,7 +39,7 @@ def _result(after: dict[str, Counter]) -> dict:
     return {
         "sentences": 1, "checked": 1, "flagged": 0, "valued": 1, "valued_flagged": 0, "rules": 1,
         "recall": impossible, "impossible": impossible, "missed": {k: [] for k in after},
-        "missed_after": after, "alarms": [],
+        "missed_after": after, "alarms": [], "by_rule": {},
     }  # fmt: skip
 
 
@@ -52,3 +52,31 @@ def test_the_words_of_several_splits_are_counted_together_most_missed_first():
         "      missed value /10 after: pulse 2",
     ]
     assert usefulness_rows.missed_after_lines(one, 0) == []
+
+
+def test_the_rules_are_listed_by_their_false_alarms_with_what_they_caught():
+    one, two = _result({}), _result({})
+    one["by_rule"] = {"minutes_amount": Counter({"false alarms": 3}), "pulse_value": Counter({"value x10": 2.5})}
+    two["by_rule"] = {"minutes_amount": Counter({"false alarms": 1}), "days_amount": Counter({"false alarms": 2})}
+    assert usefulness_rows.per_rule_lines(usefulness_rows.pooled([one, two]), 2) == [
+        "      rule minutes_amount: 4 false alarms, caught nothing",
+        "      rule days_amount: 2 false alarms, caught nothing",
+    ]
+    assert usefulness_rows.per_rule_lines(one, 3)[-1] == "      rule pulse_value: 0 false alarms, caught value x10 2.5"
+
+
+def test_each_catch_and_flagged_sentence_is_put_under_the_rules_that_made_it():
+    """Scanned with the hand-written rules: the catches of every kind, shared among the rules
+    that made them, add up to the rule set's; every flagged sentence is some rule's."""
+    import learn_usefulness
+    from heatc.learn.corpus import Document
+
+    text = (
+        "Labs: potassium 4.1, sodium 138, glucose 95. The pulse was 72 and temperature 98.6. "
+        "Potassium of 3.9 on repeat. Glucose 4500 on the meter, rechecked."
+    )
+    scanner = learn_usefulness.Scanner(REPO / "examples" / "medical.heat")
+    r = learn_usefulness.evaluate("medical", scanner, [Document("a", text)], 100)
+    assert r["flagged"] >= 1 and sum(c["false alarms"] for c in r["by_rule"].values()) >= r["flagged"]
+    for kind, (caught, _) in r["impossible"].items():
+        assert caught > 0 and round(sum(c[kind] for c in r["by_rule"].values()), 6) == caught
