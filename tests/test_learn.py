@@ -864,6 +864,19 @@ def test_a_number_word_restated_in_digits_holds_exactly_its_number():
     assert ranges[1] == (30.0, 30.0)
 
 
+def test_a_number_word_needs_few_values_for_its_cell_and_a_keyword_its_support():
+    """Its range is the number it restates, no tail to learn: eight "fourteen (14)" make a
+    cell that rejects "fourteen (140)", where eight values of any other keyword make none."""
+    numeral, keyword = CellKey("fourteen", "number", ""), CellKey("notice", "number", "")
+    values = {numeral: _spread_values([14.0] * 8, documents=8), keyword: _spread_values([14.0] * 8, documents=8)}
+    scored = _scored({numeral: 3.5, keyword: 3.5})
+    pool = np.asarray([15.0] * 50 + [30.0] * 50 + [140.0] * 50)
+    common = {"min_support": 20, "min_probes": 3, "sentences": 1000, "sensitivity": 0.75}
+    cells = cell_table(values, *scored, **common, substitutes={numeral: pool})
+    assert [(c.key, c.range) for c in cells] == [(numeral, (14.0, 14.0))]
+    assert cell_table(values, *scored, **common, substitutes={}) == []
+
+
 def test_unit_swaps_weigh_each_keyword_by_the_units_it_takes():
     """A swap is plausible when two keywords take both units; a keyword that takes many
     units says less about each pair, and a unit's swaps are shared by that evidence."""

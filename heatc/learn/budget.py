@@ -41,6 +41,10 @@ MAX_CONFLICTS = 0.02
 # times the budget is shared again with keyword cells worth what their enclosing cells leave
 # them (`allocate`), at most
 MARGINAL_ROUNDS = 4
+# values a number word restated in digits needs for a cell, where any other cell needs the
+# corpus's `min_support`: its range is the number it restates ("fourteen (14)": [14, 14]), no
+# tail to learn, and a dozen "fourteen (14) days" in half of CUAD show which number that is
+NUMERAL_SUPPORT = 5
 # standard deviations of its own count that a range cutting into its clean values is charged
 # besides the count (`range_charge`)
 CUT_NOISE = 1.0
@@ -57,6 +61,12 @@ def range_charge(option: RangeOption) -> float:
     21.5 past three of 145 — raised many of them."""
     seen = max(option.rejected, option.expected)
     return float(max(seen, option.unseen) + CUT_NOISE * math.sqrt(seen))
+
+
+def _support(key: CellKey, min_support: int, substitutes: dict | None) -> int:
+    """The values `key` needs for a cell: `min_support`, at most `NUMERAL_SUPPORT` for a number
+    word restated in digits (a key of `substitutes`)."""
+    return min(min_support, NUMERAL_SUPPORT) if substitutes is not None and key in substitutes else min_support
 
 
 def cell_table(
@@ -85,7 +95,7 @@ def cell_table(
     guards = list(guards)
     guard_keys = {g.key for g in guards}  # their values are counted in `values`; they are not ranked
     for key, cv in values.items():
-        if len(cv.values) < min_support or key in guard_keys or key not in scores:
+        if len(cv.values) < _support(key, min_support, substitutes) or key in guard_keys or key not in scores:
             continue
         strength, n = strengths[key]
         if n < min_probes:
@@ -148,7 +158,7 @@ def select_cells(
         nonlocal alarms
         for c in cells:
             cv = values[c.key]
-            if len(cv.values) < min_support:
+            if len(cv.values) < _support(c.key, min_support, substitutes):
                 continue
             fit = fitted_values(c.key, cv)
             if not fit.values:
