@@ -69,6 +69,7 @@ def test_each_catch_and_flagged_sentence_is_put_under_the_rules_that_made_it():
     """Scanned with the hand-written rules: the catches of every kind, shared among the rules
     that made them, add up to the rule set's; every flagged sentence is some rule's."""
     import learn_usefulness
+
     from heatc.learn.corpus import Document
 
     text = (
