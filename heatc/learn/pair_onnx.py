@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -25,6 +26,9 @@ import torch
 from heatc.errors import Diagnostic, HeatError
 from heatc.learn.pair_student import PairConfig, PairExample, PairStudent, collate
 from heatc.learn.student import quiet_exporter
+
+if TYPE_CHECKING:
+    import onnx
 
 METADATA_KEY = "heatc.student"
 FORMAT = 1  # the metadata's format; a student of another format is read as a legacy one or refused
@@ -77,7 +81,7 @@ def export_pair_onnx(model: PairStudent, path: Path, *, check_examples: list[Pai
     return worst
 
 
-def without_trace(proto):
+def without_trace(proto: onnx.ModelProto) -> onnx.ModelProto:
     """The exported model without the exporter's record of how each node came to be (per node
     and value: the FX node, module scopes and the Python stack trace, with absolute source
     paths): it tells onnxruntime nothing, and with it the file's bytes depend on where heatc
