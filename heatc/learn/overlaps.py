@@ -13,7 +13,7 @@ must not pay twice for noticing one slip:
 A choice is the tuple `budget.allocate` builds: (worth, cost, bounds, rejections in the corpus,
 bounds held, width, false-alarm rate, (band factor, the band's rejections)).
 
-Public surface: `frontier`, `joint_choices`, `enclosing_cells`, `marginal_choices`.
+Public surface: `joint_choices`, `enclosing_cells`, `marginal_choices`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from heatc.learn.evidence import CellValues, LearnedCell
 from heatc.learn.ranges import fitted_values, slips, slips_noticed
 
 
-def frontier(ch: list[tuple]) -> list[int]:
+def _frontier(ch: list[tuple]) -> list[int]:
     """The choices (indices) that some λ could pick: by cost, each worth more than every
     cheaper one (of those alike in both, the one `allocate` prefers); "left out" first."""
     order = sorted(range(1, len(ch)), key=lambda k: (ch[k][1], -ch[k][0], ch[k][4], ch[k][5]))
@@ -48,7 +48,7 @@ def joint_choices(cells: list[LearnedCell], choices: list[list[tuple]], values: 
     pays for a second rule that notices what the first does; where the value cell also reads
     doses ("sodium bicarbonate 650 mg"), the bare cell's narrower range is worth what the
     value cell's cannot notice. Each pair of choices (either left out) is offered, from each
-    cell's `frontier`, worth the sum less the slips of the bare values both notice. Every
+    cell's `_frontier`, worth the sum less the slips of the bare values both notice. Every
     other cell is a group of its own. A group's choice: (worth, cost, -, -, bounds held,
     width, ((cell, its choice), …))."""
     index = {c.key: i for i, c in enumerate(cells)}
@@ -70,8 +70,8 @@ def joint_choices(cells: list[LearnedCell], choices: list[list[tuple]], values: 
             continue
         j = partner[i]
         bare = np.asarray(fitted_values(cells[j].key, values[cells[j].key]).values, dtype=np.float64)
-        mine = {a: slips_noticed(ch[a][2], bare, slips(cells[i].key)) for a in frontier(ch)[1:]}
-        theirs = {b: slips_noticed(choices[j][b][2], bare, slips(cells[j].key)) for b in frontier(choices[j])[1:]}
+        mine = {a: slips_noticed(ch[a][2], bare, slips(cells[i].key)) for a in _frontier(ch)[1:]}
+        theirs = {b: slips_noticed(choices[j][b][2], bare, slips(cells[j].key)) for b in _frontier(choices[j])[1:]}
         group = []
         for a in [0, *mine]:
             for b in [0, *theirs]:
