@@ -85,6 +85,12 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
     gap = _n(cell.gap) if cell.gap else None
     if value_first and not second:  # a value alone: [date]
         elements = [ast.Element(_atom(first), capture=_name("v"), pos=here)]
+    elif value_first and cell.unit:  # a number, its unit, then a keyword: [number, daily], unit mg
+        elements = [
+            ast.Element(_atom(first), capture=_name("v"), pos=here),
+            ast.Element(_atom(cell.unit), pos=here),
+            ast.Element(_atom(second), gap, pos=here),
+        ]
     elif value_first:  # a number and the unit after it: [number, mg_dl]
         elements = [ast.Element(_atom(first), capture=_name("v"), pos=here), ast.Element(_atom(second), pos=here)]
     elif cell.check == "lock" and second not in BUILTIN_CATEGORIES:  # a class-valued channel

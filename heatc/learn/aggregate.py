@@ -15,7 +15,7 @@ from heatc.learn.config import (
 )
 from heatc.learn.corpus import copy_groups, sentences
 from heatc.learn.couplings import Couplings
-from heatc.learn.discovery import rare_words
+from heatc.learn.discovery import follower_words, rare_words
 from heatc.learn.emit import declared_categories
 from heatc.learn.evidence import (
     CellKey,
@@ -40,9 +40,14 @@ from heatc.learn.guards import (
     unit_guards,
     unit_swaps,
 )
-from heatc.learn.lexemes import Lexicon, compound_numerals, lex_sentence, numeral_value
+from heatc.learn.lexemes import FOLLOWER_GROUP, Lexicon, compound_numerals, lex_sentence, numeral_value
 from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
 from heatc.learn.quantities import is_quantity, keyword_profiles, names_a_term
+
+# follower words (`discovery.follower_words`) a heatmap may read values before, at most
+MAX_FOLLOWERS = 60
+# times `min_support`: the values a guard read after the unit needs its cells to have
+AFTER_GUARD_SUPPORT = 2
 
 
 def rare_word_cells(
@@ -168,8 +173,21 @@ def aggregate(
             [c for c in wide.categories if c.name not in rare_names or c.name in joined], wide.chinese_numbers
         ).with_families(families)
         candidates = in_families(candidates + [k for k in extra if k.keyword in joined], families)
+    # The words a dose or a period is read before ("5 mg daily", "30 days written notice"):
+    # single words, or an abbreviation with dots ("p.o.") that lexes as one lexeme where it
+    # lexed as four; `_relexed` gives it the largest of their couplings
+    theirs = {x.lower() for x in plan_.excluded}
+    followers = [
+        w for w in follower_words(lexicon, sample, min_count=config.candidate_count, max_words=MAX_FOLLOWERS)
+        if w not in theirs
+    ]  # fmt: skip
+    lexicon = lexicon.with_keywords(followers, group=FOLLOWER_GROUP, kind="other")
     program = lexicon.program()
     groups = lexicon.groups()
+    after = [
+        k for k in candidate_cells((lex_sentence(program, s) for s in sample), groups, config.candidate_count, after=True)
+        if k.after
+    ]  # fmt: skip
     couplings = Couplings()
     labelled = plan_lexicon(plan_).program()  # the lexemes the teacher's couplings are indexed by
     # The top-up's probes (`topup`) are evidence for the cells the plan's probes left without
@@ -183,7 +201,7 @@ def aggregate(
             unscored = {k for k in candidates if couplings.strength(k)[1] < config.min_probes}
         lx = lex_sentence(program, rec["text"])
         old = lex_sentence(labelled, rec["text"]).lexemes
-        by_value = {o.value: o for o in occurrences(lx, groups)}
+        by_value = {o.value: o for o in occurrences(lx, groups, after=True)}
         for value, per_lexeme in rec["probes"]:
             if len(per_lexeme) != len(old):
                 continue
@@ -203,8 +221,10 @@ def aggregate(
     not_quantity = {k: why for k, (ok, why) in verdicts.items() if not ok}
     terms = {k for k in not_quantity if names_a_term(profiles[k])}
     candidates = quantity_cells(candidates, groups, set(not_quantity), _restating_numerals(lexicon, profiles), terms)
+    # a cell read after the unit is scored against the others, and is a quantity by its unit
+    scores = couplings.scores(candidates + after, config.min_probes, among=candidates)
+    candidates = candidates + after
     strengths = {k: couplings.strength(k) for k in candidates}
-    scores = couplings.scores(candidates, config.min_probes)
     guarded = unit_guards(candidates, [k for k, x in scores.items() if x >= config.sensitivity], groups)
     everything = collect_values(lexicon, candidates + sorted(guarded), texts, copies)
     values = {k: v for k, v in everything.items() if k not in guarded}
@@ -212,8 +232,11 @@ def aggregate(
     swaps = unit_swaps(candidates)
     hot = [k for k, x in scores.items() if x >= config.sensitivity] + sorted(guarded)
     candidates_checked = checked_sentences(everything, hot, documents)
+    # a cell read after the unit stands behind guards only: "2 mm in diameter", "500 mg daily"
+    # read values of whatever is measured or dosed, no quantity's range
+    ranged = {k: x for k, x in scores.items() if not k.after}
     cells = cell_table(
-        everything, scores, strengths, min_support=config.min_support, min_probes=config.min_probes,
+        everything, ranged, strengths, min_support=config.min_support, min_probes=config.min_probes,
         sentences=candidates_checked, alarm_budget=config.alarm_budget,
         sensitivity=config.sensitivity, substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
         swapped=swap_sources(values, swaps), min_fold_values=config.min_fold_values, bands=config.bands,
@@ -309,11 +332,21 @@ def _guard_cells(
     swapped unit — each cell's values times the share of its unit's swaps that go to the
     guard's unit (`unit_swaps`), halved, as a slip and a substitution share a range
     cell's worth."""
-    expected = guard_expected(int((np.asarray(values[g].values) > 0).sum()) for g in guarded)
+    # what an unseen pair turns up at, per kind of guard: a unit before a word after many doses
+    # ("1 g daily") turns up otherwise than a unit after a drug's name
+    expected = {
+        after: guard_expected(int((np.asarray(values[g].values) > 0).sum()) for g in guarded if g.after == after)
+        for after in (False, True)
+    }
     out = []
     for g, stands_for in sorted(guarded.items()):
-        stands_for = [(k, share) for k, share in stands_for if len(values[k].values) >= min_support]
-        if not stands_for:
+        # a word read after the doses of many drugs is read after an unseen unit sooner than a
+        # drug's name is: its absence needs `AFTER_GUARD_SUPPORT` times the values
+        need = min_support * (AFTER_GUARD_SUPPORT if g.after else 1)
+        stands_for = [(k, share) for k, share in stands_for if len(values[k].values) >= need]
+        if not stands_for or (g.after and values[g].values):
+            # a word read after many doses ("1 g p.o." beside "500 mg p.o."): once the corpus
+            # writes the unit before it, the unit is no slip there
             continue
         best = max(stands_for, key=lambda x: (scores[x[0]], x[0]))[0]
         strength, n = strengths[best]
@@ -321,7 +354,7 @@ def _guard_cells(
             LearnedCell(
                 g, round(scores[best], 4), round(strength, 4), n, sum(len(values[k].values) for k, _ in stands_for),
                 {}, guards=", ".join(sorted(k.unit for k, _ in stands_for)),
-                worth=sum(len(values[k].values) * share for k, share in stands_for) / 2, expected=expected,
+                worth=sum(len(values[k].values) * share for k, share in stands_for) / 2, expected=expected[g.after],
             )
         )  # fmt: skip
     return out

@@ -96,12 +96,19 @@ class Couplings:
         xs = [math.prod(c / self.baseline(d) for c, d in ps) ** (1 / len(ps)) for ps in self.evidence.get(key, [])]
         return (float(np.median(xs)) if xs else 0.0), len(xs)
 
-    def scores(self, keys: Iterable[CellKey], min_probes: int) -> dict[CellKey, float]:
+    def scores(
+        self, keys: Iterable[CellKey], min_probes: int, among: Iterable[CellKey] | None = None
+    ) -> dict[CellKey, float]:
         """The score of each cell with `min_probes` probed occurrences: the share of those
-        cells whose strength is at most its own (the strongest scores 1)."""
+        cells whose strength is at most its own (the strongest scores 1); with `among`, the
+        share of those cells (of `among`) — a new kind of cell is scored against the others
+        without moving their scores."""
         strengths = {k: s for k in keys for s, n in [self.strength(k)] if n >= min_probes}
-        ordered = np.sort(np.asarray(list(strengths.values())))
-        out = {k: float(np.searchsorted(ordered, s, side="right")) / len(ordered) for k, s in strengths.items()}
+        reference = (
+            strengths if among is None else {k: s for k in among for s, n in [self.strength(k)] if n >= min_probes}
+        )
+        ordered = np.sort(np.asarray(list(reference.values())))
+        out = {k: float(np.searchsorted(ordered, s, side="right")) / max(len(ordered), 1) for k, s in strengths.items()}
         dated = [x for k, x in out.items() if k.value == "date" and k.keyword and k.check == "range"]
         if LONE_DATE in out and dated:
             # the lexeme before a year ("in 2019") says little of how much the year matters;

@@ -2,15 +2,17 @@
 often stand just before a number (or before a term's value and unit), found by heatc's own
 lexer over a sample of the corpus.
 
-Public surface: `discover_keywords`, `keyword_contexts`, `rare_words`.
+Public surface: `discover_keywords`, `keyword_contexts`, `rare_words`, `follower_words`.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 
 from heatc import ir
+from heatc.learn.evidence import FOLLOW_GAP
 from heatc.learn.lexemes import END_GROUP, SHARE_GROUP, STOPWORDS, Lexicon, SentenceLexemes, lex_sentence
 from heatc.lexing import Lexeme
 
@@ -135,3 +137,42 @@ def rare_words(lexicon: Lexicon, texts: Iterable[str], min_count: int = 2) -> li
         for w, _ in discover_keywords(lexicon, texts, min_support=max(2, min_count), max_keywords=10**9)
         if " " not in w and w.lower() not in known
     ]
+
+
+_DOTTED = re.compile(r"(?:[A-Za-z]\.){2,4}(?![A-Za-z])")
+
+
+def _dotted(s: SentenceLexemes, j: int) -> str | None:
+    """The abbreviation written with dots that starts at lexeme j ("p.o.", "b.i.d."), as one
+    word: a literal of it lexes as one lexeme, and its dots end no sentence."""
+    x = s.lexemes[j]
+    if x.code != ir.LEX_WORD or x.end - x.start != 1:
+        return None
+    m = _DOTTED.match(s.text.encode()[x.start : x.start + 12].decode("ascii", errors="replace"))
+    return m.group(0) if m else None
+
+
+def follower_words(lexicon: Lexicon, texts: Iterable[str], *, min_count: int, max_words: int) -> list[str]:
+    """The words that most often stand right after a value and its unit — the first word
+    within `FOLLOW_GAP` lexemes past the unit, skipping stop words ("5 mg daily", "1 tablet by
+    mouth", "30 days written notice") — that no category of `lexicon` holds, seen at least
+    `min_count` times, most frequent first: what a dose or a period is read before
+    (`evidence.CellKey.after`)."""
+    program = lexicon.program()
+    groups = lexicon.groups()
+    known = lexicon.literal_set()
+    counts: Counter[str] = Counter()
+    for text in texts:
+        s = lex_sentence(program, text)
+        for i in range(len(s.lexemes) - 2):
+            if not s.is_value(i) or groups.get(s.categories[i + 1] or "") != "unit":
+                continue
+            for j in range(i + 2, min(len(s.lexemes), i + FOLLOW_GAP + 3)):
+                if s.is_value(j) or (s.categories[j] is not None and groups.get(s.categories[j] or "") != SHARE_GROUP):
+                    break
+                w = _word(s.lexemes[j]) or _dotted(s, j)
+                if w is not None:
+                    if w.lower() not in known:
+                        counts[w.lower()] += 1
+                    break
+    return [w for w, n in counts.most_common(max_words) if n >= min_count]

@@ -90,8 +90,10 @@ def heatmap_document(
         while rule in taken:
             rule, k = f"{base}_{k}", k + 1
         taken.add(rule)
-        if c.key.keyword:
-            doc: dict = {"name": rule, "pair": [c.key.keyword, c.key.value]}
+        if c.key.after:  # the value, its unit, then the keyword
+            doc: dict = {"name": rule, "pair": [c.key.value, c.key.keyword], "unit": c.key.unit, "gap": c.key.gap}
+        elif c.key.keyword:
+            doc = {"name": rule, "pair": [c.key.keyword, c.key.value]}
             if c.key.unit:
                 doc["unit"] = c.key.unit
             doc["gap"] = c.key.gap
@@ -109,8 +111,9 @@ def heatmap_document(
         if c.guards:
             del doc["stats"]
             doc["description"] = (
-                f"learned: a unit guard; the corpus writes {c.support} values in {c.guards} after "
-                f"{c.key.keyword} and {c.rejected} in {c.key.unit}, so any value in {c.key.unit} is rejected"
+                f"learned: a unit guard; the corpus writes {c.support} values in {c.guards} "
+                f"{'before' if c.key.after else 'after'} {c.key.keyword} and {c.rejected} in {c.key.unit}, "
+                f"so any value in {c.key.unit} is rejected"
             )
             cell_docs.append(doc)
             continue
@@ -180,10 +183,14 @@ def _expects_for(
             return f"{kw}December {int(v)}."
         number = _decimal(v) + ("%" if c.key.value == "percent" else "")
         unit = f" {literal[c.key.unit]}" if c.key.has_unit else ""
+        if c.key.after:
+            return f"{number}{unit} {kw.strip()}."
         return f"{kw}{number}{unit}."
 
     readers = {c.key}  # and the cells whose rules also capture this text's value
-    if c.key.has_unit:
+    if c.key.after:
+        readers.add(CellKey("", c.key.value, c.key.unit))
+    elif c.key.has_unit:
         readers |= {CellKey(k, c.key.value, u) for k, u in ((c.key.keyword, ""), ("", c.key.unit)) if k or u}
     elif c.key.keyword and c.key.check == "range":  # "pulse 80." is a bare value too
         readers |= {CellKey(c.key.keyword, c.key.value, ""), CellKey(c.key.keyword, c.key.value, ITEM_END)}

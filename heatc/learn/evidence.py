@@ -10,7 +10,10 @@ place, `item_end` makes it a cell of the values written bare ("sodium 138, …",
   backend: the values are exactly those the lowered rule will capture;
 - **score** comes from the teacher's pair couplings (`heatc.learn.couplings`).
 
-Public surface: `CellKey`, `Occurrence`, `occurrences`, `evidence_of`, `candidate_cells`,
+A cell may also read its keyword after the value and its unit — `5 mg … daily`,
+`CellKey.after` — as a unit guard's evidence (`guards.unit_guards`).
+
+Public surface: `CellKey`, `Occurrence`, `occurrences`, `evidence_of`, `candidate_cells`, `FOLLOW_GAP`, `AFTER_GROUPS`,
 `stats_rules`, `CellValues`, `collect_values`, `LearnedCell`, `ALARM_BUDGET`, `MAX_REJECTED`,
 `BARRIER`.
 """
@@ -22,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from heatc.backends import wasm_checker
-from heatc.learn.lexemes import END_GROUP, SHARE_GROUP, Lexicon, SentenceLexemes, is_numeral_name
+from heatc.learn.lexemes import END_GROUP, FOLLOWER_GROUP, SHARE_GROUP, Lexicon, SentenceLexemes, is_numeral_name
 
 MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean values it was learned from
 # All cells together may reject at most this many values per corpus sentence that holds a value
@@ -43,6 +46,11 @@ BARRIER = "sentence_end"
 # rule language's way to say "no unit after" (a `punct` unit, docs/heatmap.md).
 ITEM_END = "item_end"
 VALUE_ENDS = (ITEM_END, BARRIER)
+# How far after a value's unit the word a dose is read before may stand: "5 mg daily",
+# "0.5 mg of Versed", "30 days' prior written notice" (`CellKey.after`)
+FOLLOW_GAP = 3
+# the categories a cell's keyword after the unit may be of
+AFTER_GROUPS = frozenset({"keyword", FOLLOWER_GROUP})
 
 
 @dataclass(frozen=True, order=True)
@@ -51,6 +59,9 @@ class CellKey:
     value: str  # number | percent | date
     unit: str  # a unit category; "" when none (with no keyword either: every date, `LONE_DATE`)
     check: str = "range"  # range | consistent
+    # the keyword stands after the value and its unit, not before: `v:number mg ..3 daily`
+    # ("Proscar 5 mg daily": no one takes 5 g daily), `v:number months ..3 notice`
+    after: bool = False
 
     @property
     def ends_value(self) -> bool:
@@ -68,6 +79,8 @@ class CellKey:
         `sodium_value_bare`."""
         if not self.keyword and not self.unit:
             return f"any_{self.value}"
+        if self.after:  # `mg_then_daily`, `months_then_notice`
+            return f"{self.unit if self.value == 'number' else self.value + '_' + self.unit}_then_{self.keyword}"
         if not self.keyword:
             return f"{self.unit}_amount" if self.value == "number" else f"percent_{self.unit}"
         tail = self.value if self.value in ("percent", "date") else "value"
@@ -81,12 +94,16 @@ class CellKey:
     def gap(self) -> int:
         if self.check == "consistent":
             return WIDE_GAP
+        if self.after:
+            return FOLLOW_GAP
         return NUMERAL_GAP if is_numeral_name(self.keyword) else DEFAULT_GAP
 
     def pattern(self) -> str:
         """The rule pattern `heatc lower` writes for this cell (docs/heatmap.md)."""
         if not self.keyword:
             return f"v:{self.value} {self.unit}".rstrip()
+        if self.after:
+            return f"v:{self.value} {self.unit} ..{self.gap} {self.keyword}"
         if self.check == "consistent":
             return f"k:{self.keyword} ..{self.gap} v:{self.value} ..1 {self.unit}"
         if self.ends_value:
@@ -121,9 +138,14 @@ class Occurrence:
     # the word right after a percentage that makes it a share of something ("45% of"), whose
     # cell is `percent share_of` (`SHARE_GROUP`)
     share: int | None = None
+    # the keyword or follower word nearest after the value's unit, within `FOLLOW_GAP`
+    # (`occurrences(..., after=True)`): "5 mg daily", "0.5 mg of Versed"
+    trailing: int | None = None
 
     def keyword_of(self, key: CellKey, s: SentenceLexemes) -> int | None:
-        """The lexeme index of `key`'s keyword in this occurrence (nearest or `beyond`)."""
+        """The lexeme index of `key`'s keyword in this occurrence (nearest, `beyond` or after)."""
+        if key.after:
+            return self.trailing
         if self.beyond is not None and s.categories[self.beyond] == key.keyword:
             return self.beyond
         return self.keyword
@@ -139,14 +161,30 @@ def _unit(s: SentenceLexemes, groups: dict[str, str], j: int, group: str = "unit
     return 0 <= j < len(s.lexemes) and groups.get(s.categories[j] or "") == group
 
 
-def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
+def _trailing(s: SentenceLexemes, groups: dict[str, str], unit: int) -> int | None:
+    """The nearest lexeme of a keyword or follower category at most `FOLLOW_GAP` lexemes after
+    the unit at `unit`, past plain words and "of" ("0.5 mg of Versed"), stopping at values,
+    units and punctuation: the word a dose is read before."""
+    for j in range(unit + 1, min(len(s.lexemes), unit + FOLLOW_GAP + 2)):
+        cat = s.categories[j]
+        if s.is_value(j):
+            return None
+        if cat is None or groups.get(cat) == SHARE_GROUP:
+            continue
+        return j if groups.get(cat) in AFTER_GROUPS else None
+    return None
+
+
+def occurrences(s: SentenceLexemes, groups: dict[str, str], *, after: bool = False) -> list[Occurrence]:
     """Every value lexeme of the sentence with what the rules would pair it with: the
     nearest keyword-like category at most 3 lexemes before it (the search stops at other
     values and at units, sentence ends and other structure; past a constraint word it also
     takes the keyword before that, `Occurrence.beyond`: "eGFR below 30") and the unit right
     after it;
     and, for terms — a value with a unit at most one lexeme later, as in "thirty (30) days" —
-    the nearest keyword at most 8 lexemes before it, looking past constraint words."""
+    the nearest keyword at most 8 lexemes before it, looking past constraint words. With
+    `after`, also the keyword or follower word after a value's unit (`Occurrence.trailing`)
+    and its cell `v:number unit ..3 keyword` (`CellKey.after`)."""
     out = []
     for i in range(len(s.lexemes)):
         if not s.is_value(i):
@@ -159,7 +197,7 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
             if s.is_value(j):
                 break
             cat = s.categories[j]
-            if cat is None or groups.get(cat) in (SHARE_GROUP, END_GROUP):  # "of", "," are plain there
+            if cat is None or groups.get(cat) in (SHARE_GROUP, END_GROUP, FOLLOWER_GROUP):  # "of", "," are plain there
                 continue
             if keyword is not None:  # past the constraint word: a keyword, or nothing
                 beyond = j if groups.get(cat) == "keyword" else None
@@ -186,12 +224,12 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
         keys = []
         kw = s.categories[keyword] if keyword is not None else ""
         un = s.categories[unit] if unit is not None else ""
-        after = s.categories[i + 1] if i + 1 < len(s.lexemes) else None
+        next_cat = s.categories[i + 1] if i + 1 < len(s.lexemes) else None
         if kw:
             keys.append(CellKey(kw, value, ""))
             if un:
                 keys.append(CellKey(kw, value, un))
-            elif after in VALUE_ENDS and value != "date" and ITEM_END in groups:  # (rule files may take ",")
+            elif next_cat in VALUE_ENDS and value != "date" and ITEM_END in groups:  # (rule files may take ",")
                 keys.append(CellKey(kw, value, ITEM_END))
         if un:
             keys.append(CellKey("", value, un))
@@ -206,7 +244,10 @@ def occurrences(s: SentenceLexemes, groups: dict[str, str]) -> list[Occurrence]:
         share = i + 1 if value == "percent" and _unit(s, groups, i + 1, SHARE_GROUP) else None
         if share is not None:
             keys.append(CellKey("", value, s.categories[share]))
-        out.append(Occurrence(i, keyword, unit, term_keyword, term_unit, tuple(keys), beyond, share))
+        trailing = _trailing(s, groups, unit) if after and un and value != "date" else None
+        if trailing is not None:
+            keys.append(CellKey(s.categories[trailing] or "", value, un, after=True))
+        out.append(Occurrence(i, keyword, unit, term_keyword, term_unit, tuple(keys), beyond, share, trailing))
     return out
 
 
@@ -219,10 +260,12 @@ def evidence_of(occ: Occurrence, key: CellKey) -> bool:
     return key in occ.keys and (key.check != "range" or bool(key.unit) or not key.keyword or occ.unit is None)
 
 
-def candidate_cells(lexed: Iterable[SentenceLexemes], groups: dict[str, str], min_count: int) -> list[CellKey]:
+def candidate_cells(
+    lexed: Iterable[SentenceLexemes], groups: dict[str, str], min_count: int, *, after: bool = False
+) -> list[CellKey]:
     counts: Counter[CellKey] = Counter()
     for s in lexed:
-        for occ in occurrences(s, groups):
+        for occ in occurrences(s, groups, after=after):
             counts.update(occ.keys)
     return sorted(k for k, n in counts.items() if n >= min_count)
 

@@ -4,6 +4,7 @@ one of the same quantity that the keyword never takes (`glucose … 5.5 mg/dL` w
 units they take.
 
 Public surface: `unit_swaps`, `swap_sources`, `unit_guards`, `keyword_families`, `pooled_units`, `units_by_keyword`,
+`units_before`,
 `ladder_units`, `members_in_other_units`, `members_below_one`, `rung_below`,
 `in_families`, `guard_expected`, `quantity_of`, `ladder_neighbours`.
 """
@@ -16,7 +17,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from heatc.learn.evidence import CellKey, CellValues
+from heatc.learn.evidence import AFTER_GROUPS, CellKey, CellValues
 from heatc.learn.lexemes import UNIT_LADDERS
 
 SWAP_KEYWORDS = 2  # keywords that must take both units before a swap between them is plausible
@@ -29,7 +30,17 @@ def units_by_keyword(candidates: Iterable[CellKey]) -> dict[str, set[str]]:
     """The units each keyword takes before a value, among the candidate range cells."""
     units_of: dict[str, set[str]] = defaultdict(set)
     for k in candidates:
-        if k.keyword and k.has_unit and k.check == "range":
+        if k.keyword and k.has_unit and k.check == "range" and not k.after:
+            units_of[k.keyword].add(k.unit)
+    return units_of
+
+
+def units_before(candidates: Iterable[CellKey]) -> dict[str, set[str]]:
+    """The units each keyword or follower word is read after (`CellKey.after`), among the
+    candidate range cells: "5 mg daily", "1 g daily"."""
+    units_of: dict[str, set[str]] = defaultdict(set)
+    for k in candidates:
+        if k.after and k.check == "range":
             units_of[k.keyword].add(k.unit)
     return units_of
 
@@ -114,7 +125,7 @@ def swap_sources(
         sources = []
         for unit, alts in sorted(swaps.items()):
             share = alts.get(key.unit, 0.0)
-            other = values.get(CellKey(key.keyword, key.value, unit))
+            other = values.get(dataclasses.replace(key, unit=unit))
             if share > 0 and other is not None and other.values:
                 sources.append((share, np.asarray(other.values, dtype=np.float64)))
         if sources:
@@ -140,26 +151,38 @@ def unit_guards(
     guard maps to the cells it stands for, each with the share of that unit's swaps it would
     notice.
 
+    A cell read after its unit (`CellKey.after`, "5 mg … daily") guards only the units a rung
+    away on its unit's own ladder ("… 5 g … daily"), those the word is never read after.
+
     The teacher's evidence is the guarded cell's: its keyword, value and unit are coupled;
     the corpus's evidence is the absence. `select_cells` prices each guard by its false
     alarms (every value the corpus writes in that unit after the keyword) and the ones
     expected in unseen documents (Good–Turing, `guard_expected`)."""
     candidates = list(candidates)
     units_of = units_by_keyword(candidates)
+    read_before = units_before(candidates)
+    rung = {u: (q, r) for q, ladder in enumerate(ladders) for r, units in enumerate(ladder) for u in units}
     swaps = unit_swaps(candidates, ladders)
     quantity = quantity_of(ladders)
     out: dict[CellKey, list[tuple[CellKey, float]]] = defaultdict(list)
     for k in hot:
-        if not (k.keyword and k.has_unit and k.check == "range") or groups.get(k.keyword) != "keyword":
+        if not (k.keyword and k.has_unit and k.check == "range"):
+            continue
+        if groups.get(k.keyword) not in (AFTER_GROUPS if k.after else ("keyword",)):
             continue
         alts = swaps.get(k.unit, {})
         # units of the same quantity first (a swap that keeps the value looking right), then
         # the most plausible; between equals, the unit's name, so that runs agree
         q = quantity.get(k.unit)
         ranked = sorted(alts, key=lambda u: (q is None or quantity.get(u) != q, -alts[u], u))[:GUARDS_PER_CELL]
+        if k.after:
+            # a word read after many quantities ("2 mm in diameter", "3 cm in diameter"): a slip
+            # of its own unit's scale only, another rung of its ladder ("10 business days after
+            # receipt" for "10 days" is no slip)
+            ranked = [u for u in ranked if q is not None and quantity.get(u) == q and rung.get(u) != rung.get(k.unit)]
         for u in ranked:
-            if u not in units_of.get(k.keyword, ()):
-                out[CellKey(k.keyword, k.value, u)].append((k, alts[u]))
+            if u not in (read_before if k.after else units_of).get(k.keyword, ()):
+                out[dataclasses.replace(k, unit=u)].append((k, alts[u]))
     return dict(out)
 
 

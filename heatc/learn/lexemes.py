@@ -46,6 +46,10 @@ def _c(name: str, kind: str, group: str, *literals: str, exact: bool = False) ->
 # takes one ("2 of 3 patients" counts), and only in a cell of its own (no keyword, no term);
 # elsewhere such a word is a plain word.
 SHARE_GROUP = "share"
+# The group of the words a dose or a period is read before, found after values and their
+# units ("5 mg daily", "30 days written notice", `discovery.follower_words`): declared with
+# kind `other`, so that they stop no gap of the rules that read a keyword before a value.
+FOLLOWER_GROUP = "follower"
 # The group of the punctuation that ends a listed value ("sodium 138, potassium 4.0"): what a
 # bare value's cell takes in its unit's place (`evidence.VALUE_ENDS`); elsewhere a plain token.
 END_GROUP = "end"

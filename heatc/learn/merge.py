@@ -32,6 +32,7 @@ from collections import Counter
 from heatc.heatmap.format import BUILTIN_CATEGORIES, DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, Heatmap, Stats
 from heatc.heatmap.lower import margin_range
 from heatc.learn.lexemes import (
+    FOLLOWER_GROUP,
     NUMERAL_KIND,
     SEED_CATEGORIES,
     Category,
@@ -59,6 +60,8 @@ def base_lexicon(hm: Heatmap) -> Lexicon:
             group = "numeral"
         elif c.kind == "keyword" and c.name not in celled:  # declared for the values it keeps apart
             group = SHADOW_GROUP
+        elif c.kind == "other" and c.name in celled:  # a word values are read before ("5 mg daily")
+            group = FOLLOWER_GROUP
         else:
             group = _GROUP_OF_KIND.get(c.kind, "structure")
         cats.append(Category(c.name, c.kind, group, tuple(c.literals), c.exact))
