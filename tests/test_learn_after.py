@@ -112,3 +112,29 @@ def test_a_guard_after_the_unit_needs_twice_the_support_and_no_value_in_the_corp
         {guarded: [(before, 0.4)]}, {before: values(20), guarded: values(1)}, {before: 0.5}, {before: (2.0, 9)}, 20
     )
     assert [g.key for g in kept] == [guarded]
+
+
+def test_the_words_read_after_the_unit_leave_the_other_cells_couplings_alone():
+    """`_add_probes`: a probe's couplings, indexed by the teacher's lexemes, are read for the
+    cells after the unit from the text lexed with the new words ("p.o." one lexeme where the
+    teacher saw four) and added to their evidence alone — the pooled distributions that score
+    every other cell, and those cells' evidence, stay as they were."""
+    from heatc.learn.aggregate import _add_probes
+    from heatc.learn.couplings import Couplings
+
+    base = Lexicon().with_keywords(["lasix"])
+    full = base.with_keywords(["p.o."], group=FOLLOWER_GROUP, kind="other")
+    text = "Lasix 40 mg p.o. daily."
+    labelled = base.program()
+    n = len(lex_sentence(labelled, text).lexemes)  # lasix 40 mg p . o . daily .
+    value = 1
+    rec = {"text": text, "probes": [[value, [None if k == value else 1.0 + k / 10 for k in range(n)]]]}
+    couplings = Couplings()
+    _add_probes(couplings, rec, labelled, base.groups(), labelled, None)
+    before = (list(couplings.pooled), {k: list(v) for k, v in couplings.evidence.items()})
+    assert CellKey("lasix", "number", "mg") in couplings.evidence
+    po = _after("p_o", "mg")
+    _add_probes(couplings, rec, full.program(), full.groups(), labelled, {po}, after=True)
+    assert couplings.pooled == before[0]
+    assert {k: v for k, v in couplings.evidence.items() if k != po} == before[1]
+    assert len(couplings.evidence[po]) == 1

@@ -173,9 +173,23 @@ def aggregate(
             [c for c in wide.categories if c.name not in rare_names or c.name in joined], wide.chinese_numbers
         ).with_families(families)
         candidates = in_families(candidates + [k for k in extra if k.keyword in joined], families)
-    # The words a dose or a period is read before ("5 mg daily", "30 days written notice"):
-    # single words, or an abbreviation with dots ("p.o.") that lexes as one lexeme where it
-    # lexed as four; `_relexed` gives it the largest of their couplings
+    program = lexicon.program()
+    groups = lexicon.groups()
+    couplings = Couplings()
+    labelled = plan_lexicon(plan_).program()  # the lexemes the teacher's couplings are indexed by
+    # The top-up's probes (`topup`) are evidence for the cells the plan's probes left without
+    # a score only: they were chosen for those cells, so they neither join the pooled
+    # distribution that scores are percentiles of nor move the score of a cell already scored.
+    unscored: set[CellKey] | None = None
+    for rec in sorted(records, key=lambda r: bool(r.get("topup"))):
+        if rec.get("topup") and unscored is None:
+            unscored = {k for k in candidates if couplings.strength(k)[1] < config.min_probes}
+        _add_probes(couplings, rec, program, groups, labelled, unscored if rec.get("topup") else None)
+    # The words a dose or a period is read before ("5 mg daily", "30 days written notice"),
+    # and their cells. An abbreviation with dots ("p.o.") lexes as one lexeme where the teacher
+    # saw four, which would move every coupling of its sentence (Lasix's, aspirin's): the cells
+    # read after the unit take their evidence from the sentences lexed anew, as a top-up's
+    # probes do, and the others keep theirs.
     theirs = {x.lower() for x in plan_.excluded}
     followers = [
         w for w in follower_words(lexicon, sample, min_count=config.candidate_count, max_words=MAX_FOLLOWERS)
@@ -188,26 +202,8 @@ def aggregate(
         k for k in candidate_cells((lex_sentence(program, s) for s in sample), groups, config.candidate_count, after=True)
         if k.after
     ]  # fmt: skip
-    couplings = Couplings()
-    labelled = plan_lexicon(plan_).program()  # the lexemes the teacher's couplings are indexed by
-    # The top-up's probes (`topup`) are evidence for the cells the plan's probes left without
-    # a score only: they were chosen for those cells, so they neither join the pooled
-    # distribution that scores are percentiles of nor move the score of a cell already scored.
-    unscored: set[CellKey] | None = None
-    for rec in sorted(records, key=lambda r: bool(r.get("topup"))):
-        if not rec["probes"]:
-            continue
-        if rec.get("topup") and unscored is None:
-            unscored = {k for k in candidates if couplings.strength(k)[1] < config.min_probes}
-        lx = lex_sentence(program, rec["text"])
-        old = lex_sentence(labelled, rec["text"]).lexemes
-        by_value = {o.value: o for o in occurrences(lx, groups, after=True)}
-        for value, per_lexeme in rec["probes"]:
-            if len(per_lexeme) != len(old):
-                continue
-            value, per_lexeme = _relexed(old, lx.lexemes, value, per_lexeme)
-            if value in by_value:
-                couplings.add(lx, by_value[value], per_lexeme, only=unscored if rec.get("topup") else None)
+    for rec in records:
+        _add_probes(couplings, rec, program, groups, labelled, set(after), after=True)
     # Which keywords name a measured quantity, by what their values look like in the corpus
     # (`quantities`): a domain keyword that does not has no cells at all; another keyword-like
     # category (a number word, a constraint word) keeps only its cells with a unit.
@@ -358,6 +354,32 @@ def _guard_cells(
             )
         )  # fmt: skip
     return out
+
+
+def _add_probes(
+    couplings: Couplings,
+    rec: dict,
+    program,
+    groups: dict[str, str],
+    labelled,
+    only: set[CellKey] | None,
+    *,
+    after: bool = False,
+) -> None:
+    """A teacher's (or student's) record of probes as evidence (`Couplings.add`, of the cells
+    `only` if given), its text lexed with `program`; `labelled`: the program whose lexemes the
+    probes are indexed by; `after`: with the cells read after a value's unit."""
+    if not rec["probes"]:
+        return
+    lx = lex_sentence(program, rec["text"])
+    old = lex_sentence(labelled, rec["text"]).lexemes
+    by_value = {o.value: o for o in occurrences(lx, groups, after=after)}
+    for value, per_lexeme in rec["probes"]:
+        if len(per_lexeme) != len(old):
+            continue
+        value, per_lexeme = _relexed(old, lx.lexemes, value, per_lexeme)
+        if value in by_value:
+            couplings.add(lx, by_value[value], per_lexeme, only=only)
 
 
 def _relexed(old: list, new: list, value: int, coupling: list) -> tuple[int | None, list]:
