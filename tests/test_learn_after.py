@@ -138,3 +138,32 @@ def test_the_words_read_after_the_unit_leave_the_other_cells_couplings_alone():
     assert couplings.pooled == before[0]
     assert {k: v for k, v in couplings.evidence.items() if k != po} == before[1]
     assert len(couplings.evidence[po]) == 1
+
+
+def test_a_base_guards_word_is_plain_text_to_fine_tuning_and_its_guard_is_kept(tmp_path):
+    """`merge.base_lexicon`: a word the base reads only after a unit ("twice") is no category of
+    the domain's plan (it would stop the domain's keyword discovery); `merge_cells` declares it
+    again, from the base, for the guard it keeps."""
+    from heatc.learn.merge import base_lexicon, merge_cells
+
+    text = GOOD.replace(
+        "  period:",
+        "  twice: {kind: other, literals: [twice]}\n  mg: {kind: unit, literals: [mg]}\n"
+        "  grams: {kind: unit, literals: [g]}\n  period:",
+    ).replace(
+        "cells:\n",
+        "cells:\n  - {name: grams_then_twice, pair: [number, twice], unit: grams, gap: 3, score: 0.9, support: 40,"
+        " range: [0, 0]}\n",
+    )
+    path = tmp_path / "base.yaml"
+    path.write_text(text)
+    start = base_lexicon(load_heatmap(path))
+    assert "twice" not in start.groups() and "grams" in start.groups()
+    import yaml
+
+    base_doc = yaml.safe_load(text)
+    base_doc["cells"] = [c for c in base_doc["cells"] if c.get("name") == "grams_then_twice"]
+    domain = {"categories": {}, "cells": []}
+    merged, kept, _, _ = merge_cells(domain, base_doc, start, keep_unused=True)
+    assert kept == ["grams_then_twice"]
+    assert merged["categories"]["twice"] == {"kind": "other", "literals": ["twice"]}

@@ -32,7 +32,6 @@ from collections import Counter
 from heatc.heatmap.format import BUILTIN_CATEGORIES, DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, Heatmap, Stats
 from heatc.heatmap.lower import margin_range
 from heatc.learn.lexemes import (
-    FOLLOWER_GROUP,
     NUMERAL_KIND,
     SEED_CATEGORIES,
     Category,
@@ -51,17 +50,22 @@ _STAT_FIELDS = set(Stats.__dataclass_fields__)
 def base_lexicon(hm: Heatmap) -> Lexicon:
     """The base heatmap's categories with the seed categories it does not declare."""
     seed = {c.name: c for c in SEED_CATEGORIES}
-    celled = {x for cell in hm.cells for x in (*cell.pair, cell.unit) if x}
+    # a cell read after its unit ([number, daily], unit mg): its word is plain text to the
+    # domain, which finds its own (`discovery.follower_words`); as a category it would stop
+    # the keyword discovery of the domain's plan
+    after = [cell for cell in hm.cells if cell.pair[0] in BUILTIN_CATEGORIES and cell.pair[1] and cell.unit]
+    celled = {x for cell in hm.cells if cell not in after for x in (*cell.pair, cell.unit) if x}
+    read_after = {cell.pair[1] for cell in after} - celled
     cats = []
     for c in hm.categories.values():
+        if c.name in read_after and c.name not in seed:
+            continue
         if c.name in seed:
             group = seed[c.name].group
         elif c.kind in ("keyword", NUMERAL_KIND) and is_numeral_name(c.name):  # earlier heatmaps: keyword
             group = "numeral"
         elif c.kind == "keyword" and c.name not in celled:  # declared for the values it keeps apart
             group = SHADOW_GROUP
-        elif c.kind == "other" and c.name in celled:  # a word values are read before ("5 mg daily")
-            group = FOLLOWER_GROUP
         else:
             group = _GROUP_OF_KIND.get(c.kind, "structure")
         cats.append(Category(c.name, c.kind, group, tuple(c.literals), c.exact))
@@ -143,12 +147,18 @@ def merge_cells(
             if name in categories:
                 continue
             cat = by_name.get(name)
-            literals = [x for x in (cat.literals if cat else ()) if x.lower() not in declared]
+            # (a word a base guard reads after the unit is no category of the domain's lexicon,
+            # `base_lexicon`: the base declares it)
+            declared_by_base = (base_doc.get("categories") or {}).get(name) or {}
+            kind = cat.kind if cat else declared_by_base.get("kind", "")
+            exact = cat.exact if cat else bool(declared_by_base.get("exact"))
+            known = cat.literals if cat else declared_by_base.get("literals", ())
+            literals = [x for x in known if x.lower() not in declared]
             if not literals:
                 ok = False  # its category is gone or all its literals now belong to the domain's
                 break
-            entry: dict = {"kind": cat.kind, "literals": literals}  # type: ignore[union-attr]
-            if cat.exact:  # type: ignore[union-attr]
+            entry: dict = {"kind": kind, "literals": literals}
+            if exact:
                 entry["exact"] = True
             categories[name] = entry
             declared.update(x.lower() for x in literals)
