@@ -85,6 +85,11 @@ class Cell:
     def id(self) -> str:
         return "×".join([*self.pair, *([self.unit] if self.unit else [])])
 
+    @property
+    def reads_after(self) -> bool:
+        """A value, its unit, then a keyword: `pair: [number, daily]` with `unit: mg`."""
+        return self.pair[0] in BUILTIN_CATEGORIES and bool(self.pair[1]) and bool(self.unit)
+
 
 @dataclass(slots=True)
 class Tokenizer:

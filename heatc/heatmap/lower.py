@@ -85,7 +85,7 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
     gap = _n(cell.gap) if cell.gap else None
     if value_first and not second:  # a value alone: [date]
         elements = [ast.Element(_atom(first), capture=_name("v"), pos=here)]
-    elif value_first and cell.unit:  # a number, its unit, then a keyword: [number, daily], unit mg
+    elif cell.reads_after:  # a number, its unit, then a keyword: [number, daily], unit mg
         elements = [
             ast.Element(_atom(first), capture=_name("v"), pos=here),
             ast.Element(_atom(cell.unit), pos=here),

@@ -100,13 +100,11 @@ class Couplings:
         self, keys: Iterable[CellKey], min_probes: int, among: Iterable[CellKey] | None = None
     ) -> dict[CellKey, float]:
         """The score of each cell with `min_probes` probed occurrences: the share of those
-        cells whose strength is at most its own (the strongest scores 1); with `among`, the
-        share of those cells (of `among`) — a new kind of cell is scored against the others
-        without moving their scores."""
+        cells whose strength is at most its own (the strongest scores 1); with `among` (some of
+        `keys`), the share of those cells among them — a new kind of cell is scored against the
+        others without moving their scores."""
         strengths = {k: s for k in keys for s, n in [self.strength(k)] if n >= min_probes}
-        reference = (
-            strengths if among is None else {k: s for k in among for s, n in [self.strength(k)] if n >= min_probes}
-        )
+        reference = strengths if among is None else {k: strengths[k] for k in among if k in strengths}
         ordered = np.sort(np.asarray(list(reference.values())))
         out = {k: float(np.searchsorted(ordered, s, side="right")) / max(len(ordered), 1) for k, s in strengths.items()}
         dated = [x for k, x in out.items() if k.value == "date" and k.keyword and k.check == "range"]

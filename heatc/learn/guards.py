@@ -4,7 +4,6 @@ one of the same quantity that the keyword never takes (`glucose … 5.5 mg/dL` w
 units they take.
 
 Public surface: `unit_swaps`, `swap_sources`, `unit_guards`, `keyword_families`, `pooled_units`, `units_by_keyword`,
-`units_before`,
 `ladder_units`, `members_in_other_units`, `members_below_one`, `rung_below`,
 `in_families`, `guard_expected`, `quantity_of`, `ladder_neighbours`.
 """
@@ -26,21 +25,13 @@ SHOWN_LADDER_EVIDENCE = 0.25  # ... where keywords show other swaps of the unit
 GUARDS_PER_CELL = 3  # guards a hot unit cell may add: its unit's most plausible swaps
 
 
-def units_by_keyword(candidates: Iterable[CellKey]) -> dict[str, set[str]]:
-    """The units each keyword takes before a value, among the candidate range cells."""
+def units_by_keyword(candidates: Iterable[CellKey], *, after: bool = False) -> dict[str, set[str]]:
+    """The units each keyword takes before a value, among the candidate range cells; with
+    `after`, the units each keyword or follower word is read after (`CellKey.after`: "5 mg
+    daily", "1 g daily")."""
     units_of: dict[str, set[str]] = defaultdict(set)
     for k in candidates:
-        if k.keyword and k.has_unit and k.check == "range" and not k.after:
-            units_of[k.keyword].add(k.unit)
-    return units_of
-
-
-def units_before(candidates: Iterable[CellKey]) -> dict[str, set[str]]:
-    """The units each keyword or follower word is read after (`CellKey.after`), among the
-    candidate range cells: "5 mg daily", "1 g daily"."""
-    units_of: dict[str, set[str]] = defaultdict(set)
-    for k in candidates:
-        if k.after and k.check == "range":
+        if k.keyword and k.has_unit and k.check == "range" and k.after == after:
             units_of[k.keyword].add(k.unit)
     return units_of
 
@@ -159,8 +150,7 @@ def unit_guards(
     alarms (every value the corpus writes in that unit after the keyword) and the ones
     expected in unseen documents (Good–Turing, `guard_expected`)."""
     candidates = list(candidates)
-    units_of = units_by_keyword(candidates)
-    read_before = units_before(candidates)
+    units_of = {after: units_by_keyword(candidates, after=after) for after in (False, True)}
     rung = {u: (q, r) for q, ladder in enumerate(ladders) for r, units in enumerate(ladder) for u in units}
     swaps = unit_swaps(candidates, ladders)
     quantity = quantity_of(ladders)
@@ -181,7 +171,7 @@ def unit_guards(
             # receipt" for "10 days" is no slip)
             ranked = [u for u in ranked if q is not None and quantity.get(u) == q and rung.get(u) != rung.get(k.unit)]
         for u in ranked:
-            if u not in (read_before if k.after else units_of).get(k.keyword, ()):
+            if u not in units_of[k.after].get(k.keyword, ()):
                 out[dataclasses.replace(k, unit=u)].append((k, alts[u]))
     return dict(out)
 

@@ -53,9 +53,8 @@ def base_lexicon(hm: Heatmap) -> Lexicon:
     # a cell read after its unit ([number, daily], unit mg): its word is plain text to the
     # domain, which finds its own (`discovery.follower_words`); as a category it would stop
     # the keyword discovery of the domain's plan
-    after = [cell.pair[0] in BUILTIN_CATEGORIES and bool(cell.pair[1]) and bool(cell.unit) for cell in hm.cells]
-    celled = {x for cell, a in zip(hm.cells, after, strict=True) if not a for x in (*cell.pair, cell.unit) if x}
-    read_after = {cell.pair[1] for cell, a in zip(hm.cells, after, strict=True) if a} - celled
+    celled = {x for cell in hm.cells if not cell.reads_after for x in (*cell.pair, cell.unit) if x}
+    read_after = {cell.pair[1] for cell in hm.cells if cell.reads_after} - celled
     cats = []
     for c in hm.categories.values():
         if c.name in read_after and c.name not in seed:
