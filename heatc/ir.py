@@ -45,12 +45,13 @@ from heatc_runtime.abi import LEX_LITERAL0 as LEX_LITERAL0
 from heatc_runtime.abi import LEX_NONE as LEX_NONE
 from heatc_runtime.abi import OPS as OPS
 
-IR_VERSION = 5  # 5: `within factor` bands in channel uses
+IR_VERSION = 6  # 6: Element.places, `places(v)` in requirements
 MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
 MAX_ANCHOR_LEXEMES = 8
 MAX_ELEMENTS = 16
 MAX_GAP = 64
 MAX_FACTOR = 1_000_000_000  # `within factor F`: a u32 in the channel use record
+MAX_PLACES = 20  # `places: P` of a heatmap cell: no number is written more precisely
 
 LEXEME_NAMES = {
     LEX_SPACE: "space",
@@ -134,6 +135,8 @@ class Element:
     capture: int = -1  # capture slot, or -1
     # the lexeme kinds (KIND_*) that gap never skips: those of this element and the one before
     blocks: int = 0
+    # capture slot of the digits the value writes after its decimal point (`places(v)`), or -1
+    places: int = -1
 
 
 @dataclass

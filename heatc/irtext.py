@@ -44,6 +44,7 @@ def describe(p: ir.Program) -> str:
         for j, e in enumerate(r.elements):
             acc = " | ".join(_accepts(p, e.accepts))
             cap = f" -> {r.captures[e.capture].name}" if e.capture >= 0 else ""
+            cap += f", {r.captures[e.places].name}" if e.places >= 0 else ""
             gap = f"..{e.gap} " if e.gap else ""
             lines.append(f"      e{j}: {gap}({acc}){cap}")
         for q in r.requirements:

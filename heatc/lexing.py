@@ -5,7 +5,7 @@ The compiler lexes literal text and hashes anchor terms with these very function
 build time and run time normalise identically; the reference interpreter runs the same
 lexer over the stream.
 
-Public surface: `Lexeme`, `NUMERIC_CODES`, `lexeme_value`, `lex(program, data)`, `LexerState`, `run_lexer`, `finish_lexer`,
+Public surface: `Lexeme`, `NUMERIC_CODES`, `lexeme_value`, `lexeme_places`, `lex(program, data)`, `LexerState`, `run_lexer`, `finish_lexer`,
 `normalise_anchor_text`, `join_anchor_run`, `fnv1a64`, `anchor_filter_hash`, `anchor_key`,
 `is_anchor_text`.
 """
@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass
 
 from heatc import ir
-from heatc.numbers import date_value, number_value
+from heatc.numbers import date_value, number_places, number_value
 
 _ASCII_LETTER = bytes(1 if (65 <= b <= 90 or 97 <= b <= 122) else 0 for b in range(256))
 _ASCII_ALNUM = bytes(1 if _ASCII_LETTER[b] or 48 <= b <= 57 else 0 for b in range(256))
@@ -31,6 +31,12 @@ def lexeme_value(code: int, raw: bytes) -> float:
     return number_value(raw) if code in NUMERIC_CODES else 0.0
 
 
+def lexeme_places(code: int, raw: bytes) -> int:
+    """The digits a number or percent lexeme writes after its decimal point
+    (`number_places`); 0 for a date and any other lexeme."""
+    return number_places(raw) if code in (ir.LEX_NUMBER, ir.LEX_PERCENT) else 0
+
+
 @dataclass(frozen=True)
 class Lexeme:
     code: int  # lexeme code = symbol
@@ -38,6 +44,7 @@ class Lexeme:
     end: int
     raw: bytes
     value: float = 0.0  # numbers and percents; a date's year
+    places: int = 0  # digits after a number's or percent's decimal point (`lexeme_places`)
 
 
 class LexerState:
@@ -121,7 +128,7 @@ def lex(program: ir.Program, data: bytes) -> list[Lexeme]:
 
     def emit(code: int, start: int, raw: bytes) -> None:
         if code != ir.LEX_SPACE:
-            out.append(Lexeme(code, start, start + len(raw), raw, lexeme_value(code, raw)))
+            out.append(Lexeme(code, start, start + len(raw), raw, lexeme_value(code, raw), lexeme_places(code, raw)))
 
     st = LexerState()
     run_lexer(program.lexer, st, data, emit)

@@ -4,7 +4,7 @@ each `*`, `/` and `+` below is one IEEE-754 binary64 operation, round-to-nearest
 fused. Python floats are binary64 and never fuse, so this module is the reference. The value
 of a date lexeme is its year (`date_value`).
 
-Public surface: `number_value(token_bytes)`, `date_value(token_bytes)`, `YEAR_PIVOT`, `POW10`,
+Public surface: `number_value(token_bytes)`, `number_places(token_bytes)`, `date_value(token_bytes)`, `YEAR_PIVOT`, `POW10`,
 the numeral tables `CN_DIGITS`, `CN_SMALL`, `CN_BIG`, `ARABIC_MULT_SMALL`, `ARABIC_MULT_BIG`.
 """
 
@@ -109,6 +109,19 @@ def number_value(token: bytes) -> float:
     if _arabic_digit(text[0]) is not None:
         return _arabic(text)
     return _chinese(text)
+
+
+def number_places(token: bytes) -> int:
+    """How many digits a number or percent lexeme writes after its decimal point ("." "．"
+    or 点): 0 for "72", 1 for "7.2", 2 for "0.10" and "3.25%", 1 for "三点五" — the
+    precision it is written with, which a value slipped by a power of ten changes
+    (docs/semantics.md §2)."""
+    text = token.decode("utf-8")
+    for point in (*_FRACTION_POINTS, _POINT_CN):
+        if point in text:
+            fraction = text.split(point, 1)[1]
+            return sum(1 for ch in fraction if _arabic_digit(ch) is not None or ch in CN_DIGITS)
+    return 0
 
 
 # A two-digit year below YEAR_PIVOT is in the 2000s, else in the 1900s (POSIX `strptime` %y);

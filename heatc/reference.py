@@ -25,6 +25,7 @@ from heatc.lexing import (
     finish_lexer,
     is_anchor_text,
     join_anchor_run,
+    lexeme_places,
     lexeme_value,
     normalise_anchor_text,
     run_lexer,
@@ -218,7 +219,7 @@ class Machine:
         if code == ir.LEX_SPACE:
             return
         end = start + len(raw)
-        x = Lexeme(code, start, end, raw, lexeme_value(code, raw))
+        x = Lexeme(code, start, end, raw, lexeme_value(code, raw), lexeme_places(code, raw))
         space_before = start > self._last_end
         self._last_end = end
         self.lexemes += 1
@@ -267,6 +268,8 @@ class Machine:
                 t.caps[element.capture] = x.value
             else:
                 t.caps[element.capture] = float(self._literal_class[x.code - ir.LEX_LITERAL0])
+        if element.places >= 0:
+            t.caps[element.places] = float(x.places)
 
     def _step_rule(self, r: int, x: Lexeme, barrier: bool, kind: int) -> None:
         rule = self.program.rules[r]

@@ -25,8 +25,8 @@ PUNCT_LITERALS = [".", "。", ";", "；", "/", "(", ")", "%"]
 LITERAL_POOL = ASCII_LITERALS + CJK_LITERALS + PUNCT_LITERALS
 
 NUMBER_PIECES = [
-    "0", "5", "7", "12", "120", "2000", "1,234", "3.5", "0.25", "２０", "4.9", "36%", "8%", "８％", "24 %",
-    "三十", "十五", "一千零五", "二〇二四", "30万", "1.5亿", "百分之八", "百分之三十六", "三点五",
+    "0", "5", "7", "12", "120", "2000", "1,234", "3.5", "0.25", "0.10", "12.0", "1,234.567", "１．２０", "２０", "4.9", "36%", "8%", "８％", "24 %",
+    "三十", "十五", "一千零五", "二〇二四", "30万", "1.5亿", "3.25万", "三点五二", "百分之八", "百分之三十六", "三点五",
     # years written alone (dates) and the numbers beside them
     "2019", "1998", "2119", "2199", "2200", "1899", "2019.5", "2,019", "2019s", "１９９８",
 ]  # fmt: skip
@@ -197,6 +197,9 @@ def _rule(draw, name: str, class_names: list[str], literals: list[str], anchors:
             body.append(f"consistent {v}{within}" + (f" per {symbolic[0]}" if symbolic and draw(st.booleans()) else ""))
         elif choice == 3:
             body.append(f"lock ch_num = {v}")
+        if draw(st.integers(0, 4)) == 0:  # the digits after its point ("0.25" has 2, "三点五" 1)
+            op = draw(st.sampled_from(["<", "<=", "==", ">="]))
+            body.append(f"require places({v}) {op} {draw(st.sampled_from([0, 1, 2]))}")
     if len(numeric) >= 2 and draw(st.booleans()):
         body.append(f"require {numeric[0]} {draw(st.sampled_from(['<', '>', '==', '!=']))} {numeric[1]}")
     if symbolic and draw(st.integers(0, 3)) == 0:

@@ -279,8 +279,9 @@ HEATC_HD HEATC_INLINE int32_t arabic_digit(uint32_t cp) {
   return -1;
 }
 
-// The value of a number or percent lexeme's bytes: heatc/numbers.py, step by step.
-HEATC_HD HEATC_CALL double number_value(const Program& g, const uint8_t* p, uint32_t len) {
+// The value of a number or percent lexeme's bytes: heatc/numbers.py, step by step; `places`
+// takes the digits it writes after its decimal point (number_places).
+HEATC_HD HEATC_CALL double number_value(const Program& g, const uint8_t* p, uint32_t len, uint32_t& places) {
   const uint8_t* end = p + len;
   // a 百分之 prefix (E7 99 BE E5 88 86 E4 B9 8B) carries no value
   if (len >= 9 && p[0] == 0xE7 && p[1] == 0x99 && p[2] == 0xBE && p[3] == 0xE5 && p[4] == 0x88 && p[5] == 0x86 &&
@@ -304,7 +305,10 @@ HEATC_HD HEATC_CALL double number_value(const Program& g, const uint8_t* p, uint
         break;
       }
     }
-    if (ascii) return scale(g, m, -k);
+    if (ascii) {
+      places = (uint32_t)k;
+      return scale(g, m, -k);
+    }
   }
   m = 0.0;
   k = 0;
@@ -329,6 +333,7 @@ HEATC_HD HEATC_CALL double number_value(const Program& g, const uint8_t* p, uint
       if (kind == HEATC_CN_SMALL) e += value == 10 ? 1 : value == 100 ? 2 : 3;
       if (kind == HEATC_CN_BIG) e += (int32_t)(value << 2);
     }
+    places = (uint32_t)k;
     return scale(g, m, e - k);
   }
   // a Chinese numeral
@@ -369,6 +374,7 @@ HEATC_HD HEATC_CALL double number_value(const Program& g, const uint8_t* p, uint
     f = f * 10.0 + (double)(cn(g, cp) & 0xFFFF);
     k++;
   }
+  places = (uint32_t)k;
   return (m * pow10(g, (uint32_t)k) + f) / pow10(g, (uint32_t)k);
 }
 
@@ -407,9 +413,12 @@ HEATC_HD HEATC_CALL double date_value(const uint8_t* p, uint32_t len) {
   return 0.0;
 }
 
-// the value of a lexeme: a number's or percent's, a date's year, 0 for any other
-HEATC_HD HEATC_INLINE double lexeme_value(const Program& g, const uint8_t* p, uint32_t len, uint32_t code) {
-  if (code == HEATC_LEX_NUMBER || code == HEATC_LEX_PERCENT) return number_value(g, p, len);
+// the value of a lexeme: a number's or percent's, a date's year, 0 for any other; `places`
+// takes a number's or percent's digits after its decimal point, 0 for any other
+HEATC_HD HEATC_INLINE double lexeme_value(const Program& g, const uint8_t* p, uint32_t len, uint32_t code,
+                                          uint32_t& places) {
+  places = 0;
+  if (code == HEATC_LEX_NUMBER || code == HEATC_LEX_PERCENT) return number_value(g, p, len, places);
   if (code == HEATC_LEX_DATE) return date_value(p, len);
   return 0.0;
 }
@@ -623,7 +632,10 @@ HEATC_HD HEATC_CALL bool accepts(const uint8_t* rec, const uint8_t* el, uint32_t
   return false;
 }
 
-HEATC_HD HEATC_INLINE void capture(const Program& g, uint8_t* thread, const uint8_t* el, uint32_t code, double value) {
+HEATC_HD HEATC_INLINE void capture(const Program& g, uint8_t* thread, const uint8_t* el, uint32_t code, double value,
+                                   uint32_t places) {
+  int32_t pc = ld<int32_t>(el + HEATC_ELEMENT_PLACES);
+  if (pc >= 0) st<double>(thread + HEATC_THREAD_CAPTURES + 8 * pc, (double)places);
   int32_t c = ld<int32_t>(el + HEATC_ELEMENT_CAPTURE);
   if (c < 0) return;
   double v = code >= HEATC_LEX_LITERAL0 ? (double)u32at(HT(LITERAL_CLASS), code - HEATC_LEX_LITERAL0) : value;
@@ -761,7 +773,8 @@ HEATC_HD HEATC_CALL void complete(const Program& g, Io& io, uint8_t* s, uint32_t
 
 // one rule's step for one lexeme (docs/semantics.md §3)
 HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t r, uint32_t code,
-                               uint64_t start, uint64_t end, double value, bool barrier, uint32_t kind) {
+                               uint64_t start, uint64_t end, double value, uint32_t places, bool barrier,
+                               uint32_t kind) {
   const uint8_t* rec = rule_rec(g, r);
   int32_t gate = ld<int32_t>(rec + HEATC_RULE_GATE);
   if (gate >= 0 && !gate_open(g, s, gate)) return;
@@ -775,11 +788,12 @@ HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_
   // a late-starting rule: the thread its first lexeme would have started, if any
   if (late && look_thread(g, s, rec, SF(uint64_t, LEXEMES) - 1)) {
     uint32_t lcode = SF(uint32_t, LOOK_CODE);
-    double lvalue = lexeme_value(g, s + HP(OFF_LOOK_BUF), SF(uint32_t, LOOK_LEN), lcode);
+    uint32_t lplaces;
+    double lvalue = lexeme_value(g, s + HP(OFF_LOOK_BUF), SF(uint32_t, LOOK_LEN), lcode, lplaces);
     zero(slots, ss);
     slots[HEATC_THREAD_ACTIVE] = 1;
     st<uint64_t>(slots + HEATC_THREAD_START, SF(uint64_t, LOOK_START));
-    capture(g, slots, els, lcode, lvalue);
+    capture(g, slots, els, lcode, lvalue, lplaces);
   }
   // threads, last slot first, so an advance is not processed twice in one lexeme
   for (uint32_t i = k - 1; i >= 1; i--) {
@@ -788,7 +802,7 @@ HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_
     const uint8_t* el = els + HEATC_ELEMENT * i;
     if (accepts(rec, el, code)) {
       if (i == k - 1) {
-        capture(g, slot, el, code, value);
+        capture(g, slot, el, code, value, places);
         complete(g, io, s, seq, r, rec, slot, end);
         slot[HEATC_THREAD_ACTIVE] = 0;
         continue;
@@ -796,7 +810,7 @@ HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_
       // a copy advances; the newer thread replaces whatever stayed in the next slot
       copy(slot + ss, slot, ss);
       slot[ss + HEATC_THREAD_GAPS] = 0;
-      capture(g, slot + ss, el, code, value);
+      capture(g, slot + ss, el, code, value, places);
     }
     uint32_t gaps = slot[HEATC_THREAD_GAPS];
     if (gaps < ld<uint32_t>(el + HEATC_ELEMENT_GAP) && !barrier && !(kind & u32at(blocks, i)))
@@ -807,17 +821,17 @@ HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_
   // a new thread at this lexeme (a late-starting rule's lexeme is kept as the look-behind)
   if (!late && accepts(rec, els, code)) {
     if (k == 1) {
-      // (a one-element rule captures at most one value: the tables are checked for it)
-      uint8_t tmp[HEATC_THREAD_CAPTURES + 8];
+      // (a one-element rule captures at most a value and its places: the tables are checked for it)
+      uint8_t tmp[HEATC_THREAD_CAPTURES + 16];
       zero(tmp, sizeof tmp);
       st<uint64_t>(tmp + HEATC_THREAD_START, start);
-      capture(g, tmp, els, code, value);
+      capture(g, tmp, els, code, value, places);
       complete(g, io, s, seq, r, rec, tmp, end);
     } else {
       zero(slots, ss);
       slots[HEATC_THREAD_ACTIVE] = 1;
       st<uint64_t>(slots + HEATC_THREAD_START, start);
-      capture(g, slots, els, code, value);
+      capture(g, slots, els, code, value, places);
     }
   }
   // keep the rule's bit in active_rules in step with its slots
@@ -831,7 +845,7 @@ HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_
 
 // visit, in rule order, the rules with live threads and those this token can start
 HEATC_HD HEATC_CALL void rules_step(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t code, uint64_t start,
-                                uint64_t end, double value) {
+                                uint64_t end, double value, uint32_t places) {
   if (!HP(N_RULES)) return;
   bool barrier = (HT(CODE_FLAGS)[code] & HEATC_FLAG_BARRIER) != 0;
   uint32_t kind = HT(CODE_KINDS)[code];  // it ends the gaps that block its kind
@@ -849,7 +863,7 @@ HEATC_HD HEATC_CALL void rules_step(const Program& g, Io& io, uint8_t* s, uint32
     while (bits) {
       uint32_t r = w * 64 + ctz64(bits);
       bits &= bits - 1;
-      step_rule(g, io, s, seq, r, code, start, end, value, barrier, kind);
+      step_rule(g, io, s, seq, r, code, start, end, value, places, barrier, kind);
     }
   }
 }
@@ -876,8 +890,9 @@ HEATC_HD HEATC_CALL void emit(const Program& g, Io& io, uint8_t* s, uint32_t seq
   uint32_t flags = HT(CODE_FLAGS)[code];
   // most lexemes (plain words) can neither start a rule nor meet a live thread
   if ((flags & HEATC_FLAG_STARTS) || SF(uint32_t, N_ACTIVE)) {
-    double value = lexeme_value(g, s + HP(OFF_BUF), len, code);
-    rules_step(g, io, s, seq, code, start, end, value);
+    uint32_t places;
+    double value = lexeme_value(g, s + HP(OFF_BUF), len, code, places);
+    rules_step(g, io, s, seq, code, start, end, value, places);
   }
   if (HP(LATE) && (flags & HEATC_FLAG_LOOK)) keep_look(g, s, start, code, len, SF(uint64_t, LEXEMES));
   if ((flags & HEATC_FLAG_TRIGGER) && !io.quiet) publish(g, io, s, seq, 0);

@@ -3,8 +3,8 @@
 #pragma once
 
 // ABI version (heatc_runtime.abi)
-#define HEATC_ABI_MAJOR 1u
-#define HEATC_ABI_MINOR 3u
+#define HEATC_ABI_MAJOR 2u
+#define HEATC_ABI_MINOR 0u
 
 // control block words (heatc_runtime.abi.CONTROL_FIELDS)
 #define HEATC_CTL_EV_PTR 0u
@@ -63,7 +63,7 @@
 
 // packed record sizes and fields (heatc_runtime.abi)
 #define HEATC_RULE_HEADER 48u
-#define HEATC_ELEMENT 16u
+#define HEATC_ELEMENT 20u
 #define HEATC_REQUIREMENT 64u
 #define HEATC_CHANNEL_USE 24u
 #define HEATC_RULE_N_ELEMENTS 0u
@@ -82,6 +82,7 @@
 #define HEATC_ELEMENT_ACCEPTS 4u
 #define HEATC_ELEMENT_N_ACCEPTS 8u
 #define HEATC_ELEMENT_CAPTURE 12u
+#define HEATC_ELEMENT_PLACES 16u
 #define HEATC_REQ_OP 0u
 #define HEATC_REQ_LEFT 4u
 #define HEATC_REQ_RIGHT 8u

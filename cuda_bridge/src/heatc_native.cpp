@@ -456,7 +456,8 @@ const char* check_tables(const Module* m) {
     const uint8_t* rec = t + at;
     uint32_t k = ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS), nc = ld<uint32_t>(rec + HEATC_RULE_N_CAPTURES);
     int32_t gate = ld<int32_t>(rec + HEATC_RULE_GATE);
-    c.that(k >= 1 && k <= 16 && nc <= k && nc <= P(MAX_CAPTURES), "a rule's element or capture count is invalid");
+    // (an element captures at most its value and, for `places(v)`, the digits after its point)
+    c.that(k >= 1 && k <= 16 && nc <= 2 * k && nc <= P(MAX_CAPTURES), "a rule's element or capture count is invalid");
     c.that(gate < (int32_t)groups, "a rule's gate is out of range");
     c.that(ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE) == HEATC_THREAD_CAPTURES + 8 * nc, "a rule's slot size is wrong");
     c.that(ld<uint32_t>(rec + HEATC_RULE_STATE) % 8 == 0 &&
@@ -467,8 +468,9 @@ const char* check_tables(const Module* m) {
       break;
     for (uint32_t i = 0; i < k; i++) {
       const uint8_t* el = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) + HEATC_ELEMENT * i;
-      int32_t cap = ld<int32_t>(el + HEATC_ELEMENT_CAPTURE);
-      c.that(cap < (int32_t)nc && ld<uint32_t>(el + HEATC_ELEMENT_GAP) < 255, "a rule element is invalid");
+      int32_t cap = ld<int32_t>(el + HEATC_ELEMENT_CAPTURE), places = ld<int32_t>(el + HEATC_ELEMENT_PLACES);
+      c.that(cap < (int32_t)nc && places < (int32_t)nc && ld<uint32_t>(el + HEATC_ELEMENT_GAP) < 255,
+             "a rule element is invalid");
       c.range(at + (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS), 4 * (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS),
               "a rule element's accept list");
     }

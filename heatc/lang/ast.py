@@ -168,7 +168,24 @@ class MatchStmt:
     pos: Pos = _pos()
 
 
-Operand = Name | Num
+@dataclass(frozen=True)
+class Places:
+    """`places(v)`: the digits capture v's value is written with after its decimal point."""
+
+    capture: Name
+    pos: Pos = _pos()
+
+    @property
+    def text(self) -> str:
+        return places_capture_name(self.capture.text)
+
+
+def places_capture_name(capture: str) -> str:
+    """The name of the capture slot that holds `places(capture)` (it shows in events)."""
+    return f"places({capture})"
+
+
+Operand = Name | Num | Places
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 
 

@@ -72,6 +72,16 @@ class _Capture:
     key_classes: list[int] = field(default_factory=list)  # class ids a class capture can take
 
 
+def _places_operands(d: ast.RuleDecl) -> list[ast.Places]:
+    out = []
+    for s in d.stmts:
+        if isinstance(s, ast.RequireCmp):
+            out += [o for o in (s.left, s.right) if isinstance(o, ast.Places)]
+        elif isinstance(s, ast.RequireIn) and isinstance(s.operand, ast.Places):
+            out.append(s.operand)
+    return out
+
+
 def _literal_key(text: str, exact: bool) -> str:
     collapsed = re.sub(r"[ \t\n\v\f\r]+", " ", text)
     return collapsed if exact else "".join(c.lower() if c.isascii() else c for c in collapsed)
@@ -320,6 +330,10 @@ class _Compiler:
                     captures[e.capture.text] = _Capture(e.capture.text, kind, e.capture.pos, key_classes)
             resolved_elements.append((e, accepts))
         check_statements(d, captures, self.error)
+        # `places(v)` reads a slot of its own, after the pattern's captures, that v's element fills
+        for o in _places_operands(d):
+            if o.capture.text in captures and o.text not in captures:
+                captures[o.text] = _Capture(o.text, "number", o.pos)
         return resolved_elements, captures
 
     def _atom(self, atom: ast.Atom) -> tuple[list[int], str, list[int]]:

@@ -103,11 +103,12 @@ def emit_rules(
         for e, accepts in _with_years(elements, code_kinds):
             gap = _gap(e)
             capture = cap_index[e.capture.text] if e.capture is not None and e.capture.text in cap_index else -1
+            places = cap_index.get(ast.places_capture_name(e.capture.text), -1) if e.capture is not None else -1
             kinds = 0
             for code in accepts:
                 kinds |= code_kinds[code]
             blocks = 0 if e.across or not gap else before | kinds
-            ir_elements.append(ir.Element(gap, sorted(set(accepts)), capture, blocks))
+            ir_elements.append(ir.Element(gap, sorted(set(accepts)), capture, blocks, places))
             before = kinds
         lowered.append(
             ir.Rule(
@@ -153,6 +154,6 @@ def _with_years(elements: list[tuple], code_kinds: list[int]) -> list[tuple]:
 
 
 def _operand(o: ast.Operand, cap_index: dict[str, int]) -> ir.Operand:
-    if isinstance(o, ast.Name):
+    if isinstance(o, ast.Name | ast.Places):
         return ir.Operand(capture=cap_index[o.text])
     return ir.Operand(const=o.value)

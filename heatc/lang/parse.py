@@ -363,6 +363,14 @@ class _ToAst(Transformer):
     def operand(self, meta, children):
         return children[0]
 
+    def places_of(self, meta, children):
+        function, capture = children
+        if function.text != "places":
+            raise self._error(
+                function.pos, f'unknown function "{function.text}": the one an operand may call is places(CAPTURE)'
+            )
+        return ast.Places(capture, self._p(meta))
+
     def require_cmp(self, meta, children):
         left, op, right = children
         return ast.RequireCmp(left, str(op), right, self._p(meta))

@@ -115,9 +115,8 @@ def _boundary_values(rule: ir.Rule, capture: int) -> list[float]:
     return sorted(values)
 
 
-def _numeral(v: float, percent: bool) -> bytes:
-    text = f"{v:.6f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
-    return (text + ("%" if percent else "")).encode()
+def _numeral(v: float) -> str:
+    return f"{v:.6f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
 
 
 @st.composite
@@ -145,11 +144,19 @@ def _cases(draw, program: ir.Program, rule: ir.Rule, fillers: list[bytes]) -> Ca
             parts.append(b"November %d" % int(v))
             if element.capture >= 0:
                 values[element.capture] = v
+            if element.places >= 0:
+                values[element.places] = 0.0  # a date writes no decimals
         elif code in (ir.LEX_NUMBER, ir.LEX_PERCENT):
             v = draw(st.sampled_from(_boundary_values(rule, element.capture)))
-            parts.append(_numeral(v, code == ir.LEX_PERCENT))
+            digits = _numeral(v)
+            zeros = draw(st.sampled_from([0, 0, 1, 2]))  # trailing zeros: the same value, written more precisely
+            if zeros:
+                digits += ("" if "." in digits else ".") + "0" * zeros
+            parts.append((digits + ("%" if code == ir.LEX_PERCENT else "")).encode())
             if element.capture >= 0:
                 values[element.capture] = v
+            if element.places >= 0:
+                values[element.places] = float(len(digits.partition(".")[2]))
         else:
             parts.append(draw(_literal_spellings(program, code)))
         placed.append((at, at + len(parts[-1]), code))

@@ -92,7 +92,7 @@ def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
     accepts: list[int] = []
     element_bytes = b""
     for e in rule.elements:
-        element_bytes += ELEMENT.struct.pack(e.gap, accepts_rel + 4 * len(accepts), len(e.accepts), e.capture)
+        element_bytes += ELEMENT.struct.pack(e.gap, accepts_rel + 4 * len(accepts), len(e.accepts), e.capture, e.places)
         accepts += e.accepts
     accept_bytes = _u32s(accepts)
     # binding: per element, the lexeme kinds its gap never skips (ir.Element.blocks)

@@ -22,8 +22,8 @@ import struct
 from .errors import ModuleError
 
 #: The ABI this runtime speaks: same major, minor up to this one.
-ABI_MAJOR = 1
-ABI_MINOR = 3  # 3: CHANNEL_USE.factor, `within factor` bands
+ABI_MAJOR = 2  # 2: ELEMENT.places, `places(v)` (the element record grew: 1.x tables do not read)
+ABI_MINOR = 0
 
 # --- the memory map: fixed regions below the tables ----------------------------------------
 
@@ -195,7 +195,10 @@ RULE = Record("rule", "RULE", (
     ("n_channels", "I"), ("elements", "I"), ("requirements", "I"), ("channels", "I"), ("slot_size", "I"),
     ("late", "I"), ("blocks", "I"),
 ))  # fmt: skip
-ELEMENT = Record("element", "EL", (("gap", "I"), ("accepts", "I"), ("n_accepts", "I"), ("capture", "i")))
+#: `places`: the capture slot that takes the digits the value writes after its point, or -1.
+ELEMENT = Record(
+    "element", "EL", (("gap", "I"), ("accepts", "I"), ("n_accepts", "I"), ("capture", "i"), ("places", "i"))
+)
 #: low ≤ v ≤ high for `in`, each bound's `closed` an all-ones or zero u64 (one v128 mask).
 REQUIREMENT = Record("requirement", "REQ", (
     ("op", "I"), ("left", "i"), ("right", "i"), ("_pad", "I"), ("left_const", "d"), ("right_const", "d"),
