@@ -131,3 +131,17 @@ def test_diff_shows_a_magnitude_band_beside_its_range(tmp_path):
     assert "~ sodium … number mg_dl: [1, 3] → [1, 3] within factor 100 (support 9 → 9)" in r.output
     d = json.loads(CliRunner().invoke(app, ["diff", str(a), str(b), "--json"]).output)
     assert [x["band"] for x in d["range_changed"]] == [[20, None], [None, 100]]
+
+
+def test_diff_shows_a_precision_beside_its_range(tmp_path):
+    """A precision (`places: P`) is part of what a range cell checks too."""
+    a = _write(tmp_path / "a.yaml", ["{name: g, pair: [glucose, number], score: 0.9, support: 10, range: [null, 600]}"])
+    b = _write(
+        tmp_path / "b.yaml",
+        ["{name: g, pair: [glucose, number], score: 0.9, support: 10, range: [null, 600], places: 0}"],
+    )
+    r = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    assert r.exit_code == 0, r.output
+    assert "~ glucose … number: [-inf, 600] → [-inf, 600], places <= 0 (support 10 → 10)" in r.output
+    d = json.loads(CliRunner().invoke(app, ["diff", str(a), str(b), "--json"]).output)
+    assert [x["places"] for x in d["range_changed"]] == [[None, 0]]

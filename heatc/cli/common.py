@@ -85,8 +85,9 @@ def print_document(i, doc, audit, events, lines) -> None:
             table.add_column(col, overflow="fold")
         for e in matches:
             text = doc[e.start : e.end].decode("utf-8", errors="replace").replace("\n", " ")
-            caps = ", ".join(f"{k}={fmt_value(v)}" for k, v in e.captures)
             why = e.failed or ""
+            # a value's places (`places(v)`) say something only where a requirement on them failed
+            caps = ", ".join(f"{k}={fmt_value(v)}" for k, v in e.captures if not k.startswith("places(") or k in why)
             if e.conflict is not None:
                 prior = doc[e.conflict.start : e.conflict.end].decode("utf-8", errors="replace")
                 why = f"{e.conflict.channel} was {fmt_value(e.conflict.value)} at {prior!r}"

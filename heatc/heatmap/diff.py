@@ -1,5 +1,6 @@
 """What changed between two heatmaps (`heatc diff A.yaml B.yaml`): cells added and removed,
-score changes and range changes (a range's magnitude band, `band: F`, is part of it).
+score changes and range changes (a range's magnitude band, `band: F`, and precision, `places: P`,
+are part of it).
 
 A cell is identified by what its rule reads — its pair, unit and check — not by its name
 (names get a suffix when two cells would share one). Its range is the one `heatc lower`
@@ -36,7 +37,7 @@ class HeatmapDiff:
     added: list[CellChange] = field(default_factory=list)
     removed: list[CellChange] = field(default_factory=list)
     scores: list[CellChange] = field(default_factory=list)  # in both, score moved by SCORE_STEP or more
-    ranges: list[CellChange] = field(default_factory=list)  # in both, another range or band
+    ranges: list[CellChange] = field(default_factory=list)  # in both, another range, band or precision
     same: int = 0  # in both, neither moved
 
     def to_json(self) -> dict:
@@ -46,6 +47,7 @@ class HeatmapDiff:
                 "score": [None if c.a is None else c.a.score, None if c.b is None else c.b.score],
                 "range": [c.range_a and list(c.range_a), c.range_b and list(c.range_b)],
                 "band": [c.band_a, c.band_b],
+                "places": [None if c.a is None else c.a.places, None if c.b is None else c.b.places],
                 "support": [None if c.a is None else c.a.support, None if c.b is None else c.b.support],
             }
 
@@ -95,7 +97,7 @@ def diff_heatmaps(a: Heatmap, b: Heatmap) -> HeatmapDiff:
         if abs(ca.score - cb.score) >= SCORE_STEP:
             out.scores.append(change)
             moved = True
-        if (change.range_a, change.band_a) != (change.range_b, change.band_b):
+        if (change.range_a, change.band_a, ca.places) != (change.range_b, change.band_b, cb.places):
             out.ranges.append(change)
             moved = True
         out.same += not moved
@@ -106,10 +108,11 @@ def diff_heatmaps(a: Heatmap, b: Heatmap) -> HeatmapDiff:
     return out
 
 
-def _fmt_range(r: Range | None, band: int | None = None) -> str:
+def _fmt_range(r: Range | None, band: int | None = None, places: int | None = None) -> str:
     """`[1.5, 1000]`; a side the range leaves open is written `-inf` or `inf` (`[-inf, 309]`);
-    a magnitude band after it (`[-inf, 86000] within factor 999`)."""
-    within = f" within factor {band}" if band else ""
+    a magnitude band after it (`[-inf, 86000] within factor 999`), a precision after that
+    (`[-inf, 195], places <= 0`)."""
+    within = (f" within factor {band}" if band else "") + (f", places <= {places}" if places is not None else "")
     if r is None:
         return "no range" + within
     lo = "-inf" if r[0] is None else f"{r[0]:g}"
@@ -143,14 +146,14 @@ def render_diff(d: HeatmapDiff, a: Heatmap, b: Heatmap, limit: int | None = None
         "added",
         d.added,
         lambda c: (
-            f"+ {c.key}: score {c.b.score:.3f}{hot(c.b.score, hot_b)}, support {c.b.support}, {_fmt_range(c.range_b, c.band_b)}"
+            f"+ {c.key}: score {c.b.score:.3f}{hot(c.b.score, hot_b)}, support {c.b.support}, {_fmt_range(c.range_b, c.band_b, c.b.places)}"
         ),
     )
     section(
         "removed",
         d.removed,
         lambda c: (
-            f"- {c.key}: score {c.a.score:.3f}{hot(c.a.score, hot_a)}, support {c.a.support}, {_fmt_range(c.range_a, c.band_a)}"
+            f"- {c.key}: score {c.a.score:.3f}{hot(c.a.score, hot_a)}, support {c.a.support}, {_fmt_range(c.range_a, c.band_a, c.a.places)}"
         ),
     )
     section(
@@ -165,7 +168,7 @@ def render_diff(d: HeatmapDiff, a: Heatmap, b: Heatmap, limit: int | None = None
         "range changed",
         d.ranges,
         lambda c: (
-            f"~ {c.key}: {_fmt_range(c.range_a, c.band_a)} → {_fmt_range(c.range_b, c.band_b)} "
+            f"~ {c.key}: {_fmt_range(c.range_a, c.band_a, c.a.places)} → {_fmt_range(c.range_b, c.band_b, c.b.places)} "
             f"(support {c.a.support} → {c.b.support})"
         ),
     )

@@ -74,6 +74,9 @@ class Cell:
     # a range cell's magnitude band: a document's values stay within this factor of each
     # other (`consistent v within factor F`, docs/language.md); None: no band
     band: int | None = None
+    # a range cell's precision: its values write at most this many digits after the decimal
+    # point (`require places(v) <= P`, docs/language.md); None: any
+    places: int | None = None
     channel: str | None = None
     when: str | None = None
     name: str | None = None
@@ -351,7 +354,7 @@ def _read_thresholds(r: Reader, top: dict, hm: Heatmap) -> None:
 
 CELL_FIELDS = (
     "pair", "unit", "score", "support", "gap", "check", "stats", "range", "channel", "when", "name", "description", "freq",
-    "false_alarms", "band",
+    "false_alarms", "band", "places",
 )  # fmt: skip
 STATS_FIELDS = ("n", "min", "max", "q01", "q05", "q50", "q95", "q99")
 
@@ -464,6 +467,9 @@ def _read_cell(r: Reader, node, i: int, refs: list) -> Cell | None:
     if "band" in c:
         f = r.number(c["band"][1], f"{fp}.band", 2, ir.MAX_FACTOR, integer=True)
         cell.band = int(f) if f is not None else None
+    if "places" in c:
+        p = r.number(c["places"][1], f"{fp}.places", 0, ir.MAX_PLACES, integer=True)
+        cell.places = int(p) if p is not None else None
     if "channel" in c:
         cell.channel = r.name(c["channel"][1], f"{fp}.channel")
     if "when" in c:
@@ -484,6 +490,8 @@ def _read_cell(r: Reader, node, i: int, refs: list) -> Cell | None:
         r.error(
             c["band"][1], f"{fp}.band", "only a range cell takes a band (a consistency cell already asks for one value)"
         )
+    if cell.places is not None and cell.check != "range":
+        r.error(c["places"][1], f"{fp}.places", "only a range cell takes places (the digits after a value's point)")
     if cell.check == "lock" and not cell.channel:
         r.error(node, fp, "a lock cell needs a channel name")
     return cell

@@ -110,6 +110,8 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
             stmts.append(ast.RequireCmp(_name("v"), ">=", _n(lo), here))
         else:
             stmts.append(ast.RequireIn(_name("v"), _n(lo), _n(hi), True, True, here))
+        if cell.places is not None:  # written to a precision a slipped decimal point changes
+            stmts.append(ast.RequireCmp(ast.Places(_name("v"), here), "<=", _n(cell.places), here))
         if cell.band is not None:  # and a document's values within a factor of each other
             stmts.append(ast.ConsistentStmt(_name("v"), None, here, ast.Within(_n(cell.band), here)))
     elif cell.check == "consistent":
