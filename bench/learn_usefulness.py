@@ -125,14 +125,14 @@ def learn_heatmap(domain: str, docs, args, alarm_budget: float, bands: bool, see
     config = LearnConfig(
         corpus=[corpus], output=out, name=domain, seed=seed, label_sentences=args.label_sentences,
         max_probe_sentences=args.probe_sentences, student=scored_by_student, alarm_budget=alarm_budget,
-        teacher_sentences=args.teacher_sentences, bands=bands,
+        teacher_sentences=args.teacher_sentences, bands=bands, places=args.places,
     )  # fmt: skip
     t0 = time.perf_counter()
     try:
         summary = learn(config, log=lambda m: print(f"  {m}"))
     except HeatError:  # the work folder is from other settings or another heatc: start over
         summary = learn(config, fresh=True, log=lambda m: print(f"  {m}"))
-    kept = folder / f"{domain}-{alarm_budget:g}{'-bands' if bands else ''}.yaml"
+    kept = folder / f"{domain}-{alarm_budget:g}{'-bands' if bands else ''}{'-places' if args.places else ''}.yaml"
     kept.write_bytes(out.read_bytes())
     print(
         f"  learned {kept.relative_to(REPO)} (alarm budget {alarm_budget:g}): {summary['cells']} cells, "
@@ -405,6 +405,7 @@ def main() -> None:
         "--bands", choices=("shipped", "all", "none"), default="shipped",
         help="which domains learn with magnitude bands (heatc learn --bands): as the shipped heatmaps (finance), all, none",
     )  # fmt: skip
+    ap.add_argument("--places", action="store_true", help="learn with precisions (heatc learn --places)")
     ap.add_argument("--all", action="store_true", help="recall on every corruption, not only the impossible ones")
     ap.add_argument(
         "--misses", type=int, default=0, help="print up to this many missed impossible corruptions per kind"

@@ -19,6 +19,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="heatc learn needs torch (pip install 'heatc[learn]')")
 
+from learn_scores import scored as _scored
+
 from heatc.errors import HeatError
 from heatc.heatmap.format import (
     DEFAULT_MARGIN_FACTOR,
@@ -374,16 +376,6 @@ def test_outliers_do_not_set_the_quantiles():
     stats = value_stats(values)
     assert stats["min"] == 0 and stats["max"] == 245000 and stats["n"] == 202
     assert 3.9 < stats["q01"] and stats["q99"] < 6.1
-
-
-def _scored(strengths: dict, probes: int = 3) -> tuple[dict, dict]:
-    """(scores, strengths) as `Couplings` gives them for cells coupled this strongly with
-    their keyword, `probes` times each, at a distance where the baseline is 1."""
-    c = Couplings()
-    c.by_distance[-1] = [1.0]
-    for key, x in strengths.items():
-        c.evidence[key] = [((x, -1),)] * probes
-    return c.scores(strengths, probes), {k: c.strength(k) for k in strengths}
 
 
 def test_cell_scores_rank_candidates_by_coupling_over_the_baseline_at_their_distance():

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from learn_scores import scored as _scored
 
 from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower
 from heatc.learn.aggregate import checked_sentences, counted_text
 from heatc.learn.budget import cell_table
 from heatc.learn.corpus import Document
-from heatc.learn.couplings import Couplings
 from heatc.learn.emit import heatmap_document, write_heatmap
 from heatc.learn.evidence import CellKey, CellValues, collect_values, occurrences
 from heatc.learn.lexemes import Category, Lexicon, lex_sentence
@@ -22,14 +22,6 @@ from heatc.learn.quantities import is_quantity, keyword_profiles, unit_read
 from heatc.learn.ranges import count_outside, range_options
 from heatc.reference import scan
 from heatc_runtime import Verdict
-
-
-def _scored(strengths: dict, probes: int = 3) -> tuple[dict, dict]:
-    c = Couplings()
-    c.by_distance[-1] = [1.0]
-    for key, x in strengths.items():
-        c.evidence[key] = [((x, -1),)] * probes
-    return c.scores(strengths, probes), {k: c.strength(k) for k in strengths}
 
 
 def _spread(values, documents: int = 40) -> CellValues:

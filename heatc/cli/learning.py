@@ -102,6 +102,15 @@ def learn(
             "(heatmaps/finance.yaml is learned with it); clinical notes and contracts lose recall with it.",
         ),
     ] = False,
+    places: Annotated[
+        bool,
+        typer.Option(
+            "--places/--no-places",
+            help="Let range cells also bound the digits their values write after the point (a precision: "
+            "a decimal point slipped left adds one). Off by default: on held-out clinical notes and "
+            "contracts its rules took the budget of unit guards and ranges (docs/learning.md).",
+        ),
+    ] = False,
     epochs: Annotated[int, typer.Option("--epochs", help="Student training epochs.")] = 8,
     student: Annotated[
         bool, typer.Option("--student/--no-student", help="Train and export the student detector.")
@@ -138,7 +147,7 @@ def learn(
         epsilon=epsilon, label_sentences=label_sentences, max_probe_sentences=probe_sentences,
         topup_probes=topup_probes, min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget,
         discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,
-        teacher_sentences=teacher_sentences, bands=bands,
+        teacher_sentences=teacher_sentences, bands=bands, places=places,
     )  # fmt: skip
     try:
         with _LearnProgress(rank == 0 and sys.stderr.isatty(), rank == 0) as progress:

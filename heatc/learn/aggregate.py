@@ -236,7 +236,7 @@ def aggregate(
         sentences=candidates_checked, alarm_budget=config.alarm_budget,
         sensitivity=config.sensitivity, substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
         swapped=swap_sources(values, swaps), min_fold_values=config.min_fold_values, bands=config.bands,
-        min_worth=config.min_worth,
+        min_worth=config.min_worth, places=config.places,
     )  # fmt: skip
     # max_cells bounds the cells of the heatmap's own statistics; guards come with the hot
     # cells they stand for and are not counted (they would push those cells out)
@@ -260,6 +260,7 @@ def aggregate(
             substitutes=_numeral_substitutes(recount, set(numerals)), guards=[c for c in cells if c.guards],
             swapped=swap_sources({k: v for k, v in recount.items() if k not in guarded}, swaps),
             min_fold_values=config.min_fold_values, bands=config.bands, min_worth=config.min_worth,
+            places=config.places,
         )  # fmt: skip
         if len(kept) == len(cells):
             break

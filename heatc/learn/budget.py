@@ -20,6 +20,7 @@ import numpy as np
 from heatc.learn.bands import band_options
 from heatc.learn.evidence import ALARM_BUDGET, MAX_REJECTED, CellKey, CellValues, LearnedCell
 from heatc.learn.overlaps import enclosing_cells, joint_choices, marginal_choices
+from heatc.learn.precision import capped_options
 from heatc.learn.ranges import (
     FLAT_TAIL,
     MIN_FOLD_VALUES,
@@ -86,6 +87,7 @@ def cell_table(
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
     min_fold_values: int = MIN_FOLD_VALUES,
     bands: bool = False,
+    places: bool = False,
     min_worth: float = 0.0,
 ) -> list[LearnedCell]:
     """Every cell with enough corpus support and a teacher's score (`scores`, from
@@ -106,6 +108,7 @@ def cell_table(
         ranked, values, min_support=min_support, sentences=sentences, alarm_budget=alarm_budget,
         min_documents=min_documents, max_rejected=max_rejected, sensitivity=sensitivity, substitutes=substitutes,
         guards=guards, swapped=swapped, min_fold_values=min_fold_values, bands=bands, min_worth=min_worth,
+        places=places,
     )  # fmt: skip
 
 
@@ -124,6 +127,7 @@ def select_cells(
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
     min_fold_values: int = MIN_FOLD_VALUES,
     bands: bool = False,
+    places: bool = False,
     min_worth: float = 0.0,
 ) -> list[LearnedCell]:
     """The cells, in the given (score) order, whose rules the clean corpus says are worth
@@ -143,8 +147,9 @@ def select_cells(
     candidate range that does not), and what they leave goes to the cells below it, in score
     order. Unit `guards` (`unit_guards`) share the budget with the hot cells; their false
     alarms are recounted from `values`. With `bands`, the hot range cells may also take a
-    magnitude band (`bands.band_options`). `min_worth`: what each false alarm a narrower
-    range adds must buy (`allocate`)."""
+    magnitude band (`bands.band_options`). With `places`, each hot range cell's candidate
+    ranges are offered once more with its precision (`precision.capped_options`). `min_worth`:
+    what each false alarm a narrower range adds must buy (`allocate`)."""
     budget = alarm_budget * max(sentences, 1)
     out: list[LearnedCell] = []
     alarms = 0.0
@@ -172,6 +177,8 @@ def select_cells(
                         if substitutes is not None and c.key in substitutes  # a number word restated
                         else range_options(cv, c.key, margin.factor(fit.values), min_fold_values, margin)
                     )
+                    if places:  # each range once more with its precision
+                        offered = capped_options(c.key, cv, offered)
                     options[c.key] = [o for o in offered if o.kept_out <= max_rejected * len(fit.values)]
                     if not options[c.key]:
                         continue
@@ -280,20 +287,20 @@ def allocate(
     for c in cells:
         cv = values[c.key]
         n_all = max(len(cv.values), 1)
-        ch: list[tuple] = [(0.0, 0.0, None, 0, 0, math.inf, 0.0)]  # left out
+        ch: list[tuple] = [(0.0, 0.0, None, 0, 0, math.inf, 0.0, None)]  # left out
         if c.guards:
             # its rejections in the corpus, and as many again in as much unseen text: a guard
             # rejects what its keywords write in its unit, and each of those the corpus shows
             # (a family's member written once in mcg) says such values turn up (Good–Turing); a
             # pair never written costs the share of the unseen pairs that turn up (`expected`)
             cost = float(c.rejected) + (float(c.rejected) if c.rejected else c.expected)
-            ch.append((c.worth, cost, (0.0, 0.0), c.rejected, 2, 0.0, cost / max(c.support, 1)))
+            ch.append((c.worth, cost, (0.0, 0.0), c.rejected, 2, 0.0, cost / max(c.support, 1), None))
         elif c.key.check == "consistent":
             # a restated value is noticed however it changes: a slip, or another value
             counts = np.unique(np.asarray(cv.values), return_counts=True)[1] / n_all
             stated = sum(len(vs) for vs in cv.per_document.values() if len(vs) >= 2) - c.rejected
             worth = stated * (1.0 + (1.0 - float((counts**2).sum()))) / 2
-            ch.append((worth, float(c.rejected), None, c.rejected, 0, 0.0, c.rejected / n_all))
+            ch.append((worth, float(c.rejected), None, c.rejected, 0, 0.0, c.rejected / n_all, None))
         else:
             n = len(fitted_values(c.key, cv).values)  # the values it was fitted to; worth what it notices there
             pool = None if substitutes is None else substitutes.get(c.key)
@@ -307,15 +314,26 @@ def allocate(
                 swap = sum(share * count_outside(o.bounds, src) for share, src in sources)
                 return (n * (o.power + inside * outside) + swap) / 2
 
+            # (a precision counts as a bound: between choices alike, the one without it)
             ch.extend(
-                (worth(o), range_charge(o), o.bounds, o.rejected, n_bounds(o.bounds),
-                 log_width(o.bounds), o.expected / n_all)
+                (worth(o), range_charge(o), o.bounds, o.rejected, n_bounds(o.bounds) + (o.places is not None),
+                 log_width(o.bounds), o.expected / n_all, o.places)
                 for o in options.get(c.key, ())
             )  # fmt: skip
         offered = (bands or {}).get(c.key, [])
         # with a band: every choice that runs the cell, once more with each band (the band last)
-        ch = [(*x, (0, 0)) for x in ch] + [
-            (x[0] + noticed / 2, x[1] + rejected + FLAT_TAIL, x[2], x[3], x[4] + 1, x[5], x[6], (factor, rejected))
+        # (a choice's last item: (band factor, its rejections, places))
+        ch = [(*x[:7], (0, 0, x[7])) for x in ch] + [
+            (
+                x[0] + noticed / 2,
+                x[1] + rejected + FLAT_TAIL,
+                x[2],
+                x[3],
+                x[4] + 1,
+                x[5],
+                x[6],
+                (factor, rejected, x[7]),
+            )
             for x in ch[1:]
             for factor, rejected, noticed in offered
         ]
@@ -343,12 +361,12 @@ def allocate(
         ]  # fmt: skip
     out, spent = [], 0.0
     for i, k in sorted((i, k) for ch, g in zip(groups, picked, strict=True) for i, k in ch[g][6] if k):
-        _, charged, bounds, rejected, _, _, rate, (factor, band_rejected) = choices[i][k]
+        _, charged, bounds, rejected, _, _, rate, (factor, band_rejected, places) = choices[i][k]
         spent += charged
         out.append(
             dataclasses.replace(
                 cells[i], range=bounds, rejected=rejected, false_alarms=round(rate, 5), band=factor,
-                band_rejected=band_rejected, charged=round(charged, 4),
+                band_rejected=band_rejected, charged=round(charged, 4), places=places,
             )
         )  # fmt: skip
     return out, spent

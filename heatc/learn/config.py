@@ -71,6 +71,8 @@ class LearnConfig:
     min_worth: float = 0.0
     # range cells with a unit may also take a magnitude band (`bands.py`; opt-in, docs/learning.md)
     bands: bool = False
+    # range cells may also take a precision, `places` (`precision.py`; opt-in, docs/learning.md)
+    places: bool = False
     batch_size: int = 16
     chunk_size: int = 64
     epochs: int = 8

@@ -106,6 +106,8 @@ def heatmap_document(
             doc["false_alarms"] = float(f"{c.false_alarms:.3g}")
         if c.band:
             doc["band"] = c.band
+        if c.places is not None:
+            doc["places"] = c.places
         if c.key.check != "range":
             doc["check"] = c.key.check
         if c.guards:
@@ -125,6 +127,12 @@ def heatmap_document(
             doc["description"] += f"; rejects {c.false_alarms * 100:.2g} % of held-out clean values"
         if c.key.check == "range" and c.rejected:
             doc["description"] += f"; {c.rejected / c.support * 100:.2g} % of the values seen fall outside its range"
+        if c.places is not None:
+            doc["description"] += "; " + (
+                "written in whole numbers"
+                if c.places == 0
+                else f"written with at most {c.places} digit{'s' if c.places > 1 else ''} after the point"
+            )
         if c.band:
             doc["description"] += (
                 f"; a document's values within a factor {c.band} of each other "

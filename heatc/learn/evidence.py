@@ -271,8 +271,11 @@ def candidate_cells(
 
 
 def stats_rules(cells: list[CellKey]) -> str:
-    """One requirement-free rule per cell, `c0`, `c1`, …: its matches are the cell's values."""
-    return "".join(f'rule c{i} "" heat 0.5 {{\n  match {k.pattern()}\n}}\n' for i, k in enumerate(cells))
+    """One rule per cell, `c0`, `c1`, …, whose requirement always holds: its matches are the
+    cell's values, each with its places (`places(v)`: the digits after its point)."""
+    return "".join(
+        f'rule c{i} "" heat 0.5 {{\n  match {k.pattern()}\n  require places(v) >= 0\n}}\n' for i, k in enumerate(cells)
+    )
 
 
 @dataclass
@@ -285,6 +288,9 @@ class CellValues:
     starts: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     # per document that is a copy of an earlier one, that one's index (`corpus.copy_groups`)
     copy_of: dict[int, int] = field(default_factory=dict)
+    # per document, the digits each value writes after its point, in the order of per_document
+    # (`precision`); empty where the values came without (a domain plan's merged cells)
+    places: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
 
     def group(self, d: int) -> int:
         """The document's copy group: copies fall in one cross-validation fold (`ranges`)."""
@@ -300,12 +306,15 @@ class CellValues:
         out = CellValues(copy_of=self.copy_of)
         for d, vs in self.per_document.items():
             drop = Counter(self.with_unit.get(d, ()))
-            for v in vs:
+            places = self.places.get(d, ())
+            for j, v in enumerate(vs):
                 if drop[v] > 0:
                     drop[v] -= 1
                     continue
                 out.values.append(v)
                 out.per_document[d].append(v)
+                if j < len(places):
+                    out.places[d].append(places[j])
         return out if len(out.values) else self
 
 
@@ -338,7 +347,8 @@ def collect_values(
     for d, text in enumerate(documents):
         for e in checker.scan(text).events:
             if e.kind == "match":
-                v = float(dict(e.captures)["v"])
+                captures = dict(e.captures)
+                v = float(captures["v"])
                 cell = out[cells[int(e.name[1:])]]
                 if e.name[0] == "u":
                     cell.with_unit[d].append(v)
@@ -346,6 +356,7 @@ def collect_values(
                 cell.values.append(v)
                 cell.per_document[d].append(v)
                 cell.starts[d].append(e.start)
+                cell.places[d].append(int(captures["places(v)"]))
     return out
 
 
@@ -366,4 +377,5 @@ class LearnedCell:
     false_alarms: float | None = None  # the rule's share of held-out clean values it rejects (`allocate`)
     band: int = 0  # a magnitude band's factor (`bands.band_options`, chosen by `allocate`); 0: none
     band_rejected: int = 0  # the clean corpus values the band rejects
+    places: int | None = None  # the digits its values write after the point at most (`precision`); None: any
     charged: float = 0.0  # the false alarms the budget paid for it (`budget.allocate`; a cold cell: its rejections)

@@ -138,6 +138,7 @@ class RangeOption:
     power: float  # share of the values that the range accepts but rejects ten times larger or smaller
     kept_out: int  # of the values it was fitted to (`CellValues.bare`), those it rejects
     unseen: float  # clean values outside in unseen documents, all told (`_unseen`): what the budget charges
+    places: int | None = None  # with a precision (`precision.capped_options`): the places its values keep to
 
 
 def _fit(x: np.ndarray, low: float, high: float, margin: tuple[str, float], sides: str) -> Bounds | None:
