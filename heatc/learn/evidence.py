@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from heatc.backends import wasm_checker
+from heatc.lang.ast import places_capture_name
 from heatc.learn.lexemes import END_GROUP, FOLLOWER_GROUP, SHARE_GROUP, Lexicon, SentenceLexemes, is_numeral_name
 
 MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean values it was learned from
@@ -356,7 +357,7 @@ def collect_values(
                 cell.values.append(v)
                 cell.per_document[d].append(v)
                 cell.starts[d].append(e.start)
-                cell.places[d].append(int(captures["places(v)"]))
+                cell.places[d].append(int(captures[places_capture_name("v")]))
     return out
 
 

@@ -39,6 +39,7 @@ from heatc.learn.ranges import (
     RangeOption,
     fitted_values,
     log_spread,
+    outside,
     slips,
     slips_noticed,
 )
@@ -107,14 +108,14 @@ def capped_options(key: CellKey, cv: CellValues, options: list[RangeOption]) -> 
     expected = _out_of_sample(cv, cap)
     factors = slips(key)
     smaller = 2 * factors.index(SLIP) + 1  # the column of a value ten times smaller
+    x, places = fit
+    over_all, over, wider = every[1] > cap, places > cap, places + 1 > cap
     out = list(options)
     for o in options:
-        over_all = every[1] > cap
-        rejected = int((_outside(o, every[0]) | over_all).sum())
-        x, places = fit
-        outside = _outside(o, x)
+        rejected = int((outside(o.bounds, every[0]) | over_all).sum())
+        rejects = outside(o.bounds, x)
         noticed = slips_noticed(o.bounds, x, factors)
-        noticed[:, smaller] |= ~outside & (places + 1 > cap)
+        noticed[:, smaller] |= ~rejects & wider
         shares = noticed.mean(axis=0)
         pairs = len(shares) // 2
         power = sum(float((shares[2 * k] + shares[2 * k + 1]) / 2) for k in range(pairs)) / pairs
@@ -124,16 +125,9 @@ def capped_options(key: CellKey, cv: CellValues, options: list[RangeOption]) -> 
                 rejected=rejected,
                 expected=o.expected + expected,
                 power=power,
-                kept_out=int((outside | (places > cap)).sum()),
+                kept_out=int((rejects | over).sum()),
                 unseen=o.unseen + max(expected, FLAT_TAIL),
                 places=cap,
             )
         )
     return out
-
-
-def _outside(o: RangeOption, x: np.ndarray) -> np.ndarray:
-    lo, hi = o.bounds
-    return ((x < lo) if lo is not None else np.zeros(len(x), dtype=bool)) | (
-        (x > hi) if hi is not None else np.zeros(len(x), dtype=bool)
-    )

@@ -9,7 +9,7 @@ lower bound that only rejects small doses, when no slip lands below it) is left 
 
 Public surface: `inliers`, `value_stats`, `conflicts`, `rejected_values`, `rejected_share`,
 `Bounds`, `RangeOption`, `range_options`, `tail_margin`, `TailMargin`, `log_spread`,
-`fitted_values`, `slip_power`, `slips_noticed`, `slips`, `is_years`, `count_outside`,
+`fitted_values`, `slip_power`, `slips_noticed`, `slips`, `is_years`, `outside`, `count_outside`,
 `restated_option`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`, `PERCENT_WHOLE`, `FLAT_TAIL`.
 """
 
@@ -82,10 +82,15 @@ def _closed(bounds: Bounds) -> tuple[float, float]:
     return (-math.inf if lo is None else lo), (math.inf if hi is None else hi)
 
 
-def count_outside(bounds: Bounds, values) -> int:
+def outside(bounds: Bounds, values) -> np.ndarray:
+    """Per value, whether a rule with these bounds rejects it."""
     lo, hi = _closed(bounds)
     a = np.asarray(values, dtype=np.float64)
-    return int(((a < lo) | (a > hi)).sum())
+    return (a < lo) | (a > hi)
+
+
+def count_outside(bounds: Bounds, values) -> int:
+    return int(outside(bounds, values).sum())
 
 
 def n_bounds(bounds: Bounds) -> int:
