@@ -306,3 +306,28 @@ def test_inspect_tiers_prints_the_plan(tiered):
         assert any(line.strip().startswith(name) and f" {n} rules" in line for line in lines), r.output
     r = CliRunner().invoke(app, ["inspect", "--tiers", "--device", "cpu", str(tiered)])
     assert r.exit_code == 0 and "placed on cpu" in r.output, r.output
+
+
+def test_the_ops_load_a_program_without_wasmtime(good):
+    """A GPU machine may have torch and cuda-python but no wasmtime: loading a program for the
+    ops (which checks its tables with the native core) must not import the WASM checker."""
+    import subprocess
+    import textwrap
+
+    d, _ = good
+    code = textwrap.dedent(f"""
+        import sys
+        class NoWasmtime:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "wasmtime":
+                    raise ImportError("no wasmtime here")
+        sys.meta_path.insert(0, NoWasmtime())
+        from heatc_runtime.cuda.program import load
+        p = load({str(d)!r}, "cpu")
+        assert "wasmtime" not in sys.modules and "heatc_runtime.wasm_engine" not in sys.modules
+        print(p.state_size)
+    """)
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO / "runtime")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) > 0

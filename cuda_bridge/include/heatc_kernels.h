@@ -18,7 +18,9 @@ struct Tokens {
 
 // the by-value kernel arguments are laid out as heatc_runtime.cuda.layout packs them
 static_assert(sizeof(Program) == HEATC_PROGRAM_BYTES, "heatc::Program differs from heatc_runtime.cuda.layout");
+#ifndef __CUDACC_RTC__  // (NVRTC 13.0 knows no offsetof builtin; nvcc and the host compiler check it)
 static_assert(__builtin_offsetof(Program, base) == HEATC_PROGRAM_BASE, "heatc::Program's tiers moved");
+#endif
 static_assert(sizeof(Tokens) == HEATC_TOKENS_BYTES, "heatc::Tokens differs from heatc_runtime.cuda.layout");
 
 HEATC_HD HEATC_INLINE uint64_t row_bytes(const Program& g, uint32_t ev_keep, uint32_t snap_keep) {

@@ -26,26 +26,13 @@ import numpy as np
 from .abi import CONTROL_FIELDS
 from .checker import CLOSED, Checker
 from .errors import ModuleError, ModuleTrap
+from .extension import native_extension
 from .hct import Hct, check_against_manifest
 from .limits import Limits
 
 CONTROL = 256  # the control block's offset; the memory below it stays unused (0 is no buffer)
 HEAP_BASE = 512
 PAGE = 65536
-
-
-def native_extension():
-    """The compiled extension, or a ModuleError that says how to get it."""
-    try:
-        from . import _native
-    except ImportError as e:
-        raise ModuleError(
-            "the native backend is not available: the extension heatc_runtime._native was not built "
-            f"({e}). It is compiled when heatc is installed: install a C++ compiler (g++ or clang++) and "
-            "Python's headers, then reinstall (pip install --force-reinstall --no-deps heatc, or "
-            "`pip install -e .` in a checkout); or use backend='wasm'"
-        ) from None
-    return _native
 
 
 class NativeChecker(Checker):

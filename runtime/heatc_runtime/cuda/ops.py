@@ -242,7 +242,7 @@ _NATIVE = []
 
 def _native():
     if not _NATIVE:
-        from ..native import native_extension
+        from ..extension import native_extension
 
         _NATIVE.append(native_extension())
     return _NATIVE[0]

@@ -100,7 +100,7 @@ class OpProgram:
     @staticmethod
     def _check_tables(hct: Hct, where: str) -> None:
         try:
-            from ..native import native_extension
+            from ..extension import native_extension
 
             native = native_extension()
         except ModuleError:
