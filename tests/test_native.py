@@ -19,6 +19,7 @@ from heatc.backends import native_checker, wasm_checker
 from heatc.hct import hct_bytes
 from heatc.heatmap.build import build
 from heatc.reference import Machine
+from heatc.reference import scan as reference_scan
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
 from heatc_runtime import abi
@@ -204,3 +205,41 @@ def test_memory_limit_is_kept():
     checker.scan("glucose 5 mg/dL " * 1000)
     with pytest.raises(rt.ModuleTrap, match="exceed its limit"):
         checker.scan(b"x" * (2 << 20))
+
+
+AGING = """class g keyword = "glucose"
+class u unit = "mg/dL"
+class s keyword = "stop"
+rule near { match g ..2 v:number u
+  require v <= 400 }
+rule far { match g ..12 v:number ..12 s }
+"""
+
+
+def _aging_texts():
+    inert = ["and", "the", "plain", "words", "of", "it"]
+    for k in range(6):
+        for j in range(15):
+            run_k, run_j = " ".join(inert[:k]), " ".join((inert * 3)[:j])
+            yield f"glucose {run_k} 250 {run_j} mg/dL stop then {run_j} more words here.\n"
+            yield f"glucose 250 {run_j} stop, glucose {run_k} 410 mg/dL and {run_j} plain text after it\n"
+
+
+def test_live_threads_age_through_runs_of_inert_words():
+    """With a thread live, the native scan counts words no rule element accepts and ages the
+    threads by them at once (a thread outliving the run, dying at exactly its gap, or inside
+    it, then the scan going on idle): every gap length up to past the rules' gaps, scanned
+    whole and fed a word at a time, equals the reference."""
+    program = compile_cached(AGING)
+    native = native_checker(program)
+    for line in _aging_texts():
+        text = line.encode()
+        report = native.scan(text)
+        events, verdicts, _ = reference_scan(program, text)
+        assert (list(report.events), report.verdicts) == (events, verdicts), line
+        ref, got, expected = Machine(program), [], []
+        with native.batch(1) as b:
+            for c in text.split(b" "):
+                got += [_snap(s) for s in b.feed_text(0, c + b" ")]
+                expected += [_snap(s) for s in ref.feed(c + b" ")]
+        assert got == expected, line

@@ -549,6 +549,21 @@ HEATC_HD HEATC_INLINE uint8_t* ring_entry(const Program& g, uint8_t* s, uint32_t
 
 HEATC_HD HEATC_INLINE uint64_t fnv(uint64_t h, uint32_t b) { return (h ^ b) * HEATC_FNV_PRIME; }
 
+// Whether a lexeme can be part of an anchor term, so that it must go through the ring: a
+// literal by its code's flag, a word (or a lexeme of non-ASCII bytes) by the membership
+// filter over its bytes, ASCII letters lower-cased — the hash anchor_step computes, since
+// such a lexeme holds no whitespace to normalise. Any other lexeme breaks every run.
+HEATC_HD HEATC_INLINE bool anchor_member(const Program& g, uint32_t code, const uint8_t* buf, uint32_t len) {
+  if (code >= HEATC_LEX_LITERAL0) return (HT(CODE_FLAGS)[code] & HEATC_FLAG_ANCHOR_MEMBER) != 0;
+  if (!(code == HEATC_LEX_WORD || (code == HEATC_LEX_OTHER && buf[0] >= 0x80))) return false;
+  uint64_t h = HEATC_FNV_OFFSET;
+  for (uint32_t i = 0; i < len; i++) {
+    uint32_t b = buf[i];
+    h = fnv(h, is_letter(b) ? (b | 32) : b);
+  }
+  return filter_hit(g, HT(ANCHOR_MEMBER_FILTER), h);
+}
+
 HEATC_HD HEATC_CALL void anchor_step(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t code, uint32_t len,
                                  uint64_t start, uint64_t end, uint32_t space) {
   const uint8_t* buf = s + HP(OFF_BUF);
@@ -896,6 +911,49 @@ HEATC_HD HEATC_CALL void rules_step(const Program& g, Io& io, uint8_t* s, uint32
   }
 }
 
+// k inert lexemes at once for every live thread (docs/semantics.md §3, k times over: an
+// inert lexeme — wasm/pack.py's "inert" table — is in no accept list, no barrier and of no
+// kind a gap stops at, so to a thread it is only one more gap): a thread stays, k gaps
+// older, while that is within its element's gap, else it dies. Returns how many inert
+// lexemes it takes until every thread is dead (0: none is live). Only for programs with
+// rules and no anchors (no `when` gates, which would keep a closed rule from aging).
+HEATC_HD HEATC_CALL uint32_t age(const Program& g, uint8_t* s, uint32_t k) {
+  uint32_t budget = 0;
+  uint32_t words = (HP(N_RULES) + 63) / 64;
+  for (uint32_t w = 0; w < words; w++) {
+    uint8_t* word = s + HP(OFF_ACTIVE_RULES) + 8 * w;
+    uint64_t bits = ld<uint64_t>(word);
+    while (bits) {
+      uint32_t r = w * 64 + ctz64(bits);
+      bits &= bits - 1;
+      const uint8_t* rec = rule_rec(g, r);
+      uint32_t n = ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS);
+      uint32_t ss = ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE);
+      uint8_t* slots = s + ld<uint32_t>(rec + HEATC_RULE_STATE) + 8;
+      const uint8_t* els = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS);
+      bool live = false;
+      for (uint32_t i = 1; i < n; i++) {
+        uint8_t* slot = slots + (i - 1) * ss;
+        if (!slot[HEATC_THREAD_ACTIVE]) continue;
+        uint32_t gap = ld<uint32_t>(els + HEATC_ELEMENT * i + HEATC_ELEMENT_GAP);
+        uint32_t a = slot[HEATC_THREAD_GAPS] + k;
+        if (a <= gap) {
+          slot[HEATC_THREAD_GAPS] = (uint8_t)a;
+          live = true;
+          if (gap + 1 - a > budget) budget = gap + 1 - a;
+        } else {
+          slot[HEATC_THREAD_ACTIVE] = 0;
+        }
+      }
+      if (!live) {
+        st<uint64_t>(word, ld<uint64_t>(word) & ~((uint64_t)1 << (r & 63)));
+        SSET(uint32_t, N_ACTIVE, SF(uint32_t, N_ACTIVE) - 1);
+      }
+    }
+  }
+  return budget;
+}
+
 // ---- one lexeme -------------------------------------------------------------------------
 
 // keep the lexeme in buf (index + 1 = `mark`) as the look-behind of late-starting rules
@@ -1045,14 +1103,19 @@ uint32_t skip_plain(const Program& g, const Io& io, uint8_t* s, const uint8_t* i
 // read (docs/semantics.md §7) — and they are read again only when there is room for all
 // that they and that byte can emit, so that no early stop comes before `*read`.
 HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i,
-                              uint32_t len, uint32_t* read) {
+                              uint32_t len, uint32_t* read, uint32_t budget, uint32_t* pending) {
   const uint8_t* dfa = HT(DFA);
   const uint8_t* cls = HT(BYTE_CLASS);
   const uint8_t* flags = HT(CODE_FLAGS);
   const uint32_t width = HP(DFA_WIDTH), cap = HP(MAX_LEXEME);
   const uint32_t matters = io.quiet ? HEATC_FLAG_STARTS : (HEATC_FLAG_STARTS | HEATC_FLAG_TRIGGER);
-  const bool idle = SF(uint32_t, N_ACTIVE) == 0;
+  // budget: 0 when no rule has a live thread; else, where inert lexemes may be counted
+  // instead of stepped (age()), how many of them it takes until every thread is dead
+  const bool idle = budget == 0;
   const bool anchors = HP(ANCHOR_LEXEMES) != 0, late = HP(LATE) != 0;
+  const bool bulk = !anchors && HP(N_RULES) != 0;
+  const uint8_t* inert = HT(INERT);
+  uint32_t aged = 0;
   const uint32_t word_row = anchors ? 0 : HP(WORD_ROW);
   uint8_t* buf = s + HP(OFF_BUF);
   uint32_t row = SF(uint32_t, DFA_STATE), q = SF(uint32_t, BUF_LEN);
@@ -1075,12 +1138,16 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
       }
       if (last_tok != HEATC_LEX_SPACE) {
         uint32_t f = flags[last_tok];
-        if ((f & matters) || !idle) break;
+        if (f & matters) break;
+        // with live threads an inert lexeme only ages them: count it; the caller ages them
+        // once this returns (at most `budget` of them, after which every thread is dead)
+        if (!idle) {
+          if (!bulk || !inert[last_tok] || aged >= budget) break;
+          aged++;
+        }
         if (anchors) {
-          // (a lexeme that may be anchor text goes through the ring)
-          if (last_tok == HEATC_LEX_WORD || last_tok >= HEATC_LEX_LITERAL0 ||
-              (last_tok == HEATC_LEX_OTHER && buf[0] >= 0x80))
-            break;
+          // (a lexeme that may be anchor text goes through the ring; any other breaks runs)
+          if (anchor_member(g, last_tok, buf, n)) break;
           SSET(uint32_t, ANCHOR_COUNT, 0);
           SSET(uint64_t, LAST_END, tok_start + n);
         }
@@ -1093,6 +1160,8 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
       row = width;
       last_tok = 0;
       last_q = 0;
+      // every thread is dead once aged: return (between tokens) for the caller to age them
+      if (!idle && aged == budget) break;
 #if defined(HEATC_WITH_SKIPPER)
       if (idle && HP(SKIP_LOG2) && len - i >= 40) i = skip_plain(g, io, s, in, i, len, &tok_start, &lexemes);
 #endif
@@ -1128,6 +1197,7 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
   SSET(uint32_t, LAST_LEN, last_q);
   SSET(uint64_t, TOK_START, tok_start);
   SSET(uint64_t, LEXEMES, lexemes);
+  *pending = aged;
   return i;
 }
 
@@ -1140,7 +1210,14 @@ HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, ui
   uint32_t i = 0, read = 0;
   while (i < len) {
     if (SF(uint32_t, PEND_TOK)) resolve_pending(g, s, in[i]);
-    i = scan(g, io, s, in, i, len, &read);
+    uint32_t budget = 0, pending = 0;
+    if (SF(uint32_t, N_ACTIVE)) budget = (!HP(ANCHOR_LEXEMES) && HP(N_RULES)) ? age(g, s, 0) : 1;
+    i = scan(g, io, s, in, i, len, &read, budget, &pending);
+    if (pending) {
+      age(g, s, pending);
+      // stopped between tokens because the threads aged out: scan on, idle now
+      if (i < len && SF(uint32_t, BUF_LEN) == 0) continue;
+    }
     if (SF(uint32_t, PEND_TOK)) continue;
     if (i >= len) break;
     uint32_t b = in[i], n = SF(uint32_t, BUF_LEN), last_tok = SF(uint32_t, LAST_TOK);
