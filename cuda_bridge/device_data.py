@@ -12,7 +12,7 @@ Writes, under the output directory (git-ignored; the device run carries it):
                  Programs: the conformance corpus (each case: its chunkings as the batch) and
                  `--generated` rule sets from tests/strategies.py (seeded, the generators the
                  WASM and native backends are held to).
-  bench/         examples/medical.heat and a generated 400-rule heatmap with a token table
+  bench/         examples/medical.heat, heatmaps/medical.yaml and a generated 400-rule heatmap with a token table
                  and 65,536 token ids of text for the timings.
   gen10000/      a generated 10,000-rule heatmap (bench/build_time.py's generator) built with a
                  tier plan that uses all three tiers (manifest.json, rules.hct, tokens.bin), and
@@ -157,6 +157,11 @@ def bench_data(out: Path) -> None:
     write_program(b, "medical", compile_file(REPO / "examples" / "medical.heat"))
     (b / "medical.vocab.pkl").write_bytes(pickle.dumps(vocab))
     np.save(b / "medical.ids.npy", ids)
+    # the shipped learned heatmap, on the same tokens
+    program, _, _ = compile_heatmap(REPO / "heatmaps" / "medical.yaml")
+    write_program(b, "medlearned", program)
+    (b / "medlearned.vocab.pkl").write_bytes(pickle.dumps(vocab))
+    np.save(b / "medlearned.ids.npy", ids)
     # a generated 400-rule heatmap (keywords, numbers, units), byte tokens over its own text
     path = b / "gen400.yaml"
     path.write_text(generated_heatmap(400))
