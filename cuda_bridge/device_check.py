@@ -11,7 +11,8 @@ within its share of `--budget` seconds (what does not fit is reported as not run
   differential the conformance corpus and the generated cases on the CUDA kernels, a warp
                per sequence (every third case a thread per sequence too): every snapshot of
                every step, document scans, guard masks, against the reference's
-  graph        a step captured in a CUDA graph and replayed gives the eager steps' states and rows
+  graph        a step captured in a CUDA graph and replayed gives the eager steps' states and
+               rows; a warp per sequence (sharing snapshots) gives a thread per sequence's
   timing       µs per decode step at batch 1, 64, 1,024 and 8,192, a thread or a warp per
                sequence, the L2 window on and off: warm (CUDA events around graph replays of
                50 steps) and cold (each step alone after a same-stream copy evicted L2), the
@@ -259,7 +260,28 @@ def part_graph(run: Run, deadline: float) -> dict:
     p.close()
     same = states_same == rows_same == len(steps)
     return {"captured": True, "replays_equal_eager": same, "steps": len(steps), "states_equal": states_same,
-            "rows_equal": rows_same}  # fmt: skip
+            "rows_equal": rows_same, "shared_verdicts_equal_one_lane": _lanes_agree(run)}  # fmt: skip
+
+
+def _lanes_agree(run: Run) -> dict:
+    """Programs of 64 rules or more share a snapshot's verdicts among a warp's lanes: 40 steps
+    of 256 sequences with a warp each give the states and rows of a thread each."""
+    out = {}
+    for name in ("medlearned", "gen400"):
+        p, ids = _bench_program(name, run.device)
+        (a, starts), (b, _) = _prefilled(p, ids, 256, 32, 256), _prefilled(p, ids, 256, 1, 256)
+        equal = bool(torch.equal(a.states, b.states))
+        for k in range(40):
+            x = torch.from_numpy(ids[starts + k]).to(run.device)
+            a.out.zero_()
+            b.out.zero_()
+            a.step(x)
+            b.step(x)
+            equal &= bool(torch.equal(a.states, b.states) and torch.equal(a.out, b.out))
+        run.sync()
+        out[name] = equal
+        p.close()
+    return out
 
 
 class Flusher:

@@ -71,8 +71,10 @@ HEATC_HD HEATC_INLINE void row_close(const Program& g, uint8_t* row, const Io& i
 // `n` tokens (ids[0..n)) for one sequence; stops at the first it refuses (an id out of range,
 // a finished stream: the row's status says which, `consumed` how many went in).
 HEATC_HD HEATC_CALL void step_row(const Program& g, const Tokens& tk, uint8_t* s, uint8_t* row, uint32_t ev_keep,
-                                  uint32_t snap_keep, uint32_t seq, const int64_t* ids, uint32_t n) {
+                                  uint32_t snap_keep, uint32_t seq, const int64_t* ids, uint32_t n,
+                                  void* helpers = nullptr) {
   Io io = row_io(g, row, ev_keep, snap_keep, tk, 0);
+  io.helpers = helpers;
   uint64_t before = rejections(g, s);
   uint32_t done = 0;
   for (; done < n; done++) {

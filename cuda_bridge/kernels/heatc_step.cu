@@ -3,9 +3,10 @@
 // CI, by nvcc for sm_80 and sm_90 (tests/test_cuda_bridge.py).
 //
 // Layout: `lanes` consecutive threads serve one sequence (1: a thread per sequence; 32: a warp
-// per sequence; any power of two up to 32). In the step and text kernels lane 0 runs the core
-// and the other lanes leave at once: a warp per sequence trades 31 idle lanes for no
-// divergence between sequences and a batch spread over every SM. In the guard kernel the
+// per sequence; any power of two up to 32). In the step and text kernels lane 0 runs the core;
+// in the step kernel the other lanes wait and share each snapshot's verdicts (every rule's:
+// heatc::Helpers), in the text kernel they leave at once. A warp per sequence trades idle
+// lanes for no divergence between sequences and a batch spread over every SM. In the guard kernel the
 // lanes copy the state into each candidate's scratch slot together (coalesced), then each
 // takes candidates lane, lane + lanes, …
 //
@@ -15,6 +16,8 @@
 #include "heatc_kernels.h"
 
 namespace {
+
+constexpr uint32_t BLOCK = 128;  // threads a block (heatc_runtime.cuda.driver.BLOCK)
 
 struct Seq {
   uint32_t index, lane;
@@ -40,7 +43,18 @@ extern "C" __global__ void heatc_step(heatc::Program g, heatc::Tokens tk, uint8_
                                       const int64_t* lengths, uint32_t n, uint32_t t_max, uint8_t* out,
                                       uint32_t ev_keep, uint32_t snap_keep, uint32_t lanes) {
   Seq q = where(lanes);
-  if (q.index >= n || q.lane != 0) return;
+  if (q.index >= n) return;  // (a whole group leaves together: it shares q.index)
+  // the group's other lanes share each snapshot's verdicts (heatc::Helpers)
+  __shared__ heatc::Helpers pool[BLOCK / 2];
+  heatc::Helpers* h = lanes > 1 ? &pool[threadIdx.x / lanes] : nullptr;
+  if (h && q.lane != 0) {
+    heatc::helper_loop(g, h, q.lane, lanes, group_mask(lanes));
+    return;
+  }
+  if (h) {
+    h->lanes = lanes;
+    h->mask = group_mask(lanes);
+  }
   uint32_t len = t_max;
   if (lengths) {
     int64_t l = lengths[q.index];
@@ -48,7 +62,11 @@ extern "C" __global__ void heatc_step(heatc::Program g, heatc::Tokens tk, uint8_
   }
   heatc::step_row(g, tk, states + (uint64_t)q.index * g.p[HEATC_P_STATE_SIZE],
                   out + (uint64_t)q.index * heatc::row_bytes(g, ev_keep, snap_keep), ev_keep, snap_keep, q.index,
-                  ids + (uint64_t)q.index * t_max, len);
+                  ids + (uint64_t)q.index * t_max, len, h);
+  if (h) {
+    h->cmd = 0;  // the step is over: release the helpers
+    __syncwarp(h->mask);
+  }
 }
 
 // text[offsets[i] .. offsets[i + 1]) of its text_len bytes for sequence i; mode 0 feed (one
