@@ -46,6 +46,11 @@ class Lexeme:
     value: float = 0.0  # numbers and percents; a date's year
     places: int = 0  # digits after a number's or percent's decimal point (`lexeme_places`)
 
+    @classmethod
+    def of(cls, code: int, start: int, raw: bytes) -> Lexeme:
+        """The lexeme `raw` of `code` at `start`, with its value and places."""
+        return cls(code, start, start + len(raw), raw, lexeme_value(code, raw), lexeme_places(code, raw))
+
 
 class LexerState:
     """Maximal munch over bytes with a bounded look-back buffer (semantics §1)."""
@@ -128,7 +133,7 @@ def lex(program: ir.Program, data: bytes) -> list[Lexeme]:
 
     def emit(code: int, start: int, raw: bytes) -> None:
         if code != ir.LEX_SPACE:
-            out.append(Lexeme(code, start, start + len(raw), raw, lexeme_value(code, raw), lexeme_places(code, raw)))
+            out.append(Lexeme.of(code, start, raw))
 
     st = LexerState()
     run_lexer(program.lexer, st, data, emit)

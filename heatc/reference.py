@@ -25,8 +25,6 @@ from heatc.lexing import (
     finish_lexer,
     is_anchor_text,
     join_anchor_run,
-    lexeme_places,
-    lexeme_value,
     normalise_anchor_text,
     run_lexer,
 )
@@ -218,8 +216,8 @@ class Machine:
     def _on_token(self, code: int, start: int, raw: bytes) -> None:
         if code == ir.LEX_SPACE:
             return
-        end = start + len(raw)
-        x = Lexeme(code, start, end, raw, lexeme_value(code, raw), lexeme_places(code, raw))
+        x = Lexeme.of(code, start, raw)
+        end = x.end
         space_before = start > self._last_end
         self._last_end = end
         self.lexemes += 1
