@@ -19,8 +19,9 @@ either checks or flags it):
     counted when the result lies outside what a living patient can have (`PLAUSIBLE`, a
     table of survivable extremes written here); a unit swapped (mg↔g, mcg→mg, mL→L,
     mg/dL↔mmol/L) to one the word before the value never takes anywhere in the corpus;
-  - legal: a number of days ×10; days written as months; a payment term that the document
-    states again elsewhere changed in one place;
+  - legal: a number of days ×10; days written as months where the corpus never writes
+    months after the word before the number nor before the word after the unit (`unit_contexts`);
+    a payment term that the document states again elsewhere changed in one place;
   - finance: an amount in thousands, millions or billions written ×1000 or ÷1000 (a scale
     slip), counted when it leaves [smallest / 10, largest × 10] of the amounts the filing
     states in that unit; a share or rate ("45% of revenue", "a margin of 38.2%", "tax rate
@@ -56,7 +57,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learn_common import DATA, REPO, machine, split_documents
 from usefulness_rows import HEADER, missed_after_lines, missed_lines, per_rule_lines, pooled, row
-from usefulness_text import around, changed_word, number_start, word_before
+from usefulness_text import around, changed_word, number_start, word_after, word_before
 
 WORK = REPO / "bench" / ".work"
 GENERAL_MEDICINE = DATA / "medical/text/mtsamples_general_medicine_260notes_linebroken.tgz"
@@ -226,18 +227,35 @@ CORPUS_NAMES = {"medical": "MTSamples", "finance": "TAT-QA", "legal": "CUAD"}
 LEGAL_UNITS = {"days": "months"}  # the swap a contract's reader would not notice
 
 
-def unit_contexts(domain: str, docs) -> set[tuple[str, str]]:
-    """Every (word before a number, unit after it) the documents write, for the unit swaps: a
-    swap makes a value impossible where the corpus never writes its new unit after that word
-    (the quantity never takes it)."""
+def unit_contexts(domain: str, docs) -> set[tuple[str, str, str]]:
+    """Every context a unit is written in, for the unit swaps: ("before", word, unit) for the
+    word before the number, ("after", unit, word) for the word after the unit. A swap makes a
+    value impossible where the corpus never writes its new unit in the context that names the
+    quantity: in clinical notes the word before the value ("aspirin 81 mg": no drug takes "g"
+    where aspirin never does); in contracts that word is mostly a preposition ("within 30
+    days") and the quantity is named on either side ("a term of 30 days", "30 days' notice"),
+    so a swap counts only where neither side's word is ever written with the new unit."""
     table = MEDICAL_UNITS if domain == "medical" else LEGAL_UNITS
     units = "|".join(sorted(map(re.escape, set(table) | set(table.values())), key=len, reverse=True))
     unit_re = re.compile(rf"({NUM})\)?\s?({units})\b")  # "thirty (30) days" too
     seen = set()
     for d in docs:
         for m in unit_re.finditer(d.text):
-            seen.add((word_before(d.text, m.start()), m.group(2).lower()))
+            unit = m.group(2).lower()
+            seen.add(("before", word_before(d.text, m.start()), unit))
+            seen.add(("after", unit, word_after(d.text, m.end())))
     return seen
+
+
+def _never_written(context: set | None, stream: str, number_at: int, unit_end: int, new: str, both: bool) -> bool:
+    """Whether the corpus never writes unit `new` in this place's context (`unit_contexts`);
+    with `both`, in neither the word before the number's nor the word after the unit's."""
+    if context is None:
+        return True
+    if ("before", word_before(stream, number_start(stream, number_at)), new) in context:
+        return False
+    after = word_after(stream, unit_end) if both else ""
+    return not (after and ("after", new, after) in context)
 
 
 def corruptions(domain: str, stream: str, context: set | None = None) -> list[tuple[str, str, bool]]:
@@ -258,9 +276,7 @@ def corruptions(domain: str, stream: str, context: set | None = None) -> list[tu
         units = "|".join(sorted(map(re.escape, MEDICAL_UNITS), key=len, reverse=True))
         for m in re.finditer(rf"(?<=\d)(\s?)({units})\b", stream):
             new = MEDICAL_UNITS[m.group(2)]
-            never = (
-                context is None or (word_before(stream, number_start(stream, m.start())), new.lower()) not in context
-            )
+            never = _never_written(context, stream, m.start(), m.end(), new.lower(), both=False)
             out.append(("unit swapped", _replace(stream, m.span(2), new), never))
     elif domain == "legal":
         for m in LEGAL_DAYS.finditer(stream):
@@ -269,7 +285,7 @@ def corruptions(domain: str, stream: str, context: set | None = None) -> list[tu
                 continue
             out.append(("value x10", _replace(stream, m.span(g), _scaled(m.group(g), Decimal(10))), True))
         for m in re.finditer(r"(?<=\d)(\s?)(days)\b", stream):
-            never = context is None or (word_before(stream, number_start(stream, m.start())), "months") not in context
+            never = _never_written(context, stream, m.start(), m.end(), "months", both=True)
             out.append(("unit swapped", _replace(stream, m.span(2), "months"), never))
         for m in TERM.finditer(stream):
             value = m.group(1)

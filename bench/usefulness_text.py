@@ -16,6 +16,20 @@ def word_before(stream: str, at: int, tokens: int = 3, skip: frozenset[str] = fr
     return ""
 
 
+def word_after(stream: str, at: int, tokens: int = 2) -> str:
+    """The nearest word in the `tokens` tokens after position `at`, lower-cased, within the
+    clause ("" if none, or if punctuation ends the clause first): "… 30 days' written notice"
+    from the end of "days" -> "written"; "… net 30 days. The" -> ""."""
+    for token in stream[at : at + 20 * tokens].split()[:tokens]:
+        head = re.match(r"[^A-Za-z]*", token).group()
+        if any(c in head for c in ".,;:)"):
+            return ""
+        letters = re.findall(r"[A-Za-z]+", token)
+        if letters:
+            return letters[0].lower()
+    return ""
+
+
 _DIGITS_BEFORE = re.compile(r"[\d.,]*\d$")
 
 

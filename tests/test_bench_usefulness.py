@@ -81,3 +81,36 @@ def test_each_catch_and_flagged_sentence_is_put_under_the_rules_that_made_it():
     assert r["flagged"] >= 1 and sum(c["false alarms"] for c in r["by_rule"].values()) >= r["flagged"]
     for kind, (caught, _) in r["impossible"].items():
         assert caught > 0 and round(sum(c[kind] for c in r["by_rule"].values()), 6) == caught
+
+
+def test_the_word_after_a_unit_stays_in_its_clause():
+    assert usefulness_text.word_after("30 days' written notice", len("30 days")) == "written"
+    assert usefulness_text.word_after("net 30 days. The term", len("net 30 days")) == ""
+    assert usefulness_text.word_after("within 30 days, and", len("within 30 days")) == ""
+    assert usefulness_text.word_after("30 days (thirty)", len("30 days")) == "thirty"
+
+
+class _Doc:
+    def __init__(self, text: str):
+        self.text = text
+
+
+def test_a_contract_unit_swap_counts_where_neither_side_ever_takes_months():
+    """In contracts the word before a number is mostly a preposition: a days → months swap
+    makes a value impossible only where the corpus writes months neither after that word nor
+    before the word after the unit; clinical notes keep the word before (a drug's name)."""
+    import learn_usefulness  # bench/, on the path above
+
+    corpus = [_Doc("terminate upon 90 months' notice. Payment is due net 30 days."), _Doc("within 6 months after")]
+    context = learn_usefulness.unit_contexts("legal", corpus)
+
+    def impossible(text: str) -> list[bool]:
+        return [n for kind, _, n in learn_usefulness.corruptions("legal", text, context) if kind == "unit swapped"]
+
+    assert impossible("shall pay within 30 days of invoice") == [False]  # "within … months" is written
+    assert impossible("given 60 days' notice") == [False]  # "months' notice" is written
+    assert impossible("due net 30 days.") == [True]  # neither "net … months" nor a word after
+    medical = learn_usefulness.unit_contexts("medical", [_Doc("Tylenol 1 g daily")])
+    swaps = [n for kind, _, n in learn_usefulness.corruptions("medical", "aspirin 81 mg daily", medical)
+             if kind == "unit swapped"]  # fmt: skip
+    assert swaps == [True]  # "g daily" is written, but aspirin never takes g
