@@ -943,6 +943,30 @@ HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_
   st<uint64_t>(word, live ? (w | bit) : (w & ~bit));
 }
 
+// The rules with live threads, in rule order (next_active gives each once). A word of
+// active bits is read when the walk reaches it, so a caller may change the bit of the rule it
+// was just given.
+struct ActiveRules {
+  uint32_t w, words;
+  uint64_t bits;
+};
+
+HEATC_HD HEATC_INLINE ActiveRules active_rules(const Program& g) { return ActiveRules{0, (HP(N_RULES) + 63) / 64, 0}; }
+
+HEATC_HD HEATC_INLINE bool next_active(const Program& g, const uint8_t* s, ActiveRules& a, uint32_t& r) {
+  while (!a.bits) {
+    if (a.w >= a.words) return false;
+    a.bits = ld<uint64_t>(s + HP(OFF_ACTIVE_RULES) + 8 * a.w++);
+  }
+  r = (a.w - 1) * 64 + ctz64(a.bits);
+  a.bits &= a.bits - 1;
+  return true;
+}
+
+// Inert lexemes are counted instead of stepped (age()) in programs with rules and no anchors
+// (no `when` gates, which would keep a closed rule from aging).
+HEATC_HD HEATC_INLINE bool bulk_aging(const Program& g) { return HP(N_RULES) != 0 && !HP(ANCHOR_LEXEMES); }
+
 // visit, in rule order, the rules with live threads and those this token can start
 HEATC_HD HEATC_CALL void rules_step(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t code, uint64_t start,
                                 uint64_t end, double value, uint32_t places) {
@@ -972,40 +996,34 @@ HEATC_HD HEATC_CALL void rules_step(const Program& g, Io& io, uint8_t* s, uint32
 // inert lexeme — wasm/pack.py's "inert" table — is in no accept list, no barrier and of no
 // kind a gap stops at, so to a thread it is only one more gap): a thread stays, k gaps
 // older, while that is within its element's gap, else it dies. Returns how many inert
-// lexemes it takes until every thread is dead (0: none is live). Only for programs with
-// rules and no anchors (no `when` gates, which would keep a closed rule from aging).
+// lexemes it takes until every thread is dead (0: none is live). Only where bulk_aging().
 HEATC_HD HEATC_CALL uint32_t age(const Program& g, uint8_t* s, uint32_t k) {
-  uint32_t budget = 0;
-  uint32_t words = (HP(N_RULES) + 63) / 64;
-  for (uint32_t w = 0; w < words; w++) {
-    uint8_t* word = s + HP(OFF_ACTIVE_RULES) + 8 * w;
-    uint64_t bits = ld<uint64_t>(word);
-    while (bits) {
-      uint32_t r = w * 64 + ctz64(bits);
-      bits &= bits - 1;
-      const uint8_t* rec = rule_rec(g, r);
-      uint32_t n = ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS);
-      uint32_t ss = ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE);
-      uint8_t* slots = s + ld<uint32_t>(rec + HEATC_RULE_STATE) + 8;
-      const uint8_t* els = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS);
-      bool live = false;
-      for (uint32_t i = 1; i < n; i++) {
-        uint8_t* slot = slots + (i - 1) * ss;
-        if (!slot[HEATC_THREAD_ACTIVE]) continue;
-        uint32_t gap = ld<uint32_t>(els + HEATC_ELEMENT * i + HEATC_ELEMENT_GAP);
-        uint32_t a = slot[HEATC_THREAD_GAPS] + k;
-        if (a <= gap) {
-          slot[HEATC_THREAD_GAPS] = (uint8_t)a;
-          live = true;
-          if (gap + 1 - a > budget) budget = gap + 1 - a;
-        } else {
-          slot[HEATC_THREAD_ACTIVE] = 0;
-        }
+  uint32_t budget = 0, r;
+  ActiveRules each = active_rules(g);
+  while (next_active(g, s, each, r)) {
+    const uint8_t* rec = rule_rec(g, r);
+    uint32_t n = ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS);
+    uint32_t ss = ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE);
+    uint8_t* slots = s + ld<uint32_t>(rec + HEATC_RULE_STATE) + 8;
+    const uint8_t* els = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS);
+    bool live = false;
+    for (uint32_t i = 1; i < n; i++) {
+      uint8_t* slot = slots + (i - 1) * ss;
+      if (!slot[HEATC_THREAD_ACTIVE]) continue;
+      uint32_t gap = ld<uint32_t>(els + HEATC_ELEMENT * i + HEATC_ELEMENT_GAP);
+      uint32_t a = slot[HEATC_THREAD_GAPS] + k;
+      if (a <= gap) {
+        slot[HEATC_THREAD_GAPS] = (uint8_t)a;
+        live = true;
+        if (gap + 1 - a > budget) budget = gap + 1 - a;
+      } else {
+        slot[HEATC_THREAD_ACTIVE] = 0;
       }
-      if (!live) {
-        st<uint64_t>(word, ld<uint64_t>(word) & ~((uint64_t)1 << (r & 63)));
-        SSET(uint32_t, N_ACTIVE, SF(uint32_t, N_ACTIVE) - 1);
-      }
+    }
+    if (!live) {
+      uint8_t* word = s + HP(OFF_ACTIVE_RULES) + 8 * (r >> 6);
+      st<uint64_t>(word, ld<uint64_t>(word) & ~((uint64_t)1 << (r & 63)));
+      SSET(uint32_t, N_ACTIVE, SF(uint32_t, N_ACTIVE) - 1);
     }
   }
   return budget;
@@ -1170,7 +1188,7 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
   // instead of stepped (age()), how many of them it takes until every thread is dead
   const bool idle = budget == 0;
   const bool anchors = HP(ANCHOR_LEXEMES) != 0, late = HP(LATE) != 0;
-  const bool bulk = !anchors && HP(N_RULES) != 0;
+  const bool bulk = bulk_aging(g);
   const uint8_t* inert = HT(INERT);
   uint32_t aged = 0;
   const uint32_t word_row = anchors ? 0 : HP(WORD_ROW);
@@ -1268,7 +1286,8 @@ HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, ui
   while (i < len) {
     if (SF(uint32_t, PEND_TOK)) resolve_pending(g, s, in[i]);
     uint32_t budget = 0, pending = 0;
-    if (SF(uint32_t, N_ACTIVE)) budget = (!HP(ANCHOR_LEXEMES) && HP(N_RULES)) ? age(g, s, 0) : 1;
+    // (without bulk aging any budget but 0 only says "not idle": scan stops at every lexeme)
+    if (SF(uint32_t, N_ACTIVE)) budget = bulk_aging(g) ? age(g, s, 0) : 1;
     i = scan(g, io, s, in, i, len, &read, budget, &pending);
     if (pending) {
       age(g, s, pending);
@@ -1338,19 +1357,14 @@ HEATC_HD HEATC_CALL uint32_t finish(const Program& g, Io& io, uint8_t* s, uint32
   if (!room_for_bytes(g, io, s, 0)) return 0;
   flush_lexer(g, io, s, seq);
   // every partial match ends with the stream
-  uint32_t words = (HP(N_RULES) + 63) / 64;
-  for (uint32_t w = 0; w < words; w++) {
-    uint8_t* word = s + HP(OFF_ACTIVE_RULES) + 8 * w;
-    uint64_t bits = ld<uint64_t>(word);
-    while (bits) {
-      uint32_t r = w * 64 + ctz64(bits);
-      bits &= bits - 1;
-      const uint8_t* rec = rule_rec(g, r);
-      zero(s + ld<uint32_t>(rec + HEATC_RULE_STATE) + 8,
-           (ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS) - 1) * ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE));
-    }
-    st<uint64_t>(word, 0);
+  uint32_t r;
+  ActiveRules each = active_rules(g);
+  while (next_active(g, s, each, r)) {
+    const uint8_t* rec = rule_rec(g, r);
+    zero(s + ld<uint32_t>(rec + HEATC_RULE_STATE) + 8,
+         (ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS) - 1) * ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE));
   }
+  zero(s + HP(OFF_ACTIVE_RULES), 8 * each.words);
   SSET(uint32_t, N_ACTIVE, 0);
   if (HP(LATE)) SSET(uint64_t, LOOK_MARK, 0);
   SSET(uint32_t, FLAGS, SF(uint32_t, FLAGS) | 1);
