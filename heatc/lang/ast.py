@@ -185,6 +185,8 @@ def places_capture_name(capture: str) -> str:
     return f"places({capture})"
 
 
+# an operand that reads a capture slot: a capture's value, or its places
+CaptureRead = Name | Places
 Operand = Name | Num | Places
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 

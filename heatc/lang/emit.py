@@ -154,6 +154,6 @@ def _with_years(elements: list[tuple], code_kinds: list[int]) -> list[tuple]:
 
 
 def _operand(o: ast.Operand, cap_index: dict[str, int]) -> ir.Operand:
-    if isinstance(o, ast.Name | ast.Places):
+    if isinstance(o, ast.CaptureRead):
         return ir.Operand(capture=cap_index[o.text])
     return ir.Operand(const=o.value)

@@ -63,7 +63,7 @@ def _need_capture(name: ast.Name, captures: Mapping[str, Capture], error: Report
 
 def _requirement(s: ast.RequireCmp | ast.RequireIn, captures: Mapping[str, Capture], error: Report) -> None:
     operands = [s.left, s.right] if isinstance(s, ast.RequireCmp) else [s.operand]
-    names = [o.capture if isinstance(o, ast.Places) else o for o in operands if isinstance(o, ast.Name | ast.Places)]
+    names = [o.capture if isinstance(o, ast.Places) else o for o in operands if isinstance(o, ast.CaptureRead)]
     if not names:
         error(s.pos, "this requirement compares constants only; it does not depend on the text")
     for o in names:
@@ -109,13 +109,13 @@ _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 def _interval(s) -> tuple[str, float, bool, float, bool] | None:
     """(capture, lo, lo_closed, hi, hi_closed) for a requirement bounding one capture by constants."""
-    if isinstance(s, ast.RequireIn) and isinstance(s.operand, ast.Name | ast.Places):
+    if isinstance(s, ast.RequireIn) and isinstance(s.operand, ast.CaptureRead):
         return (s.operand.text, s.low.value, s.low_closed, s.high.value, s.high_closed)
     if not isinstance(s, ast.RequireCmp):
         return None
-    if isinstance(s.left, ast.Name | ast.Places) and isinstance(s.right, ast.Num):
+    if isinstance(s.left, ast.CaptureRead) and isinstance(s.right, ast.Num):
         name, op, c = s.left.text, s.op, s.right.value
-    elif isinstance(s.right, ast.Name | ast.Places) and isinstance(s.left, ast.Num):
+    elif isinstance(s.right, ast.CaptureRead) and isinstance(s.left, ast.Num):
         name, op, c = s.right.text, _FLIP[s.op], s.left.value
     else:
         return None

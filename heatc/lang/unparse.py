@@ -40,7 +40,7 @@ def format_string(s: str) -> str:
 
 
 def _operand(o: ast.Operand) -> str:
-    return o.text if isinstance(o, ast.Name | ast.Places) else format_number(o.value)
+    return o.text if isinstance(o, ast.CaptureRead) else format_number(o.value)
 
 
 def format_requirement(stmt: ast.RequireCmp | ast.RequireIn) -> str:
