@@ -36,6 +36,9 @@ rejections the learner may spend per value-bearing sentence; the teacher's work 
 learned heatmaps are kept in bench/.work/ (a rerun resumes heatc learn's work there).
 `--teacher-sentences N` learns as `heatc learn` does by default: the teacher labels N
 sentences, the student it trains scores the cells (work in bench/.work/<domain>-tN/).
+`--ceiling` adds, held out, rules that hold the medical limits of `PLAUSIBLE` themselves
+(`usefulness_ceiling.py`): what ranges keyed on lab names reach where the limits are known;
+and how often a contract restates a payment term with another number.
 `--seeds 0 1 2` splits each corpus three ways (a split per seed, each learned on its own
 half, work in bench/.work/<domain>-tN-sS/) and pools the counts of the three: one split moves
 medical's false alarms by more than half a point and its recall by several points, as much as most
@@ -56,8 +59,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learn_common import DATA, REPO, machine, split_documents
+from usefulness_ceiling import ceiling_files, restated_terms
 from usefulness_rows import HEADER, missed_after_lines, missed_lines, per_rule_lines, pooled, row
-from usefulness_text import around, changed_word, number_start, word_after, word_before
+from usefulness_text import around, changed_word, number_start, replaced, scaled, word_after, word_before
 
 WORK = REPO / "bench" / ".work"
 GENERAL_MEDICINE = DATA / "medical/text/mtsamples_general_medicine_260notes_linebroken.tgz"
@@ -208,21 +212,6 @@ def document_stream(doc) -> tuple[str, list[tuple[int, int]]]:
     return " ".join(parts), spans
 
 
-def _scaled(text: str, factor: Decimal) -> str:
-    """The number `factor` times larger, written the same way: "7.2" ×10 -> "72", "0.05" ->
-    "0.5", "231,000" -> "2,310,000" (appending a digit would give "2310,000", which reads as
-    2310), "4.2" ÷1000 -> "0.0042"."""
-    frac = text.partition(".")[2]
-    value = Decimal(text.replace(",", "")) * factor
-    shift = -factor.adjusted()
-    decimals = max(len(frac) + shift, 0)
-    return f"{value:,.{decimals}f}" if "," in text else f"{value:.{decimals}f}"
-
-
-def _replace(stream: str, span: tuple[int, int], new: str) -> str:
-    return stream[: span[0]] + new + stream[span[1] :]
-
-
 CORPUS_NAMES = {"medical": "MTSamples", "finance": "TAT-QA", "legal": "CUAD"}
 LEGAL_UNITS = {"days": "months"}  # the swap a contract's reader would not notice
 
@@ -272,26 +261,26 @@ def corruptions(domain: str, stream: str, context: set | None = None) -> list[tu
             lo, hi = PLAUSIBLE[lab]
             for kind, factor in (("value x10", Decimal(10)), ("value /10", Decimal("0.1"))):
                 new = v * factor
-                out.append((kind, _replace(stream, m.span(2), _scaled(m.group(2), factor)), not lo <= new <= hi))
+                out.append((kind, replaced(stream, m.span(2), scaled(m.group(2), factor)), not lo <= new <= hi))
         units = "|".join(sorted(map(re.escape, MEDICAL_UNITS), key=len, reverse=True))
         for m in re.finditer(rf"(?<=\d)(\s?)({units})\b", stream):
             new = MEDICAL_UNITS[m.group(2)]
             never = _never_written(context, stream, m.start(), m.end(), new.lower(), both=False)
-            out.append(("unit swapped", _replace(stream, m.span(2), new), never))
+            out.append(("unit swapped", replaced(stream, m.span(2), new), never))
     elif domain == "legal":
         for m in LEGAL_DAYS.finditer(stream):
             g = 1 if m.group(1) else 2
             if float(m.group(g).replace(",", "")) == 0:
                 continue
-            out.append(("value x10", _replace(stream, m.span(g), _scaled(m.group(g), Decimal(10))), True))
+            out.append(("value x10", replaced(stream, m.span(g), scaled(m.group(g), Decimal(10))), True))
         for m in re.finditer(r"(?<=\d)(\s?)(days)\b", stream):
             never = _never_written(context, stream, m.start(), m.end(), "months", both=True)
-            out.append(("unit swapped", _replace(stream, m.span(2), "months"), never))
+            out.append(("unit swapped", replaced(stream, m.span(2), "months"), never))
         for m in TERM.finditer(stream):
             value = m.group(1)
             if len(re.findall(rf"\(?\b{re.escape(value)}\)?\s*days", stream, re.I)) >= 2:
                 new = str(int(float(value.replace(",", ""))) + 15)
-                out.append(("term changed", _replace(stream, m.span(1), new), True))
+                out.append(("term changed", replaced(stream, m.span(1), new), True))
     else:
         amounts: dict[str, list[Decimal]] = {}
         found = list(AMOUNT.finditer(stream))
@@ -305,15 +294,15 @@ def corruptions(domain: str, stream: str, context: set | None = None) -> list[tu
             for kind, factor in (("scale x1000", Decimal(1000)), ("scale /1000", Decimal("0.001"))):
                 new = v * factor
                 out.append(
-                    (kind, _replace(stream, m.span(1), _scaled(m.group(1), factor)), not min(seen) / 10 <= new <= max(seen) * 10)
+                    (kind, replaced(stream, m.span(1), scaled(m.group(1), factor)), not min(seen) / 10 <= new <= max(seen) * 10)
                 )  # fmt: skip
         for m in SHARE.finditer(stream):
             g = 1 if m.group(1) else 2
             p = Decimal(m.group(g).replace(",", ""))
             new = p * 10 if p * 10 > 100 else p + 100
-            out.append(("share over 100%", _replace(stream, m.span(g), f"{new.normalize():f}"), True))
+            out.append(("share over 100%", replaced(stream, m.span(g), f"{new.normalize():f}"), True))
         for m in YEAR.finditer(stream):
-            out.append(("year +100", _replace(stream, m.span(1), str(int(m.group(1)) + 100)), True))
+            out.append(("year +100", replaced(stream, m.span(1), str(int(m.group(1)) + 100)), True))
     return out
 
 
@@ -440,6 +429,10 @@ def main() -> None:
     ap.add_argument("--in-sample", action="store_true", help="also the 260 General Medicine notes, shipped heatmap")
     ap.add_argument("--no-learn", action="store_true", help="only the in-sample check")
     ap.add_argument(
+        "--ceiling", action="store_true",
+        help="also what rules holding the benchmark's own limits reach (medical), how often contracts restate terms alike (legal)",
+    )  # fmt: skip
+    ap.add_argument(
         "--markdown", type=Path, help="also rewrite the usefulness table of this page (docs/performance.md)"
     )  # fmt: skip
     args = ap.parse_args()
@@ -484,6 +477,15 @@ def main() -> None:
         lines.append(row(f"  examples/{domain}.heat", r, args.all))
         lines.append(row(*beside, args.all))
         table.append((f"{domain} and `examples/{domain}.heat` side by side, held out{splits}", beside[1]))
+        for label, path in ceiling_files(PLAUSIBLE, WORK) if args.ceiling and domain == "medical" else ():
+            scanner = Scanner(path)
+            r = pooled([evaluate(domain, scanner, held, args.max_per_kind, context) for _, held in halves.values()])
+            lines.append(row(label, r, args.all))
+        if args.ceiling and domain == "legal":
+            restated, differ = restated_terms([d.text for d in learn_docs + held], TERM)
+            lines.append(
+                f"  payment terms stated again in a contract: {restated}, {differ} with another number than the first"
+            )
     if args.in_sample:
         from heatc.learn.corpus import read_corpus
 

@@ -1,9 +1,11 @@
 """Where in a document's text a corruption falls, for bench/learn_usefulness.py: the number
-that ends at a position, the word before a value, and the text around a change."""
+that ends at a position, the word before a value, and the text around a change; and how a
+corrupted value is written (`scaled`, `replaced`)."""
 
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 
 def word_before(stream: str, at: int, tokens: int = 3, skip: frozenset[str] = frozenset()) -> str:
@@ -69,3 +71,19 @@ def changed_word(clean: str, corrupted: str) -> str:
     while at > 0 and corrupted[at - 1].isspace():
         at -= 1
     return word_before(corrupted, number_start(corrupted, at), tokens=4, skip=_LINKING) or "(none)"
+
+
+def scaled(text: str, factor: Decimal) -> str:
+    """The number `factor` times larger, written the same way: "7.2" ×10 -> "72", "0.05" ->
+    "0.5", "231,000" -> "2,310,000" (appending a digit would give "2310,000", which reads as
+    2310), "4.2" ÷1000 -> "0.0042"."""
+    frac = text.partition(".")[2]
+    value = Decimal(text.replace(",", "")) * factor
+    shift = -factor.adjusted()
+    decimals = max(len(frac) + shift, 0)
+    return f"{value:,.{decimals}f}" if "," in text else f"{value:.{decimals}f}"
+
+
+def replaced(stream: str, span: tuple[int, int], new: str) -> str:
+    """`stream` with the text at `span` replaced by `new`."""
+    return stream[: span[0]] + new + stream[span[1] :]

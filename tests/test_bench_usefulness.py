@@ -114,3 +114,48 @@ def test_a_contract_unit_swap_counts_where_neither_side_ever_takes_months():
     swaps = [n for kind, _, n in learn_usefulness.corruptions("medical", "aspirin 81 mg daily", medical)
              if kind == "unit swapped"]  # fmt: skip
     assert swaps == [True]  # "g daily" is written, but aspirin never takes g
+
+
+def test_the_plausibility_limits_as_rules_read_what_a_hand_writer_means():
+    """`--ceiling`'s rules: the benchmark's own limits keyed on lab names, every value after the
+    name or only the bare ones; a name of another quantity ("hemoglobin A1c") is no lab's."""
+    import learn_usefulness
+    import usefulness_ceiling
+
+    from heatc.lang.compiler import compile_source
+    from heatc.reference import scan
+
+    def rejected(text: str, bare: bool) -> list[str]:
+        program = compile_source(usefulness_ceiling.ceiling_rules(learn_usefulness.PLAUSIBLE, bare))
+        events, _, _ = scan(program, text.encode())
+        return sorted(e.name for e in events if e.kind == "match" and e.verdict.name == "REJECTED")
+
+    for bare in (False, True):
+        assert rejected("Pulse 7.2, BP 120/80.", bare) == ["pulse"]  # a pulse lives at 20 to 300
+        assert rejected("Pulse 72, platelets 3,100,000.", bare) == ["platelets"]
+        assert rejected("Hemoglobin A1c 0.9.", bare) == []  # another quantity, not hemoglobin
+        assert rejected("Glucose 5.5.", bare) == []  # without its unit, mmol/L could be meant
+    assert rejected("Calcium 600 mg daily.", bare=False) == ["calcium"]  # a supplement read as a lab
+    assert rejected("Calcium 600 mg daily.", bare=True) == []
+    assert rejected("Calcium 600.", bare=True) == ["calcium"]
+
+
+def test_a_value_is_scaled_as_it_was_written():
+    from decimal import Decimal
+
+    assert usefulness_text.scaled("7.2", Decimal(10)) == "72"
+    assert usefulness_text.scaled("0.05", Decimal(10)) == "0.5"
+    assert usefulness_text.scaled("231,000", Decimal(10)) == "2,310,000"
+    assert usefulness_text.scaled("4.2", Decimal("0.001")) == "0.0042"
+    assert usefulness_text.replaced("pulse 72.", (6, 8), "7.2") == "pulse 7.2."
+
+
+def test_restated_payment_terms_are_counted_against_the_first():
+    import learn_usefulness
+    import usefulness_ceiling
+
+    texts = [
+        "Payment is due within 30 days. Invoices are payable within 45 days. Fees paid within 30 days.",
+        "Customer shall pay within thirty (30) days.",
+    ]
+    assert usefulness_ceiling.restated_terms(texts, learn_usefulness.TERM) == (2, 1)
