@@ -482,6 +482,7 @@ def main() -> None:
             r = pooled([evaluate(domain, scanner, held, args.max_per_kind, context) for _, held in halves.values()])
             lines.append(row(label, r, args.all))
         if args.ceiling and domain == "legal":
+            # (a split's two halves: every contract)
             restated, differ = restated_terms([d.text for d in learn_docs + held], TERM)
             lines.append(
                 f"  payment terms stated again in a contract: {restated}, {differ} with another number than the first"
