@@ -89,12 +89,13 @@ def native_header() -> str:
     lines.append(f"#define HEATC_FNV_PRIME 0x{FNV_PRIME:016X}ull")
     lines.append("")
     block(
-        "the torch ops' output rows, guard mask and kernel arguments (heatc_runtime.cuda.layout)",
+        "the torch ops' output rows, guard mask, kernel arguments and block size (heatc_runtime.cuda.layout)",
         {f"out_{n}": v for n, v in layout.OUT_OFFSETS.items()}
         | {"out_head": layout.OUT_HEAD, "out_status_no_room": layout.OUT_STATUS_NO_ROOM,
            "out_status_bad_text": layout.OUT_STATUS_BAD_TEXT}
         | {"mask_allowed": layout.MASK_ALLOWED, "mask_rejected": layout.MASK_REJECTED, "mask_refused": layout.MASK_REFUSED}
-        | {"program_bytes": layout.PROGRAM.size, "program_base": layout.PROGRAM_BASE, "tokens_bytes": layout.TOKENS.size},
+        | {"program_bytes": layout.PROGRAM.size, "program_base": layout.PROGRAM_BASE, "tokens_bytes": layout.TOKENS.size}
+        | {"block": layout.BLOCK},
     )  # fmt: skip
     lines.append("// per-program parameters: indexes into heatc_program.p (heatc_runtime.hct.PARAMS, from rules.hct)")
     lines.append("enum {")

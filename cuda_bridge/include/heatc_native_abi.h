@@ -131,7 +131,7 @@
 #define HEATC_FNV_OFFSET 0xCBF29CE484222325ull
 #define HEATC_FNV_PRIME 0x00000100000001B3ull
 
-// the torch ops' output rows, guard mask and kernel arguments (heatc_runtime.cuda.layout)
+// the torch ops' output rows, guard mask, kernel arguments and block size (heatc_runtime.cuda.layout)
 #define HEATC_OUT_STATUS 0u
 #define HEATC_OUT_CONSUMED 4u
 #define HEATC_OUT_EVENTS 8u
@@ -148,6 +148,7 @@
 #define HEATC_PROGRAM_BYTES 328u
 #define HEATC_PROGRAM_BASE 296u
 #define HEATC_TOKENS_BYTES 24u
+#define HEATC_BLOCK 128u
 
 // per-program parameters: indexes into heatc_program.p (heatc_runtime.hct.PARAMS, from rules.hct)
 enum {

@@ -17,8 +17,6 @@
 
 namespace {
 
-constexpr uint32_t BLOCK = 128;  // threads a block (heatc_runtime.cuda.driver.BLOCK)
-
 struct Seq {
   uint32_t index, lane;
 };
@@ -45,7 +43,7 @@ extern "C" __global__ void heatc_step(heatc::Program g, heatc::Tokens tk, uint8_
   Seq q = where(lanes);
   if (q.index >= n) return;  // (a whole group leaves together: it shares q.index)
   // the group's other lanes share each snapshot's verdicts (heatc::Helpers)
-  __shared__ heatc::Helpers pool[BLOCK / 2];
+  __shared__ heatc::Helpers pool[HEATC_BLOCK / 2];  // (a group is 2 lanes or more)
   heatc::Helpers* h = lanes > 1 ? &pool[threadIdx.x / lanes] : nullptr;
   if (h && q.lane != 0) {
     heatc::helper_loop(g, h, q.lane, lanes, group_mask(lanes));

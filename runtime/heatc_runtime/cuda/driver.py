@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..errors import ModuleError
 from .compile import KERNELS, compile_cubin
+from .layout import BLOCK
 
 
 class CudaError(ModuleError):
@@ -102,7 +103,6 @@ SIGNATURES = {
     "heatc_guard": (2, (_U64, _U64, _U32, _U32, _U64, _U64, _U32, _U32)),
 }
 assert set(SIGNATURES) == set(KERNELS)
-BLOCK = 128  # threads per block
 
 
 class _Launch:

@@ -1,11 +1,12 @@
 """The torch ops' records (docs/cuda.md): the per-sequence output row, the guard's mask
-codes, and the two structs the kernels take by value — `heatc::Program` (the tables' tiers
-and rules.hct's parameters) and `heatc::Tokens` (the token table). Defined here once; the C
-header (heatc.native_header) and the kernels' static_asserts take them from here.
+codes, the two structs the kernels take by value — `heatc::Program` (the tables' tiers and
+rules.hct's parameters) and `heatc::Tokens` (the token table) — and the threads a block of
+every launch. Defined here once; the C header (heatc.native_header) and the kernels'
+static_asserts take them from here.
 
 Public surface: `OUT`, `OUT_HEAD`, `OUT_FIELDS`, `OUT_OFFSETS`, `OUT_STATUS_NO_ROOM`,
 `OUT_STATUS_BAD_TEXT`, `STATUS_TEXT`,
-`MASK_ALLOWED`, `MASK_REJECTED`, `MASK_REFUSED`, `PROGRAM`, `PROGRAM_BASE`, `TOKENS`,
+`MASK_ALLOWED`, `MASK_REJECTED`, `MASK_REFUSED`, `PROGRAM`, `PROGRAM_BASE`, `TOKENS`, `BLOCK`,
 `row_bytes(event_size, snapshot_size, ev_keep, snap_keep)`, `program_struct(...)`,
 `tokens_struct(...)`.
 """
@@ -47,6 +48,9 @@ PROGRAM = struct.Struct(f"<Q{len(PARAMS)}I{_PAD}x3Q2I")
 PROGRAM_BASE = 8 + 4 * len(PARAMS) + _PAD
 #: heatc::Tokens: offsets (u32[n + 1]), bytes, n, total bytes (heatc_kernels.h)
 TOKENS = struct.Struct("<QQII")
+#: threads a block of every kernel launch: the driver launches with it, and the step kernel
+#: sizes its shared per-group state by it (heatc_step.cu, HEATC_BLOCK)
+BLOCK = 128
 
 
 def row_bytes(event_size: int, snapshot_size: int, ev_keep: int, snap_keep: int) -> int:
