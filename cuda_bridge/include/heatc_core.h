@@ -285,6 +285,18 @@ __device__ __noinline__ void helper_loop(const Program& g, Helpers* h, uint32_t 
 }
 #endif
 
+// a snapshot's verdicts: on the GPU shared with the group's waiting lanes, where that pays
+HEATC_HD HEATC_INLINE void snapshot_verdicts(const Program& g, const Io& io, const uint8_t* s, uint8_t* out) {
+#if defined(__CUDA_ARCH__)
+  // (a few dozen rules are read faster by one lane than a round trip to the others costs)
+  if (io.helpers && HP(N_RULES) >= HEATC_SHARED_VERDICTS_FROM) {
+    shared_verdicts(g, (Helpers*)io.helpers, s, out);
+    return;
+  }
+#endif
+  verdicts(g, s, out);
+}
+
 HEATC_HD HEATC_CALL void publish(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t final_) {
   if (io.snap_count >= io.snap_keep) {  // (counted, not stored: see Io)
     io.snap_count++;
@@ -302,15 +314,7 @@ HEATC_HD HEATC_CALL void publish(const Program& g, Io& io, uint8_t* s, uint32_t 
   st<uint64_t>(o + 32, SF(uint64_t, TOKENS));
   st<uint64_t>(o + 40, SF(uint64_t, MATCHES));
   st<uint64_t>(o + 48, SF(uint64_t, REJECTIONS));
-#if defined(__CUDA_ARCH__)
-  // (a few dozen rules are read faster by one lane than a round trip to the others costs)
-  if (io.helpers && HP(N_RULES) >= HEATC_SHARED_VERDICTS_FROM) {
-    shared_verdicts(g, (Helpers*)io.helpers, s, o + HEATC_SNAPSHOT_HEAD);
-    SSET(uint32_t, PENDING_EVENTS, 0);
-    return;
-  }
-#endif
-  verdicts(g, s, o + HEATC_SNAPSHOT_HEAD);
+  snapshot_verdicts(g, io, s, o + HEATC_SNAPSHOT_HEAD);
   SSET(uint32_t, PENDING_EVENTS, 0);
 }
 
