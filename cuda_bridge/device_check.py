@@ -209,10 +209,14 @@ def part_differential(run: Run, deadline: float) -> dict:
     return stats
 
 
+# benchmark programs timed on another's token table and ids (device_data.bench_data writes them once)
+TOKENS_OF = {"medlearned": "medical"}
+
+
 def _bench_program(name: str, device, l2: bool = True) -> tuple[OpProgram, np.ndarray]:
-    d = DATA / "bench"
-    vocab = pickle.loads((d / f"{name}.vocab.pkl").read_bytes())
-    return program_of(name, vocab, device, d, l2), np.load(d / f"{name}.ids.npy")
+    d, tokens = DATA / "bench", TOKENS_OF.get(name, name)
+    vocab = pickle.loads((d / f"{tokens}.vocab.pkl").read_bytes())
+    return program_of(name, vocab, device, d, l2), np.load(d / f"{tokens}.ids.npy")
 
 
 def _prefilled(p: OpProgram, ids: np.ndarray, n: int, lanes: int, context: int):
