@@ -217,7 +217,10 @@ WEAK_UNITS = ["days", "day", "calendar days", "mg/dL", "%", "天", "times"]
 @st.composite
 def weak_start_rule_sets(draw) -> GeneratedRules:
     """Rule sets in which one-word keywords start rules whose second element takes numbers
-    (or a multi-word or CJK literal) after a gap: no anchors, no rule starting on a number."""
+    (or a multi-word or CJK literal) after a gap: no anchors, no rule starting on a number.
+    Some also hold late-starting rules (a number right before a unit, or before a keyword,
+    which that keyword then starts: no weak start) and a rule on dates (years matter to an
+    idle stream, so the skipper stops before them)."""
     keywords = draw(st.lists(st.sampled_from(WEAK_KEYWORDS), min_size=1, max_size=5, unique=True))
     units = draw(st.lists(st.sampled_from(WEAK_UNITS), min_size=1, max_size=3, unique=True))
     lines = ["ruleset weak"]
@@ -239,8 +242,17 @@ def weak_start_rule_sets(draw) -> GeneratedRules:
     if stmts:
         lines.append("triggers {\n  " + "\n  ".join(stmts) + "\n}")
     starts = [name for name in ("k0", "k1") if name in classes]
+    late = draw(st.sampled_from(["", "v:number u", "v:(number | date) u", "keyword"]))
+    if late == "keyword" and len(keywords) > 1:
+        # the last keyword starts the late rule; the first starts a weak one (w0)
+        lines.append(f"rule late {{\n  match v:number {_q(keywords[-1])}\n  require v < 50\n}}")
+    elif late and late != "keyword":
+        lines.append(f"rule late {{\n  match {late}\n  require v < 50\n}}")
+    if draw(st.booleans()):
+        lines.append("rule years {\n  match v:date\n  require v <= 2050\n}")
     for r in range(draw(st.integers(1, 4))):
         kw = draw(st.sampled_from(starts + [f"({' | '.join(starts)})"] + [_q(k) for k in keywords]))
+        kw = _q(keywords[0]) if r == 0 and late == "keyword" and len(keywords) > 1 else kw
         second = draw(st.sampled_from(["v:number", "v:(number | percent)", "cap", "v:percent"]))
         gap = draw(st.integers(0, 7))
         dots = draw(st.sampled_from(["..", "..."]))
@@ -254,7 +266,8 @@ def weak_start_rule_sets(draw) -> GeneratedRules:
         lines.append(f"rule w{r} {{\n  " + "\n  ".join(body) + "\n}")
     pieces = keywords + [k.upper() for k in keywords] + units + ["shall not exceed", "不超过", ".", ";"]
     pieces += ["payroll", "noticeable", "Articles", "prepay", "shall", "not", "exceed", "é", "三十", "十五天"]
-    pieces += ["09/05", "November 2003", "5/5"]
+    pieces += ["09/05", "November 2003", "5/5", "2019", "1999 ", "2200", "12 " + units[0], "2019 " + units[0]]
+    pieces += ["7 " + keywords[-1], "2019 " + keywords[-1]]
     return GeneratedRules("\n".join(lines) + "\n", pieces)
 
 

@@ -39,7 +39,8 @@ KNOBS = {
     "late": ["", "number", "percent", "date"],  # a late-starting rule (v:number unit / v:percent unit / date unit)
     "window": [0, 1],  # `every 3`
     "weak": [0, 1],  # a one-word keyword that starts a rule waiting for a number
-    "numbers_start": [0, 1],  # a rule starting with a number (not late): digit runs matter
+    "numbers_start": [0, 1, "date"],  # a rule starting with a number (not late): digit runs matter; or
+    # with a date: years written alone matter (the skipper stops before them)
     "percent_start": [0, 1],  # a rule starting with a percentage (not late)
     "percent_literal": [0, 1],  # "%" as a literal that starts a rule
     "point_literal": [0, 1],  # "..." as a literal that starts a rule
@@ -75,6 +76,8 @@ def rule_set(recipe: dict) -> str:
         "point_literal": "match dots ..1 kw",
         "comma_literal": "match comma ..1 kw",
     }
+    if k["numbers_start"] == "date":
+        body["numbers_start"] = "match v:date\n  require v <= 2050"
     for name, text in body.items():
         if k["rules"] and k[name]:
             lines.append(f"rule {name} {{\n  {text}\n}}")
@@ -164,21 +167,23 @@ def test_generated_rule_sets_reach_no_combination_outside_the_matrix(g):
 
 
 YEAR_RULES = [
-    # (rules, whether the skipper counts digit runs): a year counts as a number where dates and
-    # numbers do the same to an idle stream — not where a date starts a rule, nor where a late
-    # rule's first element takes numbers but not dates (a year kept as a number look-behind)
-    ("rule r {\n  match v:number units\n  require v < 300\n}", True),
-    ('rule r {\n  match v:number "times"\n}', False),
-    ("rule r {\n  match v:date\n  require v <= 2050\n}", False),
-    ("rule r {\n  match kw ..3 v:date\n  require v <= 2050\n}", True),
+    # (rules, whether the skipper stops before years): a year counts as a number where dates
+    # and numbers do the same to an idle stream — not where a date starts a rule, nor where a
+    # late rule's first element takes numbers but not dates (a year kept as a number
+    # look-behind); there the skipper still counts digit runs, but stops before a year
+    ("rule r {\n  match v:number units\n  require v < 300\n}", False),
+    ('rule r {\n  match v:number "times"\n}', True),
+    ("rule r {\n  match v:date\n  require v <= 2050\n}", True),
+    ("rule r {\n  match kw ..3 v:date\n  require v <= 2050\n}", False),
 ]
 
 
-@pytest.mark.parametrize("rules,skips", YEAR_RULES, ids=["number_unit", "number_other", "date_alone", "kw_date"])
-def test_years_are_skipped_as_numbers_only_where_they_read_alike(rules, skips):
+@pytest.mark.parametrize("rules,stops", YEAR_RULES, ids=["number_unit", "number_other", "date_alone", "kw_date"])
+def test_years_are_skipped_as_numbers_only_where_they_read_alike(rules, stops):
     source = rule_set({}).replace('"glucose", "rate"', '"glucose", "rate", "fiscal year"') + rules + "\n"
     program = compile_cached(source)
-    assert codegen.kernel_switches(program)["SKIP_DIGITS"] == skips
+    switches = codegen.kernel_switches(program)
+    assert (switches["SKIP_DIGITS"], switches["DIGIT_YEARS"]) == (True, stops)
     for text in [TEXTS[-1], "fiscal year 2019 and 2119, 2000 times, 2001 mg/dL " * 4]:
         stream_agrees(program, text.encode(), _pieces(text.encode()))
 

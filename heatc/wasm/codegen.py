@@ -38,6 +38,7 @@ from heatc_runtime.abi import ABI_MAJOR, ABI_MINOR, PAGE, SCRATCH, TABLES_ALIGN
 SWITCHES = (
     "N_RULES", "ANCHORS", "LATE", "NUMBER_LOOK", "BULK_AGING", "WINDOW", "WORD_ROW", "SKIP_LOG2", "SKIP_CJK",
     "SKIP_WEAK", "SKIP_DIGITS", "DIGIT_ALWAYS", "DIGIT_BEFORE_DIGIT", "DIGIT_DECIMALS", "DIGIT_PERCENT",
+    "DIGIT_YEARS",
 )  # fmt: skip
 
 
@@ -172,6 +173,7 @@ def _constants(program: ir.Program, packed: Packed) -> tuple[dict, dict[str, int
         ],
         "DIGIT_DECIMALS": k["digit_decimals"],
         "DIGIT_PERCENT": k["digit_percent"],
+        "DIGIT_YEARS": k["digit_years"],
         "CJK_CONTINUATIONS": CJK_CONTINUATIONS,
         "CJK_KEY_MUL": CJK_KEY_MUL - (1 << 32) if CJK_KEY_MUL >= 1 << 31 else CJK_KEY_MUL,
         "SKIP_KEY_MUL": SKIP_KEY_MUL - (1 << 64) if SKIP_KEY_MUL >= 1 << 63 else SKIP_KEY_MUL,

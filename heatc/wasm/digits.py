@@ -3,7 +3,7 @@ number lexeme while no rule has a live thread (docs/abi.md, "The skipper"), and 
 extend such a run.
 
 Public surface: `digit_runs(lexer, flags, plain, step, years)`, `years_pass_as_numbers(program, flags)`,
-`DIGIT_RUN_MAX`, `DIGIT_EXTENDERS_MAX`.
+`DIGIT_RUN_MAX`, `DIGIT_EXTENDERS_MAX`, `YEAR_HEADS`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ DIGIT_RUN_MAX = 8
 # the most plain bytes that may extend a number for the skipper to count digit runs (the
 # kernel compares a block's bytes with each)
 DIGIT_EXTENDERS_MAX = 4
+# a year written alone is four digits beginning so (1900–2199, docs/semantics.md): where years
+# do not pass as numbers, the kernel's skipper stops before a run of four digits that begins
+# with one of these (`digit_runs` checks that the lexer reads no other digit run as a date)
+YEAR_HEADS = (b"19", b"20", b"21")
+YEAR_DIGITS = 4
 
 
 def years_pass_as_numbers(p: ir.Program, flags: list[int]) -> bool:
@@ -35,7 +40,7 @@ def years_pass_as_numbers(p: ir.Program, flags: list[int]) -> bool:
 
 def digit_runs(
     lx: ir.Lexer, flags: list[int], plain: list[int], step, years: bool
-) -> tuple[tuple[int, ...], bool, bool] | None:
+) -> tuple[tuple[int, ...], bool, bool, bool] | None:
     """Whether a skipper may count a run of 1 to DIGIT_RUN_MAX ASCII digits as one number
     lexeme (keeping it as the look-behind when late-starting rules look at numbers). None: no,
     it stops before digits. Else the `plain` bytes that may extend a number, at most
@@ -50,23 +55,27 @@ def digit_runs(
     (and a decimal point) lead to from a token start accepts a number with no boundary byte
     to wait for (no literal is spelled in digits), and the byte after it extends no token —
     or, when `years` (`years_pass_as_numbers`), a year written alone, which a byte counted
-    after the run (whitespace, a plain byte, not a letter or digit) lets stand.
-    Numbers must not start a rule, trigger or be in an anchor term."""
+    after the run (whitespace, a plain byte, not a letter or digit) lets stand; when years do
+    not, the skipper stops before every run of four digits that begins with a `YEAR_HEADS`
+    (the fourth item: True), so long as those are the only digit runs the lexer may read as
+    dates. Numbers must not start a rule, trigger or be in an anchor term."""
     if flags[ir.LEX_NUMBER] & (ir.FLAG_STARTS | ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER):
         return None
 
-    def counted(s: int) -> bool:
+    def counted(s: int, year: bool) -> bool:
         if s and lx.accept[s] == ir.LEX_NUMBER and not lx.boundary[s]:
             return True
-        return years and bool(s) and lx.accept[s] == ir.LEX_DATE and lx.fallback[s] == ir.LEX_NUMBER
+        return year and bool(s) and lx.accept[s] == ir.LEX_DATE and lx.fallback[s] == ir.LEX_NUMBER
 
     states: set[int] = set()
     frontier = {1}
-    for _ in range(DIGIT_RUN_MAX):
+    for n in range(1, DIGIT_RUN_MAX + 1):
         frontier = {step(s, d) for s in frontier for d in b"0123456789"}
-        if not all(counted(s) for s in frontier):
+        if not all(counted(s, n == YEAR_DIGITS) for s in frontier):
             return None
         states |= frontier
+    if not years and not _years_are_the_heads(step, counted):
+        return None
     if any(step(s, b) for s in states for b in ASCII_WHITESPACE):
         return None
     # decimals: every state that digits, a point and digits lead to (DIGIT_RUN_MAX bytes in
@@ -115,4 +124,21 @@ def digit_runs(
             for s in states
         )
     )  # fmt: skip
-    return extenders, bool(decimals), percent
+    return extenders, bool(decimals), percent, not years
+
+
+def _years_are_the_heads(step, counted) -> bool:
+    """Whether the runs of four digits the lexer reads as dates are just those that begin
+    with a `YEAR_HEADS` (the ones a kernel's skipper stops before when years matter)."""
+    for head in range(100):
+        s = 1
+        for d in b"%02d" % head:
+            s = step(s, d)
+        year = b"%02d" % head in YEAR_HEADS
+        for tail in range(100):
+            t = s
+            for d in b"%02d" % tail:
+                t = step(t, d)
+            if year != (not counted(t, False)):
+                return False
+    return True

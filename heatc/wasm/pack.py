@@ -249,6 +249,7 @@ def pack(program: ir.Program) -> Packed:
         "digit_extenders": list(digits[0]) if digits else [],
         "digit_decimals": int(bool(digits and digits[1])),
         "digit_percent": int(bool(digits and digits[2])),
+        "digit_years": int(bool(digits and digits[3])),
         "number_look": int(bool(flags[ir.LEX_NUMBER] & FLAG_LOOK)),
         "dfa_width": lx.n_classes + 1,
         "word_row": _word_state(lx) * (lx.n_classes + 1),

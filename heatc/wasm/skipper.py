@@ -44,7 +44,7 @@ class SkipTables:
     words: bytes  # the `skip_words` section
     log2: int  # the word table has 2^log2 slots
     cjk_log2: int  # the CJK table's, 0 if there is none
-    digits: tuple[tuple[int, ...], bool, bool] | None  # `digits.digit_runs`
+    digits: tuple[tuple[int, ...], bool, bool, bool] | None  # `digits.digit_runs`
     weak: bool  # some word is a weak start (`_weak_starts`)
 
 
@@ -228,18 +228,28 @@ def _weak_starts(p: ir.Program, flags: list[int], plain_codes: set[int]) -> dict
     every rule it starts begins early and has a second element, and no second element of
     those rules accepts a code the skipper may count while it looks for such a thread's
     death: words, letter-only literals (weak starts included), plain one-byte tokens. (It
-    stops before digits and non-ASCII bytes then.) None in a rule set with anchors or with
-    late-starting rules, whose look-behind and anchor state a skipper does not rewind."""
-    if p.anchors.max_lexemes or any(ir.starts_late(rule) for rule in p.rules):
+    stops before digits and non-ASCII bytes then.) None in a rule set with anchors, whose
+    state a skipper does not rewind.
+
+    Late-starting rules (`ir.starts_late`) leave the others weak: a literal that starts one
+    (its second element's) is no weak start, one that may be a look-behind is flagged
+    FLAG_LOOK, and going back to a weak start needs no look-behind — the skipper counts no
+    number after a weak start, so the look-behind it left is that of the lexemes before it,
+    and the weak start itself, the next lexeme the automaton reads, starts no late rule."""
+    if p.anchors.max_lexemes:
         return {}
     letter_codes = {ir.LEX_LITERAL0 + i for i, lit in enumerate(p.literals) if re.fullmatch(r"[A-Za-z]+", lit.text)}
     countable = {ir.LEX_WORD} | plain_codes | letter_codes
     started: dict[int, list[ir.Rule]] = {}
+    starts_late: set[int] = set()
     for rule in p.rules:
+        if ir.starts_late(rule):
+            starts_late.update(rule.elements[1].accepts)
+            continue
         for code in rule.elements[0].accepts:
             started.setdefault(code, []).append(rule)
     weak = {}
-    for code in sorted(letter_codes):
+    for code in sorted(letter_codes - starts_late):
         if flags[code] & (ir.FLAG_TRIGGER | ir.FLAG_ANCHOR_MEMBER | FLAG_LOOK):
             continue
         rules = started.get(code, [])
