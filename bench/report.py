@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SCAN_CORPORA = {"medical": "medical (MTSamples)", "legal": "legal (CUAD)", "finance": "finance (PBOC, TAT-QA)"}
+# the learned heatmaps' rows: the same corpora through heatmaps/<domain>.yaml
+SCAN_CORPORA |= {f"{k} learned": f"{v}, `heatmaps/{k}.yaml`" for k, v in SCAN_CORPORA.items()}
 HYPERSCAN = "hyperscan (no callback)"
 # bench/run.py's row keys and the page's column titles, in column order
 SCAN_COLUMNS = {
@@ -132,10 +134,14 @@ def scan_section(rows: Sequence[Mapping], machine: str, when=None, command: str 
         trusted = _span([r["heatc wasm trusted"] / r[HYPERSCAN] for r in rows])
         events = _span([r["heatc wasm + events read"] / r[HYPERSCAN] for r in rows])
         out.append(f"Trusted / hyperscan: {trusted}; default limits with every event read / hyperscan: {events}.")
-        verdicts = [
-            f"{how} {_met(all(r[key] >= r[HYPERSCAN] for r in rows))}"
-            for key, how in (("heatc wasm", "default limits"), ("heatc wasm trusted", "trusted"))
-        ]
+        verdicts = []
+        for key, how in (("heatc wasm", "default limits"), ("heatc wasm trusted", "trusted")):
+            below = [
+                f"{SCAN_CORPORA.get(r['corpus'], r['corpus'])} {_ratio(r[key] / r[HYPERSCAN])}×"
+                for r in rows
+                if r[key] < r[HYPERSCAN]
+            ]
+            verdicts.append(f"{how} {_met(not below)}" + (f" ({'; '.join(below)})" if below else ""))
         out.append("Target, at least hyperscan's MB/s on every corpus: " + ", ".join(verdicts) + ".")
     return "\n".join(out)
 

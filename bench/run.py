@@ -4,7 +4,8 @@ Prints, from one run on this machine:
   (a) scan throughput (MB/s) of the WASM module — rules, events and report decoding included —
       against the reference interpreter, Python `re`, pyahocorasick + `re`, and hyperscan's
       block-mode engine without a match callback, over the same literal set and number
-      pattern, on real text from ../shared/data;
+      pattern, on real text from ../shared/data: each domain's hand-written rules
+      (examples/*.heat) and its learned heatmap (heatmaps/*.yaml);
   (b) µs per sequence-token of Batch.feed_ids (one wasm call per step) at batch 1, 64, 256
       and context 512 / 4,096 tokens, against re-running Python `re` over the whole decoded
       text at every step and xgrammar's GrammarMatcher.accept_token on an equivalent regex.
@@ -32,6 +33,7 @@ import numpy as np
 
 import heatc_runtime as rt
 from heatc import ir
+from heatc.heatmap.build import compile_heatmap
 from heatc.lang.compiler import compile_file
 from heatc.reference import Machine
 from heatc.wasm import compile_wasm
@@ -179,7 +181,11 @@ def bench_scan(quick: bool) -> list[dict]:
     size = 1_000_000 if quick else 4_000_000
     repeat = 3 if quick else 9
     slow_repeat = 1 if quick else 3
-    corpora = [("medical", medical_text), ("legal", legal_text), ("finance", finance_text)]
+    loaders = {"medical": medical_text, "legal": legal_text, "finance": finance_text}
+    # (row, corpus, rules): each domain's hand-written rules, then the learned heatmaps
+    corpora = [(name, name, REPO / "examples" / f"{name}.heat") for name in loaders]
+    corpora += [(f"{name} learned", name, REPO / "heatmaps" / f"{name}.yaml") for name in loaders]
+    texts: dict[str, bytes] = {}
     rows = []
     print(
         f"\n(a) scan: whole documents, MB/s (median of {repeat} rounds for heatc and hyperscan, each once a round, "
@@ -198,9 +204,9 @@ def bench_scan(quick: bool) -> list[dict]:
         "hyperscan (no callback)",
     ]
     print("  " + " | ".join(header))
-    for name, load in corpora:
-        text = load(size)
-        program = compile_file(REPO / "examples" / f"{name}.heat")
+    for name, corpus, rules in corpora:
+        text = texts.setdefault(corpus, loaders[corpus](size))
+        program = compile_heatmap(rules)[0] if rules.suffix == ".yaml" else compile_file(rules)
         module = compile_wasm(program)
         checker = rt.from_bytes(module.manifest, module.wasm)
         trusted = rt.from_bytes(module.manifest, module.wasm, rt.Limits.trusted())

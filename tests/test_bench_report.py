@@ -122,7 +122,14 @@ def test_scan_section_table_ratios_and_target():
 
 def test_scan_section_without_hyperscan_and_below_it():
     slow = [scan_row("legal", 500.0, 520.0, 480.0, 578.0)]
-    assert "default limits NOT met, trusted NOT met" in report.scan_section(slow, MACHINE)
+    assert "default limits NOT met (legal (CUAD) 0.87×), trusted NOT met (legal (CUAD) 0.90×)" in report.scan_section(
+        slow, MACHINE
+    )
+    # a learned heatmap's row is named by its file, and only the rows below hyperscan are listed
+    rows = [scan_row("medical", 701.0, 768.0, 617.0, 609.0), scan_row("finance learned", 171.0, 180.0, 160.0, 386.0)]
+    text = report.scan_section(rows, MACHINE)
+    assert cells(text)[1][0] == "finance (PBOC, TAT-QA), `heatmaps/finance.yaml`"
+    assert "default limits NOT met (finance (PBOC, TAT-QA), `heatmaps/finance.yaml` 0.44×)" in text
     missing = report.scan_section([scan_row("legal", 500.0, 520.0, 480.0, None)], MACHINE)
     assert cells(missing)[0][-1] == "—"
     assert "Target" not in missing and "hyperscan" not in missing.split("\n\n", 2)[2]
