@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import rule_sets, weak_start_rule_sets
 
-from heatc.wasm import codegen
+from heatc.wasm import codegen, digits
 
 TEMPLATE = REPO / "heatc" / "wasm" / "templates" / "kernel.wat.j2"
 MATRIX = Path(__file__).parent / "kernel_features.yaml"
@@ -186,6 +186,22 @@ def test_years_are_skipped_as_numbers_only_where_they_read_alike(rules, stops):
     assert (switches["SKIP_DIGITS"], switches["DIGIT_YEARS"]) == (True, stops)
     for text in [TEXTS[-1], "fiscal year 2019 and 2119, 2000 times, 2001 mg/dL " * 4]:
         stream_agrees(program, text.encode(), _pieces(text.encode()))
+
+
+@pytest.mark.parametrize(
+    "years,stops", [(("19", "20", "21"), True), (("19", "20", "21", "22"), False), (("20",), False)]
+)
+def test_the_skipper_stops_before_years_only_where_they_are_the_lexers(years, stops):
+    """`digit_runs` lets the skipper count digit runs beside dates only when the four-digit
+    runs a lexer reads as dates are exactly those the kernel stops before (`YEAR_HEADS`)."""
+
+    def step(state, byte):  # an automaton whose state is the digits read so far
+        return ("" if state == 1 else state) + chr(byte)
+
+    def counted(state, year):  # a number, or with `year` a date too
+        return year or not (len(state) == 4 and state[:2] in years)
+
+    assert digits._years_are_the_heads(step, counted) == stops
 
 
 def enumerate_matrix() -> list[dict]:

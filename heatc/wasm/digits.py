@@ -130,15 +130,13 @@ def digit_runs(
 def _years_are_the_heads(step, counted) -> bool:
     """Whether the runs of four digits the lexer reads as dates are just those that begin
     with a `YEAR_HEADS` (the ones a kernel's skipper stops before when years matter)."""
+    numbers_after: dict[int, bool] = {}  # per state two digits lead to: all two more read as numbers
+    dates_after: dict[int, bool] = {}  # ... none of them does
     for head in range(100):
-        s = 1
-        for d in b"%02d" % head:
-            s = step(s, d)
-        year = b"%02d" % head in YEAR_HEADS
-        for tail in range(100):
-            t = s
-            for d in b"%02d" % tail:
-                t = step(t, d)
-            if year != (not counted(t, False)):
-                return False
+        s = step(step(1, ord("0") + head // 10), ord("0") + head % 10)
+        if s not in numbers_after:
+            after = [counted(step(step(s, ord("0") + t // 10), ord("0") + t % 10), False) for t in range(100)]
+            numbers_after[s], dates_after[s] = all(after), not any(after)
+        if not (dates_after if b"%02d" % head in YEAR_HEADS else numbers_after)[s]:
+            return False
     return True
