@@ -37,7 +37,8 @@ learned heatmaps are kept in bench/.work/ (a rerun resumes heatc learn's work th
 `--teacher-sentences N` learns as `heatc learn` does by default: the teacher labels N
 sentences, the student it trains scores the cells (work in bench/.work/<domain>-tN/).
 `--ceiling` adds, held out, rules that hold the medical limits of `PLAUSIBLE` themselves
-(`usefulness_ceiling.py`): what ranges keyed on lab names reach where the limits are known;
+(`usefulness_ceiling.py`): what ranges keyed on lab names reach where the limits are known,
+alone and beside each split's learned rules (what knowing the limits would add to them);
 and how often a contract restates a payment term with another number.
 `--seeds 0 1 2` splits each corpus three ways (a split per seed, each learned on its own
 half, work in bench/.work/<domain>-tN-sS/) and pools the counts of the three: one split moves
@@ -450,12 +451,13 @@ def main() -> None:
         bands = with_bands(domain, args.bands)
         lines.append(f"{domain} (held-out half{splits})")
         examples = Scanner(REPO / "examples" / f"{domain}.heat")
+        learned_by_seed: dict[int, Scanner] = {}  # the last budget's, for the ceiling's rows beside them
         for budget in args.alarm_budgets:
             learned_rows, beside_rows = [], []
             for seed, (learn_docs, held) in halves.items():
                 heatmap = learn_heatmap(domain, learn_docs, args, budget, bands, seed)
                 t0 = time.perf_counter()
-                learned = Scanner(heatmap)
+                learned = learned_by_seed[seed] = Scanner(heatmap)
                 r = evaluate(domain, learned, held, args.max_per_kind, context)
                 print(
                     f"  scanned {r['sentences']} held-out sentences and the corruptions in {time.perf_counter() - t0:.0f} s"
@@ -481,6 +483,12 @@ def main() -> None:
             scanner = Scanner(path)
             r = pooled([evaluate(domain, scanner, held, args.max_per_kind, context) for _, held in halves.values()])
             lines.append(row(label, r, args.all))
+            if learned_by_seed:  # the limits known, beside what was learned: what knowing them would add
+                r = pooled(
+                    [evaluate(domain, Beside(learned_by_seed[seed], scanner), held, args.max_per_kind, context)
+                     for seed, (_, held) in halves.items()]
+                )  # fmt: skip
+                lines.append(row(f"{label}, beside learned", r, args.all))
         if args.ceiling and domain == "legal":
             # (a split's two halves: every contract)
             restated, differ = restated_terms([d.text for d in learn_docs + held], TERM)
