@@ -681,6 +681,23 @@ def test_the_budget_is_shared_where_it_buys_most_and_never_exceeded():
     assert counts == [2, 4, 4] and powers[0] < powers[1] <= powers[2]
 
 
+def test_what_one_costly_choice_leaves_of_the_budget_is_still_spent():
+    """A cell of every date worth much at 34 false alarms sets the relaxation's price above
+    what a budget of 30 can pay, and a small range worth 5 at 3 is priced out with it: the
+    step just below the price offers the date cell only, which does not fit. The small range
+    fits in what is left and runs; the date cell, which does not fit, stays out."""
+    from heatc.learn.budget import _solve
+
+    def group(*choices):  # (worth, cost) each: the solver's tuples for a group of one cell
+        return [(w, c, None, None, 1, 1.0, ((0, k),)) for k, (w, c) in enumerate(choices)]
+
+    dates, small = group((0.0, 0.0), (100.0, 34.0)), group((0.0, 0.0), (5.0, 3.0), (6.0, 40.0))
+    assert _solve([dates, small], 30.0, 0.0) == [0, 1]
+    assert _solve([dates, small], 2.0, 0.0) == [0, 0]  # nothing fits
+    assert _solve([dates, small], 30.0, 2.0) == [0, 0]  # 5 worth for 3 false alarms is under the floor
+    assert _solve([dates, small], 40.0, 0.0) == [1, 1]  # a budget that pays for both
+
+
 def test_a_cell_whose_margin_range_rejects_too_much_runs_with_a_range_that_accepts_its_values():
     """ "hemoglobin A1c 7.2" gives "hemoglobin … 1": the margin policy's range (from the
     inlier quantiles) rejects those 1s, over 10 % of the values; a range from the minimum
