@@ -100,7 +100,8 @@ def native_header() -> str:
         {f"out_{n}": v for n, v in layout.OUT_OFFSETS.items()}
         | {"out_head": layout.OUT_HEAD, "out_status_no_room": layout.OUT_STATUS_NO_ROOM,
            "out_status_bad_text": layout.OUT_STATUS_BAD_TEXT}
-        | {"mask_allowed": layout.MASK_ALLOWED, "mask_rejected": layout.MASK_REJECTED, "mask_refused": layout.MASK_REFUSED}
+        | {"mask_allowed": layout.MASK_ALLOWED, "mask_rejected": layout.MASK_REJECTED, "mask_refused": layout.MASK_REFUSED,
+           "mask_untried": layout.MASK_UNTRIED}
         | {"program_bytes": layout.PROGRAM.size, "program_base": layout.PROGRAM_BASE, "tokens_bytes": layout.TOKENS.size}
         | {"block": layout.BLOCK},
     )  # fmt: skip
@@ -111,6 +112,8 @@ def native_header() -> str:
     lines.append(f"#define HEATC_GUARD_PROBE_LENGTHS {{{', '.join(str(len(p)) for p in guarding.PROBES)}}}")
     lines.append(f"#define HEATC_GUARD_AS_NUMBER {_c_string(guarding.AS_NUMBER)}")
     lines.append(f"#define HEATC_GUARD_CENTURIES {_c_string(b''.join(guarding.YEAR_CENTURIES))}")
+    lines.append(f"#define HEATC_VALUE_BEGINS {guarding.VALUE_BEGINS}u")
+    lines.append(f"#define HEATC_VALUE_ENDS {guarding.VALUE_ENDS}u")
     lines.append("")
     lines.append("// per-program parameters: indexes into heatc_program.p (heatc_runtime.hct.PARAMS, from rules.hct)")
     lines.append("enum {")

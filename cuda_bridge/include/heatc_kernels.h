@@ -92,6 +92,35 @@ HEATC_HD HEATC_INLINE void tail_advance(const Tokens& tk, uint8_t* tail, int64_t
   for (uint32_t j = 0; j < HEATC_GUARD_TAIL; j++) tail[j] = e.b[16 - HEATC_GUARD_TAIL + j];
 }
 
+HEATC_HD HEATC_INLINE bool tail_digit(uint32_t b) { return b - '0' < 10u; }
+
+// Token `id` after a text ending in `tail`: HEATC_VALUE_BEGINS when a number begins in it (its
+// trailing run of digits, "." and "," holds a digit and does not go on from a number the text
+// ended in), HEATC_VALUE_ENDS when it ends the number the text held (no such digit, not
+// whitespace, not a continuation), 0 otherwise (heatc_runtime.engines.guarding.Tails.value_marks
+// is the same in numpy). The tail is then advanced past the token.
+HEATC_HD HEATC_INLINE uint32_t tail_mark(const Tokens& tk, uint8_t* tail, int64_t id) {
+  if (id < 0 || id >= (int64_t)tk.n) return 0;
+  uint32_t off = tk.offsets[id], stop = tk.offsets[id + 1];
+  if (off > stop || stop > tk.total) return 0;
+  const uint8_t* t = tk.bytes + off;
+  uint32_t n = stop - off, run = 0;
+  bool run_digit = false, space = n > 0;
+  while (run < n) {
+    uint32_t b = t[n - 1 - run];
+    if (!(tail_digit(b) || b == '.' || b == ',')) break;
+    run_digit |= tail_digit(b);
+    run++;
+  }
+  for (uint32_t i = 0; i < n && space; i++) space = t[i] == ' ' || (t[i] >= 9 && t[i] <= 13);
+  uint32_t last = tail[HEATC_GUARD_TAIL - 1], before = tail[HEATC_GUARD_TAIL - 2];
+  bool open = tail_digit(last) || ((last == '.' || last == ',') && tail_digit(before));
+  bool cont = run == n && n > 0 && open;
+  uint32_t mark = run_digit && !cont ? HEATC_VALUE_BEGINS : (!cont && !run_digit && !space ? HEATC_VALUE_ENDS : 0);
+  tail_advance(tk, tail, id);
+  return mark;
+}
+
 // `n` tokens (ids[0..n)) for one sequence; stops at the first it refuses (an id out of range,
 // a finished stream: the row's status says which, `consumed` how many went in).
 // With `tail` (HEATC_GUARD_TAIL bytes), the sequence's last bytes follow the tokens fed (guard

@@ -145,6 +145,7 @@
 #define HEATC_MASK_ALLOWED 0u
 #define HEATC_MASK_REJECTED 1u
 #define HEATC_MASK_REFUSED 2u
+#define HEATC_MASK_UNTRIED 3u
 #define HEATC_PROGRAM_BYTES 328u
 #define HEATC_PROGRAM_BASE 296u
 #define HEATC_TOKENS_BYTES 24u
@@ -157,6 +158,8 @@
 #define HEATC_GUARD_PROBE_LENGTHS {1, 1, 2, 2, 3, 3, 2}
 #define HEATC_GUARD_AS_NUMBER ".0"
 #define HEATC_GUARD_CENTURIES "192021"
+#define HEATC_VALUE_BEGINS 1u
+#define HEATC_VALUE_ENDS 2u
 
 // per-program parameters: indexes into heatc_program.p (heatc_runtime.hct.PARAMS, from rules.hct)
 enum {

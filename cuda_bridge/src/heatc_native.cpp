@@ -733,33 +733,60 @@ PyObject* module_check_state(PyObject* self, PyObject* arg) {
   return PyUnicode_FromString(problem);
 }
 
-// guard(states, capacity, rows, n, candidates, k, tails, mask): guard's decision for k
+// A caller's array as a buffer of exactly `size` bytes (writable when asked): the runtime's
+// own numpy arrays, whose sizes are checked here, never trusted.
+struct Buf {
+  Py_buffer b;
+  bool ok = false;
+  Buf(PyObject* obj, uint64_t size, bool writable, const char* what) {
+    if (PyObject_GetBuffer(obj, &b, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) return;
+    ok = (uint64_t)b.len == size;
+    if (!ok) {
+      PyErr_Format(PyExc_ValueError, "%s is %zd bytes, expected %llu", what, b.len, (unsigned long long)size);
+      PyBuffer_Release(&b);
+    }
+  }
+  ~Buf() {
+    if (ok) PyBuffer_Release(&b);
+  }
+  template <class T>
+  T* as() const {
+    return (T*)b.buf;
+  }
+};
+
+// guard(states, capacity, rows, n, candidates, k, tails, mask, greedy): guard's decision for k
 // candidates (int64, n × k; negative: unusable) of each of the n sequences rows[i] (int64) of
 // the state array at `states` (an offset, `capacity` records), whose texts end in tails[i]
 // (HEATC_GUARD_TAIL bytes each); mask (n × k bytes) gets HEATC_MASK_*. The states are only
-// read. `rows`, `candidates`, `tails` and `mask` are host addresses of the caller's arrays
-// (the runtime's own numpy arrays, of the sizes given); every row index is checked.
+// read. With `greedy`, a row's usable candidates below its first that passes are
+// HEATC_MASK_UNTRIED (greedy decoding takes the best that passes: no need to judge the rest).
+// `rows`, `candidates`, `tails` and `mask` are the caller's arrays (buffers, their sizes
+// checked); every row index is checked.
 PyObject* module_guard(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Module* m = (Module*)self;
-  if (nargs != 8) {
-    PyErr_SetString(PyExc_TypeError, "guard(states, capacity, rows, n, candidates, k, tails, mask)");
+  if (nargs != 9) {
+    PyErr_SetString(PyExc_TypeError, "guard(states, capacity, rows, n, candidates, k, tails, mask, greedy)");
     return nullptr;
   }
-  uint64_t a[8];
-  for (int i = 0; i < 8; i++) {
-    a[i] = PyLong_AsUnsignedLongLong(args[i]);
-    if (a[i] == (uint64_t)-1 && PyErr_Occurred()) return nullptr;
-  }
+  const int greedy = PyObject_IsTrue(args[8]);
+  if (greedy < 0) return nullptr;
+  uint64_t at = PyLong_AsUnsignedLongLong(args[0]), capacity = PyLong_AsUnsignedLongLong(args[1]);
+  uint64_t n = PyLong_AsUnsignedLongLong(args[3]), k = PyLong_AsUnsignedLongLong(args[5]);
+  if (PyErr_Occurred()) return nullptr;
   const heatc::Program& g = m->prog;
-  const uint64_t ss = P(STATE_SIZE), capacity = a[1], n = a[3], k = a[5];
-  if (capacity > 0xFFFFFFFFull || !in_mem(m, a[0], capacity * ss)) {
+  const uint64_t ss = P(STATE_SIZE);
+  if (capacity > 0xFFFFFFFFull || n > capacity || k > 64 || !in_mem(m, at, capacity * ss)) {
     trap(m, "states");
     return nullptr;
   }
-  const int64_t* rows = (const int64_t*)a[2];
+  Buf rows(args[2], 8 * n, false, "rows"), cand(args[4], 8 * n * k, false, "candidates");
+  Buf tails(args[6], HEATC_GUARD_TAIL * n, false, "tails"), mask(args[7], n * k, true, "mask");
+  if (!rows.ok || !cand.ok || !tails.ok || !mask.ok) return nullptr;
+  const int64_t* r = rows.as<int64_t>();
   for (uint64_t i = 0; i < n; i++)
-    if (rows[i] < 0 || (uint64_t)rows[i] >= capacity) {
-      PyErr_Format(PyExc_IndexError, "guard: row %lld is outside the batch of %llu", (long long)rows[i],
+    if (r[i] < 0 || (uint64_t)r[i] >= capacity) {
+      PyErr_Format(PyExc_IndexError, "guard: row %lld is outside the batch of %llu", (long long)r[i],
                    (unsigned long long)capacity);
       return nullptr;
     }
@@ -770,18 +797,97 @@ PyObject* module_guard(PyObject* self, PyObject* const* args, Py_ssize_t nargs) 
     m->scratch = (uint8_t*)aligned_alloc(64, (heatc::guard_slot(g) + 63) / 64 * 64);
     if (!m->scratch) return PyErr_NoMemory();
   }
-  const int64_t* cand = (const int64_t*)a[4];
-  const uint8_t* tails = (const uint8_t*)a[6];
-  uint8_t* mask = (uint8_t*)a[7];
-  const uint8_t* states = m->mem + a[0];
+  const int64_t* c = cand.as<int64_t>();
+  const uint8_t* t = tails.as<uint8_t>();
+  uint8_t* out = mask.as<uint8_t>();
+  const uint8_t* states = m->mem + at;
   uint8_t* scratch = m->scratch;
   Py_BEGIN_ALLOW_THREADS
-  for (uint64_t i = 0; i < n; i++)
-    for (uint64_t j = 0; j < k; j++)
-      mask[i * k + j] = heatc::guard_decide(g, tk, states + (uint64_t)rows[i] * ss, tails + i * HEATC_GUARD_TAIL,
-                                            cand[i * k + j], scratch);
+  for (uint64_t i = 0; i < n; i++) {
+    bool passed = false;  // greedy: the best candidate that passes is taken, those below it are not judged
+    for (uint64_t j = 0; j < k; j++) {
+      int64_t id = c[i * k + j];
+      uint8_t v = passed && id >= 0 ? (uint8_t)HEATC_MASK_UNTRIED
+                                    : heatc::guard_decide(g, tk, states + (uint64_t)r[i] * ss,
+                                                          t + i * HEATC_GUARD_TAIL, id, scratch);
+      passed |= greedy && v == HEATC_MASK_ALLOWED;
+      out[i * k + j] = v;
+    }
+  }
   Py_END_ALLOW_THREADS
   Py_RETURN_NONE;
+}
+
+// tails(capacity, rows, n, ids, tails, marks, states, guarded, lengths, ck_step, ck_token,
+// ck_tail, ck_state): for each i, the tail of row rows[i] (tails + row * HEATC_GUARD_TAIL,
+// `capacity` of them) is advanced past token ids[i], and marks[i] says what the token does to
+// the value the text is writing (HEATC_VALUE_*, heatc_kernels.h tail_mark). For the rows
+// marked in `guarded` (capacity bytes) the checkpoints follow: where a value ends, ck_step[row]
+// = -1; where one begins, ck_step[row] = lengths[row] (the tokens fed so far), ck_token[row] =
+// the token, ck_tail[row] = the tail before it, ck_state[row] = the row's state record before
+// it is fed (the state array at offset `states` of the module's memory). Returns how many
+// rows began a value. The arrays are buffers (int64, or bytes), as for guard(); every row
+// index is checked.
+PyObject* module_tails(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Module* m = (Module*)self;
+  if (nargs != 13) {
+    PyErr_SetString(PyExc_TypeError, "tails(capacity, rows, n, ids, tails, marks, states, guarded, lengths, ck_step, "
+                                     "ck_token, ck_tail, ck_state)");
+    return nullptr;
+  }
+  uint64_t capacity = PyLong_AsUnsignedLongLong(args[0]), n = PyLong_AsUnsignedLongLong(args[2]);
+  uint64_t at = PyLong_AsUnsignedLongLong(args[6]);
+  if (PyErr_Occurred()) return nullptr;
+  const uint64_t ss = P(STATE_SIZE), T = HEATC_GUARD_TAIL;
+  if (n > capacity || capacity > 0xFFFFFFFFull || !in_mem(m, at, capacity * ss)) {
+    trap(m, "states");
+    return nullptr;
+  }
+  Buf rows(args[1], 8 * n, false, "rows"), ids(args[3], 8 * n, false, "ids");
+  Buf tails(args[4], T * capacity, true, "tails"), marks(args[5], n, true, "marks");
+  Buf guarded(args[7], capacity, false, "guarded"), lengths(args[8], 8 * capacity, false, "lengths");
+  Buf ck_step(args[9], 8 * capacity, true, "ck_step"), ck_token(args[10], 8 * capacity, true, "ck_token");
+  Buf ck_tail(args[11], T * capacity, true, "ck_tail"), ck_state(args[12], ss * capacity, true, "ck_state");
+  if (!rows.ok || !ids.ok || !tails.ok || !marks.ok || !guarded.ok || !lengths.ok || !ck_step.ok || !ck_token.ok ||
+      !ck_tail.ok || !ck_state.ok)
+    return nullptr;
+  const int64_t* r = rows.as<int64_t>();
+  for (uint64_t i = 0; i < n; i++)
+    if (r[i] < 0 || (uint64_t)r[i] >= capacity) {
+      PyErr_Format(PyExc_IndexError, "tails: row %lld is outside the batch of %llu", (long long)r[i],
+                   (unsigned long long)capacity);
+      return nullptr;
+    }
+  heatc::Io io;
+  if (load_io(m, io, true) < 0) return nullptr;
+  heatc::Tokens tk = {io.tok_offsets, io.tok_bytes, io.n_tokens, io.tok_total};
+  const int64_t* id = ids.as<int64_t>();
+  const uint8_t* g = guarded.as<uint8_t>();
+  const int64_t* len = lengths.as<int64_t>();
+  int64_t* step = ck_step.as<int64_t>();
+  int64_t* token = ck_token.as<int64_t>();
+  uint8_t* all = tails.as<uint8_t>();
+  uint8_t* mk = marks.as<uint8_t>();
+  uint8_t* old = ck_tail.as<uint8_t>();
+  uint8_t* saved = ck_state.as<uint8_t>();
+  long begun = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t row = (uint64_t)r[i];
+    uint8_t* tail = all + row * T;
+    uint8_t before[HEATC_GUARD_TAIL];
+    memcpy(before, tail, T);
+    mk[i] = (uint8_t)heatc::tail_mark(tk, tail, id[i]);
+    if (!g[row]) continue;
+    if (mk[i] == HEATC_VALUE_ENDS) step[row] = -1;
+    if (mk[i] == HEATC_VALUE_BEGINS) {
+      step[row] = len[row];
+      token[row] = id[i];
+      memcpy(old + row * T, before, T);
+      memcpy(saved + row * ss, m->mem + at + row * ss, ss);
+      begun++;
+    }
+  }
+  return PyLong_FromLong(begun);
 }
 
 PyObject* module_size(PyObject* self, void*) { return PyLong_FromUnsignedLongLong(((Module*)self)->size); }
@@ -790,8 +896,11 @@ PyMethodDef module_methods[] = {
     {"grow", module_grow, METH_O, "grow(size): make the visible memory at least `size` bytes; returns its size"},
     {"function", module_function, METH_O, "function(name): the entry point `name` (the WASM export's arguments)"},
     {"check_state", module_check_state, METH_O, "check_state(offset): None, or why the state record there is invalid"},
+    {"tails", (PyCFunction)(void (*)(void))module_tails, METH_FASTCALL,
+     "tails(capacity, rows, n, ids, tails, marks, states, guarded, lengths, ck_step, ck_token, ck_tail, ck_state): "
+     "rows' last bytes past their tokens, value marks, checkpoints where values begin"},
     {"guard", (PyCFunction)(void (*)(void))module_guard, METH_FASTCALL,
-     "guard(states, capacity, rows, n, candidates, k, tails, mask): guard's decision for every candidate"},
+     "guard(states, capacity, rows, n, candidates, k, tails, mask, greedy): guard's decision for every candidate"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef module_getset[] = {{"size", module_size, nullptr, "bytes of visible memory", nullptr},

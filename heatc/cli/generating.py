@@ -37,7 +37,9 @@ def generate(
             "was), stop, or steer (take the best candidate that passes).",
         ),
     ] = "withhold",
-    marker: Annotated[str, typer.Option("--marker", help="guard's withhold: what stands for a value.")] = "[unverified]",
+    marker: Annotated[
+        str, typer.Option("--marker", help="guard's withhold: what stands for a value.")
+    ] = "[unverified]",
     k: Annotated[int, typer.Option("--k", help="guard: candidates tried per step.")] = 8,
     backend: Annotated[
         str | None, typer.Option("--backend", help="native, wasm or cuda (default: native where it loads).")

@@ -404,18 +404,34 @@ class Batch:
         dst = index(dst, self.n, "dst")
         self._put(dst, other.state(src), other._pending.get(src, []))
 
+    def copy_states(self, rows: np.ndarray) -> np.ndarray:
+        """A copy of the state records of sequences `rows` ([len(rows), state_size] uint8):
+        one copy for them all (a row of it, with `pending(i)`, is what `restore` takes)."""
+        c = self.checker
+        rows = np.asarray(rows, dtype=np.intp)
+        if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= self.n):
+            raise IndexError(f"rows out of range: the batch has sequences 0 to {self.n - 1}")
+        with c._lock:
+            self._usable()
+            size = c.state_size
+            return c._view()[self.states : self.states + self.n * size].reshape(self.n, size)[rows]
+
+    def pending(self, i: int) -> list[Event]:
+        """The events of sequence `i` that no snapshot has published yet (a copy)."""
+        return list(self._pending.get(i, ()))
+
     def save(self, i: int) -> tuple[bytes, list[Event]]:
         """Sequence `i`'s state record and undelivered events, for `restore` (a checkpoint)."""
         i = index(i, self.n, "i")
         return self.state(i), list(self._pending.get(i, []))
 
-    def restore(self, i: int, saved: tuple[bytes, list[Event]]) -> None:
+    def restore(self, i: int, saved: tuple[bytes | np.ndarray, list[Event]]) -> None:
         """Put sequence `i` back where `save` found it (what was fed since is forgotten); the
         record is checked as `fork_from` checks one."""
         i = index(i, self.n, "i")
         self._put(i, *saved)
 
-    def _put(self, dst: int, data: bytes, pending: list[Event]) -> None:
+    def _put(self, dst: int, data: bytes | np.ndarray, pending: list[Event]) -> None:
         c = self.checker
         if len(data) != c.state_size:
             raise ValueError(

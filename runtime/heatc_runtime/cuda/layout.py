@@ -6,7 +6,7 @@ static_asserts take them from here.
 
 Public surface: `OUT`, `OUT_HEAD`, `OUT_FIELDS`, `OUT_OFFSETS`, `OUT_STATUS_NO_ROOM`,
 `OUT_STATUS_BAD_TEXT`, `STATUS_TEXT`,
-`MASK_ALLOWED`, `MASK_REJECTED`, `MASK_REFUSED`, `PROGRAM`, `PROGRAM_BASE`, `TOKENS`, `BLOCK`,
+`MASK_ALLOWED`, `MASK_REJECTED`, `MASK_REFUSED`, `MASK_UNTRIED`, `PROGRAM`, `PROGRAM_BASE`, `TOKENS`, `BLOCK`,
 `row_bytes(event_size, snapshot_size, ev_keep, snap_keep)`, `program_struct(...)`,
 `tokens_struct(...)`.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 
 from ..abi import STATUS_TEXT as _ABI_STATUS
-from ..engines.guarding import MASK_ALLOWED, MASK_REFUSED, MASK_REJECTED  # noqa: F401 (re-exported)
+from ..engines.guarding import MASK_ALLOWED, MASK_REFUSED, MASK_REJECTED, MASK_UNTRIED  # noqa: F401 (re-exported)
 from ..hct import PARAMS
 
 #: An output row's head: u32 status, consumed (tokens or bytes taken), events, snapshots
@@ -38,9 +38,10 @@ STATUS_TEXT = {
     OUT_STATUS_BAD_TEXT: "its text offsets lie outside the text",
 }
 
-#: The guard's mask, per (sequence, candidate), MASK_ALLOWED / MASK_REJECTED / MASK_REFUSED:
-#: the candidate passes guard's decision, would add a rejection, or could not be judged (its
-#: id is out of range or marked unusable, or the stream is finished). Defined with the
+#: The guard's mask, per (sequence, candidate), MASK_ALLOWED / MASK_REJECTED / MASK_REFUSED /
+#: MASK_UNTRIED: the candidate passes guard's decision, would add a rejection, could not be
+#: judged (its id is out of range or marked unusable, or the stream is finished), or was not
+#: judged (greedy: below the first that passed). Defined with the
 #: decision (heatc_runtime.engines.guarding) and imported above.
 
 _PAD = (8 + 4 * len(PARAMS)) % 8  # (4 bytes before base[], when the parameters leave the offset unaligned)

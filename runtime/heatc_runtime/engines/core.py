@@ -38,7 +38,7 @@ import numpy as np
 
 from ..report import Snapshot
 from . import guarding
-from .guarding import AS_NUMBER, MASK_ALLOWED, PROBES, TAIL, year_shaped
+from .guarding import AS_NUMBER, MASK_ALLOWED, MASK_UNTRIED, PROBES, TAIL, year_shaped
 from .options import MODES, RowOptions, TokenIdError, TokenTableError, open_module
 from .reports import GenerationReport, Intervention, Refusal, finish_interventions, rules_text
 from .tokens import TokenTable
@@ -68,6 +68,18 @@ class GuardStep:
     ok: np.ndarray
     force: np.ndarray
     leave: np.ndarray
+    untried: np.ndarray | None = None  # greedy: candidates below a row's first that passed
+
+
+class _Masked:
+    """A step where guard masked candidates below the model's first choice, which stood: kept
+    as the ids alone, made an Intervention ("masked") when the report is built."""
+
+    __slots__ = ("refused", "step")
+    action = "masked"
+
+    def __init__(self, step: int, refused: np.ndarray):
+        self.step, self.refused = step, refused
 
 
 class _Row:
@@ -117,7 +129,11 @@ class Driver:
         self._mode = np.full(capacity, _FREE, np.int8)
         self._k = np.zeros(capacity, np.int64)
         self._len = np.zeros(capacity, np.int64)
-        self._tok = np.zeros((capacity, 64), np.int64)
+        # every step's ids, the whole batch's (one array copy a step; a row's tokens are read
+        # back when it ends): steps from _hist0 on, each row's first at _start[row]
+        self._hist: list[np.ndarray] = []
+        self._hist0 = 0
+        self._start = np.zeros(capacity, np.int64)
         self._tails = np.zeros((capacity, TAIL), np.uint8)
         self._base = np.zeros(capacity, np.uint64)
         self._force = np.full(capacity, -1, np.int64)
@@ -130,7 +146,14 @@ class Driver:
         # guard rows writing a value: where it began (the token's index, the state and
         # undelivered events before that token, the snapshots kept, the token's bytes before
         # the value, the tail then), for the withhold and stop policies to take it back
-        self._ckpt: dict[int, tuple[int, tuple, int, bytes, np.ndarray]] = {}
+        self._ck_step = np.full(capacity, -1, np.int64)  # -1: none
+        self._ck_token = np.zeros(capacity, np.int64)
+        self._ck_snaps = np.zeros(capacity, np.int64)
+        self._ck_tail = np.zeros((capacity, TAIL), np.uint8)
+        self._ck_state = np.zeros((capacity, self.batch.checker.state_size), np.uint8)
+        self._ck_pending: list[list] = [[] for _ in range(capacity)]
+        self._guard_rows = np.zeros(capacity, np.uint8)  # 1: the row is in guard mode
+        self._nsnaps = np.zeros(capacity, np.int64)  # each row's snapshots so far (r.snaps)
         self._tentative: dict[int, dict[int, tuple[int, tuple[int, ...], Intervention, int]]] = {}
 
     def _lookahead(self):
@@ -159,6 +182,9 @@ class Driver:
         r = _Row(options, tuple(int(i) for i in marker))
         self.batch.reset(row)
         self._len[row] = 0
+        self._nsnaps[row] = 0
+        self._ck_step[row] = -1
+        self._start[row] = self._hist0 + len(self._hist)
         self._tails[row] = 0
         self._force[row] = -1
         self._base[row] = 0
@@ -174,6 +200,7 @@ class Driver:
         self._k[row] = options.k
         if options.mode == "guard":
             self._guarding += 1
+            self._guard_rows[row] = 1
             self._tails_table()
 
     def live(self, row: int) -> bool:
@@ -196,12 +223,20 @@ class Driver:
         self._rows[row] = None
         if self._mode[row] == _GUARD:
             self._guarding -= 1
+            self._guard_rows[row] = 0
         self._mode[row] = _FREE
         self._force[row] = -1
         self.batch.reset(row)
-        self._ckpt.pop(row, None)
+        self._ck_step[row] = -1
         self._tentative.pop(row, None)
-        tokens = self._tok[row, : self._len[row]].tolist()
+        tokens = self._tokens(row)
+        self._trim()
+        r.interventions = [
+            Intervention(iv.step, "masked", False, [Refusal(int(t), self._text(int(t))) for t in iv.refused.tolist()])
+            if isinstance(iv, _Masked)
+            else iv
+            for iv in r.interventions
+        ]
         raw = b"".join([self._bytes[i] for i in tokens])
         o = r.options
         stream = r.prompt + rules_text(raw, tokens, self._bytes.__getitem__, r.interventions, o.marker)
@@ -223,8 +258,23 @@ class Driver:
 
     # -- steps ----------------------------------------------------------------------------
 
+    def _tokens(self, row: int) -> list[int]:
+        """The tokens fed to `row` since it started."""
+        null = self.null_id
+        return [t for t in (int(h[row]) for h in self._hist[int(self._start[row]) - self._hist0 :]) if t != null]
+
+    def _trim(self) -> None:
+        """Forget the steps no live row needs (a long-running engine's history stays short)."""
+        live = self._mode != _FREE
+        first = int(self._start[live].min()) if live.any() else self._hist0 + len(self._hist)
+        drop = first - self._hist0
+        if drop > 256:
+            del self._hist[:drop]
+            self._hist0 = first
+
     def _check_ids(self, ids: np.ndarray, what: str) -> None:
-        if len(ids) and (int(ids.max()) >= self.vocab_size or int(ids.min()) < 0):
+        # (one reduction: a negative id read as unsigned is past the table too)
+        if len(ids) and int(ids.view(np.uint64).max()) >= self.vocab_size:
             bad = next(int(i) for i in ids.tolist() if not 0 <= i < self.vocab_size)
             raise TokenIdError(f"{what}: token id {bad} is outside the token table ({self.vocab_size} entries)")
 
@@ -236,20 +286,18 @@ class Driver:
         if self._tentative:
             self._take_tentative(rows)
         if self._guarding:
-            self._mark_values(rows, ids)
+            self._tails_step(rows, ids)
         view = self._ids
-        view.fill(self.null_id)
-        view[rows] = ids
+        if len(rows) == self.capacity:  # (every row, in order: what a transformers step feeds)
+            view[:] = ids
+            self._len += 1
+        else:
+            view.fill(self.null_id)
+            view[rows] = ids
+            self._len[rows] += 1
         published = self.batch.feed_ids(view)
-        at = self._len[rows]
-        if int(at.max(initial=0)) >= self._tok.shape[1]:
-            grown = np.zeros((self.capacity, 2 * self._tok.shape[1]), np.int64)
-            grown[:, : self._tok.shape[1]] = self._tok
-            self._tok = grown
-        self._tok[rows, at] = ids
-        self._len[rows] = at + 1
+        self._hist.append(view.copy())
         if self._guarding:
-            self._tails[rows] = self._table.advance(self._tails[rows], ids)
             forced = self._force[rows]
             if forced.max(initial=-1) >= 0:
                 self._took_forced(rows, ids, forced)
@@ -260,6 +308,7 @@ class Driver:
             if r is None:
                 continue  # a free row's `every N` snapshot
             r.snaps += snaps
+            self._nsnaps[row] += len(snaps)
             if self._mode[row] == _STOP and r.stopped_at is None:
                 base = int(self._base[row])
                 if any(s.counters["rejections"] > base for s in snaps):
@@ -267,20 +316,41 @@ class Driver:
                     stopped.append(row)
         return stopped
 
-    def _mark_values(self, rows: np.ndarray, ids: np.ndarray) -> None:
-        """Before a step of guard rows: a checkpoint where a value begins, none once it ended."""
-        new, ended = self._table.value_marks(self._tails[rows], ids)
-        guarded = self._mode[rows] == _GUARD
-        for i in np.flatnonzero(new & guarded).tolist():
-            row, token = int(rows[i]), self._bytes[int(ids[i])]
-            j = len(token) - int(self._table.run_len[ids[i]])
-            while not token[j : j + 1].isdigit():
-                j += 1  # (the value begins at its first digit)
-            r = self._rows[row]
-            self._ckpt[row] = (int(self._len[row]), self.batch.save(row), len(r.snaps), token[:j],
-                               self._tails[row].copy())  # fmt: skip
-        for i in np.flatnonzero(ended & guarded).tolist():
-            self._ckpt.pop(int(rows[i]), None)
+    def _tails_step(self, rows: np.ndarray, ids: np.ndarray) -> None:
+        """Before a step: the rows' tails past `ids`, and for guard rows the checkpoints of
+        their values — where one begins, the row's state and undelivered events, its
+        snapshots so far, its tail; where one ends, none. One native call (numpy on WASM)."""
+        n = len(rows)
+        marks = np.empty(n, np.uint8)
+        if self.backend == "native":
+            rows = np.ascontiguousarray(rows, dtype=np.int64)
+            ids = np.ascontiguousarray(ids, dtype=np.int64)
+            c = self.checker
+            with c._lock:
+                c._check_open()
+                begun = c._native.tails(self.capacity, rows, n, ids, self._tails, marks, self.batch.states,
+                                        self._guard_rows, self._len, self._ck_step, self._ck_token, self._ck_tail,
+                                        self._ck_state)  # fmt: skip
+            if not begun:
+                return
+            at = rows[(marks == guarding.VALUE_BEGINS) & self._guard_rows[rows].astype(bool)]
+        else:
+            before = self._tails[rows]
+            new, ended = self._table.value_marks(before, ids)
+            self._tails[rows] = self._table.advance(before, ids)
+            guarded = self._guard_rows[rows].astype(bool)
+            self._ck_step[rows[ended & guarded]] = -1
+            new &= guarded
+            if not new.any():
+                return
+            at = rows[new]
+            self._ck_step[at] = self._len[at]
+            self._ck_token[at] = ids[new]
+            self._ck_tail[at] = before[new]
+            self._ck_state[at] = self.batch.copy_states(at)
+        self._ck_snaps[at] = self._nsnaps[at]
+        for row in at.tolist():
+            self._ck_pending[row] = self.batch.pending(row)
 
     def _took_forced(self, rows: np.ndarray, ids: np.ndarray, forced: np.ndarray) -> None:
         """Rows writing the marker: the next marker token, or done (or abandoned, when the
@@ -302,11 +372,13 @@ class Driver:
     def max_k(self, rows: np.ndarray) -> int:
         return int(self._k[rows].max(initial=1))
 
-    def guard(self, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray) -> GuardStep:
+    def guard(self, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray, greedy: bool = False) -> GuardStep:
         """Guard's decision for `candidates` (rows × K token ids, best first) of the sequences
         `rows`; `usable` marks those the engine could sample at all (finite scores). One
         native call for the whole batch (WASM: two, and a few more where numbers are left
-        open), then the rows' policies where the first choice was refused."""
+        open), then the rows' policies where the first choice was refused. With `greedy`
+        (the engine takes the best candidate left) the candidates below a row's first that
+        passes are not judged (`GuardStep.ok` False, `GuardStep.untried` True)."""
         rows = np.asarray(rows, dtype=np.int64)
         n, width = candidates.shape
         if self._tentative:
@@ -316,33 +388,35 @@ class Driver:
         usable = usable & (np.arange(width)[None, :] < self._k[rows][:, None]) & (force < 0)[:, None]
         cands = np.where(usable, candidates, -1).astype(np.int64)
         tails = np.ascontiguousarray(self._tails[rows])
-        mask = self._decide(self.batch, self._lookahead, rows, cands, usable, tails)
+        mask = self._decide(self.batch, self._lookahead, rows, cands, usable, tails, greedy)
         ok = mask == MASK_ALLOWED
+        untried = mask == MASK_UNTRIED
         leave = np.zeros(n, bool)
-        masked = usable & ~ok
+        masked = usable & ~ok & ~untried
         acted = np.flatnonzero(masked.any(axis=1) | (~ok.any(axis=1) & (force < 0)))
         if len(acted):
             self._act(rows, cands, usable, ok, masked, acted, force, leave)
-        return GuardStep(ok, force, leave)
+        return GuardStep(ok, force, leave, untried)
 
-    def _decide(self, batch, look, rows: np.ndarray, cands: np.ndarray, usable: np.ndarray, tails: np.ndarray):
+    def _decide(self, batch, look, rows: np.ndarray, cands: np.ndarray, usable: np.ndarray, tails: np.ndarray,
+                greedy: bool):  # fmt: skip
         """The decision's mask for `rows` of `batch` (`look`: its Lookahead, made when needed)."""
         n, width = cands.shape
         if self.backend != "native":
             return guarding.decide(look(), rows, cands, usable, tails, self._table, self._probe_ids,
-                                   self._as_number_id, self._probe_numbers)  # fmt: skip
+                                   self._as_number_id, self._probe_numbers, greedy)  # fmt: skip
         mask = np.empty((n, width), np.uint8)
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
         c = self.checker
         with c._lock:
             c._check_open()
-            c._native.guard(batch.states, batch.n, rows.ctypes.data, n, cands.ctypes.data, width, tails.ctypes.data,
-                            mask.ctypes.data)  # fmt: skip
+            c._native.guard(batch.states, batch.n, rows, n, cands, width, tails, mask, greedy)
         return mask
 
     # -- drafts: positions past what was fed (assisted and speculative decoding) ------------
 
     def guard_drafts(self, rows: np.ndarray, drafts: Sequence[Sequence[int]], candidates: np.ndarray,
-                     usable: np.ndarray) -> GuardStep:  # fmt: skip
+                     usable: np.ndarray, greedy: bool = False) -> GuardStep:  # fmt: skip
         """Guard's decision at the text of each row continued by its drafts (token ids the
         engine proposes and has not taken yet: assisted and speculative decoding judge a
         position per draft token). The sequences do not change; what the policies decide is
@@ -377,10 +451,12 @@ class Driver:
                 look[0] = Lookahead(batch)
             return look[0]
 
-        mask = self._decide(batch, lookahead, np.arange(n, dtype=np.int64), cands, usable, np.ascontiguousarray(tails))
+        mask = self._decide(batch, lookahead, np.arange(n, dtype=np.int64), cands, usable, np.ascontiguousarray(tails),
+                            greedy)  # fmt: skip
         ok = mask == MASK_ALLOWED
+        untried = mask == MASK_UNTRIED
         leave = np.zeros(n, bool)
-        masked = usable & ~ok
+        masked = usable & ~ok & ~untried
         acted = np.flatnonzero(masked.any(axis=1) | (~ok.any(axis=1) & (force < 0)))
         for i in acted.tolist():
             row = int(rows[i])
@@ -388,7 +464,7 @@ class Driver:
             pos = start + len(drafts[i])
             iv, force[i], leave[i] = self._policy(self._rows[row], pos, tails[i], cands[i], usable[i], ok[i], masked[i])
             self._tentative.setdefault(row, {})[pos] = (start, tuple(int(t) for t in drafts[i]), iv, int(force[i]))
-        return GuardStep(ok, force, leave)
+        return GuardStep(ok, force, leave, untried)
 
     def _draft_force(self, row: int, drafts: list[int]) -> int:
         """The token the row is forced to at the position after its drafts: the marker goes on
@@ -419,15 +495,19 @@ class Driver:
             if entry is None:
                 continue
             start, before, iv, force = entry
-            if tuple(self._tok[row, start:pos].tolist()) == before:
+            if tuple(self._tokens(row)[start:pos]) == before:
                 self._apply(row, self._rows[row], iv, force)
 
     def _act(self, rows, cands, usable, ok, masked, acted, force, leave) -> None:
         """The policies of the rows guard refused something for (a Python loop over those
         rows only); each gets an Intervention."""
-        for i in acted.tolist():
+        top_passed = ok[acted, 0] | ~usable[acted, 0]
+        for i, passed in zip(acted.tolist(), top_passed.tolist(), strict=True):
             row = int(rows[i])
             r = self._rows[row]
+            if passed:  # (the model's first choice stands: only what it passed over is kept, built at the end)
+                r.interventions.append(_Masked(int(self._len[row]), cands[i][masked[i]]))
+                continue
             iv, force[i], leave[i] = self._policy(r, int(self._len[row]), self._tails[row], cands[i], usable[i], ok[i],
                                                   masked[i])  # fmt: skip
             self._apply(row, r, iv, int(force[i]))
@@ -439,8 +519,7 @@ class Driver:
         """What the row's policy does where guard refused something: (the intervention, the
         token forced or -1 or FORCE_EOS, whether the step is left as the model wrote it)."""
         o = r.options
-        refused = [Refusal(int(t), self._bytes[int(t)].decode("utf-8", errors="replace"))
-                   for t in cands[masked].tolist()]  # fmt: skip
+        refused = [Refusal(int(t), self._text(int(t))) for t in cands[masked].tolist()]
         top = bool(usable[0] and not ok[0])
         exhausted = not ok.any()
         force, leave, action = -1, False, "steered" if top else "masked"
@@ -468,20 +547,28 @@ class Driver:
         """The value being written goes back out of what the rules read: the row returns to
         where it began (the bytes of its first token before it fed again); a stopped row
         reads the marker in its place. The model's own text keeps what it wrote."""
-        ckpt = self._ckpt.pop(row, None)
-        if ckpt is not None:
-            step, saved, n_snaps, keep, tail = ckpt
-            self.batch.restore(row, saved)
-            del r.snaps[n_snaps:]
+        step = int(self._ck_step[row])
+        if step >= 0:
+            self._ck_step[row] = -1
+            token = int(self._ck_token[row])
+            keep = self._bytes[token][: int(self._table.value_at[token])]
+            self.batch.restore(row, (self._ck_state[row], self._ck_pending[row]))
+            del r.snaps[int(self._ck_snaps[row]) :]
+            self._nsnaps[row] = len(r.snaps)
             iv.value_from, iv.keep = step, keep
+            tail = self._ck_tail[row].copy()
             self._tails[row] = tail
             if keep:
-                r.snaps += self.batch.feed_text(row, keep)
+                self._add_snaps(row, r, self.batch.feed_text(row, keep))
                 self._tails[row] = guarding.tail_after(tail, keep)
         if iv.action == "stopped":
             marker = r.options.marker.encode()
-            r.snaps += self.batch.feed_text(row, marker)
+            self._add_snaps(row, r, self.batch.feed_text(row, marker))
             self._tails[row] = guarding.tail_after(self._tails[row], marker)
+
+    def _add_snaps(self, row: int, r: _Row, snaps: list[Snapshot]) -> None:
+        r.snaps += snaps
+        self._nsnaps[row] += len(snaps)
 
     def _count_masks(self, masked: np.ndarray, ok: np.ndarray, acted: np.ndarray) -> None:
         if self.metrics is not None:
@@ -489,6 +576,9 @@ class Driver:
             self.metrics.count_guard_masks(int(masked[acted].sum()), module=name)
             for _ in range(int((~ok[acted].any(axis=1)).sum())):
                 self.metrics.count_guard_masks(0, exhausted=True, module=name)
+
+    def _text(self, token: int) -> str:
+        return self._bytes[token].decode("utf-8", errors="replace")
 
     def _at_value(self, tail: np.ndarray, top: int) -> bool:
         """Whether a refusal of `top` after text ending in `tail` is about a value: the text

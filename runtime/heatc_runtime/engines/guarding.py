@@ -19,7 +19,7 @@ row, constants from here through the generated header); `decide` below carries i
 `Lookahead` (any backend, the WASM one in practice), and a test holds the two to each other.
 
 Public surface: `PROBES`, `AS_NUMBER`, `TAIL`, `YEAR_CENTURIES`, `MASK_ALLOWED`,
-`MASK_REJECTED`, `MASK_REFUSED`, `year_shaped(text)`, `Tails`, `decide(look, rows, candidates,
+`MASK_REJECTED`, `MASK_REFUSED`, `MASK_UNTRIED`, `VALUE_BEGINS`, `VALUE_ENDS`, `year_shaped(text)`, `Tails`, `decide(look, rows, candidates,
 usable, tails, token_ends)`, `tail_after(tail, data)`.
 """
 
@@ -39,8 +39,11 @@ a zero byte is neither a digit nor "." nor ",", so it reads as the start of the 
 YEAR_CENTURIES = (b"19", b"20", b"21")
 """A year written alone, 1900–2199, as heatc's lexer reads one (heatc/lang/lexicon.py; a test
 holds the two to each other)."""
+# what a token does to the value a text is writing (Tails.value_marks; the C++ core's tail_mark)
+VALUE_BEGINS, VALUE_ENDS = 1, 2
 # the candidate mask's codes, as every backend writes them (the ops' layout and the C header read them here)
-MASK_ALLOWED, MASK_REJECTED, MASK_REFUSED = 0, 1, 2
+# (MASK_UNTRIED: under greedy decoding, a candidate below the first that passed, not judged)
+MASK_ALLOWED, MASK_REJECTED, MASK_REFUSED, MASK_UNTRIED = 0, 1, 2, 3
 
 _YEAR_END = re.compile(rb"(?<![0-9.,])(?:19|20|21)[0-9]{2}\Z")
 _WIDE = 16  # the bytes the vectorised tests look at: a tail, a token's last bytes, a probe
@@ -121,6 +124,14 @@ class Tails:
             [any(48 <= b <= 57 for b in t[len(t) - r :]) for t, r in zip(tokens, runs, strict=True)], bool
         )
         self.space = np.array([bool(t) and not t.strip() for t in tokens], bool)
+        # where a value begins in the token: the first digit of its trailing run
+        self.value_at = np.array(
+            [
+                len(t) - r + next((j for j, b in enumerate(t[len(t) - r :]) if 48 <= b <= 57), r)
+                for t, r in zip(tokens, runs, strict=True)
+            ],
+            np.int64,
+        )
 
     def advance(self, tails: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """`tails` ([m, TAIL] uint8) after each row's token `ids[i]`."""
@@ -157,12 +168,14 @@ def _probe_ends(ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def decide(look, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray, tails: np.ndarray, table: Tails,
-           probe_ids: np.ndarray, as_number_id: int, probe_numbers: np.ndarray) -> np.ndarray:  # fmt: skip
+           probe_ids: np.ndarray, as_number_id: int, probe_numbers: np.ndarray, greedy: bool = False) -> np.ndarray:  # fmt: skip
     """The mask (`MASK_*`, rows × K) of each candidate of each row, tried on copies of the
     sequences (`look`: a `heatc_runtime.lookahead.Lookahead` over the rows' batch, whose token
     table holds the probes at `probe_ids`, `AS_NUMBER` at `as_number_id` and each probe followed
     by it at `probe_numbers`). `usable` marks the candidates to judge (the others are
-    `MASK_REFUSED`); `tails` are the rows' `TAIL` last bytes. Two runtime calls for the whole
+    `MASK_REFUSED`); `tails` are the rows' `TAIL` last bytes. With `greedy` the usable
+    candidates below a row's first that passes are `MASK_UNTRIED` (greedy decoding takes the
+    best that passes: the native core stops there). Two runtime calls for the whole
     batch, three more where some candidate fails leaving a number open, and a lookahead more
     where a text then ends in a year's digits."""
     n, width = candidates.shape
@@ -193,4 +206,9 @@ def decide(look, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray, t
             passed[again] = look.try_tokens(pr[again], pt[again], numbers) == before[again]
         good[failed[passed.reshape(-1, p).any(axis=1)]] = True
     mask[tried] = np.where(good, MASK_ALLOWED, MASK_REJECTED)
-    return mask.reshape(n, width)
+    mask = mask.reshape(n, width)
+    if greedy:
+        passed = mask == MASK_ALLOWED
+        below = np.cumsum(passed, axis=1) - passed > 0  # (after a row's first that passed)
+        mask[below & usable] = MASK_UNTRIED
+    return mask

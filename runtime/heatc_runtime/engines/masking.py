@@ -51,32 +51,35 @@ def guard_scores(driver: Driver, scores: torch.Tensor, rows: np.ndarray, index: 
     vals, cands = values.numpy(force=True), ids.numpy(force=True)
     usable = np.isfinite(vals)
     if drafts is None:
-        step = driver.guard(rows, cands.astype(np.int64), usable)
+        step = driver.guard(rows, cands.astype(np.int64), usable, greedy)
     else:
-        step = driver.guard_drafts(rows, drafts, cands.astype(np.int64), usable)
+        step = driver.guard_drafts(rows, drafts, cands.astype(np.int64), usable, greedy)
     ok, force, leave = step.ok, step.force, step.leave
+    untried = step.untried if step.untried is not None else np.zeros_like(ok)
     at = np.arange(len(rows)) if whole else index
     special = (force != -1) | leave
-    refused = usable & ~ok & ~special[:, None]
-    dead = ~ok.any(axis=1) & ~special  # (the driver forces or leaves these; kept for safety)
+    refused = usable & ~ok & ~untried & ~special[:, None]
+    passing = ok.any(axis=1)
     if greedy:
-        # a row whose best passing candidate is tied with the k-th score is confined: an
-        # untried token of that score could win argmax
-        best = np.where(ok, vals, -np.inf).max(axis=1, initial=-np.inf)
-        confine = ~special & ~dead & (best <= vals[:, -1]) & refused.any(axis=1)
+        # masking the refused in place leaves the best that passed on top — unless a token not
+        # judged ties with it (the next candidate, or, for the k-th, one outside the top k)
+        first = ok.argmax(axis=1)
+        lines = np.arange(len(rows))
+        best = vals[lines, first]
+        confine = ~special & passing & (vals[lines, np.minimum(first + 1, k - 1)] >= best)
     else:
-        confine = ~special & ~dead
+        confine = ~special & passing
+    if not (confine.any() or refused.any() or special.any()):
+        return scores  # (the common step: every row's first choice passed)
     dev = scores.device
     if confine.any():
         rows_c = np.flatnonzero(confine)
         keep = ok[rows_c]
-        target = torch.from_numpy(at[rows_c]).to(dev)
-        scores.index_fill_(0, target, _NEG)
+        scores.index_fill_(0, torch.from_numpy(at[rows_c]).to(dev), _NEG)
         r, j = np.nonzero(keep)
         if len(r):
-            scores[torch.from_numpy(at[rows_c][r]).to(dev), ids[torch.from_numpy(rows_c[r]), torch.from_numpy(j)]] = (
-                values[torch.from_numpy(rows_c[r]), torch.from_numpy(j)]
-            )
+            rr, jj = torch.from_numpy(rows_c[r]), torch.from_numpy(j)
+            scores[torch.from_numpy(at[rows_c][r]).to(dev), ids[rr, jj]] = values[rr, jj]
         refused[rows_c] = False
     if refused.any():
         r, j = np.nonzero(refused)

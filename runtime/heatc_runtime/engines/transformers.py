@@ -177,9 +177,14 @@ class Checks:
                 f"now given {input_ids.shape[0]} rows of {length} tokens: use one Checks per generate call, "
                 "or call reset() first"
             )
-        block = input_ids[:, fed - 1 : length].numpy(force=True)
+        # (numpy slices of the ids: a torch slice costs microseconds, a decoding step's share)
+        ids = input_ids.numpy() if input_ids.device.type == "cpu" else input_ids[:, fed - 1 :].cpu().numpy()
+        block = ids[:, fed - 1 : length] if ids.shape[1] == length else ids
         live = self._live
-        if fed > self._prompt_len and not np.array_equal(block[live, 0], self._last[live]):
+        whole = len(live) == self._rows
+        if fed > self._prompt_len and (
+            block[:, 0].tobytes() != self._last.tobytes() if whole else not (block[live, 0] == self._last[live]).all()
+        ):
             raise RuntimeError(
                 "the rows of the batch changed between steps (reordered by beam search, or another generate call "
                 "with these Checks): heatc follows rows in place; use num_beams=1, and one Checks per generate call"
@@ -189,15 +194,18 @@ class Checks:
             rows = self._live
             if not len(rows):
                 break
-            column = block[rows, pos]
+            whole = len(rows) == self._rows
+            column = block[:, pos] if whole else block[rows, pos]
             stopped = driver.feed(rows, column)
-            self._last[rows] = column
-            ends = rows[self._is_eos[column]]
-            if stopped:
-                self._stopped[torch.tensor(stopped)] = True
-                ends = np.union1d(ends, stopped)
-            if len(ends):
-                for row in ends.tolist():
+            if whole:
+                self._last = np.ascontiguousarray(column, dtype=np.int64)
+            else:
+                self._last[rows] = column
+            eos = self._is_eos[column]
+            if stopped or eos.any():
+                if stopped:
+                    self._stopped[torch.tensor(stopped)] = True
+                for row in np.union1d(rows[eos], stopped).astype(np.int64).tolist():
                     self._end(row)
         self._fed = length
 
