@@ -404,6 +404,15 @@ class Batch:
         dst = index(dst, self.n, "dst")
         self._put(dst, other.state(src), other._pending.get(src, []))
 
+    def verify(self, drafts, lengths=None) -> tuple[np.ndarray, dict[int, list[Snapshot]]]:
+        """Speculative decoding's check: sequence i is fed its draft tokens (`drafts[i]`, the
+        first `lengths[i]` of them) and keeps the longest prefix that adds no rejection, the
+        state left there. Returns (how many each kept, the snapshots they published). One
+        runtime call per draft position for the whole batch (heatc_runtime.drafts)."""
+        from .drafts import verify
+
+        return verify(self, drafts, lengths)
+
     def copy_states(self, rows: np.ndarray) -> np.ndarray:
         """A copy of the state records of sequences `rows` ([len(rows), state_size] uint8):
         one copy for them all (a row of it, with `pending(i)`, is what `restore` takes)."""
