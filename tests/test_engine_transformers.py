@@ -325,3 +325,35 @@ def test_heatc_generate_refuses_a_model_that_is_not_a_causal_lm(tmp_path):
                 app, ["generate", rules, "--prompt", "hi", "--model", str(folder), "--engine", engine]
             )
             assert r.exit_code == 1 and message in r.output and "Traceback" not in r.output, r.output
+
+
+@pytest.mark.parametrize("policy", ["withhold", "steer"])
+def test_assisted_generation_writes_what_plain_generation_writes(lm, policy):
+    """Prompt lookup (assisted generation, no second model): guard judges every draft position
+    as if it had been fed, so the text, the tokens and the interventions are plain greedy
+    generation's under the same checks — in fewer model steps."""
+    model, tokenizer, _ = lm
+    prompt = "Repeat exactly: Blood glucose 5000 mg/dL. Temperature 37 C. Pulse 80. Sodium 500 mmol/L."
+    chat = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                         tokenize=False)  # fmt: skip
+    inputs = tokenizer([chat], return_tensors="pt")
+    calls = [0]
+    hook = model.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    runs = {}
+    try:
+        for assisted in (False, True):
+            checks = Checks(checker(), tokenizer, mode="guard", policy=policy)
+            extra = {"prompt_lookup_num_tokens": 10} if assisted else {}
+            calls[0] = 0
+            with torch.no_grad():
+                out, [report] = checks.generate(model, **inputs, max_new_tokens=40, do_sample=False,
+                                                pad_token_id=tokenizer.pad_token_id, **extra)  # fmt: skip
+            runs[assisted] = (out[0].tolist(), report, calls[0])
+    finally:
+        hook.remove()
+    (plain, p, plain_steps), (assisted, a, assisted_steps) = runs[False], runs[True]
+    assert assisted == plain and a.text == p.text and a.delivered == p.delivered
+    assert [(iv.step, iv.action, iv.value) for iv in a.interventions] == [
+        (iv.step, iv.action, iv.value) for iv in p.interventions
+    ] and p.interventions
+    assert assisted_steps < plain_steps, (assisted_steps, plain_steps)
