@@ -179,6 +179,22 @@ def decide(look, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray, t
     batch, three more where some candidate fails leaving a number open, and a lookahead more
     where a text then ends in a year's digits."""
     n, width = candidates.shape
+    if greedy and width > 1:
+        # the best candidates first; the rest only for the rows whose best failed
+        first = np.zeros_like(usable)
+        first[:, 0] = usable[:, 0]
+        mask = decide(look, rows, candidates, first, tails, table, probe_ids, as_number_id, probe_numbers)
+        again = np.flatnonzero(mask[:, 0] != MASK_ALLOWED)
+        if len(again):
+            rest = usable[again].copy()
+            rest[:, 0] = False
+            more = decide(look, rows[again], candidates[again], rest, tails[again], table, probe_ids, as_number_id,
+                          probe_numbers)  # fmt: skip
+            mask[again, 1:] = more[:, 1:]
+        passed = mask == MASK_ALLOWED
+        below = np.cumsum(passed, axis=1) - passed > 0  # (after a row's first that passed)
+        mask[below & usable] = MASK_UNTRIED
+        return mask
     mask = np.full(n * width, MASK_REFUSED, np.uint8)
     base = np.repeat(look.rejections(rows), width)
     flat_rows, flat = np.repeat(rows, width), candidates.ravel().astype(np.int64)
@@ -206,9 +222,4 @@ def decide(look, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray, t
             passed[again] = look.try_tokens(pr[again], pt[again], numbers) == before[again]
         good[failed[passed.reshape(-1, p).any(axis=1)]] = True
     mask[tried] = np.where(good, MASK_ALLOWED, MASK_REJECTED)
-    mask = mask.reshape(n, width)
-    if greedy:
-        passed = mask == MASK_ALLOWED
-        below = np.cumsum(passed, axis=1) - passed > 0  # (after a row's first that passed)
-        mask[below & usable] = MASK_UNTRIED
-    return mask
+    return mask.reshape(n, width)
