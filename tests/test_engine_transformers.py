@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,9 +71,12 @@ def checker(backend: str = "native"):
     return from_bytes(MODULE.manifest, MODULE.wasm)
 
 
-def run(lm, mode: str, seed: int | None = None, backend: str = "native", **options):
+def run(lm, mode: str, seed: int | None = None, backend: str = "native", module=None, **options):
     model, tokenizer, inputs = lm
-    checks = Checks(checker(backend), tokenizer, mode=mode, **options)
+    if module is None:
+        checks = Checks(checker(backend), tokenizer, mode=mode, **options)
+    else:
+        checks = Checks(module, tokenizer, mode=mode, backend=backend, **options)
     sampling = {"do_sample": False}
     if seed is not None:
         torch.manual_seed(seed)
@@ -158,14 +162,33 @@ def _accepted_or_open(report, cut: bool) -> bool:
 
 
 @pytest.fixture(scope="module")
-def steered(lm):
-    return {backend: run(lm, "guard", backend=backend, policy="steer") for backend in ("native", "wasm")}
+def medical_build(tmp_path_factory) -> Path:
+    """examples/medical.heat as a build directory (module.wasm, rules.hct, manifest): what the
+    cuda backend loads."""
+    from heatc.heatmap.build import build
+
+    root = tmp_path_factory.mktemp("build")
+    (root / "medical.yaml").write_text(
+        "heatmap: 1\nname: medical_rules\ntokenizer: {bytes: true}\ncategories: {}\ncells: []\n"
+        f"rules: [{REPO / 'examples' / 'medical.heat'}]\n",
+        encoding="utf-8",
+    )
+    return build(root / "medical.yaml", root / "out").directory
+
+
+@pytest.fixture(scope="module")
+def steered(lm, medical_build):
+    out = {backend: run(lm, "guard", backend=backend, policy="steer") for backend in ("native", "wasm")}
+    out["cuda"] = run(lm, "guard", backend="cuda", policy="steer", module=medical_build)  # (the ops' CPU kernels)
+    return out
 
 
 def test_guard_steer_turns_rejected_outputs_into_accepted_ones(lm, greedy, steered):
     baseline, _ = greedy
     generated, reports = steered["native"]
-    assert steered["wasm"][0] == generated  # both backends decide alike: the same text
+    assert steered["wasm"][0] == generated == steered["cuda"][0]  # every backend decides alike: the same text
+    assert [r.interventions for r in steered["cuda"][1]] == [r.interventions for r in reports]
+    assert {r.backend for r in steered["cuda"][1]} == {"cuda"}
     for row, (ids, report) in enumerate(zip(generated, reports, strict=True)):
         assert report.exhausted_at is None and report.backend == "native"
         assert checker().scan(report.text).verdict is not Verdict.REJECTED

@@ -121,6 +121,29 @@ HEATC_HD HEATC_INLINE uint32_t tail_mark(const Tokens& tk, uint8_t* tail, int64_
   return mark;
 }
 
+// Before token `id` is fed to a row whose state is at `state`: its tail advanced past the token
+// (tail_mark), and for a guarded row the checkpoint of the value it writes — where one begins,
+// the token's index (`length`, the tokens fed so far), the token, the tail before it and the
+// state record; where one ends, none (ck_step -1). The host driver keeps the same
+// (heatc_runtime.engines.core: Module.tails; the numpy code on WASM); returns the mark.
+HEATC_HD HEATC_INLINE uint32_t mark_row(const Program& g, const Tokens& tk, const uint8_t* state, uint8_t* tail,
+                                        int64_t id, bool guarded, int64_t length, int64_t* ck_step,
+                                        int64_t* ck_token, uint8_t* ck_tail, uint8_t* ck_state) {
+  uint8_t before[HEATC_GUARD_TAIL];
+  for (uint32_t j = 0; j < HEATC_GUARD_TAIL; j++) before[j] = tail[j];
+  uint32_t mk = tail_mark(tk, tail, id);
+  if (!guarded) return mk;
+  if (mk == HEATC_VALUE_ENDS) *ck_step = -1;
+  if (mk == HEATC_VALUE_BEGINS) {
+    *ck_step = length;
+    *ck_token = id;
+    for (uint32_t j = 0; j < HEATC_GUARD_TAIL; j++) ck_tail[j] = before[j];
+    const uint32_t ss = g.p[HEATC_P_STATE_SIZE];
+    for (uint32_t w = 0; w < ss / 8; w++) ((uint64_t*)ck_state)[w] = ((const uint64_t*)state)[w];  // (8-aligned)
+  }
+  return mk;
+}
+
 // `n` tokens (ids[0..n)) for one sequence; stops at the first it refuses (an id out of range,
 // a finished stream: the row's status says which, `consumed` how many went in).
 // With `tail` (HEATC_GUARD_TAIL bytes), the sequence's last bytes follow the tokens fed (guard

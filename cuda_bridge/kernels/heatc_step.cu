@@ -112,3 +112,16 @@ extern "C" __global__ void heatc_guard(heatc::Program g, heatc::Tokens tk, const
     mask[(uint64_t)q.index * k + j] =
         heatc::guard_candidate(g, tk, mine + j * slot, cand[(uint64_t)q.index * k + j], look);
 }
+
+// Each row's tail past ids[i] and its value checkpoint (heatc::mark_row; a negative id feeds
+// nothing): one thread a row.
+extern "C" __global__ void heatc_mark(heatc::Program g, heatc::Tokens tk, const uint8_t* states, uint8_t* tails,
+                                      const int64_t* ids, const uint8_t* guarded, const int64_t* lengths,
+                                      int64_t* ck_step, int64_t* ck_token, uint8_t* ck_tail, uint8_t* ck_state,
+                                      uint32_t n) {
+  uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n || ids[i] < 0) return;
+  const uint64_t ss = g.p[HEATC_P_STATE_SIZE];
+  heatc::mark_row(g, tk, states + i * ss, tails + (uint64_t)i * HEATC_GUARD_TAIL, ids[i], guarded[i] != 0, lengths[i],
+                  ck_step + i, ck_token + i, ck_tail + (uint64_t)i * HEATC_GUARD_TAIL, ck_state + i * ss);
+}

@@ -873,19 +873,9 @@ PyObject* module_tails(PyObject* self, PyObject* const* args, Py_ssize_t nargs) 
   long begun = 0;
   for (uint64_t i = 0; i < n; i++) {
     uint64_t row = (uint64_t)r[i];
-    uint8_t* tail = all + row * T;
-    uint8_t before[HEATC_GUARD_TAIL];
-    memcpy(before, tail, T);
-    mk[i] = (uint8_t)heatc::tail_mark(tk, tail, id[i]);
-    if (!g[row]) continue;
-    if (mk[i] == HEATC_VALUE_ENDS) step[row] = -1;
-    if (mk[i] == HEATC_VALUE_BEGINS) {
-      step[row] = len[row];
-      token[row] = id[i];
-      memcpy(old + row * T, before, T);
-      memcpy(saved + row * ss, m->mem + at + row * ss, ss);
-      begun++;
-    }
+    mk[i] = (uint8_t)heatc::mark_row(m->prog, tk, m->mem + at + row * ss, all + row * T, id[i], g[row] != 0, len[row],
+                                     step + row, token + row, old + row * T, saved + row * ss);
+    begun += g[row] && mk[i] == HEATC_VALUE_BEGINS;
   }
   return PyLong_FromLong(begun);
 }
@@ -1021,6 +1011,34 @@ PyObject* op_guard(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
+// op_mark(program, tokens, states, tails, ids, guarded, lengths, ck_step, ck_token, ck_tail, ck_state, n):
+// each row's tail past its token and its value checkpoint (heatc_kernels.h mark_row); a
+// negative id feeds nothing (the row is left as it is)
+PyObject* op_mark(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  heatc::Program g;
+  heatc::Tokens tk;
+  uint64_t a[10];
+  if (!op_args("op_mark", nargs, 12, args, &g, &tk) || !u64_args(args, 2, 10, a)) return nullptr;
+  const uint8_t* states = (const uint8_t*)a[0];
+  uint8_t* tails = (uint8_t*)a[1];
+  const int64_t* ids = (const int64_t*)a[2];
+  const uint8_t* guarded = (const uint8_t*)a[3];
+  const int64_t* lengths = (const int64_t*)a[4];
+  int64_t* ck_step = (int64_t*)a[5];
+  int64_t* ck_token = (int64_t*)a[6];
+  uint8_t* ck_tail = (uint8_t*)a[7];
+  uint8_t* ck_state = (uint8_t*)a[8];
+  uint64_t n = a[9];
+  const uint64_t ss = g.p[HEATC_P_STATE_SIZE], T = HEATC_GUARD_TAIL;
+  Py_BEGIN_ALLOW_THREADS
+  for (uint64_t i = 0; i < n; i++)
+    if (ids[i] >= 0)
+      heatc::mark_row(g, tk, states + i * ss, tails + i * T, ids[i], guarded[i] != 0, lengths[i], ck_step + i,
+                      ck_token + i, ck_tail + i * T, ck_state + i * ss);
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
 // check_tables(tables, params): None, or why the core cannot run these tables
 PyObject* op_check_tables(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 2) {
@@ -1056,6 +1074,8 @@ PyMethodDef native_functions[] = {
      "op_text(program, states, text, text_len, offsets, n, out, ev_keep, snap_keep, mode)"},
     {"op_guard", (PyCFunction)(void (*)(void))op_guard, METH_FASTCALL,
      "op_guard(program, tokens, states, tails, cand, n, k, scratch, mask, look)"},
+    {"op_mark", (PyCFunction)(void (*)(void))op_mark, METH_FASTCALL,
+     "op_mark(program, tokens, states, tails, ids, guarded, lengths, ck_step, ck_token, ck_tail, ck_state, n)"},
     {"check_tables", (PyCFunction)(void (*)(void))op_check_tables, METH_FASTCALL,
      "check_tables(tables, params): None, or why the core cannot run these tables"},
     {nullptr, nullptr, 0, nullptr}};

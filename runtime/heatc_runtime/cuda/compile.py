@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import ModuleError
 
 #: The kernels' entry points (extern "C" in heatc_step.cu).
-KERNELS = ("heatc_step", "heatc_text", "heatc_guard")
+KERNELS = ("heatc_step", "heatc_text", "heatc_guard", "heatc_mark")
 KERNEL_FILE = "heatc_step.cu"
 HEADERS = ("heatc_kernels.h", "heatc_core.h", "heatc_native_abi.h")
 SOURCE_FILES = (KERNEL_FILE, *HEADERS)

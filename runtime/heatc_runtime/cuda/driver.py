@@ -101,6 +101,8 @@ SIGNATURES = {
     "heatc_text": (1, (_U64, _U64, _U64, _U64, _U32, _U64, _U32, _U32, _U32, _U32)),
     # Program, Tokens, states, tails, cand, n, k, scratch, mask, look, lanes
     "heatc_guard": (2, (_U64, _U64, _U64, _U32, _U32, _U64, _U64, _U32, _U32)),
+    # Program, Tokens, states, tails, ids, guarded, lengths, ck_step, ck_token, ck_tail, ck_state, n
+    "heatc_mark": (2, (_U64, _U64, _U64, _U64, _U64, _U64, _U64, _U64, _U64, _U32)),
 }
 assert set(SIGNATURES) == set(KERNELS)
 

@@ -1,5 +1,5 @@
-"""The torch ops `heatc::step`, `heatc::text` and `heatc::guard` (contract: docs/cuda.md, "The
-ops"), each with a CPU kernel (the native core, heatc_runtime._native), a CUDA kernel (the
+"""The torch ops `heatc::step`, `heatc::text`, `heatc::guard` and `heatc::mark` (contract:
+docs/cuda.md, "The ops"), each with a CPU kernel (the native core, heatc_runtime._native), a CUDA kernel (the
 NVRTC-compiled batch kernels, launched on the current stream) and a fake kernel (shapes
 only) for torch.compile and `torch.library.opcheck`.
 
@@ -19,9 +19,15 @@ CPU (a list of ints costs a conversion per dispatch layer).
                  Tensor states, Tensor? tails, Tensor candidates, Tensor(a!) scratch,
                  Tensor(b!) mask, int look, int lanes) -> ()
 
+    heatc::mark(Tensor[] tables, Tensor program, Tensor tok_offsets, Tensor tok_bytes,
+                Tensor states, Tensor(a!) tails, Tensor ids, Tensor guarded, Tensor lengths,
+                Tensor(b!) ck_step, Tensor(c!) ck_token, Tensor(d!) ck_tail, Tensor(e!) ck_state) -> ()
+
 `tails` ([n, TAIL] uint8, heatc_runtime.engines.guarding): each sequence's last bytes, which
 `step` keeps current when given them and `guard` reads for its decision (`look` 2; 0 and 1 are
-the raw looks: each candidate fed, and ended there).
+the raw looks: each candidate fed, and ended there). `mark`, before a step, advances the tails
+past the step's ids and keeps guard's value checkpoints (the engine driver's; heatc_kernels.h
+mark_row): give it tails, then step without them.
 
 `tables` and `program` come from a loaded program (heatc_runtime.cuda.load): its tier pieces
 and `TierSplit.program_ints()` plus the L2 window (bytes, hit ratio in millionths) as a
@@ -31,7 +37,7 @@ argument and what was expected); what depends on the data (a token id out of ran
 finished stream) is reported in the output rows, so that nothing synchronises.
 
 Public surface: `N_PROGRAM`, `SCHEMAS`, `LOOK_FED`, `LOOK_ENDED`, `LOOK_DECIDE`, `register_tables(tables, program, pieces)`,
-`check_step`, `check_text`, `check_guard`; the ops as `torch.ops.heatc.*` (importing this
+`check_step`, `check_text`, `check_guard`, `check_mark`; the ops as `torch.ops.heatc.*` (importing this
 module registers them).
 """
 
@@ -228,6 +234,23 @@ def check_guard(tables, program, tok_offsets, tok_bytes, states, tails, candidat
     return n, k
 
 
+def check_mark(tables, program, tok_offsets, tok_bytes, states, tails, ids, guarded, lengths, ck_step, ck_token,
+               ck_tail, ck_state):  # fmt: skip
+    ss, _, _ = _program(tables, program, states.device)
+    n = _states(states, ss)
+    _tokens(tok_offsets, tok_bytes, states.device)
+    _tails(tails, n, states.device)
+    for name, t, dtype in (("ids", ids, torch.int64), ("lengths", lengths, torch.int64),
+                           ("ck_step", ck_step, torch.int64), ("ck_token", ck_token, torch.int64),
+                           ("guarded", guarded, torch.uint8)):  # fmt: skip
+        _tensor(t, name, dtype, (1,), states.device)
+        if t.shape[0] != n:
+            _fail(f"{name} must have {n} values, got {t.shape[0]}")
+    _tails(ck_tail, n, states.device)
+    _rows("ck_state", ck_state, n, ss, states.device)
+    return n
+
+
 # ---- the structs both real kernels take ----------------------------------------------------
 
 
@@ -287,6 +310,9 @@ SCHEMAS = {
     "int ev_keep, int snap_keep, int kind, int lanes) -> ()",
     "guard": "guard(Tensor[] tables, Tensor program, Tensor tok_offsets, Tensor tok_bytes, Tensor states, "
     "Tensor? tails, Tensor candidates, Tensor(a!) scratch, Tensor(b!) mask, int look, int lanes) -> ()",
+    "mark": "mark(Tensor[] tables, Tensor program, Tensor tok_offsets, Tensor tok_bytes, Tensor states, "
+    "Tensor(a!) tails, Tensor ids, Tensor guarded, Tensor lengths, Tensor(b!) ck_step, Tensor(c!) ck_token, "
+    "Tensor(d!) ck_tail, Tensor(e!) ck_state) -> ()",
 }
 
 
@@ -360,6 +386,34 @@ def _guard_cuda(tables, program, tok_offsets, tok_bytes, states, tails, candidat
 def _guard_fake(tables, program, tok_offsets, tok_bytes, states, tails, candidates, scratch, mask, look, lanes):
     check_guard(tables, program_ints(program), tok_offsets, tok_bytes, states, tails, candidates, scratch, mask, look,
                 lanes)  # fmt: skip
+
+
+def _mark_cpu(tables, program, tok_offsets, tok_bytes, states, tails, ids, guarded, lengths, ck_step, ck_token, ck_tail,
+              ck_state):  # fmt: skip
+    """Each row's tail past ids[i] and its value checkpoint (heatc_kernels.h mark_row)."""
+    program = program_ints(program)
+    n = check_mark(tables, program, tok_offsets, tok_bytes, states, tails, ids, guarded, lengths, ck_step, ck_token,
+                   ck_tail, ck_state)  # fmt: skip
+    prog, tk = _structs(tables, program, tok_offsets, tok_bytes)
+    _native().op_mark(prog, tk, _ptr(states), _ptr(tails), _ptr(ids), _ptr(guarded), _ptr(lengths), _ptr(ck_step),
+                      _ptr(ck_token), _ptr(ck_tail), _ptr(ck_state), n)  # fmt: skip
+
+
+def _mark_cuda(tables, program, tok_offsets, tok_bytes, states, tails, ids, guarded, lengths, ck_step, ck_token, ck_tail,
+               ck_state):  # fmt: skip
+    program = program_ints(program)
+    n = check_mark(tables, program, tok_offsets, tok_bytes, states, tails, ids, guarded, lengths, ck_step, ck_token,
+                   ck_tail, ck_state)  # fmt: skip
+    kernels, stream, window = _cuda(states, tables, program)
+    kernels.launch("heatc_mark", n, stream, _structs(tables, program, tok_offsets, tok_bytes),
+                   (_ptr(states), _ptr(tails), _ptr(ids), _ptr(guarded), _ptr(lengths), _ptr(ck_step), _ptr(ck_token),
+                    _ptr(ck_tail), _ptr(ck_state), n), window)  # fmt: skip
+
+
+def _mark_fake(tables, program, tok_offsets, tok_bytes, states, tails, ids, guarded, lengths, ck_step, ck_token,
+               ck_tail, ck_state):  # fmt: skip
+    check_mark(tables, program_ints(program), tok_offsets, tok_bytes, states, tails, ids, guarded, lengths, ck_step,
+               ck_token, ck_tail, ck_state)  # fmt: skip
 
 
 _LIB = torch.library.Library("heatc", "DEF")

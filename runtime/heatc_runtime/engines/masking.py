@@ -10,9 +10,7 @@ the scores are then changed in place, never copied or reallocated:
 - under sampling each guarded row is confined to the candidates that passed (every other
   score -inf): sampling cannot reach a token that was not tried;
 - a row the driver forces (the next token of the marker, or an end-of-sequence token) gets
-  -inf everywhere but that token; a row it leaves (exhausted, `on_exhausted="pass"`) is left;
-- scores that are all equal are left as they are, and nothing is decided: no model wrote
-  them (transformers' prompt lookup asks so whether a draft token is forbidden).
+  -inf everywhere but that token; a row it leaves (exhausted, `on_exhausted="pass"`) is left.
 
 Public surface: `guard_scores(driver, scores, rows, index, eos, greedy, drafts)`, `force_eos(scores,
 index, eos)`, `force_token(scores, index, token)`.
@@ -51,11 +49,6 @@ def guard_scores(driver: Driver, scores: torch.Tensor, rows: np.ndarray, index: 
     sub = scores if whole else scores[torch.from_numpy(index)]
     values, ids = torch.topk(sub, k, dim=-1)
     vals, cands = values.numpy(force=True), ids.numpy(force=True)
-    if (vals[:, 0] == vals[:, -1]).all() and bool((sub.amax(dim=-1) == sub.amin(dim=-1)).all()):
-        # every score equal: no model wrote these (transformers' prompt lookup asks with logits of
-        # ones whether a draft token is forbidden). Guard judges what a model prefers, and it
-        # judges every draft position when the model verifies them: nothing is forbidden here.
-        return scores
     usable = np.isfinite(vals)
     if drafts is None:
         step = driver.guard(rows, cands.astype(np.int64), usable, greedy)

@@ -42,7 +42,9 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
+from ..checker import Checker
 from .core import Driver, GenerationReport
+from .device import DeviceDriver
 from .masking import guard_scores
 from .options import MARKER, RowOptions, choose_backend, marker_ids, open_module
 from .tokens import table_for_tokenizer
@@ -138,11 +140,30 @@ class Checks:
 
     # -- the decode loop ----------------------------------------------------------------------
 
+    def _on_device(self, device: torch.device) -> bool:
+        """Whether this call runs on the torch ops (backend "cuda"): asked for, or the default
+        for scores on a CUDA device where it loads."""
+        if self._requested == "cuda":
+            return True
+        if self._requested is None and device.type == "cuda" and not isinstance(self._module, Checker):
+            return choose_backend(None, self._module, str(device)) == "cuda"
+        return False
+
     def _begin(self, input_ids: torch.Tensor, vocab: int, prompt_len: int) -> None:
         rows = input_ids.shape[0]
         d = self._driver
-        if d is None or d.capacity < rows or d.vocab_size < vocab:
-            self._driver = d = Driver(self.checker, self.table, rows, vocab, self.metrics)
+        device = self._on_device(input_ids.device)
+        if d is None or d.capacity < rows or d.vocab_size < vocab or device != isinstance(d, DeviceDriver):
+            if device:
+                if isinstance(self._module, Checker):
+                    raise ValueError("the cuda backend runs a build directory: pass its path, not a Checker")
+                self.backend = "cuda"
+                d = DeviceDriver(self._module, self.table, rows, vocab, input_ids.device, self.metrics)
+                self._eos_t = torch.tensor(self.eos or [-1], dtype=torch.int64, device=input_ids.device)
+                self._mismatch = torch.zeros((), dtype=torch.bool, device=input_ids.device)
+            else:
+                d = Driver(self.checker, self.table, rows, vocab, self.metrics)
+            self._driver = d
             self._is_eos = np.zeros(d.vocab_size, bool)
         self._is_eos[:] = False
         self._is_eos[[e for e in self.eos if 0 <= e < d.vocab_size]] = True
@@ -170,6 +191,9 @@ class Checks:
             self._begin(input_ids, vocab, length - 1 if from_criteria else length)
         fed = self._fed
         if length == fed:
+            return
+        if isinstance(self._driver, DeviceDriver):
+            self._sync_device(input_ids, length, fed)
             return
         if input_ids.shape[0] != self._rows or length < fed:
             raise RuntimeError(
@@ -209,6 +233,24 @@ class Checks:
                     self._end(row)
         self._fed = length
 
+    def _sync_device(self, input_ids: torch.Tensor, length: int, fed: int) -> None:
+        """The device path: every position fed on the device; nothing read back (rows that
+        changed between steps are noticed there, and reported by `reports()`)."""
+        if input_ids.shape[0] != self._rows or length < fed:
+            raise RuntimeError(
+                f"these Checks were started by a generate call with {self._rows} rows at position {fed}; "
+                f"now given {input_ids.shape[0]} rows of {length} tokens: use one Checks per generate call, "
+                "or call reset() first"
+            )
+        d = self._driver
+        if fed > self._prompt_len:
+            self._mismatch |= (input_ids[:, fed - 1] != self._last_t).any()
+        for pos in range(fed, length):
+            d.feed(input_ids[:, pos], None, self._eos_t)
+        self._last_t = input_ids[:, length - 1]
+        self._stopped = d.stopped
+        self._fed = length
+
     def _end(self, row: int) -> None:
         self._done[row] = True
         self._live = np.flatnonzero(~self._done)
@@ -221,12 +263,26 @@ class Checks:
             raise RuntimeError("nothing was generated with these Checks")
         if sequences is not None:
             self.sync(getattr(sequences, "sequences", sequences))
+        if isinstance(self._driver, DeviceDriver) and bool(self._mismatch):
+            raise RuntimeError(
+                "the rows of the batch changed between steps (reordered by beam search, or another generate call "
+                "with these Checks): heatc follows rows in place; use num_beams=1, and one Checks per generate call"
+            )
         for row in range(self._rows):
             if not self._done[row]:
                 self._end(row)
         return [self._reports[row] for row in range(self._rows)]
 
     def _guard(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if _no_model_wrote(scores):
+            # every score equal: transformers' prompt lookup asks so, with logits of ones,
+            # whether a draft token is forbidden. Guard judges what a model prefers, and judges
+            # every draft position when the model verifies it: nothing is forbidden (or decided) here.
+            return scores
+        if isinstance(self._driver, DeviceDriver):
+            if input_ids.shape[1] > self._fed:
+                raise ValueError("assisted generation (draft tokens) runs on the host backends: backend='native'")
+            return self._driver.guard(scores, self._eos_t, bool(self.greedy))
         rows = self._live
         if not len(rows):
             return scores
@@ -237,6 +293,18 @@ class Checks:
             drafts = input_ids[rows, self._fed : length].numpy(force=True)
             return guard_scores(self._driver, scores, rows, index, eos, bool(self.greedy), list(drafts))
         return guard_scores(self._driver, scores, rows, index, eos, bool(self.greedy))
+
+
+def _no_model_wrote(scores: torch.Tensor) -> bool:
+    """All of a row's scores equal, in every row: three of them compared first, the whole rows
+    only when those are. (Not on a device: reading the answer back would wait for it; prompt
+    lookup runs on the host backends.)"""
+    if scores.device.type != "cpu" or scores.shape[1] < 2:
+        return False
+    a = scores[:, 0]
+    if not bool(((scores[:, 1] == a) & (scores[:, -1] == a)).all()):
+        return False
+    return bool((scores.amax(dim=-1) == scores.amin(dim=-1)).all())
 
 
 class HeatcLogitsProcessor(LogitsProcessor):
