@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .abi import check_abi
 from .checker import Checker
-from .errors import ModuleError
+from .errors import ModuleError, ModuleTrap
 from .files import UnreadableFile, WrongSize, read_file
 from .limits import Limits
 from .manifest import check_manifest, read_manifest
@@ -95,7 +95,10 @@ def from_bytes(
             f"{where}: checksum mismatch (sha256 {digest[:16]}…, manifest says "
             f"{manifest['wasm']['sha256'][:16]}…): the module is corrupt or was changed after the build"
         )
-    return Checker(manifest, wasm, limits or Limits())
+    try:
+        return Checker(manifest, wasm, limits or Limits())
+    except ModuleTrap as e:  # (its buffers do not fit its memory limit, or its start traps)
+        raise ModuleError(f"{where}: {e}") from None
 
 
 def _check_backend(backend: str) -> None:
