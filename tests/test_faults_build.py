@@ -123,6 +123,115 @@ def test_a_corrupted_build_is_refused_with_the_reason(good_build, tmp_path, arti
         assert str(outcome).startswith(str(d)), outcome  # names the file
 
 
+@pytest.mark.parametrize("artifact", ["manifest.json", "rules.hct", "tokens.bin"])
+@pytest.mark.parametrize("corruption", [name for name, _ in _corruptions()])
+def test_the_cuda_ops_loader_refuses_a_corrupted_build_as_the_runtime_does(good_build, tmp_path, artifact, corruption):
+    """The CUDA ops' loader read its files with plain reads and trusted the manifest: a FIFO hung
+    it, /dev/zero filled memory, a manifest of the wrong shape raised a KeyError."""
+    import shutil
+
+    pytest.importorskip("torch", reason="the CUDA ops need torch (pip install 'heatc[cuda]')")
+    from heatc_runtime.cuda.program import load as load_ops
+
+    d = tmp_path / "build"
+    shutil.copytree(good_build, d)
+    (tmp_path / "outside").write_bytes(b"{}")
+    dict(_corruptions())[corruption](d / artifact, random.Random(f"{artifact}/{corruption}"))
+    outcome = _in_time(lambda: load_ops(d, "cpu"))
+    if not isinstance(outcome, BaseException):  # (a manifest's last newline, nothing else)
+        assert outcome.manifest == rt.load(good_build).manifest, f"{artifact} {corruption}: loaded a changed build"
+        return
+    assert isinstance(outcome, rt.ModuleError), f"{artifact} {corruption}: {type(outcome).__name__}: {outcome}"
+    assert str(outcome).startswith(str(d)), outcome  # names the file
+
+
+# every command that reads a build, by the runtime's readers: `{d}` the build, `{text}` a text
+CLI_READERS = {
+    "scan": ["scan", "{d}", "{text}"],
+    "scan native": ["scan", "--backend", "native", "{d}", "{text}"],
+    "scan reference": ["scan", "--backend", "reference", "{d}", "{text}"],
+    "inspect": ["inspect", "{d}"],
+    "inspect --tiers": ["inspect", "--tiers", "{d}"],
+    "ir": ["ir", "{d}"],
+}
+
+
+def _cli(command: str, d: Path, text: Path):
+    args = [a.format(d=d, text=text) for a in CLI_READERS[command]]
+    return _in_time(lambda: CliRunner().invoke(app, args))
+
+
+@pytest.fixture(scope="module")
+def good_outputs(good_build, tmp_path_factory) -> dict[str, str]:
+    """What each command prints for the good build (its path written `{d}`)."""
+    import shutil
+
+    tmp = tmp_path_factory.mktemp("outputs")
+    d, text = tmp / "build", tmp / "text.txt"
+    text.write_text(PROBE)
+    shutil.copytree(good_build, d)
+    return {command: _cli(command, d, text).output.replace(str(d), "{d}") for command in CLI_READERS}
+
+
+@pytest.mark.parametrize("artifact", ARTIFACTS)
+@pytest.mark.parametrize("corruption", [name for name, _ in _corruptions()])
+def test_every_command_that_reads_a_build_refuses_a_corrupted_one_in_one_line(
+    good_build, good_outputs, tmp_path, artifact, corruption
+):
+    """`heatc scan BUILD` read program.json and the manifest itself: a FIFO hung it, /dev/zero
+    or a sparse file raised MemoryError, a bad manifest printed a traceback. Each command
+    either refuses the build with one line naming the file, or (when what changed does not
+    matter) prints what it prints for the good build."""
+    import shutil
+
+    d, text = tmp_path / "build", tmp_path / "text.txt"
+    text.write_text(PROBE)
+    shutil.copytree(good_build, d)
+    (tmp_path / "outside").write_bytes(b"{}")
+    dict(_corruptions())[corruption](d / artifact, random.Random(f"{artifact}/{corruption}"))
+    for command in CLI_READERS:
+        r = _cli(command, d, text)
+        assert isinstance(r.exception, SystemExit) or r.exception is None, f"{command}: {r.exception!r}"
+        if r.exit_code in (0, 3):
+            assert r.output.replace(str(d), "{d}") == good_outputs[command], f"{command} read a changed {artifact}"
+            continue
+        assert r.exit_code == 1, (command, r.exit_code, r.output)
+        assert len(r.output.strip().splitlines()) == 1 and str(d) in r.output, f"{command}: {r.output}"
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"null", "not a heatc program (AttributeError"),
+        (b"[" * 100_000 + b"]" * 100_000, "not a heatc program (nested too deeply)"),
+        (b'{"ir_version": 6, "name": 5}', "not a heatc program (KeyError"),
+        (b"\xff\xfe\x00", "not a heatc program (UnicodeDecodeError"),
+    ],
+)
+def test_a_program_json_that_is_no_program_is_refused_even_with_its_checksums_made_to_match(
+    good_build, tmp_path, content, message
+):
+    import hashlib
+    import shutil
+
+    d, text = tmp_path / "build", tmp_path / "text.txt"
+    text.write_text(PROBE)
+    shutil.copytree(good_build, d)
+    (d / "program.json").write_bytes(content)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["build"]["artifacts"]["program.json"] = {
+        "sha256": hashlib.sha256(content).hexdigest(),
+        "size": len(content),
+    }
+    del manifest["manifest_sha256"]
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    for command in ("scan reference", "ir"):
+        r = _cli(command, d, text)
+        assert r.exit_code == 1 and isinstance(r.exception, SystemExit), f"{command}: {r.exception!r}"
+        assert r.output.startswith(f"{d / 'program.json'}: error: {message}"), r.output
+        assert len(r.output.strip().splitlines()) == 1, r.output
+
+
 def test_a_manifest_naming_files_outside_its_directory_is_refused(good_build, tmp_path):
     import shutil
 

@@ -109,7 +109,10 @@ def scan(
         from heatc_runtime.audit import ModuleInfo
         from heatc_runtime.loader import read_manifest
 
-        module = ModuleInfo.from_manifest(read_manifest(rules)[0])
+        try:
+            module = ModuleInfo.from_manifest(read_manifest(rules)[0])
+        except ModuleError as e:
+            raise fail(f"{rules}: error: {e}") from None
     else:
         from heatc.backends import module_info
 
