@@ -415,6 +415,90 @@ def test_a_tokenizer_file_that_is_a_device_is_refused(tmp_path, device):
     assert "a character device, not a regular file" in error.render()
 
 
+_WORDPIECE = {"type": "WordPiece", "vocab": {}}
+
+
+@pytest.mark.parametrize(
+    "tokenizer,message",
+    [
+        ({"model": _WORDPIECE, "decoder": {"type": "WordPiece"}}, "the tokenizer has no tokens"),
+        (
+            {"model": {**_WORDPIECE, "vocab": {"a": 0, "b": 0, "c": 1}}, "decoder": {"type": "WordPiece"}},
+            "the vocab gives the id 0 to 'a' and 'b'",
+        ),
+        (
+            {"model": {**_WORDPIECE, "vocab": {"a": (1 << 24) - 1}}, "decoder": {"type": "WordPiece"}},
+            "ids run to 16,777,215 but 16,777,215 of them have no token",
+        ),
+        (
+            {"model": {"type": "Unigram", "vocab": ["hello", "world"]}, "decoder": {"type": "Metaspace"}},
+            "Unigram vocab entry 0 is 'hello', not a [piece, score] pair",
+        ),
+        (
+            {"model": {"type": "Unigram", "vocab": [["a", 0.0], ["a", -1.0]]}, "decoder": {"type": "Metaspace"}},
+            "the Unigram vocab lists 'a' twice",
+        ),
+    ],
+)
+def test_a_tokenizer_no_model_could_use_is_refused(tmp_path, tokenizer, message):
+    """A tokenizer with no tokens, one id for two pieces, a 100-byte file naming id 2^24 - 1 (a
+    67 MB tokens.bin of empty tokens), a Unigram vocab of bare strings: each was built into a
+    token table without a word."""
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer))
+    path = _heatmap(tmp_path, "tokenizer: {bytes: true}", "tokenizer: {file: tokenizer.json}")
+    error = _in_time(lambda: build(path, tmp_path / "out"))
+    assert isinstance(error, HeatError), error
+    assert error.render().startswith(f"{tmp_path / 'tokenizer.json'}: error: ") and message in error.render()
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_name_too_long_to_name_files_is_refused_at_its_line(tmp_path):
+    path = _heatmap(tmp_path, "name: tiny", "name: " + "n" * 238)
+    error = _in_time(lambda: build(path, tmp_path / "out"))  # (was OSError: File name too long)
+    assert isinstance(error, HeatError), error
+    d = error.diagnostics[0]
+    assert (d.line, d.message) == (2, "name: 238 characters: a build's name is at most 100 (it names its files)")
+
+
+BUILD_UNDER_A_FILE_SIZE_LIMIT = """
+import resource, sys
+from typer.testing import CliRunner
+from heatc.cli import app
+resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))  # (module.wasm is about 130 kB)
+r = CliRunner().invoke(app, ["build", sys.argv[1], "-o", sys.argv[2]])
+print(r.exit_code, type(r.exception).__name__, repr(r.output))
+"""
+
+
+def test_a_build_past_a_file_size_limit_fails_in_one_line_and_keeps_the_old_build(tmp_path):
+    out = tmp_path / "out"
+    old = build(GOOD, out).target
+    other = _heatmap(tmp_path, "score: 0.9,", "score: 0.91,")
+    r = subprocess.run(
+        [sys.executable, "-c", BUILD_UNDER_A_FILE_SIZE_LIMIT, str(other), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    code, exception, output = r.stdout.split(" ", 2)
+    assert (code, exception) == ("1", "SystemExit"), r.stdout + r.stderr[-2000:]
+    assert output.strip() == repr(f"{out}: error: cannot write the build: File too large (nothing was replaced)\n")
+    assert (out / "tiny").resolve() == old.resolve()
+    assert rt.load(out / "tiny").scan(PROBE).rejected == ["glucose_mg_dl"]
+
+
+def test_a_chunk_separator_that_is_not_utf8_splits_at_its_bytes(tmp_path):
+    """`--chunk-separator $'\\xff'` raised UnicodeEncodeError: the shell passes the byte, which
+    Python holds as a lone surrogate."""
+    text = tmp_path / "chunks.txt"
+    text.write_bytes(b"Payment is due within 30 days.\xffPayment is due within 60 days.")
+    separator = os.fsdecode(b"\xff")
+    rules = Path(__file__).resolve().parent.parent / "examples" / "legal.heat"
+    r = CliRunner().invoke(app, ["scan", "--chunk-separator", separator, str(rules), str(text)])
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.output.startswith("2 chunks: "), r.output
+
+
 def test_a_rule_file_entry_never_shows_another_file(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("root:x:0:0:root:/root:/bin/bash\n")

@@ -78,6 +78,9 @@ def build(
         result = run_build(heatmap, out)
     except HeatError as e:
         raise fail(e.render()) from None
+    except OSError as e:  # (a full disk, a file size limit: the build is staged, so the old one stands)
+        where = e.filename or out
+        raise fail(f"{where}: error: cannot write the build: {e.strerror or e} (nothing was replaced)") from None
     b = result.manifest["build"]
     tiers = b["tiers"]["counts"]
     state = "unchanged" if result.unchanged else "written"

@@ -152,7 +152,10 @@ def _scan_chunks(module, files, inputs, separator, run, backend: str, as_json: b
     from heatc_runtime.conflicts import NoConsistencyRulesError, chunk_bytes, find_conflicts, join_chunks
 
     if separator is not None:
-        sep = separator.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r").encode("utf-8")
+        # (the bytes given: an argument that is not UTF-8 comes with its bytes escaped as surrogates)
+        sep = (
+            separator.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r").encode("utf-8", "surrogateescape")
+        )
         if not sep:
             raise fail("heatc scan: --chunk-separator needs a non-empty STR")
         names = [f"{files[0]} (chunk {i})" for i in range(inputs[0].count(sep) + 1)]
