@@ -8,10 +8,12 @@ batches, draining and decoding records — is the Checker's and Batch's own, so 
 backends give the same results through the same API, and a state record moves between
 them unchanged (docs/abi.md, "State record").
 
-Limits: the native core runs the host's own compiled code, not a sandbox: `timeout_s` and
-`fuel` do not apply (every call's work is bounded by its input), `memory_bytes` caps its
-memory. Its inputs are checked instead: the tables once at load, every offset at each call,
-a state record when it is brought in (`Batch.fork_from`).
+Limits: the native core runs the host's own compiled code, not a sandbox: `timeout_s` does
+not apply, `memory_bytes` caps its memory, and each call has a step budget proportional to its
+input (`Limits.fuel`, when set, lowers it to that many steps; past it a call raises
+ModuleTrap). Its inputs are checked instead: the tables once at load (docs/abi.md, "Checked
+at load"), every offset at each call, a state record when it is brought in
+(`Batch.fork_from`). `close()` releases the memory at once.
 
 Public surface: `NativeChecker(manifest, hct, limits, where)`, `native_extension()`.
 """
@@ -98,7 +100,7 @@ class NativeChecker(Checker):
             self._refresh_view()
 
     def _arm(self) -> None:
-        """(no deadline or fuel: see the module docstring)"""
+        """(no deadline; the step budget is the core's, per call: see the module docstring)"""
 
     def _call(self, name: str, *params: int) -> int:
         return self._calls[name](*params)
