@@ -499,6 +499,15 @@ def test_a_chunk_separator_that_is_not_utf8_splits_at_its_bytes(tmp_path):
     assert r.output.startswith("2 chunks: "), r.output
 
 
+@pytest.mark.parametrize("text", ["/dev/zero", "directory"])
+def test_a_device_or_a_directory_as_the_text_to_scan_is_refused_by_name(tmp_path, text):
+    """`heatc scan RULES /dev/zero` read until memory ran out (MemoryError)."""
+    path = str(tmp_path) if text == "directory" else text
+    r = _in_time(lambda: CliRunner().invoke(app, ["scan", str(GOOD), path]))
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.output.startswith(f"{path}: error: cannot read: ") and len(r.output.splitlines()) == 1, r.output
+
+
 def test_a_rule_file_entry_never_shows_another_file(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
