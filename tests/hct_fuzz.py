@@ -12,6 +12,8 @@ is counted against its case, and a new worker goes on with the next.
 Run by tests/test_faults_runtime.py; alone: `python tests/hct_fuzz.py SEED N [RULESET ...]`
 prints one JSON object (the counts per rule set and outcome, each failure with its case,
 which reproduces it: `python tests/hct_fuzz.py case RULESET SEED K`).
+
+Public surface: `run(seed, n, rulesets)`, `mutate(data, rng)`, `layout(data)`, `RULESETS`.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def prepare(ruleset: str, directory: Path) -> None:
 # -- mutations ------------------------------------------------------------------------------
 
 
-def _layout(data: bytes):
+def layout(data: bytes):
     """Where the header's fields, section records and parameter records are."""
     from heatc_runtime.hct import HEAD, PARAM, SECTION
 
@@ -107,7 +109,7 @@ def mutate(data: bytes, rng: random.Random) -> tuple[bytes, list[str]]:
     from heatc_runtime.hct import HEAD
 
     out = bytearray(data)
-    sections, values_at, values, blob_at = _layout(data)
+    sections, values_at, values, blob_at = layout(data)
     params = {n: struct.unpack_from("<I", data, a + 24)[0] for n, a in values.items()}
     offsets = {n: struct.unpack_from("<I", data, a + 16)[0] for n, a in sections.items()}
     state_offsets = [v for n, v in params.items() if n.startswith("off_")]
@@ -283,9 +285,7 @@ def _status(status: int) -> str:
 
 
 def _failure(kind: str, ruleset: str, seed: int, case: int, detail: str = "", mutations=None) -> dict:
-    if mutations is None:
-        from heatc_runtime.hct import HEAD  # noqa: F401 (the mutation is recomputed: it is deterministic)
-
+    if mutations is None:  # (a crash or a hang said nothing: the mutation is made again, it is deterministic)
         with tempfile.TemporaryDirectory() as tmp:
             prepare(ruleset, Path(tmp))
             data = (Path(tmp) / f"{ruleset}.hct").read_bytes()

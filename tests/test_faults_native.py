@@ -47,7 +47,7 @@ def medical():
 
 def _param(hct: bytes, **values: int) -> bytes:
     """rules.hct with these parameters changed (the header is outside the tables' digest)."""
-    _, _, at, _ = hct_fuzz._layout(hct)
+    _, _, at, _ = hct_fuzz.layout(hct)
     out = bytearray(hct)
     for name, value in values.items():
         struct.pack_into("<I", out, at[name] + 24, value)
@@ -58,7 +58,7 @@ def _tables(hct: bytes, section: str, offset: int, value: int) -> bytes:
     """rules.hct with a u32 of the tables changed and the tables' digest made to match."""
     import hashlib
 
-    sections, _, _, blob_at = hct_fuzz._layout(hct)
+    sections, _, _, blob_at = hct_fuzz.layout(hct)
     start = struct.unpack_from("<I", hct, sections[section] + 16)[0]
     out = bytearray(hct)
     struct.pack_into("<I", out, blob_at + start + offset, value)
@@ -133,7 +133,7 @@ def test_parameters_out_of_their_range_are_refused(medical, values, reason):
 def test_tables_that_would_make_the_lexer_go_round_are_refused(medical):
     program, manifest, hct = medical
     offsets = pack(program).offsets
-    width = struct.unpack_from("<I", hct, hct_fuzz._layout(hct)[2]["dfa_width"] + 24)[0]
+    width = struct.unpack_from("<I", hct, hct_fuzz.layout(hct)[2]["dfa_width"] + 24)[0]
     blob = pack(program).blob
     space = blob[offsets["byte_class"] + ord(" ")]
     # the start state's transition on a space made dead: a space would be emitted as an empty token forever
@@ -149,7 +149,7 @@ def test_tables_that_would_make_the_lexer_go_round_are_refused(medical):
 
 def test_two_tables_made_to_overlap_are_refused(medical):
     _, manifest, hct = medical
-    sections, _, _, _ = hct_fuzz._layout(hct)
+    sections, _, _, _ = hct_fuzz.layout(hct)
     pow10 = struct.unpack_from("<I", hct, sections["pow10"] + 16)[0]
     out = bytearray(hct)
     struct.pack_into("<I", out, sections["sha256_k"] + 16, pow10 + 16)  # inside the powers of ten
@@ -162,7 +162,7 @@ def test_a_moved_or_changed_literal_class_is_refused_at_load(tmp_path):
     to match) decoded events with class names it does not have: an IndexError."""
     d = build(REPO / "tests" / "heatmaps" / "good.yaml", tmp_path).directory.resolve()
     hct = (d / "rules.hct").read_bytes()
-    sections, _, _, _ = hct_fuzz._layout(hct)
+    sections, _, _, _ = hct_fuzz.layout(hct)
     moved = bytearray(hct)
     struct.pack_into(
         "<I", moved, sections["literal_class"] + 16, struct.unpack_from("<I", hct, sections["dfa"] + 16)[0]
