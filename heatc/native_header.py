@@ -18,6 +18,7 @@ from heatc.lexing import FNV_OFFSET, FNV_PRIME
 from heatc.wasm import skipper
 from heatc_runtime import abi, hct
 from heatc_runtime.cuda import layout
+from heatc_runtime.engines import guarding
 
 HEADER_PATH = Path(__file__).resolve().parent.parent / "cuda_bridge" / "include" / "heatc_native_abi.h"
 
@@ -35,6 +36,12 @@ def _fields(record: abi.Record, rename: dict[str, str] | None = None, tail: str 
 
 def _define(name: str, value: int) -> str:
     return f"#define HEATC_{name.upper()} {value}u" if value >= 0 else f"#define HEATC_{name.upper()} ({value})"
+
+
+def _c_string(data: bytes) -> str:
+    if any(b < 0x20 or b > 0x7E or b in b'"\\' for b in data):
+        raise ValueError(f"not a plain C string: {data!r}")
+    return '"' + data.decode("ascii") + '"'
 
 
 def native_header() -> str:
@@ -97,6 +104,14 @@ def native_header() -> str:
         | {"program_bytes": layout.PROGRAM.size, "program_base": layout.PROGRAM_BASE, "tokens_bytes": layout.TOKENS.size}
         | {"block": layout.BLOCK},
     )  # fmt: skip
+    lines.append("// guard's decision (heatc_runtime.engines.guarding): the tail it reads, its probes, years")
+    lines.append(f"#define HEATC_GUARD_TAIL {guarding.TAIL}u")
+    lines.append(f"#define HEATC_GUARD_N_PROBES {len(guarding.PROBES)}u")
+    lines.append(f"#define HEATC_GUARD_PROBE_TEXT {_c_string(b''.join(guarding.PROBES))}")
+    lines.append(f"#define HEATC_GUARD_PROBE_LENGTHS {{{', '.join(str(len(p)) for p in guarding.PROBES)}}}")
+    lines.append(f"#define HEATC_GUARD_AS_NUMBER {_c_string(guarding.AS_NUMBER)}")
+    lines.append(f"#define HEATC_GUARD_CENTURIES {_c_string(b''.join(guarding.YEAR_CENTURIES))}")
+    lines.append("")
     lines.append("// per-program parameters: indexes into heatc_program.p (heatc_runtime.hct.PARAMS, from rules.hct)")
     lines.append("enum {")
     lines.extend(f"  HEATC_P_{name.upper()} = {i}," for i, name in enumerate(hct.PARAMS))

@@ -38,7 +38,7 @@ def dump(report) -> dict | None:
     if report is None:
         return None
     return {**report.to_json(), "token_ids": report.tokens, "stream": report.stream.decode("latin-1"),
-            "first_change": report.first_change}  # fmt: skip
+            "raw": (report.raw or b"").decode("latin-1")}  # fmt: skip
 
 
 def main(out: str, modules: str, minilm: str) -> None:
@@ -50,8 +50,10 @@ def main(out: str, modules: str, minilm: str) -> None:
         return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
                                              tokenize=False)  # fmt: skip
 
-    def params(module: str, mode: str, key: str, max_tokens: int, seed: int | None = None) -> SamplingParams:
-        args = {"heatc_module": f"{modules}/{module}", "heatc_mode": mode, "heatc_id": key}
+    def params(module: str, mode: str, key: str, max_tokens: int, seed: int | None = None, **extra) -> SamplingParams:
+        args = {"heatc_module": f"{modules}/{module}", "heatc_mode": mode, "heatc_id": key, **extra}
+        if mode == "guard" and not extra:
+            args["heatc_policy"] = "steer"  # (the first plan's guard requests are about steering)
         return SamplingParams(max_tokens=max_tokens, temperature=0.0 if seed is None else 1.0, seed=seed,
                               extra_args=args)  # fmt: skip
 
@@ -104,7 +106,8 @@ def main(out: str, modules: str, minilm: str) -> None:
         {"heatc_module": f"{modules}/medical", "heatc_mode": "guardd"},
         {"heatc_module": f"{modules}/medical", "heatc_k": 0},
         {"heatc_module": f"{modules}/medical", "heatc_modee": "guard"},
-        {"heatc_module": minilm},
+        {"heatc_module": minilm, "heatc_tokens": "check"},
+        {"heatc_module": f"{modules}/medical", "heatc_policy": "invent"},
     ]
     refused = []
     for extra in bad:
@@ -117,10 +120,21 @@ def main(out: str, modules: str, minilm: str) -> None:
     done = llm.wait_for_completion(use_tqdm=False)
     result["good"] = [{"token_ids": list(o.outputs[0].token_ids), "report": dump(adapter.take_report(f"good{i}"))}
                       for i, o in enumerate(done)]  # fmt: skip
-    # The module built for MiniLM runs when the request asks for the model's table instead.
-    extra = {"heatc_module": minilm, "heatc_tokens": "model", "heatc_id": "minilm"}
+    # The module built for MiniLM runs with the model's table (the default), on the native backend.
+    extra = {"heatc_module": minilm, "heatc_id": "minilm"}
     [minilm_out] = llm.generate([chat(PROMPTS[0])], SamplingParams(max_tokens=4, extra_args=extra), use_tqdm=False)
     result["minilm"] = {"text": minilm_out.outputs[0].text, "report": dump(adapter.take_report("minilm"))}
+
+    # Prompts that dictate impossible values, unguarded and under guard's default policy (withhold).
+    with open(os.path.join(os.path.dirname(__file__), "engine_prompts.json"), encoding="utf-8") as f:
+        impossible = json.load(f)["prompts"]
+    reqs = [(f"{mode}{i}", mode, p) for mode in ("observe", "guard") for i, p in enumerate(impossible)]
+    outs = llm.generate([chat(p) for _, _, p in reqs],
+                        [params("medical", mode, key, 24, heatc_policy="withhold") if mode == "guard"
+                         else params("medical", mode, key, 24) for key, mode, _ in reqs], use_tqdm=False)  # fmt: skip
+    result["impossible"] = {key: {"token_ids": list(o.outputs[0].token_ids), "text": o.outputs[0].text,
+                                  "report": dump(adapter.take_report(key))}
+                            for (key, _, _), o in zip(reqs, outs, strict=True)}  # fmt: skip
 
     # Registered by class (above) and by the entry point: one instance works, the other idles.
     from importlib.metadata import entry_points

@@ -79,6 +79,7 @@ def test_engine_generation_report_is_the_scan_report(checker_for, g, data):
     at different steps, the first with a prompt the rules read first — each row's
     `GenerationReport.audit()` equals `Checker.scan(stream).audit()`, confidence included."""
     from heatc_runtime.engines.core import Driver
+    from heatc_runtime.engines.options import RowOptions
     from heatc_runtime.engines.tokens import TokenTable
 
     program = compile_cached(g.source)
@@ -88,7 +89,7 @@ def test_engine_generation_report_is_the_scan_report(checker_for, g, data):
     token_id = {tok: i for i, tok in enumerate(vocabulary)}
     driver = Driver(checker_for(program), TokenTable("test", vocabulary, "test", ""), 3)
     prompt, generated = rows[0][:prompt_len], [rows[0][prompt_len:], rows[1]]
-    driver.start(0, prompt=[token_id[p] for p in prompt], see_prompt=True)
+    driver.start(0, RowOptions(see_prompt=True), [token_id[p] for p in prompt])
     driver.start(1)
     reports = {}
     for step in range(max(map(len, generated)) + 1):
@@ -114,6 +115,7 @@ def test_engine_report_of_a_real_text_read_with_its_prompt(checker_for):
     """The same on a shipped text whose prompt half publishes snapshots with events of its own
     (which the property's generated rules seldom do): the prompt's events are in the report."""
     from heatc_runtime.engines.core import Driver
+    from heatc_runtime.engines.options import RowOptions
     from heatc_runtime.engines.tokens import TokenTable
 
     program = compile_file(EXAMPLES / "medical.heat")
@@ -124,7 +126,7 @@ def test_engine_report_of_a_real_text_read_with_its_prompt(checker_for):
     token_id = {tok: i for i, tok in enumerate(vocabulary)}
     driver = Driver(checker_for(program), TokenTable("test", vocabulary, "test", ""), 1)
     half = len(pieces) // 2  # (the prompt and part of the text)
-    driver.start(0, prompt=[token_id[p] for p in pieces[:half]], see_prompt=True)
+    driver.start(0, RowOptions(see_prompt=True), [token_id[p] for p in pieces[:half]])
     for piece in pieces[half:]:
         driver.feed(np.array([0]), np.array([token_id[piece]]))
     report = driver.end(0)

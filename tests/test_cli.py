@@ -140,7 +140,11 @@ def test_generate_refuses_bad_options_before_loading_a_model(tmp_path):
     for args, message in (
         (["--mode", "guardd"], "unknown mode 'guardd' (modes: observe, stop, guard)"),
         (["--engine", "tgi"], "unknown engine 'tgi' (engines: transformers, vllm)"),
-        (["--k", "0"], "--k must be 1 to 64"),
+        (["--k", "0"], "k must be a whole number from 1 to 64"),
+        (["--mode", "guard", "--policy", "invent"], "unknown guard policy 'invent'"),
+        (["--marker", "[9]"], "the marker must be 1 to 64 characters of text with no digits"),
+        (["--backend", "tpu"], "unknown backend 'tpu' (backends: native, wasm, cuda)"),
+        (["--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
     ):
         r = heatc("generate", rules, "--prompt", "hi", *args)
         assert r.exit_code == 1 and message in r.output, r.output

@@ -27,6 +27,7 @@ from heatc.wasm.pack import pack  # noqa: E402
 from heatc_runtime.abi import ABI_MINOR  # noqa: E402
 from heatc_runtime.cuda import layout, ops  # noqa: E402
 from heatc_runtime.cuda.program import OpProgram, load  # noqa: E402
+from heatc_runtime.engines.guarding import TAIL  # noqa: E402
 from heatc_runtime.hct import read_hct  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -66,6 +67,8 @@ def test_opcheck_cpu_kernels(good):
     ids = torch.tensor([ord("g"), 5, 300], dtype=torch.int64)  # (300: out of range, reported in the row)
     args = (p.tables, p.program, p.tok_offsets, p.tok_bytes, b.states.clone(), ids, None, b.out.clone(), 4, 2, 1)
     torch.library.opcheck(torch.ops.heatc.step.default, args)
+    tails = torch.zeros((3, TAIL), dtype=torch.uint8)
+    torch.library.opcheck(torch.ops.heatc.step.default, (*args, tails))
     rows = torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]], dtype=torch.int64)
     lengths = torch.tensor([3, 1, 0], dtype=torch.int64)
     torch.library.opcheck(torch.ops.heatc.step.default, (*args[:5], rows, lengths, *args[7:]))
@@ -79,10 +82,11 @@ def test_opcheck_cpu_kernels(good):
     cand = torch.tensor([[1, 2], [3, 4], [5, 999]], dtype=torch.int64)
     scratch = torch.empty((6, p.state_size + p.event_size), dtype=torch.uint8)
     mask = torch.empty((3, 2), dtype=torch.uint8)
-    torch.library.opcheck(
-        torch.ops.heatc.guard.default,
-        (p.tables, p.program, p.tok_offsets, p.tok_bytes, b.states.clone(), cand, scratch, mask, True, 1),
-    )
+    for look, t in ((ops.LOOK_ENDED, None), (ops.LOOK_DECIDE, None), (ops.LOOK_DECIDE, tails)):
+        torch.library.opcheck(
+            torch.ops.heatc.guard.default,
+            (p.tables, p.program, p.tok_offsets, p.tok_bytes, b.states.clone(), t, cand, scratch, mask, look, 1),
+        )
 
 
 # ---- differential ---------------------------------------------------------------------------
@@ -161,7 +165,8 @@ def test_guard_mask_matches_the_reference(g, data):
     b = op_program(program, vocabulary).batch(1)
     b.step(torch.tensor([token_id[prefix]], dtype=torch.int64))
     before = b.states.clone()
-    mask = b.guard(torch.tensor([[token_id[c] for c in cands] + [len(vocabulary)]], dtype=torch.int64), flush=flush)
+    look = ops.LOOK_ENDED if flush else ops.LOOK_FED
+    mask = b.guard(torch.tensor([[token_id[c] for c in cands] + [len(vocabulary)]], dtype=torch.int64), look=look)
     assert torch.equal(b.states, before)
     m = Machine(program)
     m.feed(prefix)

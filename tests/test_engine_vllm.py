@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,13 +126,15 @@ def test_bad_requests_fail_alone(run):
         "heatc_k must be a whole number from 1 to 64",
         "unknown option 'heatc_modee'",
         "built for another tokenizer",
+        "heatc_policy 'invent' is not a policy",
     ]
     for refused, message in zip(result["refused"], messages, strict=True):
         assert refused is not None and message in refused, (refused, message)
     assert len(result["good"]) == 2 and all(g["token_ids"] and g["report"]["token_ids"] for g in result["good"])
-    # the module built for MiniLM runs with the model's table when the request asks for it
+    # the module built for MiniLM runs with the model's table (the default), on the native backend
     minilm = result["minilm"]
     assert minilm["report"]["stream"].encode("latin-1") == minilm["text"].encode()
+    assert minilm["report"]["backend"] == "native"
 
 
 def test_registered_by_class_by_name_and_by_entry_point(run):
@@ -180,3 +183,35 @@ def test_metrics_move_during_generate(run):
     assert value(after, "heatc_checked_bytes_total") == sum(a.text_bytes for _, a in audits.values())
     masks = sum(s["masked"] for r in requests.values() for s in r["report"]["masked_steps"])
     assert value(after, "heatc_guard_masks_total") == masks > 0
+
+
+def test_guard_withhold_never_writes_a_rejected_value_nor_a_silent_substitute(run):
+    """The 21 prompts that dictate impossible values (tests/engine_prompts.json), as in the
+    transformers test: what guard delivers holds no value the rules reject; the first place
+    its output departs from the unguarded one is an intervention; every withheld value is
+    replaced by the marker and says which rule and value the model's choice would have made."""
+    result, root = run
+    impossible = result["impossible"]
+    n = len([k for k in impossible if k.startswith("guard")])
+    assert n >= 20
+    withheld = 0
+    checker = load(root / "medical")
+    for i in range(n):
+        plain, got = impossible[f"observe{i}"], impossible[f"guard{i}"]
+        rep = got["report"]
+        delivered = rep["stream"].encode("latin-1").decode()
+        cut = len(got["token_ids"]) == 24
+        open_end = cut and re.search(r"[0-9][.,]?\Z", delivered)
+        assert checker.scan(delivered).verdict is not Verdict.REJECTED or open_end, rep
+        assert rep["verdict"] != "REJECTED" or open_end, rep
+        departs = next(
+            (j for j, (a, b) in enumerate(zip(plain["token_ids"], got["token_ids"], strict=False)) if a != b), None
+        )
+        assert rep["first_change"] == departs, (plain["text"], got["text"], rep["interventions"])
+        for iv in rep["interventions"]:
+            if iv["action"] == "withheld":
+                withheld += 1
+                assert iv["written"] == "[unverified]" and iv["refused"][0]["rejects"], iv
+        if plain["report"]["verdict"] == "REJECTED":
+            assert rep["interventions"], (plain["text"], got["text"])
+    assert withheld >= 10

@@ -5,6 +5,7 @@ lists, forced EOS for stop and for a request refused inside the engine, reports 
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -118,7 +119,7 @@ def test_stop_forces_eos_at_the_next_step(processor):
 def test_guard_masks_in_place_and_leaves_other_rows_alone(processor):
     g, o = [], []
     added = [
-        (0, params(processor, "guard", "g", heatc_k=len(VOCAB)), None, g),
+        (0, params(processor, "guard", "g", heatc_k=len(VOCAB), heatc_policy="steer"), None, g),
         (1, params(processor, "observe", "o"), None, o),
     ]
     step(processor, {}, {}, BatchUpdate(2, [], added, []))
@@ -151,4 +152,33 @@ def test_request_options_are_checked():
         adapter.request_options({"heatc_module": "x", "heatc_prompt": "yes"})
     assert adapter.request_options({"other": 1}) is None
     opts = adapter.request_options({"heatc_module": "x", "heatc_k": 4.0, "heatc_prompt": "true", "heatc_id": 7})
-    assert (opts.k, opts.prompt, opts.key) == (4, True, "7")
+    assert (opts.row.k, opts.row.see_prompt, opts.key, opts.row.policy) == (4, True, "7", "withhold")
+    with pytest.raises(ValueError, match="heatc_policy 'invent' is not a policy"):
+        adapter.request_options({"heatc_module": "x", "heatc_policy": "invent"})
+    with pytest.raises(ValueError, match="the marker must be 1 to 64 characters of text with no digits"):
+        adapter.request_options({"heatc_module": "x", "heatc_marker": "[1]"})
+    with pytest.raises(ValueError, match="heatc_backend 'gpu' is not a backend"):
+        adapter.request_options({"heatc_module": "x", "heatc_backend": "gpu"})
+
+
+def test_a_server_offers_only_the_modules_its_operator_names(tmp_path, monkeypatch):
+    """With HEATC_MODULES set (a server), a request names a module; a path is refused whatever
+    it points at. In-process (no HEATC_MODULES, no OpenAI server) a build directory may be named."""
+    write_module(compile_wasm(compile_file(REPO / "examples" / "medical.heat")), tmp_path / "medical")
+    assert adapter.request_options({"heatc_module": str(tmp_path / "medical")}).module == str(tmp_path / "medical")
+    monkeypatch.setenv("HEATC_MODULES", f"medical={tmp_path / 'medical'}")
+    assert adapter.request_options({"heatc_module": "medical"}).module == str((tmp_path / "medical").resolve())
+    for name in (str(tmp_path / "medical"), "/etc", "vitals"):
+        with pytest.raises(ValueError, match=r"is not a module this server offers \(HEATC_MODULES: medical\)"):
+            adapter.request_options({"heatc_module": name})
+
+
+def test_loaded_modules_are_bounded(tmp_path, monkeypatch):
+    """At most HEATC_MODULE_CACHE modules stay loaded; the least recently used goes first."""
+    monkeypatch.setenv("HEATC_MODULE_CACHE", "2")
+    monkeypatch.setattr(adapter, "_MODULES", adapter.OrderedDict())
+    module = compile_wasm(compile_file(REPO / "examples" / "medical.heat"))
+    for name in "abc":
+        write_module(module, tmp_path / name)
+        adapter._module(adapter.request_options({"heatc_module": str(tmp_path / name), "heatc_backend": "wasm"}))
+    assert [Path(k[0]).name for k in adapter._MODULES] == ["b", "c"]

@@ -16,15 +16,20 @@ from hypothesis import strategies as st
 
 from heatc import ir, reference
 from heatc.backends import run_document
+from heatc.hct import hct_bytes
 from heatc.lang.compiler import compile_file, compile_source
 from heatc.wasm import compile_wasm, write_module
+from heatc.wasm.pack import pack
 from heatc_runtime import Verdict, from_bytes, load
 from heatc_runtime.engines.core import PROBES, Driver, TokenIdError, TokenTableError, open_module, year_shaped
+from heatc_runtime.engines.options import RowOptions
 from heatc_runtime.engines.tokens import TokenTable, table_for_tokenizer, table_from_tokenizer_json
 from heatc_runtime.lookahead import Lookahead
 
 MEDICAL = compile_file(REPO / "examples" / "medical.heat")
 MODULE = compile_wasm(MEDICAL)
+HCT = hct_bytes(MEDICAL, pack(MEDICAL), (0, 0))
+BACKENDS = ("wasm", "native")
 
 # A small vocabulary of the pieces a model writes clinical values with (a token per digit, as
 # SmolLM2 and Llama do, and some longer ones); id 0 is an end-of-sequence token.
@@ -41,8 +46,18 @@ def ids(*pieces: bytes) -> list[int]:
     return [ID[p] for p in pieces]
 
 
-def driver(rows: int = 4) -> Driver:
-    return Driver(from_bytes(MODULE.manifest, MODULE.wasm), TABLE, rows, vocab_size=len(VOCAB) + 3)
+def checker(backend: str = "wasm"):
+    if backend == "native":
+        return from_bytes(MODULE.manifest, HCT, backend="native")
+    return from_bytes(MODULE.manifest, MODULE.wasm)
+
+
+def driver(rows: int = 4, backend: str = "wasm") -> Driver:
+    return Driver(checker(backend), TABLE, rows, vocab_size=len(VOCAB) + 3)
+
+
+def guard(k: int = 8, policy: str = "steer", **kw) -> RowOptions:
+    return RowOptions("guard", k, policy, **kw)
 
 
 def test_rows_of_different_lengths_report_what_scan_reports():
@@ -95,7 +110,7 @@ def test_stop_ends_a_row_at_its_first_rejected_snapshot_and_not_before():
 def test_stop_with_the_prompt_seen_counts_only_new_rejections():
     d = driver(1)
     prompt = ids(b"Glucose", b" ", b"5", b"0", b"0", b"0", b" mg/dL", b".", b" ")  # rejected already
-    d.start(0, "stop", prompt=prompt, see_prompt=True)
+    d.start(0, RowOptions("stop", see_prompt=True), prompt)
     assert d.feed(np.array([0]), np.array(ids(b" heart rate"))) == []  # the prompt's snapshot: no new rejection
     for token in ids(b" ", b"8", b"0", b".", b" and", b" heart rate", b" ", b"9", b"9", b"9", b".", b" and"):
         if d.feed(np.array([0]), np.array([token])):
@@ -142,32 +157,35 @@ def test_guard_knows_the_years_the_lexer_reads():
             assert year_shaped(text) == (lexemes[-1].code == ir.LEX_DATE and lexemes[-1].raw == text[-4:]), text
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.sampled_from(range(1, len(VOCAB))), max_size=10))
-def test_guard_passes_exactly_the_candidates_the_reference_accepts(prefix):
+@given(prefix=st.lists(st.sampled_from(range(1, len(VOCAB))), max_size=10))
+def test_guard_passes_exactly_the_candidates_the_reference_accepts(backend, prefix):
     """Every token of the vocabulary tried after a random prefix: the mask equals the
-    reference interpreter's verdicts on the texts it stands for."""
-    d = driver(2)
+    reference interpreter's verdicts on the texts it stands for, on the WASM backend (the
+    decision in Python over copies) and the native one (the decision in C++)."""
+    d = driver(2, backend)
     for row in (0, 1):
-        d.start(row, "guard", k=len(VOCAB))
+        d.start(row, guard(len(VOCAB)))
     for token in prefix:
         d.feed(np.array([0, 1]), np.array([token, token]))
     candidates = np.tile(np.arange(len(VOCAB)), (2, 1))
-    ok = d.guard(np.array([0, 1]), candidates, np.ones_like(candidates, bool))
+    ok = d.guard(np.array([0, 1]), candidates, np.ones_like(candidates, bool)).ok
     text = b"".join(VOCAB[i] for i in prefix)
     want = [_oracle(text, piece) for piece in VOCAB]
     assert ok[0].tolist() == want and ok[1].tolist() == want
 
 
-def test_guard_on_numbers_split_over_tokens():
-    d = driver(3)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_guard_on_numbers_split_over_tokens(backend):
+    d = driver(3, backend)
     for row in range(3):
-        d.start(row, "guard", k=8)
+        d.start(row, guard(8))
     rows = np.array([0, 1, 2])
     for tokens in (ids(b"Glucose", b" temperature", b" heart rate"), ids(b" ", b" ", b" "), ids(b"5", b"9", b"5")):
         d.feed(rows, np.array(tokens))
     cand = np.array([ids(b"000", b"0", b".", b"", b" mg/dL", b" mmol/L", b"00", b"9")] * 3)
-    ok = d.guard(rows, cand, np.ones_like(cand, bool))
+    ok = d.guard(rows, cand, np.ones_like(cand, bool)).ok
     # glucose 5: 5000 is out of range and so is every continuation of it; 50, "5.", 5 at the
     # end, 5 mmol/L, 500 and 59 are fine; 5 mg/dL is below 10 mg/dL
     assert ok[0].tolist() == [False, True, True, True, False, True, True, True]
@@ -180,31 +198,33 @@ def test_guard_on_numbers_split_over_tokens():
     assert report.masked == [(3, 2, True)] and report.first_change == 3
 
 
-def test_guard_lets_a_number_grow_through_values_out_of_range():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_guard_lets_a_number_grow_through_values_out_of_range(backend):
     """Models write numbers a digit at a time: the first digit of "temperature 98.6" is 9, out
     of 20–113 by itself; guard lets it through because 90 and 99 would be fine, and refuses a
     number no continuation can save."""
-    d = driver(1)
-    d.start(0, "guard", k=8)
+    d = driver(1, backend)
+    d.start(0, guard(8))
     for token in ids(b" temperature", b" "):
         d.feed(np.array([0]), np.array([token]))
     cand = np.array([ids(b"9", b"1", b"3", b"", b".")])
-    assert d.guard(np.array([0]), cand, np.ones_like(cand, bool)).tolist() == [[True] * 5]
+    assert d.guard(np.array([0]), cand, np.ones_like(cand, bool)).ok.tolist() == [[True] * 5]
     d.feed(np.array([0]), np.array(ids(b"1")))
     # "temperature 1": ended here it is 1; with 0 it can still become 100 to 109; with 5 or 9
     # only 15 or 19, 150 and more, or 15.x and 19.x: out of range whatever follows
     cand = np.array([ids(b"", b"0", b"5", b"9")])
-    assert d.guard(np.array([0]), cand, np.ones_like(cand, bool)).tolist() == [[False, True, False, False]]
+    assert d.guard(np.array([0]), cand, np.ones_like(cand, bool)).ok.tolist() == [[False, True, False, False]]
 
 
-def test_guard_records_exhausted_rows():
-    d = driver(1)
-    d.start(0, "guard", k=2)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_guard_records_exhausted_rows(backend):
+    d = driver(1, backend)
+    d.start(0, guard(2))
     d.feed(np.array([0]), np.array(ids(b" heart rate")))
     d.feed(np.array([0]), np.array(ids(b" ")))
     d.feed(np.array([0]), np.array(ids(b"5")))
     cand = np.array([ids(b"000", b"")])
-    ok = d.guard(np.array([0]), cand, np.ones_like(cand, bool))
+    ok = d.guard(np.array([0]), cand, np.ones_like(cand, bool)).ok
     assert not ok.any()
     assert d.end(0).exhausted_at == 3
 
@@ -246,7 +266,7 @@ def test_token_ids_outside_the_table_are_refused():
     with pytest.raises(TokenIdError, match=r"token id 99 is outside the token table \(41 entries\)"):
         d.feed(np.array([0, 1]), np.array([1, 99]))
     with pytest.raises(TokenIdError, match="the prompt of sequence 1: token id -1"):
-        d.start(1, prompt=[1, -1], see_prompt=True)
+        d.start(1, RowOptions(see_prompt=True), [1, -1])
 
 
 def test_bad_modes_and_options_are_refused():
@@ -254,9 +274,14 @@ def test_bad_modes_and_options_are_refused():
     with pytest.raises(ValueError, match="unknown mode 'guardd'"):
         d.start(0, "guardd")
     with pytest.raises(ValueError, match="k must be a whole number from 1 to 64"):
-        d.start(0, "guard", k=0)
+        RowOptions("guard", k=0)
     with pytest.raises(ValueError, match="on_exhausted must be one of stop, pass"):
-        d.start(0, "guard", on_exhausted="later")
+        RowOptions("guard", on_exhausted="later")
+    with pytest.raises(ValueError, match="unknown guard policy 'invent'"):
+        RowOptions("guard", policy="invent")
+    for marker in ("", "  ", "[value 1]", "x" * 65):
+        with pytest.raises(ValueError, match="the marker must be 1 to 64 characters of text with no digits"):
+            RowOptions("guard", marker=marker)
 
 
 def test_a_module_built_for_another_tokenizer_is_refused(tmp_path):
@@ -267,21 +292,21 @@ def test_a_module_built_for_another_tokenizer_is_refused(tmp_path):
     with pytest.raises(
         TokenTableError, match=r"built for another tokenizer \(30522 tokens, sha256 .*\) than the model's"
     ):
-        open_module(result.directory, other)
-    checker = open_module(result.directory, other, tokens="model")  # the model's table replaces it
+        open_module(result.directory, other, tokens="check")
+    checker = open_module(result.directory, other)  # by default the model's table replaces it
     d = Driver(checker, other, 1)
     d.start(0)
     d.feed(np.array([0]), np.array(ids(b"Glucose")))
     assert d.end(0).stream == b"Glucose"
     same = TokenTable("wordpiece", load(result.directory)._token_table, "the same", "")
-    assert open_module(result.directory, same) is not None
+    assert open_module(result.directory, same, tokens="check") is not None
 
 
 def test_a_module_without_the_rejections_offset_cannot_guard(tmp_path):
     manifest = {**MODULE.manifest, "layout": dict(MODULE.manifest["layout"])}
     del manifest["layout"]["rejections_offset"]
     d = Driver(from_bytes(manifest, MODULE.wasm), TABLE, 1)
-    d.start(0, "guard")
+    d.start(0, guard())
     with pytest.raises(Exception, match="built by an older heatc"):
         d.guard(np.array([0]), np.array([[1]]), np.array([[True]]))
 
@@ -326,14 +351,14 @@ def test_a_rule_file_of_ones_own(tmp_path):
     m = compile_wasm(program)
     vocab = [b"", b"rate", b" ", b"2", b"5", b"0", b"3"]
     d = Driver(from_bytes(m.manifest, m.wasm), TokenTable("t", vocab, "t", ""), 1)
-    d.start(0, "guard", k=len(vocab))
+    d.start(0, guard(len(vocab)))
     for token in (1, 2, 3):
         d.feed(np.array([0]), np.array([token]))
-    ok = d.guard(np.array([0]), np.array([list(range(len(vocab)))]), np.ones((1, len(vocab)), bool))
+    ok = d.guard(np.array([0]), np.array([list(range(len(vocab)))]), np.ones((1, len(vocab)), bool)).ok
     # after "rate 2" every candidate keeps the rate at most 25: 2, 22, 25, 20, 23
     assert ok[0].tolist() == [True] * 7
     d.feed(np.array([0]), np.array([6]))  # rate 23: one more digit makes it 230 or more
-    ok = d.guard(np.array([0]), np.array([list(range(len(vocab)))]), np.ones((1, len(vocab)), bool))
+    ok = d.guard(np.array([0]), np.array([list(range(len(vocab)))]), np.ones((1, len(vocab)), bool)).ok
     assert ok[0].tolist() == [True, True, True, False, False, False, False]
 
 
@@ -365,9 +390,10 @@ def test_serving_needs_neither_the_compiler_nor_other_engines(tmp_path):
             from heatc_runtime import load
             from heatc_runtime.engines.core import Driver
             from heatc_runtime.engines.tokens import TokenTable
+            from heatc_runtime.engines.options import RowOptions
             d = Driver(load({str(tmp_path / "m")!r}), TokenTable("t", [b"", b"glucose 5000", b"."], "t", ""), 1)
-            d.start(0, "guard")
-            ok = d.guard(np.array([0]), np.array([[1, 2]]), np.ones((1, 2), bool))
+            d.start(0, RowOptions("guard"))
+            ok = d.guard(np.array([0]), np.array([[1, 2]]), np.ones((1, 2), bool)).ok
             print(ok.tolist())
             """
         )

@@ -154,6 +154,7 @@ def test_an_engine_driver_reports_every_sequence_it_ends():
     import numpy as np
 
     from heatc_runtime.engines.core import Driver
+    from heatc_runtime.engines.options import RowOptions
     from heatc_runtime.engines.tokens import TokenTable
 
     vocab = [b"", b"Glucose", b" ", b"5", b"0", b"000", b" mg/dL", b".", b" heart rate", b"8"]
@@ -162,12 +163,12 @@ def test_an_engine_driver_reports_every_sequence_it_ends():
     medical = compile_file(EXAMPLES / "medical.heat")
     driver = Driver(wasm_checker(medical), TokenTable("test", vocab, "test", ""), 3, metrics=metrics)
     rows = {0: [1, 2, 3, 5, 6, 7], 1: [8, 2, 9, 4, 7]}  # glucose 5000 mg/dL; heart rate 80
-    driver.start(0, "guard", k=4)
+    driver.start(0, RowOptions("guard", k=4, policy="steer"))
     driver.start(1, "observe")
     reports = []
     for step in range(6):
         if step == 3:  # glucose 5: "000" (5000) and " mg/dL" (5 mg/dL) are masked, "0" and "." pass
-            ok = driver.guard(np.array([0]), np.array([[5, 4, 7, 6]]), np.ones((1, 4), bool))
+            ok = driver.guard(np.array([0]), np.array([[5, 4, 7, 6]]), np.ones((1, 4), bool)).ok
             assert ok.tolist() == [[False, True, True, False]]
         live = [r for r in rows if step < len(rows[r])]
         driver.feed(np.array(live), np.array([rows[r][step] for r in live]))

@@ -68,11 +68,37 @@ HEATC_HD HEATC_INLINE void row_close(const Program& g, uint8_t* row, const Io& i
   st<uint64_t>(row + HEATC_OUT_REJECTIONS, after);
 }
 
+// the last 16 bytes of a text, right-aligned (0 where it has none: 0 is no digit, "." or ",")
+struct Ends {
+  uint8_t b[16];
+};
+
+HEATC_HD HEATC_INLINE void ends_push(Ends& e, const uint8_t* p, uint32_t n) {
+  uint32_t take = n < 16 ? n : 16;  // (the last 16 bytes of a longer piece)
+  p += n - take;
+  for (uint32_t j = 0; j + take < 16; j++) e.b[j] = e.b[j + take];
+  for (uint32_t j = 0; j < take; j++) e.b[16 - take + j] = p[j];
+}
+
+// A sequence's tail (HEATC_GUARD_TAIL bytes, right-aligned) after token `id` (out of range:
+// unchanged).
+HEATC_HD HEATC_INLINE void tail_advance(const Tokens& tk, uint8_t* tail, int64_t id) {
+  if (id < 0 || id >= (int64_t)tk.n) return;
+  uint32_t off = tk.offsets[id], stop = tk.offsets[id + 1];
+  if (off > stop || stop > tk.total) return;
+  Ends e;
+  for (uint32_t j = 0; j < 16; j++) e.b[j] = j < 16 - HEATC_GUARD_TAIL ? 0 : tail[j - (16 - HEATC_GUARD_TAIL)];
+  ends_push(e, tk.bytes + off, stop - off);
+  for (uint32_t j = 0; j < HEATC_GUARD_TAIL; j++) tail[j] = e.b[16 - HEATC_GUARD_TAIL + j];
+}
+
 // `n` tokens (ids[0..n)) for one sequence; stops at the first it refuses (an id out of range,
 // a finished stream: the row's status says which, `consumed` how many went in).
+// With `tail` (HEATC_GUARD_TAIL bytes), the sequence's last bytes follow the tokens fed (guard
+// reads them).
 HEATC_HD HEATC_CALL void step_row(const Program& g, const Tokens& tk, uint8_t* s, uint8_t* row, uint32_t ev_keep,
                                   uint32_t snap_keep, uint32_t seq, const int64_t* ids, uint32_t n,
-                                  void* helpers = nullptr) {
+                                  void* helpers = nullptr, uint8_t* tail = nullptr) {
   Io io = row_io(g, row, ev_keep, snap_keep, tk, 0);
   io.helpers = helpers;
   uint64_t before = rejections(g, s);
@@ -87,6 +113,7 @@ HEATC_HD HEATC_CALL void step_row(const Program& g, const Tokens& tk, uint8_t* s
       if (!io.status) io.status = HEATC_OUT_STATUS_NO_ROOM;
       break;
     }
+    if (tail) tail_advance(tk, tail, id);
   }
   row_close(g, row, io, s, before, done);
 }
@@ -112,10 +139,97 @@ HEATC_HD HEATC_CALL void text_row(const Program& g, uint8_t* s, uint8_t* row, ui
   row_close(g, row, io, s, before, done);
 }
 
-// The guard's look at one candidate: `scratch` holds a copy of the sequence's state (and
-// after it, room for one event record). Feeds the candidate and, with `flush`, ends the
-// lexemes it leaves open as the end of the text would; REJECTED if that completed a match
-// that failed (the stream's rejections grew).
+// ---- guard's decision (heatc_runtime.engines.guarding is the definition) --------------------
+//
+// A candidate passes when the text with it, ended there, has no more rejections than the text
+// before it; one that leaves a number open also passes when the number continued by a probe
+// has none; a text that then ends in a year's four digits must pass read as the number too.
+// Each try copies the sequence's state into `scratch` (a state record, then one event record)
+// and runs there: the sequence itself is only read.
+
+// bytes of one guard scratch slot: a state record, then one event record
+HEATC_HD HEATC_INLINE uint64_t guard_slot(const Program& g) {
+  return (uint64_t)g.p[HEATC_P_STATE_SIZE] + g.p[HEATC_P_EVENT_SIZE];
+}
+
+HEATC_HD HEATC_INLINE bool guard_digit(uint32_t b) { return b - '0' < 10u; }
+
+// the text ends in four digits from 1900 to 2199, not after a digit, "." or ","
+HEATC_HD HEATC_INLINE bool year_shaped(const Ends& e) {
+  const char* c = HEATC_GUARD_CENTURIES;
+  bool century = false;
+  for (uint32_t i = 0; c[i]; i += 2) century |= e.b[12] == (uint8_t)c[i] && e.b[13] == (uint8_t)c[i + 1];
+  uint32_t before = e.b[11];
+  return century && guard_digit(e.b[12]) && guard_digit(e.b[13]) && guard_digit(e.b[14]) && guard_digit(e.b[15]) &&
+         !guard_digit(before) && before != '.' && before != ',';
+}
+
+// the text ends inside a number: a digit, or a digit and "." or ","
+HEATC_HD HEATC_INLINE bool opens_number(const Ends& e) {
+  uint32_t last = e.b[15];
+  return guard_digit(last) || ((last == '.' || last == ',') && guard_digit(e.b[14]));
+}
+
+HEATC_HD HEATC_INLINE void copy_state(uint8_t* dst, const uint8_t* src, uint32_t ss) {
+  for (uint32_t w = 0; w < ss / 8; w++) ((uint64_t*)dst)[w] = ((const uint64_t*)src)[w];  // (records are 8-aligned)
+}
+
+// one try: the candidate (then `extra`, as one more token) on a copy of `src`, the text ended
+// there; whether the rejections stayed at `base`
+HEATC_HD HEATC_CALL bool guard_try(const Program& g, const Tokens& tk, const uint8_t* src, uint8_t* scratch,
+                                   uint32_t id, const uint8_t* extra, uint32_t n_extra, uint64_t base) {
+  const uint32_t ss = g.p[HEATC_P_STATE_SIZE];
+  copy_state(scratch, src, ss);
+  Io io = row_io(g, scratch + ss - HEATC_OUT_HEAD, 0, 0, tk, 1);  // counts, stores nothing
+  step(g, io, scratch, 0, id);
+  if (n_extra) feed(g, io, scratch, 0, extra, n_extra, 1);
+  flush_lexer(g, io, scratch, 0);
+  return rejections(g, scratch) == base;
+}
+
+// The decision for candidate `id` of the sequence at `src` whose text ends in `tail`
+// (HEATC_GUARD_TAIL bytes, right-aligned): HEATC_MASK_ALLOWED, _REJECTED, or _REFUSED (an id
+// out of range or negative — unusable —, or a finished stream).
+HEATC_HD HEATC_CALL uint8_t guard_decide(const Program& g, const Tokens& tk, const uint8_t* src, const uint8_t* tail,
+                                         int64_t id, uint8_t* scratch) {
+  if (id < 0 || id >= (int64_t)tk.n || (ld<uint32_t>(src + g.p[HEATC_P_OFF_FLAGS]) & 1)) return HEATC_MASK_REFUSED;
+  uint32_t off = tk.offsets[id], stop = tk.offsets[id + 1];
+  if (off > stop || stop > tk.total) return HEATC_MASK_REFUSED;
+  const uint8_t* tok = tk.bytes + off;
+  const uint32_t n = stop - off;
+  const uint64_t base = rejections(g, src);
+  Ends e;
+  for (uint32_t j = 0; j < 16; j++) e.b[j] = j < 16 - HEATC_GUARD_TAIL ? 0 : tail[j - (16 - HEATC_GUARD_TAIL)];
+  ends_push(e, tok, n);
+  const uint8_t* as_number = (const uint8_t*)HEATC_GUARD_AS_NUMBER;
+  const uint32_t n_as = sizeof(HEATC_GUARD_AS_NUMBER) - 1;
+  bool ok = guard_try(g, tk, src, scratch, (uint32_t)id, nullptr, 0, base);
+  // a number must not escape its rule by growing into a year
+  if (ok && n && year_shaped(e)) ok = guard_try(g, tk, src, scratch, (uint32_t)id, as_number, n_as, base);
+  if (!ok && n && opens_number(e)) {
+    const uint8_t* probes = (const uint8_t*)HEATC_GUARD_PROBE_TEXT;
+    const uint32_t lengths[HEATC_GUARD_N_PROBES] = HEATC_GUARD_PROBE_LENGTHS;
+    uint32_t at = 0;
+    for (uint32_t q = 0; q < HEATC_GUARD_N_PROBES && !ok; at += lengths[q], q++) {
+      bool passed = guard_try(g, tk, src, scratch, (uint32_t)id, probes + at, lengths[q], base);
+      if (passed) {
+        Ends f = e;
+        ends_push(f, probes + at, lengths[q]);
+        if (year_shaped(f)) {
+          uint8_t both[8];  // the probe, then AS_NUMBER, as one token
+          for (uint32_t j = 0; j < lengths[q]; j++) both[j] = probes[at + j];
+          for (uint32_t j = 0; j < n_as; j++) both[lengths[q] + j] = as_number[j];
+          passed = guard_try(g, tk, src, scratch, (uint32_t)id, both, lengths[q] + n_as, base);
+        }
+      }
+      ok = passed;
+    }
+  }
+  return ok ? HEATC_MASK_ALLOWED : HEATC_MASK_REJECTED;
+}
+
+// The guard's raw look at one candidate (no probes, no years): fed, and with `flush` the text
+// ended there; REJECTED if that completed a match that failed.
 HEATC_HD HEATC_CALL uint8_t guard_candidate(const Program& g, const Tokens& tk, uint8_t* scratch, int64_t id,
                                             uint32_t flush) {
   Io io = row_io(g, scratch + g.p[HEATC_P_STATE_SIZE] - HEATC_OUT_HEAD, 0, 0, tk, 1);
@@ -123,11 +237,6 @@ HEATC_HD HEATC_CALL uint8_t guard_candidate(const Program& g, const Tokens& tk, 
   if (id < 0 || id >= (int64_t)tk.n || !step(g, io, scratch, 0, (uint32_t)id)) return HEATC_MASK_REFUSED;
   if (flush) flush_lexer(g, io, scratch, 0);
   return rejections(g, scratch) > before ? HEATC_MASK_REJECTED : HEATC_MASK_ALLOWED;
-}
-
-// bytes of one guard scratch slot: a state record, then one event record
-HEATC_HD HEATC_INLINE uint64_t guard_slot(const Program& g) {
-  return (uint64_t)g.p[HEATC_P_STATE_SIZE] + g.p[HEATC_P_EVENT_SIZE];
 }
 
 }  // namespace heatc

@@ -150,6 +150,14 @@
 #define HEATC_TOKENS_BYTES 24u
 #define HEATC_BLOCK 128u
 
+// guard's decision (heatc_runtime.engines.guarding): the tail it reads, its probes, years
+#define HEATC_GUARD_TAIL 8u
+#define HEATC_GUARD_N_PROBES 7u
+#define HEATC_GUARD_PROBE_TEXT "090099000999.9"
+#define HEATC_GUARD_PROBE_LENGTHS {1, 1, 2, 2, 3, 3, 2}
+#define HEATC_GUARD_AS_NUMBER ".0"
+#define HEATC_GUARD_CENTURIES "192021"
+
 // per-program parameters: indexes into heatc_program.p (heatc_runtime.hct.PARAMS, from rules.hct)
 enum {
   HEATC_P_STATE_SIZE = 0,

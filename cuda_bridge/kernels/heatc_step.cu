@@ -37,9 +37,11 @@ __device__ __forceinline__ unsigned group_mask(uint32_t lanes) {
 
 // ids: n rows of t_max int64 token ids (row i: lengths[i] of them, or t_max when lengths is
 // null). out: n output rows of heatc::row_bytes(g, ev_keep, snap_keep) bytes.
+// tails (null: none kept): n rows of HEATC_GUARD_TAIL bytes, each sequence's last bytes, kept
+// current for the guard kernel.
 extern "C" __global__ void heatc_step(heatc::Program g, heatc::Tokens tk, uint8_t* states, const int64_t* ids,
                                       const int64_t* lengths, uint32_t n, uint32_t t_max, uint8_t* out,
-                                      uint32_t ev_keep, uint32_t snap_keep, uint32_t lanes) {
+                                      uint32_t ev_keep, uint32_t snap_keep, uint32_t lanes, uint8_t* tails) {
   Seq q = where(lanes);
   if (q.index >= n) return;  // (a whole group leaves together: it shares q.index)
   // the group's other lanes share each snapshot's verdicts (heatc::Helpers)
@@ -60,7 +62,8 @@ extern "C" __global__ void heatc_step(heatc::Program g, heatc::Tokens tk, uint8_
   }
   heatc::step_row(g, tk, states + (uint64_t)q.index * g.p[HEATC_P_STATE_SIZE],
                   out + (uint64_t)q.index * heatc::row_bytes(g, ev_keep, snap_keep), ev_keep, snap_keep, q.index,
-                  ids + (uint64_t)q.index * t_max, len, h);
+                  ids + (uint64_t)q.index * t_max, len, h,
+                  tails ? tails + (uint64_t)q.index * HEATC_GUARD_TAIL : nullptr);
   if (h) {
     h->cmd = 0;  // the step is over: release the helpers
     __syncwarp(h->mask);
@@ -79,23 +82,33 @@ extern "C" __global__ void heatc_text(heatc::Program g, uint8_t* states, const u
                   text, text_len, offsets[q.index], offsets[q.index + 1], mode);
 }
 
-// cand: n rows of k int64 candidate ids; scratch: n * k slots of heatc::guard_slot(g) bytes;
-// mask: n rows of k bytes (HEATC_MASK_*). The states are only read.
-extern "C" __global__ void heatc_guard(heatc::Program g, heatc::Tokens tk, const uint8_t* states, const int64_t* cand,
-                                       uint32_t n, uint32_t k, uint8_t* scratch, uint8_t* mask, uint32_t flush,
-                                       uint32_t lanes) {
+// cand: n rows of k int64 candidate ids (negative: unusable); scratch: n * k slots of
+// heatc::guard_slot(g) bytes; mask: n rows of k bytes (HEATC_MASK_*). look 0: each candidate
+// fed, 1: and the text ended there (the raw looks); 2: guard's decision, reading tails (n rows
+// of HEATC_GUARD_TAIL bytes; null: texts with no bytes before). The states are only read.
+extern "C" __global__ void heatc_guard(heatc::Program g, heatc::Tokens tk, const uint8_t* states,
+                                       const uint8_t* tails, const int64_t* cand, uint32_t n, uint32_t k,
+                                       uint8_t* scratch, uint8_t* mask, uint32_t look, uint32_t lanes) {
   Seq q = where(lanes);
   if (q.index >= n) return;  // (a whole group leaves together: it shares q.index)
   const uint32_t ss = g.p[HEATC_P_STATE_SIZE];
   const uint64_t slot = heatc::guard_slot(g);
-  const uint64_t* src = (const uint64_t*)(states + (uint64_t)q.index * ss);
+  const uint8_t* src = states + (uint64_t)q.index * ss;
   uint8_t* mine = scratch + (uint64_t)q.index * k * slot;
+  if (look == 2) {
+    uint8_t none[HEATC_GUARD_TAIL] = {0};
+    const uint8_t* tail = tails ? tails + (uint64_t)q.index * HEATC_GUARD_TAIL : none;
+    for (uint32_t j = q.lane; j < k; j += lanes)
+      mask[(uint64_t)q.index * k + j] = heatc::guard_decide(g, tk, src, tail, cand[(uint64_t)q.index * k + j],
+                                                            mine + j * slot);
+    return;
+  }
   for (uint32_t j = 0; j < k; j++) {
     uint64_t* dst = (uint64_t*)(mine + j * slot);
-    for (uint32_t w = q.lane; w < ss / 8; w += lanes) dst[w] = src[w];
+    for (uint32_t w = q.lane; w < ss / 8; w += lanes) dst[w] = ((const uint64_t*)src)[w];
   }
   if (lanes > 1) __syncwarp(group_mask(lanes));
   for (uint32_t j = q.lane; j < k; j += lanes)
     mask[(uint64_t)q.index * k + j] =
-        heatc::guard_candidate(g, tk, mine + j * slot, cand[(uint64_t)q.index * k + j], flush);
+        heatc::guard_candidate(g, tk, mine + j * slot, cand[(uint64_t)q.index * k + j], look);
 }

@@ -181,7 +181,8 @@ struct Module {
   int closed;          // close(): every call refuses, the memory goes with the last view
   uint32_t control;
   uint64_t step_limit;  // the most steps one call may take (0: only the automatic budget, steps())
-  PyObject* trap;  // the exception raised for a bad offset (heatc_runtime.ModuleTrap)
+  PyObject* trap;      // the exception raised for a bad offset (heatc_runtime.ModuleTrap)
+  uint8_t* scratch;    // guard's scratch slot (a state record and an event record), made when first needed
 };
 
 struct Call {
@@ -839,6 +840,7 @@ PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
   m->tables = nullptr;
   m->mem = nullptr;
   m->step_limit = step_limit;
+  m->scratch = nullptr;
   Py_INCREF(trap_type);
   m->trap = trap_type;
   PyObject* seq = PySequence_Fast(params, "params must be a sequence of ints");
@@ -913,6 +915,7 @@ void module_dealloc(PyObject* self) {
   Module* m = (Module*)self;
   if (m->mem) munmap(m->mem, m->reserved);
   free(m->tables);
+  free(m->scratch);
   Py_XDECREF(m->trap);
   Py_TYPE(self)->tp_free(self);
 }
@@ -982,6 +985,61 @@ PyObject* module_check_state(PyObject* self, PyObject* arg) {
   return PyUnicode_FromString(problem);
 }
 
+// guard(states, capacity, rows, n, candidates, k, tails, mask): guard's decision for k
+// candidates (int64, n × k; negative: unusable) of each of the n sequences rows[i] (int64) of
+// the state array at `states` (an offset, `capacity` records), whose texts end in tails[i]
+// (HEATC_GUARD_TAIL bytes each); mask (n × k bytes) gets HEATC_MASK_*. The states are only
+// read. `rows`, `candidates`, `tails` and `mask` are host addresses of the caller's arrays
+// (the runtime's own numpy arrays, of the sizes given); every row index is checked.
+PyObject* module_guard(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Module* m = (Module*)self;
+  if (nargs != 8) {
+    PyErr_SetString(PyExc_TypeError, "guard(states, capacity, rows, n, candidates, k, tails, mask)");
+    return nullptr;
+  }
+  if (m->closed) {
+    PyErr_SetString(m->trap, "the native module was closed");
+    return nullptr;
+  }
+  uint64_t a[8];
+  for (int i = 0; i < 8; i++) {
+    a[i] = PyLong_AsUnsignedLongLong(args[i]);
+    if (a[i] == (uint64_t)-1 && PyErr_Occurred()) return nullptr;
+  }
+  const heatc::Program& g = m->prog;
+  const uint64_t ss = P(STATE_SIZE), capacity = a[1], n = a[3], k = a[5];
+  if (capacity > 0xFFFFFFFFull || !in_mem(m, a[0], capacity * ss)) {
+    trap(m, "states");
+    return nullptr;
+  }
+  const int64_t* rows = (const int64_t*)a[2];
+  for (uint64_t i = 0; i < n; i++)
+    if (rows[i] < 0 || (uint64_t)rows[i] >= capacity) {
+      PyErr_Format(PyExc_IndexError, "guard: row %lld is outside the batch of %llu", (long long)rows[i],
+                   (unsigned long long)capacity);
+      return nullptr;
+    }
+  heatc::Io io;
+  if (load_io(m, io, true) < 0) return nullptr;
+  heatc::Tokens tk = {io.tok_offsets, io.tok_bytes, io.n_tokens, io.tok_total};
+  if (!m->scratch) {
+    m->scratch = (uint8_t*)aligned_alloc(64, (heatc::guard_slot(g) + 63) / 64 * 64);
+    if (!m->scratch) return PyErr_NoMemory();
+  }
+  const int64_t* cand = (const int64_t*)a[4];
+  const uint8_t* tails = (const uint8_t*)a[6];
+  uint8_t* mask = (uint8_t*)a[7];
+  const uint8_t* states = m->mem + a[0];
+  uint8_t* scratch = m->scratch;
+  Py_BEGIN_ALLOW_THREADS
+  for (uint64_t i = 0; i < n; i++)
+    for (uint64_t j = 0; j < k; j++)
+      mask[i * k + j] = heatc::guard_decide(g, tk, states + (uint64_t)rows[i] * ss, tails + i * HEATC_GUARD_TAIL,
+                                            cand[i * k + j], scratch);
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
 PyObject* module_size(PyObject* self, void*) { return PyLong_FromUnsignedLongLong(((Module*)self)->size); }
 
 PyMethodDef module_methods[] = {
@@ -990,6 +1048,8 @@ PyMethodDef module_methods[] = {
     {"check_state", module_check_state, METH_O, "check_state(offset): None, or why the state record there is invalid"},
     {"close", module_close, METH_NOARGS,
      "close(): refuse every later call; the memory is unmapped now, or when the last view of it is released"},
+    {"guard", (PyCFunction)(void (*)(void))module_guard, METH_FASTCALL,
+     "guard(states, capacity, rows, n, candidates, k, tails, mask): guard's decision for every candidate"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef module_getset[] = {{"size", module_size, nullptr, "bytes of visible memory", nullptr},
@@ -1031,12 +1091,13 @@ bool op_args(const char* name, Py_ssize_t n, Py_ssize_t want, PyObject* const* a
   return !tk || struct_arg(args[1], tk, sizeof *tk, "the token table struct");
 }
 
-// op_step(program, tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep)
+// op_step(program, tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep, tails)
 PyObject* op_step(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   heatc::Program g;
   heatc::Tokens tk;
-  uint64_t a[8];
-  if (!op_args("op_step", nargs, 10, args, &g, &tk) || !u64_args(args, 2, 8, a)) return nullptr;
+  uint64_t a[9];
+  if (!op_args("op_step", nargs, 11, args, &g, &tk) || !u64_args(args, 2, 9, a)) return nullptr;
+  uint8_t* tails = (uint8_t*)a[8];
   uint8_t* states = (uint8_t*)a[0];
   const int64_t* ids = (const int64_t*)a[1];
   const int64_t* lengths = (const int64_t*)a[2];
@@ -1048,7 +1109,8 @@ PyObject* op_step(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   for (uint64_t i = 0; i < n; i++) {
     uint32_t len = (uint32_t)t_max;
     if (lengths) len = lengths[i] < 0 ? 0u : lengths[i] > (int64_t)t_max ? (uint32_t)t_max : (uint32_t)lengths[i];
-    heatc::step_row(g, tk, states + i * ss, out + i * rb, ev_keep, snap_keep, (uint32_t)i, ids + i * t_max, len);
+    heatc::step_row(g, tk, states + i * ss, out + i * rb, ev_keep, snap_keep, (uint32_t)i, ids + i * t_max, len,
+                    nullptr, tails ? tails + i * HEATC_GUARD_TAIL : nullptr);
   }
   Py_END_ALLOW_THREADS
   Py_RETURN_NONE;
@@ -1075,25 +1137,34 @@ PyObject* op_text(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// op_guard(program, tokens, states, cand, n, k, scratch, mask, flush)
+// op_guard(program, tokens, states, tails, cand, n, k, scratch, mask, look): look 0 feeds each
+// candidate, 1 also ends the text there (the raw looks), 2 is guard's decision (tails: null
+// reads as texts with no bytes before)
 PyObject* op_guard(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   heatc::Program g;
   heatc::Tokens tk;
-  uint64_t a[7];
-  if (!op_args("op_guard", nargs, 9, args, &g, &tk) || !u64_args(args, 2, 7, a)) return nullptr;
+  uint64_t a[8];
+  if (!op_args("op_guard", nargs, 10, args, &g, &tk) || !u64_args(args, 2, 8, a)) return nullptr;
   const uint8_t* states = (const uint8_t*)a[0];
-  const int64_t* cand = (const int64_t*)a[1];
-  uint64_t n = a[2], k = a[3];
-  uint8_t* scratch = (uint8_t*)a[4];
-  uint8_t* mask = (uint8_t*)a[5];
-  uint32_t flush = (uint32_t)a[6];
+  const uint8_t* tails = (const uint8_t*)a[1];
+  const int64_t* cand = (const int64_t*)a[2];
+  uint64_t n = a[3], k = a[4];
+  uint8_t* scratch = (uint8_t*)a[5];
+  uint8_t* mask = (uint8_t*)a[6];
+  uint32_t look = (uint32_t)a[7];
   const uint64_t ss = g.p[HEATC_P_STATE_SIZE], slot = heatc::guard_slot(g);
+  static const uint8_t no_tail[HEATC_GUARD_TAIL] = {0};
   Py_BEGIN_ALLOW_THREADS
   for (uint64_t i = 0; i < n; i++)
     for (uint64_t j = 0; j < k; j++) {
       uint8_t* sc = scratch + (i * k + j) * slot;
-      memcpy(sc, states + i * ss, ss);
-      mask[i * k + j] = heatc::guard_candidate(g, tk, sc, cand[i * k + j], flush);
+      if (look == 2) {
+        mask[i * k + j] = heatc::guard_decide(g, tk, states + i * ss, tails ? tails + i * HEATC_GUARD_TAIL : no_tail,
+                                              cand[i * k + j], sc);
+      } else {
+        memcpy(sc, states + i * ss, ss);
+        mask[i * k + j] = heatc::guard_candidate(g, tk, sc, cand[i * k + j], look);
+      }
     }
   Py_END_ALLOW_THREADS
   Py_RETURN_NONE;
@@ -1129,11 +1200,11 @@ PyObject* op_check_tables(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyMethodDef native_functions[] = {
     {"op_step", (PyCFunction)(void (*)(void))op_step, METH_FASTCALL,
-     "op_step(program, tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep)"},
+     "op_step(program, tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep, tails)"},
     {"op_text", (PyCFunction)(void (*)(void))op_text, METH_FASTCALL,
      "op_text(program, states, text, text_len, offsets, n, out, ev_keep, snap_keep, mode)"},
     {"op_guard", (PyCFunction)(void (*)(void))op_guard, METH_FASTCALL,
-     "op_guard(program, tokens, states, cand, n, k, scratch, mask, flush)"},
+     "op_guard(program, tokens, states, tails, cand, n, k, scratch, mask, look)"},
     {"check_tables", (PyCFunction)(void (*)(void))op_check_tables, METH_FASTCALL,
      "check_tables(tables, params): None, or why the core cannot run these tables"},
     {nullptr, nullptr, 0, nullptr}};

@@ -1,5 +1,4 @@
-"""`heatc scan` (documents, lines, chunks) and `heatc generate` (a model writes, the rules
-check).
+"""`heatc scan`: documents, lines, chunks.
 
 Public surface: the commands, registered on `heatc.cli.common.app`.
 """
@@ -216,76 +215,3 @@ def _scan_chunks(module, files, inputs, separator, run, backend: str, as_json: b
                 values = ", ".join(fmt_value(v) for v in t.values)
                 out.print(escape(f"      {t.channel}: {values} (chunks {', '.join(str(m.chunk) for m in t.mentions)})"))
     raise typer.Exit(3 if len(report) else 0)
-
-
-@app.command()
-def generate(
-    rules: Annotated[Path, typer.Argument(help="A .heat rule file, a heatmap (.yaml), or a build directory.")],
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help="What to ask the model.")],
-    model: Annotated[
-        Path | None, typer.Option("--model", help="A Hugging Face causal-LM folder (default: SmolLM2-135M-Instruct).")
-    ] = None,
-    engine: Annotated[str, typer.Option("--engine", help="transformers or vllm.")] = "transformers",
-    mode: Annotated[
-        str, typer.Option("--mode", help="observe, stop (at the first rejection) or guard (mask).")
-    ] = "observe",
-    k: Annotated[int, typer.Option("--k", help="guard: candidates tried per step.")] = 8,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", help="Tokens to generate at most.")] = 64,
-    seed: Annotated[int | None, typer.Option("--seed", help="Sample with this seed (default: greedy).")] = None,
-    see_prompt: Annotated[bool, typer.Option("--see-prompt", help="The rules read the prompt too.")] = False,
-    chat: Annotated[bool, typer.Option("--chat/--raw", help="Wrap the prompt in the model's chat template.")] = True,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object: the text and its report.")] = False,
-) -> None:
-    """Generate with a real model while the rules check it, and print the text and its report.
-
-    Exit status: 0 when the generation is not REJECTED, 3 when it is, 1 on an input error.
-    """
-    from heatc.generate import ENGINES, GenerateError, temporary_module
-    from heatc.generate import generate as run_generate
-    from heatc_runtime.audit import ModuleInfo, audit_snapshots
-    from heatc_runtime.engines.core import MODES
-
-    if mode not in MODES:
-        raise fail(f"heatc generate: unknown mode {mode!r} (modes: {', '.join(MODES)})")
-    if engine not in ENGINES:
-        raise fail(f"heatc generate: unknown engine {engine!r} (engines: {', '.join(ENGINES)})")
-    if not 1 <= k <= 64 or max_new_tokens < 1:
-        raise fail("heatc generate: --k must be 1 to 64 and --max-new-tokens at least 1")
-    try:
-        program = None if rules.is_dir() else compile_rules(rules)
-    except HeatError as e:
-        raise fail(e.render()) from None
-    try:
-        with temporary_module(rules, program) as module:
-            report, model_name = run_generate(
-                module, prompt, model=model, engine=engine, mode=mode, k=k, max_new_tokens=max_new_tokens,
-                seed=seed, see_prompt=see_prompt, chat=chat,
-            )  # fmt: skip
-            info = ModuleInfo.from_manifest(json.loads((module / "manifest.json").read_text(encoding="utf-8")))
-    except (GenerateError, ValueError) as e:
-        raise fail(str(e)) from None
-    except ModuleNotFoundError as missing:
-        raise fail(f"heatc generate needs {missing.name!r}: pip install 'heatc[engines]'") from None
-    audit = audit_snapshots(info, report.stream, report.snapshots) if report.snapshots else None
-    if as_json:
-        record = {"model": model_name, "engine": engine, "prompt": prompt, **report.to_json()}
-        if audit is not None:
-            record["audit"] = audit.to_json()
-        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
-    else:
-        out.print(f"[bold]{escape(model_name)}[/] ({engine}, {mode}): {escape(report.text)}")
-        if audit is not None:
-            print_document(0, report.stream, audit, report.events, False)
-        else:
-            out.print(f"document: {report.verdict.name} (nothing was published)")
-        if report.masked:
-            top = [step for step, _, masked_top in report.masked if masked_top]
-            out.print(
-                f"guard masked candidates at {len(report.masked)} steps"
-                + (f", the top one at steps {', '.join(map(str, top))}" if top else "")
-            )
-        if report.exhausted_at is not None:
-            out.print(f"guard: no candidate passed at step {report.exhausted_at}; the generation was ended there")
-        if report.stopped_at is not None:
-            out.print(f"stopped at token {report.stopped_at}: the first snapshot with a rejection")
-    raise typer.Exit(3 if report.verdict is Verdict.REJECTED else 0)

@@ -412,9 +412,22 @@ class Batch:
         on any backend (WASM or native: they share the state record) — with its undelivered
         events. Refused with the reason when the records differ in size or, on the native
         backend, when the record's fields are out of range (then `dst` is reset)."""
-        c = self.checker
         dst = index(dst, self.n, "dst")
-        data = other.state(src)
+        self._put(dst, other.state(src), other._pending.get(src, []))
+
+    def save(self, i: int) -> tuple[bytes, list[Event]]:
+        """Sequence `i`'s state record and undelivered events, for `restore` (a checkpoint)."""
+        i = index(i, self.n, "i")
+        return self.state(i), list(self._pending.get(i, []))
+
+    def restore(self, i: int, saved: tuple[bytes, list[Event]]) -> None:
+        """Put sequence `i` back where `save` found it (what was fed since is forgotten); the
+        record is checked as `fork_from` checks one."""
+        i = index(i, self.n, "i")
+        self._put(i, *saved)
+
+    def _put(self, dst: int, data: bytes, pending: list[Event]) -> None:
+        c = self.checker
         if len(data) != c.state_size:
             raise ValueError(
                 f"a state record of {len(data)} bytes cannot run on this module, whose records are {c.state_size} bytes"
@@ -431,7 +444,7 @@ class Batch:
                 self._pending.pop(dst, None)
                 self._finished.discard(dst)
                 raise ValueError(f"the state record cannot run on this module: {problem}")
-            self._pending[dst] = list(other._pending.get(src, []))
+            self._pending[dst] = list(pending)
             if c._finished(at):
                 self._finished.add(dst)
             else:

@@ -95,12 +95,12 @@ def device_attrs(index: int) -> DeviceAttrs:
 #: Each kernel's parameters after its by-value structs, as ctypes (heatc_step.cu's order).
 _U64, _U32 = ctypes.c_uint64, ctypes.c_uint32
 SIGNATURES = {
-    # Program, Tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep, lanes
-    "heatc_step": (2, (_U64, _U64, _U64, _U32, _U32, _U64, _U32, _U32, _U32)),
+    # Program, Tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep, lanes, tails
+    "heatc_step": (2, (_U64, _U64, _U64, _U32, _U32, _U64, _U32, _U32, _U32, _U64)),
     # Program, states, text, text_len, offsets, n, out, ev_keep, snap_keep, mode, lanes
     "heatc_text": (1, (_U64, _U64, _U64, _U64, _U32, _U64, _U32, _U32, _U32, _U32)),
-    # Program, Tokens, states, cand, n, k, scratch, mask, flush, lanes
-    "heatc_guard": (2, (_U64, _U64, _U32, _U32, _U64, _U64, _U32, _U32)),
+    # Program, Tokens, states, tails, cand, n, k, scratch, mask, look, lanes
+    "heatc_guard": (2, (_U64, _U64, _U64, _U32, _U32, _U64, _U64, _U32, _U32)),
 }
 assert set(SIGNATURES) == set(KERNELS)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 
 from ..abi import STATUS_TEXT as _ABI_STATUS
+from ..engines.guarding import MASK_ALLOWED, MASK_REFUSED, MASK_REJECTED  # noqa: F401 (re-exported)
 from ..hct import PARAMS
 
 #: An output row's head: u32 status, consumed (tokens or bytes taken), events, snapshots
@@ -37,10 +38,10 @@ STATUS_TEXT = {
     OUT_STATUS_BAD_TEXT: "its text offsets lie outside the text",
 }
 
-#: The guard's mask, per (sequence, candidate): the candidate would make no rule REJECTED,
-#: would make one REJECTED, or could not be judged (its id is out of range, or the stream is
-#: finished).
-MASK_ALLOWED, MASK_REJECTED, MASK_REFUSED = 0, 1, 2
+#: The guard's mask, per (sequence, candidate), MASK_ALLOWED / MASK_REJECTED / MASK_REFUSED:
+#: the candidate passes guard's decision, would add a rejection, or could not be judged (its
+#: id is out of range or marked unusable, or the stream is finished). Defined with the
+#: decision (heatc_runtime.engines.guarding) and imported above.
 
 _PAD = (8 + 4 * len(PARAMS)) % 8  # (4 bytes before base[], when the parameters leave the offset unaligned)
 #: heatc::Program: tables pointer, parameters, base[3], tier_end[2] (heatc_core.h)

@@ -11,13 +11,17 @@ CPU (a list of ints costs a conversion per dispatch layer).
 
     heatc::step(Tensor[] tables, Tensor program, Tensor tok_offsets, Tensor tok_bytes,
                 Tensor(a!) states, Tensor ids, Tensor? lengths, Tensor(b!) out,
-                int ev_keep, int snap_keep, int lanes) -> ()
+                int ev_keep, int snap_keep, int lanes, Tensor(c!)? tails=None) -> ()
     heatc::text(Tensor[] tables, Tensor program, Tensor(a!) states, Tensor text,
                 Tensor offsets, Tensor(b!) out, int ev_keep, int snap_keep, int kind,
                 int lanes) -> ()
     heatc::guard(Tensor[] tables, Tensor program, Tensor tok_offsets, Tensor tok_bytes,
-                 Tensor states, Tensor candidates, Tensor(a!) scratch, Tensor(b!) mask,
-                 bool flush, int lanes) -> ()
+                 Tensor states, Tensor? tails, Tensor candidates, Tensor(a!) scratch,
+                 Tensor(b!) mask, int look, int lanes) -> ()
+
+`tails` ([n, TAIL] uint8, heatc_runtime.engines.guarding): each sequence's last bytes, which
+`step` keeps current when given them and `guard` reads for its decision (`look` 2; 0 and 1 are
+the raw looks: each candidate fed, and ended there).
 
 `tables` and `program` come from a loaded program (heatc_runtime.cuda.load): its tier pieces
 and `TierSplit.program_ints()` plus the L2 window (bytes, hit ratio in millionths) as a
@@ -26,7 +30,7 @@ shape, dtype and device is checked on the host before a launch (ValueError with 
 argument and what was expected); what depends on the data (a token id out of range, a
 finished stream) is reported in the output rows, so that nothing synchronises.
 
-Public surface: `N_PROGRAM`, `SCHEMAS`, `register_tables(tables, program, pieces)`,
+Public surface: `N_PROGRAM`, `SCHEMAS`, `LOOK_FED`, `LOOK_ENDED`, `LOOK_DECIDE`, `register_tables(tables, program, pieces)`,
 `check_step`, `check_text`, `check_guard`; the ops as `torch.ops.heatc.*` (importing this
 module registers them).
 """
@@ -39,8 +43,12 @@ import threading
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
+from ..engines.guarding import TAIL
 from ..hct import PARAMS
 from . import layout
+
+#: guard's `look`: each candidate fed; fed and the text ended there; guard's whole decision
+LOOK_FED, LOOK_ENDED, LOOK_DECIDE = 0, 1, 2
 
 #: The `program` argument: rules.hct's parameters (tier 0's offsets), the three pieces'
 #: starts, the two tier ends, the L2 window's bytes and hit ratio (millionths; 0: none).
@@ -162,7 +170,15 @@ def _states(states, state_size: int | None) -> int:
     return states.shape[0]
 
 
-def check_step(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes):
+def _tails(tails, n: int, device) -> None:
+    if tails is not None:
+        _tensor(tails, "tails", torch.uint8, (2,), device)
+        if tuple(tails.shape) != (n, TAIL):
+            _fail(f"tails must have shape ({n}, {TAIL}), got {tuple(tails.shape)}")
+
+
+def check_step(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes,
+               tails=None):  # fmt: skip
     ss, es, ps = _program(tables, program, states.device)
     n = _states(states, ss)
     _keeps(ev_keep, snap_keep, lanes)
@@ -175,6 +191,7 @@ def check_step(tables, program, tok_offsets, tok_bytes, states, ids, lengths, ou
         if lengths.shape[0] != n:
             _fail(f"lengths must have {n} values, got {lengths.shape[0]}")
     _rows("out", out, n, es and layout.row_bytes(es, ps, ev_keep, snap_keep), states.device)
+    _tails(tails, n, states.device)
     return n, 1 if ids.dim() == 1 else ids.shape[1]
 
 
@@ -192,11 +209,14 @@ def check_text(tables, program, states, text, offsets, out, ev_keep, snap_keep, 
     return n
 
 
-def check_guard(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes):
+def check_guard(tables, program, tok_offsets, tok_bytes, states, tails, candidates, scratch, mask, look, lanes):
     ss, es, _ = _program(tables, program, states.device)
     n = _states(states, ss)
     _keeps(0, 0, lanes)
+    if look not in (LOOK_FED, LOOK_ENDED, LOOK_DECIDE):
+        _fail(f"look must be {LOOK_FED} (fed), {LOOK_ENDED} (ended) or {LOOK_DECIDE} (guard's decision), got {look}")
     _tokens(tok_offsets, tok_bytes, states.device)
+    _tails(tails, n, states.device)
     _tensor(candidates, "candidates", torch.int64, (2,), states.device)
     if candidates.shape[0] != n:
         _fail(f"candidates must have one row per sequence ({n}), got shape {tuple(candidates.shape)}")
@@ -262,32 +282,40 @@ def _cuda(states, tables, program):
 
 SCHEMAS = {
     "step": "step(Tensor[] tables, Tensor program, Tensor tok_offsets, Tensor tok_bytes, Tensor(a!) states, "
-    "Tensor ids, Tensor? lengths, Tensor(b!) out, int ev_keep, int snap_keep, int lanes) -> ()",
+    "Tensor ids, Tensor? lengths, Tensor(b!) out, int ev_keep, int snap_keep, int lanes, Tensor(c!)? tails=None) -> ()",
     "text": "text(Tensor[] tables, Tensor program, Tensor(a!) states, Tensor text, Tensor offsets, Tensor(b!) out, "
     "int ev_keep, int snap_keep, int kind, int lanes) -> ()",
     "guard": "guard(Tensor[] tables, Tensor program, Tensor tok_offsets, Tensor tok_bytes, Tensor states, "
-    "Tensor candidates, Tensor(a!) scratch, Tensor(b!) mask, bool flush, int lanes) -> ()",
+    "Tensor? tails, Tensor candidates, Tensor(a!) scratch, Tensor(b!) mask, int look, int lanes) -> ()",
 }
 
 
-def _step_cpu(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes):
+def _step_cpu(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes,
+              tails=None):  # fmt: skip
     """Each sequence takes its token ids (ids[i], or its first lengths[i]); one output row each."""
     program = program_ints(program)
-    n, t = check_step(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes)
+    n, t = check_step(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes,
+                      tails)  # fmt: skip
     prog, tk = _structs(tables, program, tok_offsets, tok_bytes)
-    _native().op_step(prog, tk, _ptr(states), _ptr(ids), _ptr(lengths), n, t, _ptr(out), ev_keep, snap_keep)
+    _native().op_step(prog, tk, _ptr(states), _ptr(ids), _ptr(lengths), n, t, _ptr(out), ev_keep, snap_keep,
+                      _ptr(tails))  # fmt: skip
 
 
-def _step_cuda(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes):
+def _step_cuda(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes,
+               tails=None):  # fmt: skip
     program = program_ints(program)
-    n, t = check_step(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes)
+    n, t = check_step(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes,
+                      tails)  # fmt: skip
     kernels, stream, window = _cuda(states, tables, program)
     kernels.launch("heatc_step", n * lanes, stream, _structs(tables, program, tok_offsets, tok_bytes),
-                   (_ptr(states), _ptr(ids), _ptr(lengths), n, t, _ptr(out), ev_keep, snap_keep, lanes), window)  # fmt: skip
+                   (_ptr(states), _ptr(ids), _ptr(lengths), n, t, _ptr(out), ev_keep, snap_keep, lanes, _ptr(tails)),
+                   window)  # fmt: skip
 
 
-def _step_fake(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes):
-    check_step(tables, program_ints(program), tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes)  # fmt: skip
+def _step_fake(tables, program, tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep, lanes,
+               tails=None):  # fmt: skip
+    check_step(tables, program_ints(program), tok_offsets, tok_bytes, states, ids, lengths, out, ev_keep, snap_keep,
+               lanes, tails)  # fmt: skip
 
 
 def _text_cpu(tables, program, states, text, offsets, out, ev_keep, snap_keep, kind, lanes):
@@ -312,24 +340,26 @@ def _text_fake(tables, program, states, text, offsets, out, ev_keep, snap_keep, 
     check_text(tables, program_ints(program), states, text, offsets, out, ev_keep, snap_keep, kind, lanes)
 
 
-def _guard_cpu(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes):
+def _guard_cpu(tables, program, tok_offsets, tok_bytes, states, tails, candidates, scratch, mask, look, lanes):
     """mask[i, j]: what candidates[i, j] would do to sequence i (layout.MASK_*); states unchanged."""
     program = program_ints(program)
-    n, k = check_guard(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes)
+    n, k = check_guard(tables, program, tok_offsets, tok_bytes, states, tails, candidates, scratch, mask, look, lanes)
     prog, tk = _structs(tables, program, tok_offsets, tok_bytes)
-    _native().op_guard(prog, tk, _ptr(states), _ptr(candidates), n, k, _ptr(scratch), _ptr(mask), int(flush))
+    _native().op_guard(prog, tk, _ptr(states), _ptr(tails), _ptr(candidates), n, k, _ptr(scratch), _ptr(mask), look)
 
 
-def _guard_cuda(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes):
+def _guard_cuda(tables, program, tok_offsets, tok_bytes, states, tails, candidates, scratch, mask, look, lanes):
     program = program_ints(program)
-    n, k = check_guard(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes)
+    n, k = check_guard(tables, program, tok_offsets, tok_bytes, states, tails, candidates, scratch, mask, look, lanes)
     kernels, stream, window = _cuda(states, tables, program)
     kernels.launch("heatc_guard", n * lanes, stream, _structs(tables, program, tok_offsets, tok_bytes),
-                   (_ptr(states), _ptr(candidates), n, k, _ptr(scratch), _ptr(mask), int(flush), lanes), window)  # fmt: skip
+                   (_ptr(states), _ptr(tails), _ptr(candidates), n, k, _ptr(scratch), _ptr(mask), look, lanes),
+                   window)  # fmt: skip
 
 
-def _guard_fake(tables, program, tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes):
-    check_guard(tables, program_ints(program), tok_offsets, tok_bytes, states, candidates, scratch, mask, flush, lanes)  # fmt: skip
+def _guard_fake(tables, program, tok_offsets, tok_bytes, states, tails, candidates, scratch, mask, look, lanes):
+    check_guard(tables, program_ints(program), tok_offsets, tok_bytes, states, tails, candidates, scratch, mask, look,
+                lanes)  # fmt: skip
 
 
 _LIB = torch.library.Library("heatc", "DEF")

@@ -236,14 +236,15 @@ class OpBatch:
         else:
             self._pending.pop(i, None)
 
-    def step(self, ids: torch.Tensor, lengths: torch.Tensor | None = None) -> None:
+    def step(self, ids: torch.Tensor, lengths: torch.Tensor | None = None, tails: torch.Tensor | None = None) -> None:
         """Each sequence takes ids[i] (shape [n]) or the tokens of row i (shape [n, T], the
-        first lengths[i] of them): one op call, results in `out`."""
+        first lengths[i] of them): one op call, results in `out`. `tails` ([n, TAIL] uint8)
+        follow the tokens fed (guard's decision reads them)."""
         p = self.program
         if p.tok_offsets is None:
             raise ValueError("no token table: call program.set_token_table() first")
         torch.ops.heatc.step(p.tables, p.program, p.tok_offsets, p.tok_bytes, self.states, ids, lengths, self.out,
-                             self.ev_keep, self.snap_keep, self.lanes)  # fmt: skip
+                             self.ev_keep, self.snap_keep, self.lanes, tails)  # fmt: skip
 
     def feed_texts(self, texts: list[bytes], scan: bool = False) -> None:
         """Sequence i takes texts[i]: as one token (a prompt), or with `scan` as a whole
@@ -262,16 +263,21 @@ class OpBatch:
         torch.ops.heatc.text(p.tables, p.program, self.states, data, off, self.out, self.ev_keep, self.snap_keep,
                              int(scan), self.lanes)  # fmt: skip
 
-    def guard(self, candidates: torch.Tensor, flush: bool = True, scratch: torch.Tensor | None = None) -> torch.Tensor:
+    def guard(self, candidates: torch.Tensor, look: int = ops.LOOK_ENDED, tails: torch.Tensor | None = None,
+              scratch: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         """The mask [n, k] of what each candidate token would do (layout.MASK_*); the states
-        are not changed. `scratch` ([n * k, state_size + event_size] uint8) may be reused."""
+        are not changed. `look`: `ops.LOOK_DECIDE` is guard's decision (probes, years; `tails`
+        the rows' last bytes), `LOOK_ENDED` the candidate fed and the text ended there,
+        `LOOK_FED` only fed. `scratch` ([n * k, state_size + event_size] uint8) and `mask`
+        may be reused."""
         p = self.program
         n, k = candidates.shape
         if scratch is None:
             scratch = torch.empty((n * k, p.state_size + p.event_size), dtype=torch.uint8, device=p.device)
-        mask = torch.empty((n, k), dtype=torch.uint8, device=p.device)
-        torch.ops.heatc.guard(p.tables, p.program, p.tok_offsets, p.tok_bytes, self.states, candidates, scratch, mask,
-                              flush, self.lanes)  # fmt: skip
+        if mask is None:
+            mask = torch.empty((n, k), dtype=torch.uint8, device=p.device)
+        torch.ops.heatc.guard(p.tables, p.program, p.tok_offsets, p.tok_bytes, self.states, tails, candidates, scratch,
+                              mask, look, self.lanes)  # fmt: skip
         return mask
 
     def results(self) -> dict[int, list[Snapshot]]:

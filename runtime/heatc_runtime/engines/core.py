@@ -1,191 +1,87 @@
-"""The engine-independent part of checking inside a decode loop, shared by the transformers
-and vLLM adapters so that they cannot disagree: which bytes each token id adds, one runtime
-call per step for the whole batch, finished rows, the three modes, and guard's candidate
-evaluation.
+"""The engine-independent part of checking inside a decode loop on a host backend (native or
+WASM), shared by the transformers and vLLM adapters so that they cannot disagree: which bytes
+each token id adds, one runtime call per step for the whole batch, the three modes, guard's
+decision and policies, and the reports.
 
-Modes (per sequence):
+Modes (per sequence, `options.RowOptions`):
 
 - **observe**: the scores are untouched; the sequence's report holds its snapshots as they
   were published, its events (spans in the checked stream) and its final verdicts.
 - **stop**: the sequence ends at the first snapshot that holds a rejection the prompt did
   not have (with the prompt unseen: the first REJECTED snapshot), and not before.
-- **guard**: before each token is chosen, the top-k candidates are tried on copies of the
-  sequence (`heatc_runtime.lookahead`: a constant number of runtime calls for the whole
-  batch) and those that would add a rejection are masked; the engine then samples only
-  among the candidates that passed. A candidate passes when the text with it, ended right
-  there, has no more rejections than the text before it — ending the text completes a number
-  still being read, so "5" then "000" is judged as "5000". A candidate that leaves a number
-  open (the text then ends in an ASCII digit, or a digit and "." or ",") also passes when
-  the number continued by one of `PROBES` has none: the "9" of "98.6" passes a rule that
-  wants 20–113 although 9 alone would fail it; "5" then "000" (5000 mg/dL) does not, since
-  5000 and every continuation of it are out of range. EOS adds no bytes: it passes only when
-  the text ended now has no new rejection. Where the text (with the candidate, or with a
-  probe) ends in four digits that may read as a year written alone (`year_shaped`), it must
-  also pass read as the number those digits spell (`AS_NUMBER` appended): a number does
-  not escape its rule by growing into a year ("temperature 1" then "995").
+- **guard**: before each token is chosen, the top-k candidates are judged
+  (`guarding`: one native call for the whole batch, or a constant number of WASM calls) and
+  those that would add a rejection are refused. When the model's own first choice is refused
+  the row's policy decides: `withhold` writes the marker where a value was being written,
+  `stop` ends the sequence, `steer` takes the best candidate that passed. Every refusal is
+  an `Intervention` of the report.
 
 What guard guarantees: a sequence that guard ends with EOS, having found an acceptable
 candidate at every step, has no rejection in `Checker.scan()` of its text beyond those of the
-prompt. When no top-k candidate passes, the sequence is *exhausted*: by default it is ended
-there (EOS is forced, the report says `exhausted_at`), or with `on_exhausted="pass"` the
-scores are left as they are for that step. A sequence cut by a length limit may end inside a
-number that passed because it could still grow ("temperature 9").
+prompt. When no top-k candidate passes the sequence is *exhausted*: by default it is ended
+there, or with `on_exhausted="pass"` the step is left as the model wrote it.
 
-Public surface: `MODES`, `PROBES`, `AS_NUMBER`, `year_shaped`, `GenerationReport`, `Driver`, `TokenTableError`,
-`TokenIdError`, `open_module(module, table, tokens, limits)`.
+The per-step work is numpy over the whole batch: no Python loop over the rows, except over
+the rows that published a snapshot or that guard refused something for.
+
+Public surface: `Driver`, `GuardStep`, `FORCE_EOS`, and (re-exported) `MODES`, `PROBES`,
+`AS_NUMBER`, `year_shaped`, `GenerationReport`, `TokenTableError`, `TokenIdError`,
+`open_module`, `check_options`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ModuleError
-from ..report import Event, Snapshot, Verdict, Verdicts
+from ..report import Snapshot
+from . import guarding
+from .guarding import AS_NUMBER, MASK_ALLOWED, PROBES, TAIL, year_shaped
+from .options import MODES, RowOptions, TokenIdError, TokenTableError, open_module
+from .reports import GenerationReport, Intervention, Refusal, finish_interventions, rules_text
 from .tokens import TokenTable
 
-MODES = ("observe", "stop", "guard")
-ON_EXHAUSTED = ("stop", "pass")
-PROBES = (b"0", b"9", b"00", b"99", b"000", b"999", b".9")
-"""What guard appends to a number left open, looking for one way it could still be accepted."""
-AS_NUMBER = b".0"
-"""What guard appends to text that ends in a year's digits to read them as the number they
-spell (`year_shaped`)."""
-# a year written alone, 1900–2199, as heatc's lexer reads one (heatc/lang/lexicon.py; a test
-# holds the two to each other)
-_YEAR_END = re.compile(rb"(?<![0-9.,])(?:19|20|21)[0-9]{2}\Z")
+__all__ = [
+    "AS_NUMBER", "FORCE_EOS", "MODES", "PROBES", "Driver", "GenerationReport", "GuardStep", "TokenIdError",
+    "TokenTableError", "check_options", "open_module", "year_shaped",
+]  # fmt: skip
+
+FORCE_EOS = -2
+"""`GuardStep.force`: the row must end now (the adapter writes its end-of-sequence token)."""
+_FREE, _OBSERVE, _STOP, _GUARD = -1, 0, 1, 2
+_MODE_CODE = {"observe": _OBSERVE, "stop": _STOP, "guard": _GUARD}
 
 
-def year_shaped(text: bytes) -> bool:
-    """Whether `text` ends in four ASCII digits from 1900 to 2199, not after a digit, a point
-    or a comma: what the lexer reads as a year written alone (a date) where a number was being
-    written ("temperature 1" continued by "995"). (At the end of a longer date, `11/30/2019`,
-    it says yes too: guard then asks more than it needs to.)"""
-    return _YEAR_END.search(text) is not None
-
-
-_DIGITS = frozenset(b"0123456789")
-
-
-class TokenTableError(ModuleError):
-    """A module built for another tokenizer than the model's."""
-
-
-class TokenIdError(ValueError):
-    """A token id the table has no entry for."""
-
-
-def open_module(module, table: TokenTable | None, tokens: str = "check", limits=None):
-    """A Checker for `module` (a build or module directory, or a Checker), refused when the
-    token table it was built with is not the model tokenizer's `table`. With `tokens="model"`
-    the module's own table is not compared: the model's replaces it."""
-    from ..checker import Checker
-    from ..loader import load
-
-    if tokens not in ("check", "model"):
-        raise ValueError(f"tokens must be 'check' or 'model', not {tokens!r}")
-    if isinstance(module, Checker):
-        checker, where = module, "the module"
-    else:
-        checker, where = load(Path(module), limits), str(module)
-    own = checker._token_table
-    if tokens == "check" and own is not None:
-        from .tokens import table_sha256
-
-        if len(own) != len(table.tokens) or table_sha256(own) != table.sha256:
-            raise TokenTableError(
-                f"{where}: its token table was built for another tokenizer ({len(own)} tokens, sha256 "
-                f"{table_sha256(own)[:12]}…) than the model's ({table.source}: {len(table.tokens)} tokens, "
-                f"sha256 {table.sha256[:12]}…); rebuild it with the model's tokenizer "
-                "(tokenizer: {file: …/tokenizer.json}), or use the model's table instead (tokens='model')"
-            )
-    return checker
+def check_options(mode: str, k: int, on_exhausted: str, policy: str = "withhold", marker: str | None = None) -> None:
+    """Raise ValueError with the reason when the options are wrong."""
+    RowOptions(mode, k, policy, marker or RowOptions.marker, on_exhausted)
 
 
 @dataclass
-class GenerationReport(Verdicts):
-    """What the rules saw of one generated sequence."""
+class GuardStep:
+    """What guard decided for rows × K candidates: `ok` — the candidates that passed;
+    `force` — per row, the token it must take (the next marker token), `FORCE_EOS`, or -1;
+    `leave` — rows whose scores stay as the model wrote them (exhausted, on_exhausted="pass")."""
 
-    mode: str
-    stream: bytes  # what the rules read: the prompt's bytes (when they saw it), then the generation's
-    prompt_bytes: int  # where the generation starts in `stream`
-    tokens: list[int]  # the generated token ids, as fed
-    snapshots: list[Snapshot]  # published while generating, the final one last
-    verdicts: dict[str, Verdict]  # at the end
-    prompt_snapshots: list[Snapshot] = field(default_factory=list)
-    stopped_at: int | None = None  # stop: the generated token whose snapshot held the first new rejection
-    masked: list[tuple[int, int, bool]] = field(
-        default_factory=list
-    )  # guard: (step, candidates masked, top one masked)
-    exhausted_at: int | None = None  # guard: the first step no top-k candidate passed
-    error: str | None = None
-
-    @property
-    def events(self) -> list[Event]:
-        """Every event of the generation, spans in `stream`."""
-        return [e for s in self.snapshots for e in s.events]
-
-    @property
-    def text(self) -> str:
-        """The generated text as the rules read it."""
-        return self.stream[self.prompt_bytes :].decode("utf-8", errors="replace")
-
-    @property
-    def first_change(self) -> int | None:
-        """guard: the first step at which the top candidate was masked (before it, the
-        sequence is what it would have been unguarded, under greedy decoding)."""
-        return next((step for step, _, top in self.masked if top), None)
-
-    def audit(self, module, policy=None):
-        """The audit report of the checked stream (prompt, when the rules read it, then the
-        generation): `heatc_runtime.audit.audit_snapshots` of every snapshot it published —
-        the report `Checker.scan()` gives for `stream`. `module`: the checker's `module_info`."""
-        from ..audit import audit_snapshots
-
-        return audit_snapshots(module, self.stream, [*self.prompt_snapshots, *self.snapshots], policy)
-
-    def to_json(self) -> dict:
-        return {
-            "mode": self.mode,
-            "text": self.text,
-            "verdict": self.verdict.name,
-            "rules": {k: v.name for k, v in self.verdicts.items()},
-            "events": [e.to_json(self.stream) for e in self.events],
-            "prompt_bytes": self.prompt_bytes,
-            "tokens": len(self.tokens),
-            "stopped_at": self.stopped_at,
-            "masked_steps": [{"step": s, "masked": n, "top": top} for s, n, top in self.masked],
-            "exhausted_at": self.exhausted_at,
-            "error": self.error,
-        }
+    ok: np.ndarray
+    force: np.ndarray
+    leave: np.ndarray
 
 
 class _Row:
-    __slots__ = ("base", "exhausted_at", "k", "masked", "mode", "on_exhausted", "prompt", "prompt_snaps", "snaps", "stopped_at", "tokens")  # fmt: skip
+    __slots__ = ("exhausted_at", "interventions", "marker", "options", "prompt", "prompt_snaps", "snaps", "stopped_at")  # fmt: skip
 
-    def __init__(self, mode: str, k: int, on_exhausted: str):
-        self.mode, self.k, self.on_exhausted = mode, k, on_exhausted
-        self.tokens: list[int] = []
+    def __init__(self, options: RowOptions, marker: tuple[int, ...]):
+        self.options = options
+        self.marker = marker  # the marker's token ids
         self.prompt = b""
         self.prompt_snaps: list[Snapshot] = []
         self.snaps: list[Snapshot] = []
-        self.base = 0  # rejections before the generation (the prompt's)
         self.stopped_at: int | None = None
-        self.masked: list[tuple[int, int, bool]] = []
+        self.interventions: list[Intervention] = []
         self.exhausted_at: int | None = None
-
-
-def check_options(mode: str, k: int, on_exhausted: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
-        raise ValueError(f"k must be a whole number from 1 to 64, not {k!r}")
-    if on_exhausted not in ON_EXHAUSTED:
-        raise ValueError(f"on_exhausted must be one of {', '.join(ON_EXHAUSTED)}, not {on_exhausted!r}")
 
 
 class Driver:
@@ -193,30 +89,49 @@ class Driver:
 
     The checker's token table becomes the model's (`table`, padded with empty entries to
     `vocab_size`, the width of the model's scores), followed by an empty token that rows with
-    nothing to feed are fed, and the `PROBES`. With `metrics` (`heatc_runtime.metrics.Metrics`)
-    the checker is attached to it, and each sequence ended adds its audit report (source
-    "stream") and each guard step its masks."""
+    nothing to feed are fed, and what the WASM decision feeds (`PROBES`, `AS_NUMBER`). With
+    `metrics` (`heatc_runtime.metrics.Metrics`) the checker is attached to it, and each
+    sequence ended adds its audit report (source "stream") and each guard step its masks."""
 
     def __init__(self, checker, table: TokenTable, capacity: int, vocab_size: int = 0, metrics=None):
         tokens = list(table.tokens)
         tokens += [b""] * (max(vocab_size, len(tokens)) - len(tokens))
-        self.vocab_size = len(tokens)
-        self.null_id = len(tokens)
-        self._probe_ids = np.arange(len(tokens) + 1, len(tokens) + 1 + len(PROBES), dtype=np.uint32)
-        self._as_number_id = len(tokens) + 1 + len(PROBES)
-        self._probe_numbers = np.arange(len(PROBES), dtype=np.uint32) + self._as_number_id + 1
-        checker.set_token_table([*tokens, b"", *PROBES, AS_NUMBER, *(p + AS_NUMBER for p in PROBES)])
-        self._ends_in_digit = np.array([bool(t) and t[-1] in _DIGITS for t in tokens], bool)
+        v = len(tokens)
+        self.vocab_size = v
+        self.null_id = v
+        self._probe_ids = np.arange(v + 1, v + 1 + len(PROBES), dtype=np.int64)
+        self._as_number_id = v + 1 + len(PROBES)
+        self._probe_numbers = np.arange(len(PROBES), dtype=np.int64) + self._as_number_id + 1
+        self._all = [*tokens, b"", *PROBES, AS_NUMBER, *(p + AS_NUMBER for p in PROBES)]
+        checker.set_token_table(self._all)
         if metrics is not None:
             metrics.attach(checker)  # (before the batch is made: its steps are counted)
         self.metrics = metrics
         self.checker = checker
+        self.backend = getattr(checker, "backend", "wasm")
         self._bytes = tokens
         self.capacity = capacity
         self.batch = checker.batch(capacity)
         self._ids = np.full(capacity, self.null_id, np.uint32)
         self._rows: list[_Row | None] = [None] * capacity
+        self._mode = np.full(capacity, _FREE, np.int8)
+        self._k = np.zeros(capacity, np.int64)
+        self._len = np.zeros(capacity, np.int64)
+        self._tok = np.zeros((capacity, 64), np.int64)
+        self._tails = np.zeros((capacity, TAIL), np.uint8)
+        self._base = np.zeros(capacity, np.uint64)
+        self._force = np.full(capacity, -1, np.int64)
+        self._guarding = 0  # rows in guard mode
+        self._table: guarding.Tails | None = None
         self._look = None
+        # drafts: a second state array, and what guard decided at draft positions, by row and
+        # position: (the position drafts start at, the drafts before it, intervention, force)
+        self._draft: tuple | None = None
+        # guard rows writing a value: where it began (the token's index, the state and
+        # undelivered events before that token, the snapshots kept, the token's bytes before
+        # the value, the tail then), for the withhold and stop policies to take it back
+        self._ckpt: dict[int, tuple[int, tuple, int, bytes, np.ndarray]] = {}
+        self._tentative: dict[int, dict[int, tuple[int, tuple[int, ...], Intervention, int]]] = {}
 
     def _lookahead(self):
         if self._look is None:
@@ -225,35 +140,51 @@ class Driver:
             self._look = Lookahead(self.batch)
         return self._look
 
+    def _tails_table(self) -> guarding.Tails:
+        if self._table is None:
+            self._table = guarding.Tails(self._all)
+        return self._table
+
     # -- rows -----------------------------------------------------------------------------
 
-    def start(
-        self,
-        row: int,
-        mode: str = "observe",
-        k: int = 8,
-        on_exhausted: str = "stop",
-        prompt: Sequence[int] | None = None,
-        see_prompt: bool = False,
-    ) -> None:
-        """Begin a sequence in `row`: the rules read the prompt first when `see_prompt`."""
-        check_options(mode, k, on_exhausted)
-        r = _Row(mode, k, on_exhausted)
+    def start(self, row: int, options: RowOptions | str = "observe", prompt: Sequence[int] | None = None,
+              marker: Sequence[int] = ()) -> None:  # fmt: skip
+        """Begin a sequence in `row` (`options`: a RowOptions, or a mode's name); the rules
+        read the prompt first when `options.see_prompt`. `marker`: the marker's token ids
+        (guard's withhold policy; without them a withheld value is stopped instead)."""
+        if isinstance(options, str):
+            options = RowOptions(options)
+        if self._rows[row] is not None:
+            self.end(row)
+        r = _Row(options, tuple(int(i) for i in marker))
         self.batch.reset(row)
-        if see_prompt and prompt is not None and len(prompt):
+        self._len[row] = 0
+        self._tails[row] = 0
+        self._force[row] = -1
+        self._base[row] = 0
+        if options.see_prompt and prompt is not None and len(prompt):
             ids = np.asarray(prompt, dtype=np.int64)
             self._check_ids(ids, f"the prompt of sequence {row}")
             r.prompt = b"".join([self._bytes[i] for i in ids.tolist()])
             r.prompt_snaps = self.batch.feed_text(row, r.prompt)
-            r.base = int(self._lookahead().rejections([row])[0])
+            self._base[row] = self._lookahead().rejections([row])[0]
+            self._tails[row] = np.frombuffer(r.prompt[-TAIL:].rjust(TAIL, b"\0"), np.uint8)
         self._rows[row] = r
+        self._mode[row] = _MODE_CODE[options.mode]
+        self._k[row] = options.k
+        if options.mode == "guard":
+            self._guarding += 1
+            self._tails_table()
 
     def live(self, row: int) -> bool:
         return self._rows[row] is not None
 
     def mode(self, row: int) -> str:
         r = self._rows[row]
-        return r.mode if r is not None else ""
+        return r.options.mode if r is not None else ""
+
+    def options(self, row: int) -> RowOptions:
+        return self._rows[row].options
 
     def end(self, row: int, error: str | None = None) -> GenerationReport:
         """End the sequence in `row` (its final snapshot) and free the row."""
@@ -263,13 +194,29 @@ class Driver:
         final = self.batch.finish_one(row)
         r.snaps += final
         self._rows[row] = None
+        if self._mode[row] == _GUARD:
+            self._guarding -= 1
+        self._mode[row] = _FREE
+        self._force[row] = -1
         self.batch.reset(row)
-        stream = r.prompt + b"".join([self._bytes[i] for i in r.tokens])
+        self._ckpt.pop(row, None)
+        self._tentative.pop(row, None)
+        tokens = self._tok[row, : self._len[row]].tolist()
+        raw = b"".join([self._bytes[i] for i in tokens])
+        o = r.options
+        stream = r.prompt + rules_text(raw, tokens, self._bytes.__getitem__, r.interventions, o.marker)
         verdicts = dict(final[-1].verdicts) if final else {}
+        guard = o.mode == "guard"
         report = GenerationReport(
-            r.mode, stream, len(r.prompt), r.tokens, r.snaps, verdicts, r.prompt_snaps,
-            r.stopped_at, r.masked, r.exhausted_at, error,
+            o.mode, stream, len(r.prompt), tokens, r.snaps, verdicts, r.prompt_snaps, r.stopped_at,
+            r.exhausted_at, error, o.policy if guard else None, o.marker if guard else None, r.interventions,
+            self.backend, raw,
         )  # fmt: skip
+        if r.interventions:
+            checker = self.checker
+            scan = type(checker).scan  # (not an attached Metrics' wrapper: these scans are no traffic)
+            finish_interventions(r.interventions, r.prompt, tokens, self._bytes.__getitem__,
+                                 lambda text: scan(checker, text).events, o.marker)  # fmt: skip
         if self.metrics is not None and final:
             self.metrics.count_report(report.audit(self.checker.module_info, self.metrics.policy), "stream")
         return report
@@ -286,106 +233,267 @@ class Driver:
         runtime call. Returns the rows that stop mode ends at this token."""
         ids = np.asarray(ids, dtype=np.int64)
         self._check_ids(ids, "a generated token")
+        if self._tentative:
+            self._take_tentative(rows)
+        if self._guarding:
+            self._mark_values(rows, ids)
         view = self._ids
         view.fill(self.null_id)
         view[rows] = ids
         published = self.batch.feed_ids(view)
-        live = self._rows
-        for row, token in zip(rows.tolist(), ids.tolist(), strict=True):
-            live[row].tokens.append(token)
+        at = self._len[rows]
+        if int(at.max(initial=0)) >= self._tok.shape[1]:
+            grown = np.zeros((self.capacity, 2 * self._tok.shape[1]), np.int64)
+            grown[:, : self._tok.shape[1]] = self._tok
+            self._tok = grown
+        self._tok[rows, at] = ids
+        self._len[rows] = at + 1
+        if self._guarding:
+            self._tails[rows] = self._table.advance(self._tails[rows], ids)
+            forced = self._force[rows]
+            if forced.max(initial=-1) >= 0:
+                self._took_forced(rows, ids, forced)
         stopped = []
+        live = self._rows
         for row, snaps in published.items():
             r = live[row]
             if r is None:
                 continue  # a free row's `every N` snapshot
             r.snaps += snaps
-            if r.mode == "stop" and r.stopped_at is None and any(s.counters["rejections"] > r.base for s in snaps):
-                r.stopped_at = len(r.tokens) - 1
-                stopped.append(row)
+            if self._mode[row] == _STOP and r.stopped_at is None:
+                base = int(self._base[row])
+                if any(s.counters["rejections"] > base for s in snaps):
+                    r.stopped_at = int(self._len[row]) - 1
+                    stopped.append(row)
         return stopped
 
-    def max_k(self, rows: np.ndarray) -> int:
-        return max(self._rows[r].k for r in rows.tolist())
+    def _mark_values(self, rows: np.ndarray, ids: np.ndarray) -> None:
+        """Before a step of guard rows: a checkpoint where a value begins, none once it ended."""
+        new, ended = self._table.value_marks(self._tails[rows], ids)
+        guarded = self._mode[rows] == _GUARD
+        for i in np.flatnonzero(new & guarded).tolist():
+            row, token = int(rows[i]), self._bytes[int(ids[i])]
+            j = len(token) - int(self._table.run_len[ids[i]])
+            while not token[j : j + 1].isdigit():
+                j += 1  # (the value begins at its first digit)
+            r = self._rows[row]
+            self._ckpt[row] = (int(self._len[row]), self.batch.save(row), len(r.snaps), token[:j],
+                               self._tails[row].copy())  # fmt: skip
+        for i in np.flatnonzero(ended & guarded).tolist():
+            self._ckpt.pop(int(rows[i]), None)
 
-    def guard(self, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray) -> np.ndarray:
-        """Which candidates pass (bool, the shape of `candidates`: rows × K, best first);
-        `usable` marks those the engine could sample at all (finite scores). Two runtime calls
-        for the whole batch, three more when some candidate fails leaving a number open; a
-        lookahead more for the candidates whose text then ends in a year's digits."""
+    def _took_forced(self, rows: np.ndarray, ids: np.ndarray, forced: np.ndarray) -> None:
+        """Rows writing the marker: the next marker token, or done (or abandoned, when the
+        engine wrote another token than the one forced)."""
+        for i in np.flatnonzero(forced >= 0).tolist():
+            row = int(rows[i])
+            r = self._rows[row]
+            written = int(self._len[row]) - 1 - (self._marker_start(r))
+            if ids[i] == forced[i] and 0 <= written + 1 < len(r.marker):
+                self._force[row] = r.marker[written + 1]
+            else:
+                self._force[row] = -1
+
+    @staticmethod
+    def _marker_start(r: _Row) -> int:
+        """The step at which the row's last withheld value's marker began."""
+        return next(iv.step for iv in reversed(r.interventions) if iv.action == "withheld")
+
+    def max_k(self, rows: np.ndarray) -> int:
+        return int(self._k[rows].max(initial=1))
+
+    def guard(self, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray) -> GuardStep:
+        """Guard's decision for `candidates` (rows × K token ids, best first) of the sequences
+        `rows`; `usable` marks those the engine could sample at all (finite scores). One
+        native call for the whole batch (WASM: two, and a few more where numbers are left
+        open), then the rows' policies where the first choice was refused."""
+        rows = np.asarray(rows, dtype=np.int64)
         n, width = candidates.shape
-        look = self._lookahead()
-        ks = np.array([self._rows[r].k for r in rows.tolist()])
-        usable = usable & (np.arange(width)[None, :] < ks[:, None])
-        base = np.repeat(look.rejections(rows), width)
-        flat_rows, flat = np.repeat(rows, width), candidates.ravel().astype(np.uint32)
-        tried = np.flatnonzero(usable.ravel())
-        ok = np.zeros(n * width, bool)
-        good = look.try_tokens(flat_rows[tried], flat[tried]) == base[tried]
-        # a year's digits are judged as the number they spell too: a number being written does
-        # not pass by growing into a year ("temperature 1" + "995")
-        tails = {r: self._tail(r) for r in rows.tolist()}  # each row's text so far, its last bytes
-        digit = tried[good & self._ends_in_digit[flat[tried]]]
-        years = np.array(
-            [i for i in digit.tolist() if year_shaped(tails[int(flat_rows[i])] + self._bytes[flat[i]])], np.intp
-        )
-        if len(years):
-            as_number = look.try_tokens(flat_rows[years], flat[years], np.full(len(years), self._as_number_id))
-            good[np.searchsorted(tried, years[as_number != base[years]])] = False
-        ok[tried[good]] = True
-        failed = tried[~good]
-        if len(failed):
-            open_ = np.array([i for i in failed.tolist() if self._opens_number(int(flat_rows[i]), int(flat[i]))])
-            if len(open_):
-                p = len(PROBES)
-                pr, pt, before = np.repeat(flat_rows[open_], p), np.repeat(flat[open_], p), np.repeat(base[open_], p)
-                passed = look.try_tokens(pr, pt, np.tile(self._probe_ids, len(open_))) == before
-                ends = [tails[int(r)] + self._bytes[t] for r, t in zip(flat_rows[open_], flat[open_], strict=True)]
-                shaped = np.array([year_shaped(e + q) for e in ends for q in PROBES], bool)
-                if shaped.any():
-                    at = np.flatnonzero(shaped & passed)
-                    if len(at):
-                        numbers = np.tile(self._probe_numbers, len(open_))[at]
-                        passed[at] = look.try_tokens(pr[at], pt[at], numbers) == before[at]
-                ok[open_[passed.reshape(-1, p).any(axis=1)]] = True
-        ok = ok.reshape(n, width)
+        if self._tentative:
+            for row in rows.tolist():
+                self._tentative.pop(row, None)
+        force = self._force[rows].copy()
+        usable = usable & (np.arange(width)[None, :] < self._k[rows][:, None]) & (force < 0)[:, None]
+        cands = np.where(usable, candidates, -1).astype(np.int64)
+        tails = np.ascontiguousarray(self._tails[rows])
+        mask = self._decide(self.batch, self._lookahead, rows, cands, usable, tails)
+        ok = mask == MASK_ALLOWED
+        leave = np.zeros(n, bool)
         masked = usable & ~ok
-        for i in np.flatnonzero(masked.any(axis=1)).tolist():
-            r = self._rows[int(rows[i])]
-            r.masked.append((len(r.tokens), int(masked[i].sum()), bool(masked[i, 0])))
-        exhausted = np.flatnonzero(~ok.any(axis=1)).tolist()
-        for i in exhausted:
-            r = self._rows[int(rows[i])]
-            if r.exhausted_at is None:
-                r.exhausted_at = len(r.tokens)
+        acted = np.flatnonzero(masked.any(axis=1) | (~ok.any(axis=1) & (force < 0)))
+        if len(acted):
+            self._act(rows, cands, usable, ok, masked, acted, force, leave)
+        return GuardStep(ok, force, leave)
+
+    def _decide(self, batch, look, rows: np.ndarray, cands: np.ndarray, usable: np.ndarray, tails: np.ndarray):
+        """The decision's mask for `rows` of `batch` (`look`: its Lookahead, made when needed)."""
+        n, width = cands.shape
+        if self.backend != "native":
+            return guarding.decide(look(), rows, cands, usable, tails, self._table, self._probe_ids,
+                                   self._as_number_id, self._probe_numbers)  # fmt: skip
+        mask = np.empty((n, width), np.uint8)
+        c = self.checker
+        with c._lock:
+            c._check_open()
+            c._native.guard(batch.states, batch.n, rows.ctypes.data, n, cands.ctypes.data, width, tails.ctypes.data,
+                            mask.ctypes.data)  # fmt: skip
+        return mask
+
+    # -- drafts: positions past what was fed (assisted and speculative decoding) ------------
+
+    def guard_drafts(self, rows: np.ndarray, drafts: Sequence[Sequence[int]], candidates: np.ndarray,
+                     usable: np.ndarray) -> GuardStep:  # fmt: skip
+        """Guard's decision at the text of each row continued by its drafts (token ids the
+        engine proposes and has not taken yet: assisted and speculative decoding judge a
+        position per draft token). The sequences do not change; what the policies decide is
+        kept, and applies when the engine takes exactly those drafts (`feed`)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        n, width = candidates.shape
+        if self._draft is None:
+            c = self.checker
+            batch = type(c).batch(c, self.capacity)  # (not an attached Metrics' wrapper: no traffic)
+            self._draft = (batch, [None])
+        batch, look = self._draft
+        for i, row in enumerate(rows.tolist()):
+            batch.fork_from(i, self.batch, row)
+        tails = self._tails[rows].copy()
+        view = np.full(self.capacity, self.null_id, np.uint32)
+        for p in range(max((len(d) for d in drafts), default=0)):
+            has = np.array([i for i, d in enumerate(drafts) if p < len(d)], np.int64)
+            ids = np.array([drafts[i][p] for i in has.tolist()], np.int64)
+            self._check_ids(ids, "a draft token")
+            view.fill(self.null_id)
+            view[has] = ids
+            batch.feed_ids(view)
+            tails[has] = self._table.advance(tails[has], ids)
+        force = np.array([self._draft_force(row, list(d)) for row, d in zip(rows.tolist(), drafts, strict=True)])
+        usable = usable & (np.arange(width)[None, :] < self._k[rows][:, None]) & (force < 0)[:, None]
+        cands = np.where(usable, candidates, -1).astype(np.int64)
+
+        def lookahead():
+            if look[0] is None:
+                from ..lookahead import Lookahead
+
+                look[0] = Lookahead(batch)
+            return look[0]
+
+        mask = self._decide(batch, lookahead, np.arange(n, dtype=np.int64), cands, usable, np.ascontiguousarray(tails))
+        ok = mask == MASK_ALLOWED
+        leave = np.zeros(n, bool)
+        masked = usable & ~ok
+        acted = np.flatnonzero(masked.any(axis=1) | (~ok.any(axis=1) & (force < 0)))
+        for i in acted.tolist():
+            row = int(rows[i])
+            start = int(self._len[row])
+            pos = start + len(drafts[i])
+            iv, force[i], leave[i] = self._policy(self._rows[row], pos, tails[i], cands[i], usable[i], ok[i], masked[i])
+            self._tentative.setdefault(row, {})[pos] = (start, tuple(int(t) for t in drafts[i]), iv, int(force[i]))
+        return GuardStep(ok, force, leave)
+
+    def _draft_force(self, row: int, drafts: list[int]) -> int:
+        """The token the row is forced to at the position after its drafts: the marker goes on
+        while the drafts follow it (a draft that leaves it will not be taken)."""
+        r = self._rows[row]
+        c = int(self._len[row])
+        start = self._marker_start(r) if self._force[row] >= 0 else None
+        pending = self._tentative.get(row, {})
+        for q, t in enumerate(drafts):
+            entry = pending.get(c + q)
+            if entry is not None and entry[0] == c and entry[1] == tuple(drafts[:q]) and entry[2].action == "withheld":
+                start = c + q
+            if start is not None and (c + q - start >= len(r.marker) or t != r.marker[c + q - start]):
+                start = None
+        pos = c + len(drafts)
+        if start is not None and pos - start < len(r.marker):
+            return r.marker[pos - start]
+        return -1
+
+    def _take_tentative(self, rows: np.ndarray) -> None:
+        """Before a step is fed: what guard decided at a draft position that the engine took."""
+        for row in rows.tolist():
+            pending = self._tentative.get(row)
+            if not pending:
+                continue
+            pos = int(self._len[row])
+            entry = pending.pop(pos, None)
+            if entry is None:
+                continue
+            start, before, iv, force = entry
+            if tuple(self._tok[row, start:pos].tolist()) == before:
+                self._apply(row, self._rows[row], iv, force)
+
+    def _act(self, rows, cands, usable, ok, masked, acted, force, leave) -> None:
+        """The policies of the rows guard refused something for (a Python loop over those
+        rows only); each gets an Intervention."""
+        for i in acted.tolist():
+            row = int(rows[i])
+            r = self._rows[row]
+            iv, force[i], leave[i] = self._policy(r, int(self._len[row]), self._tails[row], cands[i], usable[i], ok[i],
+                                                  masked[i])  # fmt: skip
+            self._apply(row, r, iv, int(force[i]))
+        self._count_masks(masked, ok, acted)
+
+    def _policy(
+        self, r: _Row, step: int, tail: np.ndarray, cands, usable, ok, masked
+    ) -> tuple[Intervention, int, bool]:
+        """What the row's policy does where guard refused something: (the intervention, the
+        token forced or -1 or FORCE_EOS, whether the step is left as the model wrote it)."""
+        o = r.options
+        refused = [Refusal(int(t), self._bytes[int(t)].decode("utf-8", errors="replace"))
+                   for t in cands[masked].tolist()]  # fmt: skip
+        top = bool(usable[0] and not ok[0])
+        exhausted = not ok.any()
+        force, leave, action = -1, False, "steered" if top else "masked"
+        if top and o.policy == "stop":
+            action, force = "stopped", FORCE_EOS
+        elif top and o.policy == "withhold" and self._at_value(tail, int(cands[0])):
+            action, force = ("withheld", r.marker[0]) if r.marker else ("stopped", FORCE_EOS)
+        elif exhausted:
+            action = "exhausted"
+            if o.on_exhausted == "stop":
+                force = FORCE_EOS
+            else:
+                leave = True
+        return Intervention(step, action, top, refused, exhausted), force, leave
+
+    def _apply(self, row: int, r: _Row, iv: Intervention, force: int) -> None:
+        if iv.exhausted and r.exhausted_at is None:
+            r.exhausted_at = iv.step
+        self._force[row] = force if force >= 0 else -1
+        r.interventions.append(iv)
+        if iv.action in ("withheld", "stopped"):
+            self._take_back(row, r, iv)
+
+    def _take_back(self, row: int, r: _Row, iv: Intervention) -> None:
+        """The value being written goes back out of what the rules read: the row returns to
+        where it began (the bytes of its first token before it fed again); a stopped row
+        reads the marker in its place. The model's own text keeps what it wrote."""
+        ckpt = self._ckpt.pop(row, None)
+        if ckpt is not None:
+            step, saved, n_snaps, keep, tail = ckpt
+            self.batch.restore(row, saved)
+            del r.snaps[n_snaps:]
+            iv.value_from, iv.keep = step, keep
+            self._tails[row] = tail
+            if keep:
+                r.snaps += self.batch.feed_text(row, keep)
+                self._tails[row] = guarding.tail_after(tail, keep)
+        if iv.action == "stopped":
+            marker = r.options.marker.encode()
+            r.snaps += self.batch.feed_text(row, marker)
+            self._tails[row] = guarding.tail_after(self._tails[row], marker)
+
+    def _count_masks(self, masked: np.ndarray, ok: np.ndarray, acted: np.ndarray) -> None:
         if self.metrics is not None:
             name = self.checker.module_info.name
-            self.metrics.count_guard_masks(int(masked.sum()), module=name)
-            for _ in exhausted:
+            self.metrics.count_guard_masks(int(masked[acted].sum()), module=name)
+            for _ in range(int((~ok[acted].any(axis=1)).sum())):
                 self.metrics.count_guard_masks(0, exhausted=True, module=name)
-        return ok
 
-    def on_exhausted(self, row: int) -> str:
-        return self._rows[row].on_exhausted
-
-    def _tail(self, row: int, n: int = 8) -> bytes:
-        """The last `n` bytes (or fewer) of a row's text so far, its prompt included."""
-        r = self._rows[row]
-        out = b""
-        for t in reversed(r.tokens):
-            out = self._bytes[t] + out
-            if len(out) >= n:
-                return out[-n:]
-        return (r.prompt + out)[-n:]
-
-    def _opens_number(self, row: int, token: int) -> bool:
-        """Whether the text ends inside a number once `token` is added to `row`: it adds
-        bytes, and the text then ends in a digit, or in a digit and "." or ","."""
-        add = self._bytes[token]
-        if not add:
-            return False
-        tail = add[-2:]
-        if len(tail) < 2:  # the byte before the token's one byte
-            tail = self._tail(row, 1) + tail
-        if tail[-1] in _DIGITS:
+    def _at_value(self, tail: np.ndarray, top: int) -> bool:
+        """Whether a refusal of `top` after text ending in `tail` is about a value: the text
+        ends in a number (maybe spaces after it), or the candidate writes digits."""
+        if self._table.has_digit[top]:
             return True
-        return len(tail) == 2 and tail[-1] in b".," and tail[0] in _DIGITS
+        t = bytes(tail).rstrip(b" \t")
+        return bool(t) and (t[-1:].isdigit() or (t[-1:] in (b".", b",") and t[-2:-1].isdigit()))

@@ -1,7 +1,19 @@
-"""Guard's masking of a torch score tensor, and forcing EOS: shared by the transformers and
-vLLM adapters (both hold scores as a [rows, vocabulary] torch tensor).
+"""Guard on a torch score tensor, and forcing a token: shared by the transformers and vLLM
+adapters (both hold scores as a [rows, vocabulary] torch tensor), for the host backends.
 
-Public surface: `guard_scores(driver, scores, rows, eos)`, `force_eos(scores, index, eos)`.
+One top-k over the scores gives each row's candidates; the driver judges them (`Driver.guard`);
+the scores are then changed in place, never copied or reallocated:
+
+- under greedy decoding only the refused candidates are set to -inf: the largest score left
+  is the best candidate that passed (a row whose best passing candidate ties with the k-th
+  score, where a token outside the top k could win the tie, is confined as under sampling);
+- under sampling each guarded row is confined to the candidates that passed (every other
+  score -inf): sampling cannot reach a token that was not tried;
+- a row the driver forces (the next token of the marker, or an end-of-sequence token) gets
+  -inf everywhere but that token; a row it leaves (exhausted, `on_exhausted="pass"`) is left.
+
+Public surface: `guard_scores(driver, scores, rows, index, eos, greedy, drafts)`, `force_eos(scores,
+index, eos)`, `force_token(scores, index, token)`.
 """
 
 from __future__ import annotations
@@ -9,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .core import Driver
+from .core import FORCE_EOS, Driver
 
 _NEG = float("-inf")
 
@@ -20,27 +32,59 @@ def force_eos(scores: torch.Tensor, index: int, eos: list[int]) -> None:
     scores[index, eos] = 0.0  # (not the EOS's own score: a min-length rule may have set it to -inf)
 
 
-def guard_scores(
-    driver: Driver, scores: torch.Tensor, rows: np.ndarray, index: list[int] | None, eos: list[list[int]]
-) -> torch.Tensor:
-    """Mask the candidates guard refuses. `scores` rows `index` (all of them when None) hold
-    the driver's rows `rows`; `eos[i]` are the end-of-sequence ids of `rows[i]`. Only the
-    top-k candidates that pass keep their scores: sampling cannot reach a token that was
-    not tried. Returns the scores (changed in place where `index` is given)."""
-    sub = scores if index is None else scores[index]
-    k = min(driver.max_k(rows), sub.shape[1])
+def force_token(scores: torch.Tensor, index: int, token: int) -> None:
+    """Make row `index` of `scores` choose `token` (in place)."""
+    scores[index] = _NEG
+    scores[index, token] = 0.0
+
+
+def guard_scores(driver: Driver, scores: torch.Tensor, rows: np.ndarray, index: np.ndarray | None,
+                 eos: list[list[int]], greedy: bool = False, drafts: list | None = None) -> torch.Tensor:  # fmt: skip
+    """Guard the driver's rows `rows`, held by rows `index` of `scores` (all of them, in order,
+    when None); `eos[i]` are the end-of-sequence ids of `rows[i]`; `drafts[i]`, when given, the
+    tokens the engine proposes after what `rows[i]` was fed (the scores are for the position
+    after them: `Driver.guard_drafts`). Changes `scores` in place and returns it."""
+    k = min(driver.max_k(rows), scores.shape[1])
+    whole = index is None
+    sub = scores if whole else scores[torch.from_numpy(index)]
     values, ids = torch.topk(sub, k, dim=-1)
-    usable = torch.isfinite(values).cpu().numpy()
-    ok = driver.guard(rows, ids.cpu().numpy(), usable)
-    kept = torch.where(torch.from_numpy(ok).to(values.device), values, _NEG)
-    out = torch.full_like(sub, _NEG).scatter_(1, ids, kept)
-    for i in np.flatnonzero(~ok.any(axis=1)).tolist():
-        row_eos = eos[i]
-        if driver.on_exhausted(int(rows[i])) == "stop" and row_eos:
-            force_eos(out, i, row_eos)
-        else:  # "pass" (or no EOS to end it with): this step is left as the model wrote it
-            out[i] = sub[i]
-    if index is None:
-        return out
-    scores[index] = out
+    vals, cands = values.numpy(force=True), ids.numpy(force=True)
+    usable = np.isfinite(vals)
+    if drafts is None:
+        step = driver.guard(rows, cands.astype(np.int64), usable)
+    else:
+        step = driver.guard_drafts(rows, drafts, cands.astype(np.int64), usable)
+    ok, force, leave = step.ok, step.force, step.leave
+    at = np.arange(len(rows)) if whole else index
+    special = (force != -1) | leave
+    refused = usable & ~ok & ~special[:, None]
+    dead = ~ok.any(axis=1) & ~special  # (the driver forces or leaves these; kept for safety)
+    if greedy:
+        # a row whose best passing candidate is tied with the k-th score is confined: an
+        # untried token of that score could win argmax
+        best = np.where(ok, vals, -np.inf).max(axis=1, initial=-np.inf)
+        confine = ~special & ~dead & (best <= vals[:, -1]) & refused.any(axis=1)
+    else:
+        confine = ~special & ~dead
+    dev = scores.device
+    if confine.any():
+        rows_c = np.flatnonzero(confine)
+        keep = ok[rows_c]
+        target = torch.from_numpy(at[rows_c]).to(dev)
+        scores.index_fill_(0, target, _NEG)
+        r, j = np.nonzero(keep)
+        if len(r):
+            scores[torch.from_numpy(at[rows_c][r]).to(dev), ids[torch.from_numpy(rows_c[r]), torch.from_numpy(j)]] = (
+                values[torch.from_numpy(rows_c[r]), torch.from_numpy(j)]
+            )
+        refused[rows_c] = False
+    if refused.any():
+        r, j = np.nonzero(refused)
+        scores[torch.from_numpy(at[r]).to(dev), ids[torch.from_numpy(r), torch.from_numpy(j)]] = _NEG
+    for i in np.flatnonzero(force != -1).tolist():
+        if force[i] == FORCE_EOS:
+            if eos[i]:
+                force_eos(scores, int(at[i]), eos[i])
+        else:
+            force_token(scores, int(at[i]), int(force[i]))
     return scores

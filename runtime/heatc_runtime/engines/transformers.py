@@ -1,22 +1,33 @@
 """heatc inside `transformers` generation: a `LogitsProcessor` and a `StoppingCriteria`.
 
     checks = Checks("build/medical", tokenizer, mode="guard")
-    out = model.generate(**inputs, max_new_tokens=64, **checks.kwargs())
-    for report in checks.reports(out):
-        print(report.verdict, report.rejected, report.text)
+    out, reports = checks.generate(model, **inputs, max_new_tokens=64)
+    for report in reports:
+        print(report.verdict, report.rejected, report.delivered)
 
 `Checks` holds the state of one `generate` call: its processor (`checks.processor`) and
 stopping criteria (`checks.criteria`) share it, and each step costs one runtime call for the
-whole batch (guard: a few more, for all the candidates of all the rows together). Use one
+whole batch (guard: one more, for all the candidates of all the rows together). Use one
 `Checks` per `generate` call, or call `checks.reset()` before the next; a `Checks` that sees
 the rows of another call (or rows that were reordered) raises instead of mixing them up.
 
+- Backends (`backend=`): `native` where its extension loads and the build has rules.hct (the
+  default on the CPU), `wasm` (the portable fallback), `cuda` (the torch ops on the scores'
+  device: the default for CUDA scores where `heatc[cuda]` loads; token ids, guard's top-k and
+  masks stay on the device and nothing waits for the host in a step).
+- The token table is the model tokenizer's (`tokens="model"`, the default: rules read bytes,
+  so any build serves any model); `tokens="check"` refuses a build made for another tokenizer.
 - The prompt is read once, at the first step (the rules see it only with `see_prompt=True`;
   leading pad tokens of a left-padded batch are skipped).
 - A row ends at an EOS token (`eos_token_id`, by default the tokenizer's and the model's);
   what transformers writes after it (pad tokens) is not fed.
 - Greedy decoding and sampling both work; guard masks before the sampling warpers
-  (temperature, top-k, top-p), which then see only the candidates that passed.
+  (temperature, top-k, top-p), which then see only the candidates that passed. Under greedy
+  decoding (`generate` knows; pass `greedy=True` to `Checks` when you call `model.generate`
+  yourself) guard only masks the refused candidates, instead of confining every row.
+- Assisted generation with prompt lookup (`prompt_lookup_num_tokens`): the processor judges
+  each draft position on a copy of the sequence, so the text is what plain generation under
+  the same checks writes, in fewer model steps.
 - `metrics=Metrics(...)` (heatc_runtime.metrics) counts the steps, each row's audit report
   and guard's masks.
 - Beam search reorders rows between steps: it is refused (`generate()` checks `num_beams`
@@ -31,8 +42,9 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from .core import Driver, GenerationReport, check_options, open_module
+from .core import Driver, GenerationReport
 from .masking import guard_scores
+from .options import MARKER, RowOptions, choose_backend, marker_ids, open_module
 from .tokens import table_for_tokenizer
 
 
@@ -46,28 +58,41 @@ class Checks:
         *,
         mode: str = "observe",
         k: int = 8,
+        policy: str = "withhold",
+        marker: str = MARKER,
         see_prompt: bool = False,
         on_exhausted: str = "stop",
         eos_token_id: int | list[int] | None = None,
-        tokens: str = "check",
+        tokens: str = "model",
+        backend: str | None = None,
+        greedy: bool | None = None,
         limits=None,
         metrics=None,
     ):
-        check_options(mode, k, on_exhausted)
+        self.options = RowOptions(mode, k, policy, marker, on_exhausted, see_prompt)
+        self.mode, self.k, self.see_prompt = mode, k, see_prompt
         self.metrics = metrics  # (a heatc_runtime.metrics.Metrics: each row's report and guard's masks go there)
-        self.mode, self.k, self.see_prompt, self.on_exhausted = mode, k, see_prompt, on_exhausted
+        self.greedy = greedy
         self.table = table_for_tokenizer(tokenizer)
-        self.checker = open_module(module, self.table, tokens, limits)
+        self._module, self._tokens, self._limits, self._requested = module, tokens, limits, backend
+        # the host backend now (its errors surface here); a CUDA one at the first step, if the scores are there
+        self.backend = choose_backend(None if backend == "cuda" else backend, module)
+        self.checker = open_module(module, self.table, tokens, limits, self.backend)
+        self._marker: tuple[int, ...] = ()
+        if mode == "guard" and policy == "withhold":
+            self._marker = marker_ids(marker, self.table.tokens, tokenizer)
         eos = tokenizer.eos_token_id if eos_token_id is None else eos_token_id
         self.eos = sorted({int(e) for e in ([] if eos is None else [eos] if isinstance(eos, int) else eos)})
         self.pad = getattr(tokenizer, "pad_token_id", None)
         self.processor = HeatcLogitsProcessor(self)
         self.criteria = HeatcStoppingCriteria(self)
-        self._driver: Driver | None = None
+        self._attached = False  # the criteria feeds the tokens: the processor's extra ones are drafts
+        self._driver = None
         self.reset()
 
     def kwargs(self) -> dict:
         """`logits_processor` and `stopping_criteria` for `model.generate`."""
+        self._attached = True
         return {
             "logits_processor": LogitsProcessorList([self.processor]),
             "stopping_criteria": StoppingCriteriaList([self.criteria]),
@@ -86,7 +111,11 @@ class Checks:
         eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         if eos is not None:
             self.eos = sorted(set(self.eos) | set([eos] if isinstance(eos, int) else eos))
+        if self.greedy is None:
+            sample = kwargs.get("do_sample", getattr(config, "do_sample", False))
+            self.greedy = not sample
         self.reset()
+        self._attached = True
         kwargs["logits_processor"] = LogitsProcessorList([*(kwargs.get("logits_processor") or []), self.processor])
         kwargs["stopping_criteria"] = StoppingCriteriaList([*(kwargs.get("stopping_criteria") or []), self.criteria])
         out = model.generate(**kwargs)
@@ -101,22 +130,28 @@ class Checks:
         self._rows = 0
         self._prompt_len = -1  # not started
         self._fed = 0  # positions of input_ids fed so far (prompt included)
-        self._history = np.zeros((0, 0), np.int64)
         self._done: np.ndarray = np.zeros(0, bool)
+        self._live = np.zeros(0, np.int64)
+        self._last = np.zeros(0, np.int64)
         self._reports: dict[int, GenerationReport] = {}
-        self._stopped = np.zeros(0, bool)
+        self._stopped: torch.Tensor | None = None
 
     # -- the decode loop ----------------------------------------------------------------------
 
     def _begin(self, input_ids: torch.Tensor, vocab: int, prompt_len: int) -> None:
         rows = input_ids.shape[0]
-        if self._driver is None or self._driver.capacity < rows or self._driver.vocab_size < vocab:
-            self._driver = Driver(self.checker, self.table, rows, vocab, self.metrics)
+        d = self._driver
+        if d is None or d.capacity < rows or d.vocab_size < vocab:
+            self._driver = d = Driver(self.checker, self.table, rows, vocab, self.metrics)
+            self._is_eos = np.zeros(d.vocab_size, bool)
+        self._is_eos[:] = False
+        self._is_eos[[e for e in self.eos if 0 <= e < d.vocab_size]] = True
         self._rows, self._prompt_len, self._fed = rows, prompt_len, prompt_len
         self._done = np.zeros(rows, bool)
-        self._stopped = np.zeros(rows, bool)
-        self._history = np.zeros((rows, 64), np.int64)
-        prompts = input_ids[:, :prompt_len].cpu().numpy() if self.see_prompt else None
+        self._live = np.arange(rows, dtype=np.int64)
+        self._last = np.zeros(rows, np.int64)
+        self._stopped = torch.zeros(rows, dtype=torch.bool, device=input_ids.device)
+        prompts = input_ids[:, :prompt_len].numpy(force=True) if self.see_prompt else None
         for row in range(rows):
             prompt = None
             if prompts is not None:
@@ -125,49 +160,50 @@ class Checks:
                 while start < len(ids) and self.pad is not None and ids[start] == self.pad:
                     start += 1  # left padding
                 prompt = ids[start:]
-            self._driver.start(row, self.mode, self.k, self.on_exhausted, prompt, self.see_prompt)
+            d.start(row, self.options, prompt, self._marker)
 
     def sync(self, input_ids: torch.Tensor, vocab: int = 0, from_criteria: bool = False) -> None:
-        """Feed what `input_ids` holds past what was fed: one runtime call per position."""
+        """Feed what `input_ids` holds past what was fed: one runtime call per position.
+        (Called by the processor when no criteria is attached, and by the criteria.)"""
         length = input_ids.shape[1]
         if self._prompt_len < 0:
             self._begin(input_ids, vocab, length - 1 if from_criteria else length)
-        if input_ids.shape[0] != self._rows or length < self._fed:
+        fed = self._fed
+        if length == fed:
+            return
+        if input_ids.shape[0] != self._rows or length < fed:
             raise RuntimeError(
-                f"these Checks were started by a generate call with {self._rows} rows at position {self._fed}; "
+                f"these Checks were started by a generate call with {self._rows} rows at position {fed}; "
                 f"now given {input_ids.shape[0]} rows of {length} tokens: use one Checks per generate call, "
                 "or call reset() first"
             )
-        if length == self._fed:
-            return
-        start, gen = self._prompt_len, self._fed - self._prompt_len
-        ids = input_ids[:, start:length].cpu().numpy()
-        live = ~self._done
-        if gen and not np.array_equal(ids[live, :gen], self._history[live, :gen]):
+        block = input_ids[:, fed - 1 : length].numpy(force=True)
+        live = self._live
+        if fed > self._prompt_len and not np.array_equal(block[live, 0], self._last[live]):
             raise RuntimeError(
                 "the rows of the batch changed between steps (reordered by beam search, or another generate call "
                 "with these Checks): heatc follows rows in place; use num_beams=1, and one Checks per generate call"
             )
-        if length - start > self._history.shape[1]:
-            grown = np.zeros((self._rows, 2 * (length - start)), np.int64)
-            grown[:, :gen] = self._history[:, :gen]
-            self._history = grown
         driver = self._driver
-        for pos in range(gen, length - start):
-            rows = np.flatnonzero(~self._done)
+        for pos in range(1, block.shape[1]):
+            rows = self._live
             if not len(rows):
                 break
-            column = ids[rows, pos]
-            self._history[rows, pos] = column
-            for row in driver.feed(rows, column):
-                self._stopped[row] = True
-            for row, token in zip(rows.tolist(), column.tolist(), strict=True):
-                if token in self.eos or self._stopped[row]:
+            column = block[rows, pos]
+            stopped = driver.feed(rows, column)
+            self._last[rows] = column
+            ends = rows[self._is_eos[column]]
+            if stopped:
+                self._stopped[torch.tensor(stopped)] = True
+                ends = np.union1d(ends, stopped)
+            if len(ends):
+                for row in ends.tolist():
                     self._end(row)
         self._fed = length
 
     def _end(self, row: int) -> None:
         self._done[row] = True
+        self._live = np.flatnonzero(~self._done)
         self._reports[row] = self._driver.end(row)
 
     def reports(self, sequences=None) -> list[GenerationReport]:
@@ -182,25 +218,33 @@ class Checks:
                 self._end(row)
         return [self._reports[row] for row in range(self._rows)]
 
+    def _guard(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        rows = self._live
+        if not len(rows):
+            return scores
+        length = input_ids.shape[1]
+        eos = [self.eos] * len(rows)
+        index = None if len(rows) == self._rows else rows
+        if length > self._fed:  # draft positions (assisted generation): judged on copies
+            drafts = input_ids[rows, self._fed : length].numpy(force=True)
+            return guard_scores(self._driver, scores, rows, index, eos, bool(self.greedy), list(drafts))
+        return guard_scores(self._driver, scores, rows, index, eos, bool(self.greedy))
+
 
 class HeatcLogitsProcessor(LogitsProcessor):
-    """Feeds the tokens of the last step; in guard mode, masks the candidates that would add a rejection."""
+    """Feeds the tokens of the last step (when no criteria is attached); in guard mode, masks
+    the candidates that would add a rejection."""
 
     def __init__(self, checks: Checks):
         self.checks = checks
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         c = self.checks
-        c.sync(input_ids, scores.shape[-1])
+        if c._prompt_len < 0 or not c._attached or input_ids.shape[1] < c._fed or input_ids.shape[0] != c._rows:
+            c.sync(input_ids, scores.shape[-1])  # (attached: the criteria feeds; this only starts, or refuses)
         if c.mode != "guard":
             return scores
-        rows = np.flatnonzero(~c._done)
-        if not len(rows):
-            return scores
-        eos = [c.eos] * len(rows)
-        if len(rows) == c._rows:
-            return guard_scores(c._driver, scores, rows, None, eos)
-        return guard_scores(c._driver, scores.clone(), rows, rows.tolist(), eos)
+        return c._guard(input_ids, scores)
 
 
 class HeatcStoppingCriteria(StoppingCriteria):
@@ -213,4 +257,4 @@ class HeatcStoppingCriteria(StoppingCriteria):
         c = self.checks
         vocab = scores.shape[-1] if isinstance(scores, torch.Tensor) else 0
         c.sync(input_ids, vocab, from_criteria=True)
-        return torch.from_numpy(c._stopped.copy()).to(input_ids.device)
+        return c._stopped

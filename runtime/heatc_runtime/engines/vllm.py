@@ -5,13 +5,21 @@ Register it by class (`LLM(..., logits_processors=[HeatcLogitsProcessor])`), by 
 let vLLM find it through the `vllm.logits_processors` entry point that heatc installs. Each
 request chooses its checks in `SamplingParams.extra_args` (`vllm_xargs` in the OpenAI API):
 
-    heatc_module   a build or module directory, or a name from $HEATC_MODULES ("name=path,...")
+    heatc_module   a name from $HEATC_MODULES ("name=path,..."), or (in-process only) a build directory
     heatc_mode     observe (default), stop or guard
     heatc_k        guard's candidates per step (default 8, at most 64)
+    heatc_policy   withhold (default), stop or steer: what guard does when the model's first choice fails
+    heatc_marker   what replaces a withheld value (default "[unverified]")
     heatc_prompt   1: the rules read the prompt first (default 0)
-    heatc_tokens   "check" (default): refuse a module built for another tokenizer; "model": use the model's table
+    heatc_tokens   "model" (default): the model's token table; "check": refuse a build made for another tokenizer
+    heatc_backend  native, wasm or cuda (default: cuda for CUDA logits where it loads, else native, else wasm)
     heatc_on_exhausted  stop (default) or pass: what guard does when no candidate passes
     heatc_id       a key for the request's report (`take_report(key)`, in the engine's process)
+
+Serving: a server accepts modules by name only — the operator lists them in
+`HEATC_MODULES="medical=/srv/builds/medical,…"`; a client that names a path is refused (an
+in-process `LLM` may name a build directory). At most `HEATC_MODULE_CACHE` modules (default
+8) stay loaded per process, the least recently used going first.
 
 Metrics (docs/metrics.md): `use_metrics(Metrics(...))` in the engine's process, or
 `HEATC_METRICS=1` in its environment (a `Metrics()` on prometheus_client's global registry,
@@ -21,14 +29,14 @@ request, guard's masks.
 
 A request without `heatc_module` is not touched. A request whose options are wrong — an
 unknown mode, a module that does not exist or does not load, one built for another
-tokenizer — is refused by `validate_params` with the reason: that request fails, the
-engine keeps serving the others.
+tokenizer with `heatc_tokens: check` — is refused by `validate_params` with the reason: that
+request fails, the engine keeps serving the others.
 
 How vLLM's persistent batch is followed (measured on its CPU build): a request added or
 moved onto index i replaces whatever was there (`removed` is not always reported first);
 `output_ids` of an added request is the engine's live list, read at every step; the scores
-are float32 whatever the model's dtype. Stop mode and exhausted guard end a request by
-forcing an end-of-sequence token at the next step (a request with `ignore_eos` cannot be
+are float32 whatever the model's dtype. Stop mode, guard's stop policy and an exhausted guard
+end a request by forcing an end-of-sequence token (a request with `ignore_eos` cannot be
 ended this way: its report still says where it would have stopped).
 
 Public surface: `HeatcLogitsProcessor`, `take_report(key)`, `request_options(extra_args)`,
@@ -39,6 +47,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -50,27 +59,39 @@ import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
 from ..errors import ModuleError, ModuleTrap
-from .core import MODES, ON_EXHAUSTED, Driver, GenerationReport, open_module
+from .core import Driver, GenerationReport
 from .masking import force_eos, guard_scores
+from .options import (
+    BACKENDS,
+    MARKER,
+    MODES,
+    ON_EXHAUSTED,
+    POLICIES,
+    RowOptions,
+    check_table,
+    choose_backend,
+    marker_ids,
+    open_module,
+)
 from .tokens import TokenizerError, TokenTable, table_for_tokenizer
 
 log = logging.getLogger("heatc.vllm")
 
-_KEYS = {"heatc_module", "heatc_mode", "heatc_k", "heatc_prompt", "heatc_tokens", "heatc_on_exhausted", "heatc_id"}
+_KEYS = {"heatc_module", "heatc_mode", "heatc_k", "heatc_policy", "heatc_marker", "heatc_prompt", "heatc_tokens",
+         "heatc_backend", "heatc_on_exhausted", "heatc_id"}  # fmt: skip
 _REPORTS: OrderedDict[str, GenerationReport] = OrderedDict()
 _REPORTS_KEPT = 10_000  # the oldest reports nobody took are dropped
 _LOCK = threading.Lock()
 _INSTANCES: weakref.WeakSet = weakref.WeakSet()
+_GREEDY_BELOW = 1e-5  # vLLM samples greedily below this temperature (vllm.sampling_params._SAMPLING_EPS)
 
 
 @dataclass(frozen=True)
 class Options:
     module: str  # the resolved directory
-    mode: str = "observe"
-    k: int = 8
-    prompt: bool = False
-    tokens: str = "check"
-    on_exhausted: str = "stop"
+    row: RowOptions
+    tokens: str = "model"
+    backend: str | None = None
     key: str | None = None
 
 
@@ -88,6 +109,11 @@ def _named_modules() -> dict[str, str]:
     return {name.strip(): path.strip() for name, path in pairs}
 
 
+def _serving() -> bool:
+    """Whether this process serves clients (vLLM's OpenAI server): then a module must be named."""
+    return bool(os.environ.get("HEATC_MODULES")) or "vllm.entrypoints.openai.api_server" in sys.modules
+
+
 def request_options(extra_args: dict | None) -> Options | None:
     """A request's heatc options, or None when it asks for none. Raises ValueError with the
     reason when they are wrong."""
@@ -103,52 +129,86 @@ def request_options(extra_args: dict | None) -> Options | None:
     name = args["heatc_module"]
     if not isinstance(name, str) or not name:
         raise ValueError(f"heatc_module must name a module, not {name!r}")
-    path = _named_modules().get(name, name)
-    mode = args.get("heatc_mode", "observe")
-    if mode not in MODES:
-        raise ValueError(f"heatc_mode {mode!r} is not a mode (modes: {', '.join(MODES)})")
+    named = _named_modules()
+    if name in named:
+        path = named[name]
+    elif _serving():
+        listed = ", ".join(sorted(named)) or "none: the operator sets HEATC_MODULES"
+        raise ValueError(f"heatc_module {name!r} is not a module this server offers (HEATC_MODULES: {listed})")
+    else:
+        path = name
     k = args.get("heatc_k", 8)
     if isinstance(k, float) and k.is_integer():
         k = int(k)
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
-        raise ValueError(f"heatc_k must be a whole number from 1 to 64, not {k!r}")
-    tokens = args.get("heatc_tokens", "check")
+    tokens = args.get("heatc_tokens", "model")
     if tokens not in ("check", "model"):
         raise ValueError(f"heatc_tokens must be 'check' or 'model', not {tokens!r}")
+    backend = args.get("heatc_backend")
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(f"heatc_backend {backend!r} is not a backend (backends: {', '.join(BACKENDS)})")
+    mode, policy = args.get("heatc_mode", "observe"), args.get("heatc_policy", "withhold")
+    if mode not in MODES:
+        raise ValueError(f"heatc_mode {mode!r} is not a mode (modes: {', '.join(MODES)})")
+    if policy not in POLICIES:
+        raise ValueError(f"heatc_policy {policy!r} is not a policy (policies: {', '.join(POLICIES)})")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
+        raise ValueError(f"heatc_k must be a whole number from 1 to 64, not {k!r}")
     exhausted = args.get("heatc_on_exhausted", "stop")
     if exhausted not in ON_EXHAUSTED:
         raise ValueError(f"heatc_on_exhausted must be one of {', '.join(ON_EXHAUSTED)}, not {exhausted!r}")
+    try:
+        row = RowOptions(mode, k, policy, args.get("heatc_marker", MARKER), exhausted,
+                         _flag(args.get("heatc_prompt", 0), "heatc_prompt"))  # fmt: skip
+    except ValueError as e:
+        raise ValueError(f"heatc_marker: {e}") from None
     key = args.get("heatc_id")
     resolved = str(Path(path).expanduser().resolve())
-    return Options(resolved, mode, k, _flag(args.get("heatc_prompt", 0), "heatc_prompt"), tokens, exhausted,
-                   None if key is None else str(key))  # fmt: skip
+    return Options(resolved, row, tokens, backend, None if key is None else str(key))
 
 
-# Modules loaded once per process (validated, checksums verified), by directory; each
-# processor works on its own clone. The model's token table is known once an engine in this
-# process has started: then validate_params also refuses a module built for another tokenizer.
-_MODULES: dict[str, object] = {}
+# Modules loaded once per process (validated, checksums verified), by directory and backend
+# (the least recently used dropped past HEATC_MODULE_CACHE); each processor works on its own
+# clone. The model's token table is known once an engine in this process has started: then
+# validate_params also refuses, with heatc_tokens "check", a module built for another tokenizer.
+_MODULES: OrderedDict[tuple[str, str], object] = OrderedDict()
 _MODEL_TABLE: list[TokenTable] = []
 
 
-def _module(opts: Options):
+def _cache_size() -> int:
+    try:
+        return max(1, int(os.environ.get("HEATC_MODULE_CACHE", "8")))
+    except ValueError:
+        return 8
+
+
+def _module(opts: Options, device: str = "cpu"):
+    """The loaded module for a request (a host Checker), and its backend."""
+    if not (Path(opts.module) / "manifest.json").is_file():
+        raise ValueError(f"heatc_module {opts.module}: no such module (a heatc build or module directory)")
+    try:
+        backend = choose_backend(opts.backend, opts.module, device)
+    except (ModuleError, ValueError) as e:
+        raise ValueError(f"heatc_backend: {e}") from None
+    host = "native" if backend == "cuda" else backend  # (the CUDA program is loaded by its driver)
     with _LOCK:
-        base = _MODULES.get(opts.module)
+        base = _MODULES.get((opts.module, host))
+        if base is not None:
+            _MODULES.move_to_end((opts.module, host))
     if base is None:
-        if not (Path(opts.module) / "manifest.json").is_file():
-            raise ValueError(f"heatc_module {opts.module}: no such module (a heatc build or module directory)")
         try:
-            base = open_module(opts.module, None, "model")
+            base = open_module(opts.module, None, "model", None, host)
         except ModuleError as e:
             raise ValueError(f"heatc_module {e}") from None
         with _LOCK:
-            _MODULES[opts.module] = base
+            _MODULES[(opts.module, host)] = base
+            while len(_MODULES) > _cache_size():
+                _MODULES.popitem(last=False)
     if opts.tokens == "check" and _MODEL_TABLE:
         try:
-            open_module(base, _MODEL_TABLE[0], "check")
+            check_table(base._token_table, _MODEL_TABLE[0], opts.module)
         except ModuleError as e:
-            raise ValueError(f"heatc_module {opts.module}: {str(e).removeprefix('the module: ')}") from None
-    return base
+            raise ValueError(f"heatc_module {e}") from None
+    return base, backend
 
 
 _METRICS: list = []  # the Metrics the drivers made from now on report into (none: no metrics)
@@ -192,12 +252,29 @@ def _keep(key: str | None, report: GenerationReport) -> None:
 
 
 class _Request:
-    __slots__ = ("driver", "eos", "fed", "force_eos", "opts", "output", "slot")
+    __slots__ = ("driver", "eos", "fed", "force_eos", "greedy", "opts", "output", "slot")
 
-    def __init__(self, opts: Options, driver: Driver | None, slot: int, output: list[int], eos: list[int]):
+    def __init__(self, opts: Options, driver, slot: int, output: list[int], eos: list[int], greedy: bool):
         self.opts, self.driver, self.slot, self.output, self.eos = opts, driver, slot, output, eos
+        self.greedy = greedy
         self.fed = 0
         self.force_eos = False
+
+
+class _Group:
+    """The requests of one driver, as arrays for a step (rebuilt when the batch changes)."""
+
+    __slots__ = ("driver", "eos", "greedy", "guarded", "indices", "reqs", "slots")
+
+    def __init__(self, driver, members: list[tuple[int, _Request]]):
+        self.driver = driver
+        self.reqs = [r for _, r in members]
+        self.slots = np.array([r.slot for r in self.reqs], np.int64)
+        guard = [(i, r) for i, r in members if r.opts.row.mode == "guard"]
+        self.guarded = np.array([r.slot for _, r in guard], np.int64)
+        self.indices = np.array([i for i, _ in guard], np.int64)
+        self.eos = [r.eos for _, r in guard]
+        self.greedy = all(r.greedy for _, r in guard)
 
 
 class HeatcLogitsProcessor(LogitsProcessor):
@@ -217,14 +294,17 @@ class HeatcLogitsProcessor(LogitsProcessor):
             self._idle = any(p._config is vllm_config and not p._idle for p in _INSTANCES)
         self._config = vllm_config
         self._live: dict[int, _Request] = {}
+        self._groups: list[_Group] | None = None
         _INSTANCES.add(self)
         model = vllm_config.model_config
         self.vocab_size = int(model.get_vocab_size())
         self.capacity = int(vllm_config.scheduler_config.max_num_seqs)
         self._model_config = model
         self._table: TokenTable | None = None
-        self._drivers: dict[tuple[str, str], Driver] = {}
-        self._free: dict[tuple[str, str], list[int]] = {}
+        self._tokenizer = None
+        self._markers: dict[str, tuple[int, ...]] = {}
+        self._drivers: dict[tuple[str, str, str], Driver] = {}
+        self._free: dict[tuple[str, str, str], list[int]] = {}
         if self._idle:
             return
         try:
@@ -241,24 +321,40 @@ class HeatcLogitsProcessor(LogitsProcessor):
             tokenizer = cached_tokenizer_from_config(self._model_config)
             if tokenizer is None:
                 raise TokenizerError("the engine was started without a tokenizer (skip_tokenizer_init)")
+            self._tokenizer = tokenizer
             self._table = table_for_tokenizer(tokenizer)
         return self._table
+
+    def _marker(self, row: RowOptions) -> tuple[int, ...]:
+        if row.mode != "guard" or row.policy != "withhold":
+            return ()
+        ids = self._markers.get(row.marker)
+        if ids is None:
+            table = self._model_table()
+            ids = self._markers[row.marker] = marker_ids(row.marker, table.tokens, self._tokenizer)
+        return ids
 
     def is_argmax_invariant(self) -> bool:
         return False  # stop and guard change what greedy decoding picks
 
     # -- the persistent batch -------------------------------------------------------------
 
-    def _driver(self, opts: Options) -> tuple[Driver, int]:
-        key = (opts.module, opts.tokens)
+    def _driver(self, opts: Options):
+        base, backend = _module(opts, str(self.device))
+        key = (opts.module, opts.tokens, backend)
         driver = self._drivers.get(key)
         if driver is None:
-            checker = open_module(_module(opts).clone(), self._model_table(), opts.tokens)
-            driver = self._drivers[key] = Driver(
-                checker, self._model_table(), self.capacity, self.vocab_size, _metrics()
-            )
+            checker = open_module(base.clone(), self._model_table(), opts.tokens)
+            if backend == "cuda":
+                from .device import DeviceDriver
+
+                driver = DeviceDriver.from_checker(checker, self._model_table(), self.capacity, self.vocab_size,
+                                                   self.device, _metrics())  # fmt: skip
+            else:
+                driver = Driver(checker, self._model_table(), self.capacity, self.vocab_size, _metrics())
+            self._drivers[key] = driver
             self._free[key] = list(range(self.capacity - 1, -1, -1))
-        return driver, self._free[key].pop()
+        return driver, key, self._free[key].pop()
 
     def _add(self, index: int, params, prompt: list[int] | None, output: list[int]) -> None:
         try:
@@ -268,44 +364,49 @@ class HeatcLogitsProcessor(LogitsProcessor):
         if opts is None:
             return
         eos = sorted(params.all_stop_token_ids) if not params.ignore_eos else []
+        greedy = params.temperature < _GREEDY_BELOW
         try:
-            driver, slot = self._driver(opts)
+            driver, _, slot = self._driver(opts)
+            marker = self._marker(opts.row)
         except (ModuleError, ValueError, OSError) as e:
             # Refused here, not by validate_params (which ran in another process, or before the
             # module changed): the request is ended at its first step, its report says why.
             log.error("heatc: request at index %d cannot be checked, ending it: %s", index, e)
-            req = _Request(opts, None, -1, output, eos)
+            req = _Request(opts, None, -1, output, eos, greedy)
             req.force_eos = True
             self._live[index] = req
-            _keep(opts.key, GenerationReport(opts.mode, b"", 0, [], [], {}, error=str(e)))
+            _keep(opts.key, GenerationReport(opts.row.mode, b"", 0, [], [], {}, error=str(e)))
             return
-        req = _Request(opts, driver, slot, output, eos)
-        driver.start(slot, opts.mode, opts.k, opts.on_exhausted, prompt, opts.prompt)
+        req = _Request(opts, driver, slot, output, eos, greedy)
+        driver.start(slot, opts.row, prompt, marker)
         self._live[index] = req
 
     def _release(self, index: int) -> None:
         req = self._live.pop(index, None)
         if req is not None:
-            self._sync([req])
+            self._sync_one(req)
             self._finish(req)
 
     def _finish(self, req: _Request, error: str | None = None) -> None:
         if req.driver is not None and req.driver.live(req.slot):
             report = req.driver.end(req.slot, error)
-            self._free[(req.opts.module, req.opts.tokens)].append(req.slot)
+            key = next(k for k, d in self._drivers.items() if d is req.driver)
+            self._free[key].append(req.slot)
             _keep(req.opts.key, report)
 
     def _end_key(self, key: str) -> None:
         for index, req in list(self._live.items()):
             if req.opts.key == str(key):
-                self._sync([req])
+                self._sync_one(req)
                 self._finish(req)
                 del self._live[index]
+                self._groups = None
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
         if self._idle:
             return
         if batch_update is not None:
+            self._groups = None
             for index in batch_update.removed:
                 self._release(index)
             for index, params, prompt, output in batch_update.added:
@@ -324,31 +425,59 @@ class HeatcLogitsProcessor(LogitsProcessor):
                     if moved is not None:
                         self._live[b] = moved
         if self._live:
-            self._sync(list(self._live.values()))
+            self._step()
 
-    def _sync(self, reqs: list[_Request]) -> None:
-        """Feed each request the tokens its live output list gained: one runtime call per
-        module per new position (one, at a decoding step)."""
-        while True:
-            by_driver: dict[int, tuple[Driver, list[_Request]]] = {}
-            for req in reqs:
-                out = req.output
-                if req.fed < len(out) and out[req.fed] >= 0 and req.driver is not None and req.driver.live(req.slot):
-                    by_driver.setdefault(id(req.driver), (req.driver, []))[1].append(req)
-            if not by_driver:
-                return
-            for driver, group in by_driver.values():
-                slots = np.fromiter((r.slot for r in group), np.intp, len(group))
+    def _grouped(self) -> list[_Group]:
+        if self._groups is None:
+            by: dict[int, list[tuple[int, _Request]]] = {}
+            for index, req in self._live.items():
+                if req.driver is not None:
+                    by.setdefault(id(req.driver), []).append((index, req))
+            self._groups = [_Group(m[0][1].driver, m) for m in by.values()]
+        return self._groups
+
+    def _step(self) -> None:
+        """Feed each request the token its live output list gained: one runtime call per
+        module (more only when a request gained several tokens, or when one catches up)."""
+        for g in self._grouped():
+            reqs = g.reqs
+            fed = np.fromiter((len(r.output) - r.fed for r in reqs), np.int64, len(reqs))
+            while True:
+                new = np.flatnonzero(fed > 0)
+                if not len(new):
+                    break
+                group = [reqs[i] for i in new.tolist()]
                 ids = np.fromiter((r.output[r.fed] for r in group), np.int64, len(group))
-                try:
-                    stopped = set(driver.feed(slots, ids))
-                except (ModuleTrap, ValueError) as e:
-                    self._fail(group, e)
-                    continue
-                for r in group:
-                    r.fed += 1
-                    if r.slot in stopped:
-                        r.force_eos = True
+                keep = ids >= 0
+                if not keep.all():  # (a placeholder vLLM fills in later: wait for it)
+                    fed[new[~keep]] = 0
+                    new, ids, group = new[keep], ids[keep], [r for r, k in zip(group, keep.tolist(), strict=True) if k]
+                    if not len(new):
+                        break
+                self._feed(g.driver, group, g.slots[new], ids)
+                fed[new] -= 1
+
+    def _sync_one(self, req: _Request) -> None:
+        """Feed one request what it has not been fed (before it leaves the batch)."""
+        while req.driver is not None and req.driver.live(req.slot) and req.fed < len(req.output):
+            t = req.output[req.fed]
+            if t < 0:
+                return
+            self._feed(req.driver, [req], np.array([req.slot]), np.array([t], np.int64))
+
+    def _feed(self, driver, group: list[_Request], slots: np.ndarray, ids: np.ndarray) -> None:
+        try:
+            stopped = driver.feed(slots, ids)
+        except (ModuleTrap, ValueError) as e:
+            self._fail(group, e)
+            return
+        for r in group:
+            r.fed += 1
+        if stopped:
+            ended = set(stopped)
+            for r in group:
+                if r.slot in ended:
+                    r.force_eos = True
 
     def _fail(self, group: list[_Request], error: Exception) -> None:
         """A module trapped or a token was out of its table: those requests end, with the error in their reports."""
@@ -356,28 +485,35 @@ class HeatcLogitsProcessor(LogitsProcessor):
         for req in group:
             req.force_eos = True
             self._finish(req, str(error))
+        self._groups = None
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self._live:
             return logits
-        guards: dict[int, tuple[Driver, list[int], list[_Request]]] = {}
+        rows = logits.shape[0]
         for index, req in self._live.items():
-            if index >= logits.shape[0]:
+            if req.force_eos and index < rows and req.eos:
+                force_eos(logits, index, req.eos)
+        for g in self._grouped():
+            if not len(g.indices):
                 continue
-            if req.force_eos:
-                if req.eos:
-                    force_eos(logits, index, req.eos)
-            elif req.opts.mode == "guard" and req.driver.live(req.slot):
-                _, indices, reqs = guards.setdefault(id(req.driver), (req.driver, [], []))
-                indices.append(index)
-                reqs.append(req)
-        for driver, indices, reqs in guards.values():
-            slots = np.fromiter((r.slot for r in reqs), np.intp, len(reqs))
+            live = (g.indices < rows) & np.fromiter(
+                (not self._live[i].force_eos for i in g.indices.tolist()), bool, len(g.indices)
+            )
+            if not live.all():
+                if not live.any():
+                    continue
+                slots, indices = g.guarded[live], g.indices[live]
+                eos = [e for e, keep in zip(g.eos, live.tolist(), strict=True) if keep]
+            else:
+                slots, indices, eos = g.guarded, g.indices, g.eos
+            whole = len(indices) == rows and (indices == np.arange(rows)).all()
             try:
-                guard_scores(driver, logits, slots, indices, [r.eos for r in reqs])
+                guard_scores(g.driver, logits, slots, None if whole else indices, eos, g.greedy)
             except (ModuleTrap, ValueError) as e:
+                reqs = [self._live[i] for i in indices.tolist()]
                 self._fail(reqs, e)
-                for index, req in zip(indices, reqs, strict=True):
+                for index, req in zip(indices.tolist(), reqs, strict=True):
                     if req.eos:
                         force_eos(logits, index, req.eos)
         return logits
