@@ -123,6 +123,115 @@ def test_a_corrupted_build_is_refused_with_the_reason(good_build, tmp_path, arti
         assert str(outcome).startswith(str(d)), outcome  # names the file
 
 
+@pytest.mark.parametrize("artifact", ["manifest.json", "rules.hct", "tokens.bin"])
+@pytest.mark.parametrize("corruption", [name for name, _ in _corruptions()])
+def test_the_cuda_ops_loader_refuses_a_corrupted_build_as_the_runtime_does(good_build, tmp_path, artifact, corruption):
+    """The CUDA ops' loader read its files with plain reads and trusted the manifest: a FIFO hung
+    it, /dev/zero filled memory, a manifest of the wrong shape raised a KeyError."""
+    import shutil
+
+    pytest.importorskip("torch", reason="the CUDA ops need torch (pip install 'heatc[cuda]')")
+    from heatc_runtime.cuda.program import load as load_ops
+
+    d = tmp_path / "build"
+    shutil.copytree(good_build, d)
+    (tmp_path / "outside").write_bytes(b"{}")
+    dict(_corruptions())[corruption](d / artifact, random.Random(f"{artifact}/{corruption}"))
+    outcome = _in_time(lambda: load_ops(d, "cpu"))
+    if not isinstance(outcome, BaseException):  # (a manifest's last newline, nothing else)
+        assert outcome.manifest == rt.load(good_build).manifest, f"{artifact} {corruption}: loaded a changed build"
+        return
+    assert isinstance(outcome, rt.ModuleError), f"{artifact} {corruption}: {type(outcome).__name__}: {outcome}"
+    assert str(outcome).startswith(str(d)), outcome  # names the file
+
+
+# every command that reads a build, by the runtime's readers: `{d}` the build, `{text}` a text
+CLI_READERS = {
+    "scan": ["scan", "{d}", "{text}"],
+    "scan native": ["scan", "--backend", "native", "{d}", "{text}"],
+    "scan reference": ["scan", "--backend", "reference", "{d}", "{text}"],
+    "inspect": ["inspect", "{d}"],
+    "inspect --tiers": ["inspect", "--tiers", "{d}"],
+    "ir": ["ir", "{d}"],
+}
+
+
+def _cli(command: str, d: Path, text: Path):
+    args = [a.format(d=d, text=text) for a in CLI_READERS[command]]
+    return _in_time(lambda: CliRunner().invoke(app, args))
+
+
+@pytest.fixture(scope="module")
+def good_outputs(good_build, tmp_path_factory) -> dict[str, str]:
+    """What each command prints for the good build (its path written `{d}`)."""
+    import shutil
+
+    tmp = tmp_path_factory.mktemp("outputs")
+    d, text = tmp / "build", tmp / "text.txt"
+    text.write_text(PROBE)
+    shutil.copytree(good_build, d)
+    return {command: _cli(command, d, text).output.replace(str(d), "{d}") for command in CLI_READERS}
+
+
+@pytest.mark.parametrize("artifact", ARTIFACTS)
+@pytest.mark.parametrize("corruption", [name for name, _ in _corruptions()])
+def test_every_command_that_reads_a_build_refuses_a_corrupted_one_in_one_line(
+    good_build, good_outputs, tmp_path, artifact, corruption
+):
+    """`heatc scan BUILD` read program.json and the manifest itself: a FIFO hung it, /dev/zero
+    or a sparse file raised MemoryError, a bad manifest printed a traceback. Each command
+    either refuses the build with one line naming the file, or (when what changed does not
+    matter) prints what it prints for the good build."""
+    import shutil
+
+    d, text = tmp_path / "build", tmp_path / "text.txt"
+    text.write_text(PROBE)
+    shutil.copytree(good_build, d)
+    (tmp_path / "outside").write_bytes(b"{}")
+    dict(_corruptions())[corruption](d / artifact, random.Random(f"{artifact}/{corruption}"))
+    for command in CLI_READERS:
+        r = _cli(command, d, text)
+        assert isinstance(r.exception, SystemExit) or r.exception is None, f"{command}: {r.exception!r}"
+        if r.exit_code in (0, 3):
+            assert r.output.replace(str(d), "{d}") == good_outputs[command], f"{command} read a changed {artifact}"
+            continue
+        assert r.exit_code == 1, (command, r.exit_code, r.output)
+        assert len(r.output.strip().splitlines()) == 1 and str(d) in r.output, f"{command}: {r.output}"
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"null", "not a heatc program (AttributeError"),
+        (b"[" * 100_000 + b"]" * 100_000, "not a heatc program (nested too deeply)"),
+        (b'{"ir_version": 6, "name": 5}', "not a heatc program (KeyError"),
+        (b"\xff\xfe\x00", "not a heatc program (UnicodeDecodeError"),
+    ],
+)
+def test_a_program_json_that_is_no_program_is_refused_even_with_its_checksums_made_to_match(
+    good_build, tmp_path, content, message
+):
+    import hashlib
+    import shutil
+
+    d, text = tmp_path / "build", tmp_path / "text.txt"
+    text.write_text(PROBE)
+    shutil.copytree(good_build, d)
+    (d / "program.json").write_bytes(content)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["build"]["artifacts"]["program.json"] = {
+        "sha256": hashlib.sha256(content).hexdigest(),
+        "size": len(content),
+    }
+    del manifest["manifest_sha256"]
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    for command in ("scan reference", "ir"):
+        r = _cli(command, d, text)
+        assert r.exit_code == 1 and isinstance(r.exception, SystemExit), f"{command}: {r.exception!r}"
+        assert r.output.startswith(f"{d / 'program.json'}: error: {message}"), r.output
+        assert len(r.output.strip().splitlines()) == 1, r.output
+
+
 def test_a_manifest_naming_files_outside_its_directory_is_refused(good_build, tmp_path):
     import shutil
 
@@ -304,6 +413,99 @@ def test_a_tokenizer_file_that_is_a_device_is_refused(tmp_path, device):
     error = _in_time(lambda: build(path, tmp_path / "out"))
     assert isinstance(error, HeatError), error
     assert "a character device, not a regular file" in error.render()
+
+
+_WORDPIECE = {"type": "WordPiece", "vocab": {}}
+
+
+@pytest.mark.parametrize(
+    "tokenizer,message",
+    [
+        ({"model": _WORDPIECE, "decoder": {"type": "WordPiece"}}, "the tokenizer has no tokens"),
+        (
+            {"model": {**_WORDPIECE, "vocab": {"a": 0, "b": 0, "c": 1}}, "decoder": {"type": "WordPiece"}},
+            "the vocab gives the id 0 to 'a' and 'b'",
+        ),
+        (
+            {"model": {**_WORDPIECE, "vocab": {"a": (1 << 24) - 1}}, "decoder": {"type": "WordPiece"}},
+            "ids run to 16,777,215 but 16,777,215 of them have no token",
+        ),
+        (
+            {"model": {"type": "Unigram", "vocab": ["hello", "world"]}, "decoder": {"type": "Metaspace"}},
+            "Unigram vocab entry 0 is 'hello', not a [piece, score] pair",
+        ),
+        (
+            {"model": {"type": "Unigram", "vocab": [["a", 0.0], ["a", -1.0]]}, "decoder": {"type": "Metaspace"}},
+            "the Unigram vocab lists 'a' twice",
+        ),
+    ],
+)
+def test_a_tokenizer_no_model_could_use_is_refused(tmp_path, tokenizer, message):
+    """A tokenizer with no tokens, one id for two pieces, a 100-byte file naming id 2^24 - 1 (a
+    67 MB tokens.bin of empty tokens), a Unigram vocab of bare strings: each was built into a
+    token table without a word."""
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer))
+    path = _heatmap(tmp_path, "tokenizer: {bytes: true}", "tokenizer: {file: tokenizer.json}")
+    error = _in_time(lambda: build(path, tmp_path / "out"))
+    assert isinstance(error, HeatError), error
+    assert error.render().startswith(f"{tmp_path / 'tokenizer.json'}: error: ") and message in error.render()
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_name_too_long_to_name_files_is_refused_at_its_line(tmp_path):
+    path = _heatmap(tmp_path, "name: tiny", "name: " + "n" * 238)
+    error = _in_time(lambda: build(path, tmp_path / "out"))  # (was OSError: File name too long)
+    assert isinstance(error, HeatError), error
+    d = error.diagnostics[0]
+    assert (d.line, d.message) == (2, "name: 238 characters: a build's name is at most 100 (it names its files)")
+
+
+BUILD_UNDER_A_FILE_SIZE_LIMIT = """
+import resource, sys
+from typer.testing import CliRunner
+from heatc.cli import app
+resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))  # (module.wasm is about 130 kB)
+r = CliRunner().invoke(app, ["build", sys.argv[1], "-o", sys.argv[2]])
+print(r.exit_code, type(r.exception).__name__, repr(r.output))
+"""
+
+
+def test_a_build_past_a_file_size_limit_fails_in_one_line_and_keeps_the_old_build(tmp_path):
+    out = tmp_path / "out"
+    old = build(GOOD, out).target
+    other = _heatmap(tmp_path, "score: 0.9,", "score: 0.91,")
+    r = subprocess.run(
+        [sys.executable, "-c", BUILD_UNDER_A_FILE_SIZE_LIMIT, str(other), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    code, exception, output = r.stdout.split(" ", 2)
+    assert (code, exception) == ("1", "SystemExit"), r.stdout + r.stderr[-2000:]
+    assert output.strip() == repr(f"{out}: error: cannot write the build: File too large (nothing was replaced)\n")
+    assert (out / "tiny").resolve() == old.resolve()
+    assert rt.load(out / "tiny").scan(PROBE).rejected == ["glucose_mg_dl"]
+
+
+def test_a_chunk_separator_that_is_not_utf8_splits_at_its_bytes(tmp_path):
+    """`--chunk-separator $'\\xff'` raised UnicodeEncodeError: the shell passes the byte, which
+    Python holds as a lone surrogate."""
+    text = tmp_path / "chunks.txt"
+    text.write_bytes(b"Payment is due within 30 days.\xffPayment is due within 60 days.")
+    separator = os.fsdecode(b"\xff")
+    rules = Path(__file__).resolve().parent.parent / "examples" / "legal.heat"
+    r = CliRunner().invoke(app, ["scan", "--chunk-separator", separator, str(rules), str(text)])
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.output.startswith("2 chunks: "), r.output
+
+
+@pytest.mark.parametrize("text", ["/dev/zero", "directory"])
+def test_a_device_or_a_directory_as_the_text_to_scan_is_refused_by_name(tmp_path, text):
+    """`heatc scan RULES /dev/zero` read until memory ran out (MemoryError)."""
+    path = str(tmp_path) if text == "directory" else text
+    r = _in_time(lambda: CliRunner().invoke(app, ["scan", str(GOOD), path]))
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.output.startswith(f"{path}: error: cannot read: ") and len(r.output.splitlines()) == 1, r.output
 
 
 def test_a_rule_file_entry_never_shows_another_file(tmp_path):

@@ -256,3 +256,66 @@ def test_dashboard_queries_name_only_real_metrics():
     exported = set(METRICS) | {f"{n}_bucket" for n in METRICS if n.endswith("_seconds")}
     assert names and names <= exported, names - exported
     assert {r["alert"] for g in dashboard["heatcAlerts"]["groups"] for r in g["rules"]} >= {"HeatcTriggerRateOutOfBand"}
+
+
+@pytest.mark.parametrize(
+    "call,error,message",
+    [
+        (lambda m: m.count_snapshots(-1), ValueError, "n must be at least 0, got -1"),
+        (lambda m: m.count_guard_masks(-3), ValueError, "n must be at least 0"),
+        (lambda m: m.count_guard_masks(2.5), TypeError, "n must be a whole number"),
+        (lambda m: m.count_guard_masks(1, exhausted="yes"), TypeError, "exhausted must be a bool"),
+        (lambda m: m.observe_step(1, float("nan")), ValueError, "seconds must be a finite duration"),
+        (lambda m: m.observe_step(1, float("inf")), ValueError, "seconds must be a finite duration"),
+        (lambda m: m.observe_step(1, -1.0), ValueError, "seconds must be a finite duration of 0 or more"),
+        (lambda m: m.observe_step(1, "0.1"), TypeError, "seconds must be a number"),
+        (lambda m: m.observe_step(0, 0.001), ValueError, "batch_size must be at least 1, got 0"),
+        (lambda m: m.observe_step(True, 0.001), TypeError, "batch_size must be a whole number"),
+        (lambda m: m.observe_step(1, 0.001, module=5), TypeError, "module must be a module's name"),
+        (lambda m: m.count_report("a report"), TypeError, "count_report takes an AuditReport"),
+    ],
+)
+def test_a_bad_report_is_refused_by_the_call_that_makes_it(call, error, message):
+    """A negative count raised in the next flush (another caller's) and lost the counts of
+    every report before it; observe_step(1, nan) raised IndexError there; inf, -1.0 and a batch
+    of 0 were taken."""
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.count_guard_masks(4, module="a")
+    with pytest.raises(error, match=message):
+        call(metrics)
+    metrics.observe_step(2, 0.001, module="a")
+    metrics.flush()
+    scraped = samples(_exposition(registry))
+    assert value(scraped, "heatc_guard_masks_total", module="a") == 4  # nothing was lost
+    assert value(scraped, "heatc_tokens_total", module="a") == 2
+    assert value(scraped, "heatc_step_seconds_count", module="a") == 1
+
+
+def test_module_labels_are_bounded_and_what_closed_checkers_left_is_freed():
+    """2,000 modules made 2,000 series per family, and the metrics kept a hook for each."""
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, max_module_labels=3)
+    for k in range(2000):
+        metrics.observe_step(1 + k % 4, 1e-5, module=f"m{k}")
+        metrics.count_guard_masks(1, module=f"m{k}")
+    metrics.flush()
+    scraped = samples(_exposition(registry))
+    modules = {dict(ls)["module"] for n, ls in scraped if n == "heatc_tokens_total"}
+    assert modules == {"m0", "m1", "m2", "_other"}
+    assert value(scraped, "heatc_tokens_total") == sum(1 + k % 4 for k in range(2000))  # every step still counted
+    assert value(scraped, "heatc_guard_masks_total", module="_other") == 1997
+    assert len(metrics._hooks) <= 4 * 4
+    metrics.flush()  # (an interval with nothing reported: the idle hooks go)
+    assert metrics._hooks == {} and metrics._watched == []
+    # batches of checkers that were closed go at the next flush, after their last counts
+    checkers = [metrics.attach(wasm_checker(LEGAL).clone()) for _ in range(20)]
+    batches = [c.batch(1) for c in checkers]
+    for c, b in zip(checkers, batches, strict=True):
+        c.set_token_table([b"pay ", b"60 "])
+        b.feed_ids([1])
+        c.close()
+    assert len(metrics._watched) == 20
+    metrics.flush()
+    assert metrics._watched == []
+    assert value(samples(_exposition(registry)), "heatc_tokens_total") == sum(1 + k % 4 for k in range(2000)) + 20

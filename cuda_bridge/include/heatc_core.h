@@ -153,7 +153,22 @@ struct Io {
   // on the GPU, the other lanes of this sequence's group, waiting to share its snapshots'
   // verdicts (Helpers below; heatc_step.cu): null elsewhere
   void* helpers = nullptr;
+  // The call's step budget: the lexer's slow-path steps (a byte lexed again, a token flushed)
+  // it may still take. The host sets it in proportion to the call's input (heatc_native.cpp)
+  // so that tables which passed the load checks and still made the lexer go round without
+  // progress stop the call (`out_of_steps`; the host raises a trap) instead of hanging it.
+  uint64_t steps_left = ~0ull;
+  uint32_t out_of_steps = 0;
 };
+
+HEATC_HD HEATC_INLINE bool spend(Io& io) {
+  if (!io.steps_left) {
+    io.out_of_steps = 1;
+    return false;
+  }
+  io.steps_left--;
+  return true;
+}
 
 #define HP(name) (g.p[HEATC_P_##name])
 #define HT(name) (g.t + g.p[HEATC_P_T_##name])
@@ -1138,7 +1153,7 @@ HEATC_HD HEATC_CALL bool advance(const Program& g, uint8_t* s, uint32_t b) {
 // lex again the n bytes at the front of buf (left over after an emission)
 HEATC_HD HEATC_CALL void relex(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t n) {
   uint32_t r = 0;
-  while (r < n) {
+  while (r < n && spend(io)) {
     if (advance(g, s, s[HP(OFF_BUF) + r])) {
       r++;
     } else {
@@ -1287,7 +1302,7 @@ HEATC_HD HEATC_CALL uint32_t feed_bytes(const Program& g, Io& io, uint8_t* s, ui
   uint64_t pos0 = SF(uint64_t, POS);
   // the input read so far: past i after `scan` read bytes again (its `read`)
   uint32_t i = 0, read = 0;
-  while (i < len) {
+  while (i < len && spend(io)) {
     if (SF(uint32_t, PEND_TOK)) resolve_pending(g, s, in[i]);
     uint32_t budget = 0, pending = 0;
     // (without bulk aging any budget but 0 only says "not idle": scan stops at every lexeme)
@@ -1348,7 +1363,7 @@ HEATC_HD HEATC_CALL uint32_t feed(const Program& g, Io& io, uint8_t* s, uint32_t
 // emit every lexeme the lexer holds, as at the end of the stream (the first part of finish;
 // the guard's look past a candidate). The caller makes sure of room (room_for_bytes(…, 0)).
 HEATC_HD HEATC_CALL void flush_lexer(const Program& g, Io& io, uint8_t* s, uint32_t seq) {
-  while (SF(uint32_t, BUF_LEN)) {
+  while (SF(uint32_t, BUF_LEN) && spend(io)) {
     if (SF(uint32_t, PEND_TOK)) {
       SSET(uint32_t, LAST_TOK, SF(uint32_t, PEND_TOK));
       SSET(uint32_t, LAST_LEN, SF(uint32_t, PEND_LEN));

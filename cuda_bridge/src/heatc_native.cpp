@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -175,7 +176,11 @@ struct Module {
   uint8_t* mem;  // reserved once (never moves); `size` bytes of it are the visible memory
   size_t reserved;
   uint64_t size;
+  uint64_t committed;  // bytes from `mem` readable and writable (the rest of the reservation is not)
+  Py_ssize_t exports;  // buffer views of the memory alive (it is unmapped only when none is)
+  int closed;          // close(): every call refuses, the memory goes with the last view
   uint32_t control;
+  uint64_t step_limit;  // the most steps one call may take (0: only the automatic budget, steps())
   PyObject* trap;      // the exception raised for a bad offset (heatc_runtime.ModuleTrap)
   uint8_t* scratch;    // guard's scratch slot (a state record and an event record), made when first needed
 };
@@ -238,6 +243,33 @@ int load_io(Module* m, heatc::Io& io, bool tokens) {
   return 0;
 }
 
+// A call's step budget (heatc::Io::steps_left) for `bytes` of input: on tables that pass
+// check_tables the lexer's slow path takes at most about max_lexeme + 3 steps per byte it
+// reads (each byte is lexed again at most once per token emitted before it, and a token
+// holds at most max_lexeme bytes), the bytes a state carries in counted too; this allows
+// twice that. A Module's step_limit (Limits.fuel) lowers it.
+uint64_t steps(const Module* m, uint64_t bytes) {
+  uint64_t cap = P(MAX_LEXEME), budget = (bytes + 2 * cap + 16) * (2 * cap + 8);
+  return m->step_limit && m->step_limit < budget ? m->step_limit : budget;
+}
+
+int out_of_steps(Module* m) {
+  if (m->step_limit)
+    PyErr_Format(m->trap, "out of fuel: the native core took more than %llu steps in one call (Limits.fuel)",
+                 (unsigned long long)m->step_limit);
+  else
+    PyErr_SetString(m->trap,
+                    "the native core made no progress: a call took more steps than its input allows "
+                    "(the tables are not a working heatc program)");
+  return -1;
+}
+
+uint32_t token_bytes(const heatc::Io& io, uint32_t id) {
+  if (id >= io.n_tokens) return 0;
+  uint32_t a = io.tok_offsets[id], b = io.tok_offsets[id + 1];
+  return a <= b ? b - a : 0;
+}
+
 void store_io(Module* m, const heatc::Io& io) {
   uint32_t* c = ctl(m);
   c[HEATC_CTL_EV_COUNT] = io.ev_count;
@@ -250,6 +282,10 @@ void store_io(Module* m, const heatc::Io& io) {
 
 // one entry point, with the WASM export's arguments; -1 with an exception set on a bad offset
 int64_t dispatch(Module* m, int fn, const uint32_t* a) {
+  if (m->closed) {
+    PyErr_SetString(m->trap, "the native module was closed");
+    return -1;
+  }
   const heatc::Program& g = m->prog;
   const uint32_t ss = P(STATE_SIZE);
   heatc::Io io;
@@ -274,6 +310,7 @@ int64_t dispatch(Module* m, int fn, const uint32_t* a) {
       break;
   }
   if (load_io(m, io, fn == STEP_BATCH) < 0) return -1;
+  io.steps_left = steps(m, 0);
   int64_t out = 0;
   switch (fn) {
     case FEED:
@@ -281,6 +318,7 @@ int64_t dispatch(Module* m, int fn, const uint32_t* a) {
       uint32_t ptr = a[2], len = a[3];
       if (!in_mem(m, a[0], ss)) return trap(m, "state");
       if (!in_mem(m, ptr, len)) return trap(m, "input");
+      io.steps_left = steps(m, len);
       out = fn == FEED ? heatc::feed(g, io, m->mem + a[0], a[1], m->mem + ptr, len, a[4])
                        : heatc::scan_document(g, io, m->mem + a[0], a[1], m->mem + ptr, len);
       break;
@@ -294,8 +332,9 @@ int64_t dispatch(Module* m, int fn, const uint32_t* a) {
     case FINISH_BATCH: {
       if (!in_mem(m, a[0], (uint64_t)a[1] * ss)) return trap(m, "states");
       uint32_t i = 0;
-      for (; i < a[1]; i++) {
+      for (; i < a[1] && !io.out_of_steps; i++) {
         uint8_t* s = m->mem + a[0] + (uint64_t)i * ss;
+        io.steps_left = steps(m, 0);
         if (!(fn == FINISH_BATCH ? heatc::finish(g, io, s, a[2] + i) : heatc::snapshot(g, io, s, a[2] + i))) break;
       }
       out = i;
@@ -306,8 +345,10 @@ int64_t dispatch(Module* m, int fn, const uint32_t* a) {
       if (!in_mem(m, states, (uint64_t)n * ss)) return trap(m, "states");
       if (!in_mem(m, ids, 4 * (uint64_t)n)) return trap(m, "token ids");
       uint32_t i = 0;
-      for (; i < n; i++) {
-        if (!heatc::step(g, io, m->mem + states + (uint64_t)i * ss, seq0 + i, ld<uint32_t>(m->mem + ids + 4 * i))) {
+      for (; i < n && !io.out_of_steps; i++) {
+        uint32_t id = ld<uint32_t>(m->mem + ids + 4 * i);
+        io.steps_left = steps(m, token_bytes(io, id));
+        if (!heatc::step(g, io, m->mem + states + (uint64_t)i * ss, seq0 + i, id)) {
           if (io.status) io.bad_index = i;
           break;
         }
@@ -318,8 +359,23 @@ int64_t dispatch(Module* m, int fn, const uint32_t* a) {
     default:
       break;
   }
+  if (io.out_of_steps) return out_of_steps(m);
   store_io(m, io);
   return out;
+}
+
+// make the first `size` bytes of the reservation usable (false with MemoryError set: the
+// process may not have more data, RLIMIT_DATA)
+bool commit(Module* m, uint64_t size) {
+  uint64_t want = (size + 4095) / 4096 * 4096;
+  if (want <= m->committed) return true;
+  if (mprotect(m->mem + m->committed, want - m->committed, PROT_READ | PROT_WRITE)) {
+    PyErr_Format(PyExc_MemoryError, "the host refused %llu more bytes for the module's memory",
+                 (unsigned long long)(want - m->committed));
+    return false;
+  }
+  m->committed = want;
+  return true;
 }
 
 // ---- table and state checks --------------------------------------------------------------
@@ -339,23 +395,116 @@ struct Checker {
 
 bool pow2(uint32_t x) { return x && !(x & (x - 1)); }
 
-// Every offset and index the core follows lies inside the tables and the state record.
+struct Extent {
+  uint32_t off;
+  uint64_t size;
+};
+
+// Whether two of the tables overlap (an empty one may sit where the next begins); `*rules_end`
+// gets where the table after the rules section begins (or the end of the tables).
+bool overlapping(const Extent* given, size_t n, uint32_t rules, uint64_t total, uint64_t* rules_end) {
+  Extent e[32];
+  if (n > 32) return true;
+  memcpy(e, given, n * sizeof *e);
+  qsort(e, n, sizeof *e, [](const void* a, const void* b) {
+    const Extent *x = (const Extent*)a, *y = (const Extent*)b;
+    return x->off != y->off ? (x->off < y->off ? -1 : 1) : x->size < y->size ? -1 : x->size > y->size ? 1 : 0;
+  });
+  *rules_end = total;
+  for (size_t i = 0; i < n; i++) {
+    if ((uint64_t)e[i].off + e[i].size > (i + 1 < n ? e[i + 1].off : total)) return true;
+    if ((e[i].off > rules || (e[i].off == rules && e[i].size)) && e[i].off < *rules_end) *rules_end = e[i].off;
+  }
+  return false;
+}
+
+// The parts of the state record the core writes: every field and every rule's state. No two
+// may overlap — a thread's slots written over the lexer's fields, or a token buffer over its
+// own length, would turn a valid step into a write anywhere — so they are sorted and compared.
+struct Span {
+  uint64_t start, end;
+  const char* what;
+  uint32_t rule;  // for "the state of a rule"
+};
+
+struct Spans {
+  Span* at = nullptr;
+  uint32_t n = 0, cap = 0;
+  explicit Spans(uint32_t capacity) : at((Span*)malloc(sizeof(Span) * capacity)), cap(at ? capacity : 0) {}
+  ~Spans() { free(at); }
+  void add(uint64_t off, uint64_t len, const char* what, uint32_t rule = 0) {
+    if (len && n < cap) at[n++] = Span{off, off + len, what, rule};
+  }
+  const char* name(const Span& x, char* buf, size_t size) const {
+    if (x.what) return x.what;
+    snprintf(buf, size, "the state of rule %u", x.rule);
+    return buf;
+  }
+  // null, or which two overlap (in a buffer of its own: the message outlives the check)
+  const char* overlap() {
+    static thread_local char message[160];
+    qsort(at, n, sizeof(Span), [](const void* a, const void* b) {
+      const Span *x = (const Span*)a, *y = (const Span*)b;  // (by start, then end, then rule: one order)
+      if (x->start != y->start) return x->start < y->start ? -1 : 1;
+      if (x->end != y->end) return x->end < y->end ? -1 : 1;
+      return x->rule < y->rule ? -1 : x->rule > y->rule ? 1 : 0;
+    });
+    for (uint32_t i = 1; i < n; i++)
+      if (at[i].start < at[i - 1].end) {
+        char a[40], b[40];
+        snprintf(message, sizeof message, "the state record's parts overlap: %s and %s", name(at[i - 1], a, sizeof a),
+                 name(at[i], b, sizeof b));
+        return message;
+      }
+    return nullptr;
+  }
+};
+
+// The automaton ends every token: from its start state every byte leads to a state that
+// accepts a lexeme (or awaits its boundary with one to fall back to), so each token emitted
+// holds at least one byte and the lexer moves on. (A byte the automaton cannot take, or takes
+// without accepting, made it emit empty tokens forever.)
+bool lexer_progresses(const heatc::Program& g) {
+  const uint8_t* t = g.t;
+  const uint32_t width = g.p[HEATC_P_DFA_WIDTH];
+  for (uint32_t b = 0; b < 256; b++) {
+    uint32_t next = ld<uint32_t>(t + g.p[HEATC_P_T_DFA] + 4 * (width + t[g.p[HEATC_P_T_BYTE_CLASS] + b]));
+    if (!next) return false;
+    uint32_t a = ld<uint32_t>(t + g.p[HEATC_P_T_DFA] + 4 * (next + width - 1));
+    if (!(a & 0x7FFF) || ((a & 0x8000) && !(a >> 16))) return false;
+  }
+  return true;
+}
+
+// Every offset and index the core follows lies inside the tables and the state record, no
+// two parts of the state record overlap, every parameter is in its range, and the automaton
+// makes progress (docs/abi.md, "Checked at load").
 const char* check_tables(const Module* m) {
   Checker c{m, nullptr};
   const heatc::Program& g = m->prog;
   const uint8_t* t = g.t;
   const uint32_t ss = P(STATE_SIZE), width = P(DFA_WIDTH), codes = P(N_CODES), rules = P(N_RULES);
   const uint32_t words = (rules + 63) / 64;
-  if (!c.that(width >= 2 && P(DFA_WORDS) % width == 0 && P(DFA_WORDS) > width, "the automaton's size is invalid"))
+  if (!c.that(width >= 2 && width <= 257 && P(DFA_WORDS) % width == 0 && P(DFA_WORDS) > width,
+              "the automaton's size is invalid"))
     return c.problem;
+  c.that(ss >= 8 && ss <= (1u << 28) && ss % 8 == 0, "the state size is invalid");
   c.that(codes > HEATC_LEX_LITERAL0 - 1 && codes < 0x8000, "the number of lexeme codes is invalid");
   c.that(P(MAX_LEXEME) >= 1 && P(MAX_LEXEME) <= 64, "the lexeme cap is invalid");
+  c.that(P(MAX_CAPTURES) <= 32, "the capture count is invalid");
   c.that(P(EVENT_SIZE) >= HEATC_EV_CAPTURES + 8 * P(MAX_CAPTURES) && P(EVENT_SIZE) % 8 == 0, "the event size is too small");
+  c.that(P(EVENT_SIZE) <= HEATC_EV_CAPTURES + 8 * 4096, "the event size is too large");
   c.that(P(SNAPSHOT_SIZE) >= HEATC_SNAPSHOT_HEAD + rules, "the snapshot size is too small");
+  c.that(P(SNAPSHOT_SIZE) <= HEATC_SNAPSHOT_HEAD + (uint64_t)rules + 4096 && P(SNAPSHOT_SIZE) % 8 == 0,
+         "the snapshot size is invalid");
   c.that(P(PLM) >= 1, "lexeme_events is 0");
+  // (a lexeme completes at most every rule and opens every anchor group: heatc.hct)
+  c.that(P(PLM) <= 1 + (uint64_t)rules + P(N_GROUPS) && P(PLM) <= (1u << 16), "lexeme_events is too large");
+  c.that(P(LATE) <= 1, "the late-start flag is invalid");
   c.that(P(WORD_ROW) % width == 0 && P(WORD_ROW) < P(DFA_WORDS), "the plain-word state is out of range");
+  if (c.problem) return c.problem;
   if (P(SKIP_LOG2)) {
-    c.that(P(SKIP_LOG2) <= 24 && P(MAX_LEXEME) >= 32, "the skipper's table size is invalid");
+    if (!c.that(P(SKIP_LOG2) <= 24 && P(MAX_LEXEME) >= 32, "the skipper's table size is invalid")) return c.problem;
     c.range(P(T_SKIP_PLAIN), HEATC_SKIP_WORD_FINGERPRINTS + 64, "the skipper's byte tables");
     c.range(P(T_SKIP_WORDS), ((uint64_t)1 << (P(SKIP_LOG2) + 2)) + 17 * ((uint64_t)1 << P(SKIP_LOG2)), "the skipper's word table");
     if (!c.problem) {
@@ -365,15 +514,26 @@ const char* check_tables(const Module* m) {
       c.that(empty, "the skipper's word table has no empty slot");
     }
   }
-  // the state record's fields
-  auto field = [&](uint32_t off, uint64_t len, const char* what) { c.that(off % 4 == 0 && off + len <= ss, what); };
-  field(P(OFF_POS), 8, "state field pos");
-  field(P(OFF_LEXEMES), 8, "state field lexemes");
-  field(P(OFF_TOKENS), 8, "state field tokens");
-  field(P(OFF_MATCHES), 8, "state field matches");
-  field(P(OFF_REJECTIONS), 8, "state field rejections");
-  field(P(OFF_TOK_START), 8, "state field tok_start");
-  field(P(OFF_LAST_END), 8, "state field last_end");
+  // the state record's fields: inside it, aligned for their loads (a u64 on the GPU: 8)
+  if (!c.range(P(T_RULE_OFF), 4 * (uint64_t)rules, "rule offsets")) return c.problem;
+  Spans spans(32 + rules);
+  if (!c.that(spans.cap != 0, "out of memory checking the state record")) return c.problem;
+  static thread_local char misplaced[120];
+  auto field = [&](uint32_t off, uint64_t len, const char* what, uint32_t align = 4) {
+    if (!c.problem && !(off % align == 0 && off + len <= ss)) {
+      snprintf(misplaced, sizeof misplaced, "%s (at %u) lies outside the state record or is not %u-byte aligned",
+               what, off, align);
+      c.problem = misplaced;
+    }
+    spans.add(off, len, what);
+  };
+  field(P(OFF_POS), 8, "state field pos", 8);
+  field(P(OFF_LEXEMES), 8, "state field lexemes", 8);
+  field(P(OFF_TOKENS), 8, "state field tokens", 8);
+  field(P(OFF_MATCHES), 8, "state field matches", 8);
+  field(P(OFF_REJECTIONS), 8, "state field rejections", 8);
+  field(P(OFF_TOK_START), 8, "state field tok_start", 8);
+  field(P(OFF_LAST_END), 8, "state field last_end", 8);
   field(P(OFF_DFA_STATE), 4, "state field dfa_state");
   field(P(OFF_BUF_LEN), 4, "state field buf_len");
   field(P(OFF_LAST_TOK), 4, "state field last_tok");
@@ -385,20 +545,21 @@ const char* check_tables(const Module* m) {
   field(P(OFF_PENDING_EVENTS), 4, "state field pending_events");
   field(P(OFF_N_ACTIVE), 4, "state field n_active");
   field(P(OFF_BUF), P(MAX_LEXEME), "state field buf");
-  field(P(OFF_ACTIVE_RULES), 8 * (uint64_t)words, "state field active_rules");
+  field(P(OFF_ACTIVE_RULES), 8 * (uint64_t)words, "state field active_rules", 8);
   if (P(LATE)) {
-    field(P(OFF_LOOK_MARK), 8, "state field look_mark");
-    field(P(OFF_LOOK_START), 8, "state field look_start");
+    field(P(OFF_LOOK_MARK), 8, "state field look_mark", 8);
+    field(P(OFF_LOOK_START), 8, "state field look_start", 8);
     field(P(OFF_LOOK_CODE), 4, "state field look_code");
     field(P(OFF_LOOK_LEN), 4, "state field look_len");
     field(P(OFF_LOOK_BUF), P(MAX_LEXEME), "state field look_buf");
   }
   const uint32_t A = P(ANCHOR_LEXEMES), groups = P(N_GROUPS);
+  uint64_t domain_bytes = 0;
   if (A) {
     c.that(A <= 8 && P(MAX_LEXEME) <= HEATC_RING_ENTRY - HEATC_RING_TEXT, "the anchor ring is invalid");
     field(P(OFF_ANCHOR_COUNT), 4, "state field anchor_count");
     field(P(OFF_ANCHOR_HEAD), 4, "state field anchor_head");
-    field(P(OFF_RING), (uint64_t)A * HEATC_RING_ENTRY, "state field anchor ring");
+    field(P(OFF_RING), (uint64_t)A * HEATC_RING_ENTRY, "state field anchor ring", 8);
     c.that(pow2(P(ANCHOR_SIZE)) && pow2(P(FILTER_BITS)) && P(FILTER_BITS) >= 64, "the anchor tables' sizes are invalid");
     c.range(P(T_ANCHOR_KEYS), 8 * (uint64_t)P(ANCHOR_SIZE), "anchor keys");
     c.range(P(T_ANCHOR_GROUPS), 4 * (uint64_t)P(ANCHOR_SIZE), "anchor groups");
@@ -413,13 +574,23 @@ const char* check_tables(const Module* m) {
       c.that(grp < (int32_t)groups, "an anchor term's group is out of range");
     }
     c.that(empty, "the anchor table has no empty slot");
-    for (uint32_t d = 0; d < P(N_DOMAINS); d++)
-      c.range(P(T_DOMAIN_BYTES) + (uint64_t)ld<uint32_t>(t + P(T_DOMAIN_INDEX) + 8 * d),
-              ld<uint32_t>(t + P(T_DOMAIN_INDEX) + 8 * d + 4), "an anchor domain");
+    for (uint32_t d = 0; d < P(N_DOMAINS); d++) {
+      uint64_t end = (uint64_t)ld<uint32_t>(t + P(T_DOMAIN_INDEX) + 8 * d) + ld<uint32_t>(t + P(T_DOMAIN_INDEX) + 8 * d + 4);
+      c.range(P(T_DOMAIN_BYTES), end, "an anchor domain");
+      if (end > domain_bytes) domain_bytes = end;
+    }
   }
-  if (groups) field(P(OFF_ANCHOR_ACTIVE), (groups + 7) / 8, "state field anchor_active");
-  if (P(N_CHANNELS)) field(P(OFF_CHANNELS), 32 * (uint64_t)P(N_CHANNELS), "state field channels");
-  // fixed tables
+  c.that(groups <= (1u << 16), "the anchor group count is invalid");
+  if (groups) field(P(OFF_ANCHOR_ACTIVE), ((uint64_t)groups + 7) / 8, "state field anchor_active");
+  if (P(N_CHANNELS)) field(P(OFF_CHANNELS), 32 * (uint64_t)P(N_CHANNELS), "state field channels", 8);
+  if (c.problem) return c.problem;
+  // fixed tables, each aligned for its loads (the GPU reads them in place: a u64 or a double
+  // on 8 bytes, a u32 on 4)
+  const uint32_t align8[] = {P(T_DFA), P(T_START_OFF), P(T_START_RULES), P(T_RULES), P(T_RULE_OFF), P(T_LITERAL_CLASS),
+                             P(T_ANCHOR_KEYS), P(T_ANCHOR_GROUPS), P(T_ANCHOR_FILTER), P(T_ANCHOR_END_FILTER),
+                             P(T_ANCHOR_MEMBER_FILTER), P(T_DOMAIN_INDEX), P(T_POW10), P(T_CN_TABLE), P(T_SHA256_K),
+                             P(T_SKIP_PLAIN), P(T_SKIP_WORDS)};
+  for (uint32_t off : align8) c.that(off % 8 == 0, "a table is not aligned");
   c.range(P(T_BYTE_CLASS), 256, "byte classes");
   c.range(P(T_DFA), 4 * (uint64_t)P(DFA_WORDS), "automaton");
   c.range(P(T_CODE_FLAGS), codes, "code flags");
@@ -440,6 +611,19 @@ const char* check_tables(const Module* m) {
     else
       c.that(x % width == 0 && x < P(DFA_WORDS), "the automaton has a transition out of range");
   }
+  if (c.problem) return c.problem;
+  c.that(lexer_progresses(g), "the automaton cannot take every byte from its start state");
+  // numerals: a value indexes the powers of ten (docs/semantics.md §2), so only the kinds and
+  // values heatc writes (digits 0-9, 十 百 千, 万 亿 as 1 and 2, the point)
+  for (uint32_t i = 0; i < P(N_CN); i++) {
+    uint32_t cp = ld<uint32_t>(t + P(T_CN_TABLE) + 8 * i), code = ld<uint32_t>(t + P(T_CN_TABLE) + 8 * i + 4);
+    uint32_t kind = code >> 16, value = code & 0xFFFF;
+    bool ok = kind == HEATC_CN_DIGIT   ? value <= 9
+              : kind == HEATC_CN_SMALL ? value == 10 || value == 100 || value == 1000
+              : kind == HEATC_CN_BIG   ? value == 1 || value == 2
+                                       : kind == HEATC_CN_POINT && value == 0;
+    c.that(ok && (i == 0 || cp > ld<uint32_t>(t + P(T_CN_TABLE) + 8 * i - 8)), "the numeral table is invalid");
+  }
   uint32_t n_starts = ld<uint32_t>(t + P(T_START_OFF) + 4 * codes);
   c.range(P(T_START_RULES), 4 * (uint64_t)n_starts, "start rules");
   if (c.problem) return c.problem;
@@ -451,9 +635,29 @@ const char* check_tables(const Module* m) {
       c.that(r < rules && (i == a || r > ld<uint32_t>(t + P(T_START_RULES) + 4 * i - 4)), "a start list is not sorted");
     }
   }
+  // no two tables overlap: each ends before the next begins (the CUDA tiers move whole
+  // sections, and the rule records must stay within theirs: rules_end)
+  const uint64_t skip = P(SKIP_LOG2) ? (uint64_t)1 << P(SKIP_LOG2) : 0;
+  const Extent extents[] = {
+      {P(T_BYTE_CLASS), 256}, {P(T_DFA), 4 * (uint64_t)P(DFA_WORDS)}, {P(T_CODE_FLAGS), codes}, {P(T_INERT), codes},
+      {P(T_CODE_KINDS), codes}, {P(T_LITERAL_CLASS), 4 * (uint64_t)(codes - HEATC_LEX_LITERAL0)},
+      {P(T_START_OFF), 4 * ((uint64_t)codes + 1)}, {P(T_START_RULES), 4 * (uint64_t)n_starts}, {P(T_RULES), 0},
+      {P(T_RULE_OFF), 4 * (uint64_t)rules}, {P(T_ANCHOR_KEYS), A ? 8 * (uint64_t)P(ANCHOR_SIZE) : 0},
+      {P(T_ANCHOR_GROUPS), A ? 4 * (uint64_t)P(ANCHOR_SIZE) : 0}, {P(T_ANCHOR_FILTER), A ? P(FILTER_BITS) / 8 : 0},
+      {P(T_ANCHOR_END_FILTER), A ? P(FILTER_BITS) / 8 : 0}, {P(T_ANCHOR_MEMBER_FILTER), A ? P(FILTER_BITS) / 8 : 0},
+      {P(T_DOMAIN_INDEX), A ? 8 * (uint64_t)P(N_DOMAINS) : 0}, {P(T_DOMAIN_BYTES), domain_bytes}, {P(T_POW10), 8 * 400},
+      {P(T_CN_TABLE), 8 * (uint64_t)P(N_CN)}, {P(T_SHA256_K), 256},
+      {P(T_SKIP_PLAIN), skip ? HEATC_SKIP_WORD_FINGERPRINTS + 64 : 0}, {P(T_SKIP_WORDS), skip ? 4 * skip + 17 * skip : 0}};
+  uint64_t rules_end = 0;
+  c.that(!overlapping(extents, sizeof extents / sizeof *extents, P(T_RULES), m->tables_size, &rules_end),
+         "two tables overlap");
+  // a rule record's part, inside the rules section
+  auto in_rules = [&](uint64_t off, uint64_t len, const char* what) {
+    return c.that(off >= P(T_RULES) && off <= rules_end && len <= rules_end - off, what);
+  };
   for (uint32_t r = 0; r < rules && !c.problem; r++) {
     uint32_t at = ld<uint32_t>(t + P(T_RULE_OFF) + 4 * r);
-    if (!c.range(at, HEATC_RULE_HEADER, "a rule record")) break;
+    if (!in_rules(at, HEATC_RULE_HEADER, "a rule record") || !c.that(at % 8 == 0, "a rule record is not aligned")) break;
     const uint8_t* rec = t + at;
     uint32_t k = ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS), nc = ld<uint32_t>(rec + HEATC_RULE_N_CAPTURES);
     int32_t gate = ld<int32_t>(rec + HEATC_RULE_GATE);
@@ -465,20 +669,26 @@ const char* check_tables(const Module* m) {
                ld<uint32_t>(rec + HEATC_RULE_STATE) + 8 + (uint64_t)(k - 1) * (16 + 8 * nc) <= ss,
            "a rule's state lies outside the state record");
     c.that(!ld<uint32_t>(rec + HEATC_RULE_LATE) || k >= 2, "a late-starting rule has one element");
-    if (!c.range(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS), HEATC_ELEMENT * (uint64_t)k, "a rule's elements"))
+    if (c.problem) break;
+    spans.add(ld<uint32_t>(rec + HEATC_RULE_STATE), 8 + (uint64_t)(k - 1) * (16 + 8 * nc), nullptr, r);
+    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS), HEATC_ELEMENT * (uint64_t)k, "a rule's elements"))
       break;
     for (uint32_t i = 0; i < k; i++) {
       const uint8_t* el = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) + HEATC_ELEMENT * i;
       int32_t cap = ld<int32_t>(el + HEATC_ELEMENT_CAPTURE), places = ld<int32_t>(el + HEATC_ELEMENT_PLACES);
       c.that(cap < (int32_t)nc && places < (int32_t)nc && ld<uint32_t>(el + HEATC_ELEMENT_GAP) < 255,
              "a rule element is invalid");
-      c.range(at + (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS), 4 * (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS),
+      in_rules(at + (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS), 4 * (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS),
               "a rule element's accept list");
+      c.that(ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS) % 4 == 0, "a rule element's accept list is not aligned");
     }
-    c.range(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_BLOCKS), 4 * (uint64_t)k, "a rule's gap blocks");
+    in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_BLOCKS), 4 * (uint64_t)k, "a rule's gap blocks");
     uint32_t nq = ld<uint32_t>(rec + HEATC_RULE_N_REQUIREMENTS), nu = ld<uint32_t>(rec + HEATC_RULE_N_CHANNELS);
-    if (!c.range(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS), HEATC_REQUIREMENT * (uint64_t)nq,
-                 "a rule's requirements"))
+    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS), HEATC_REQUIREMENT * (uint64_t)nq,
+                 "a rule's requirements") ||
+        !c.that(ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS) % 8 == 0 && ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) % 4 == 0 &&
+                    ld<uint32_t>(rec + HEATC_RULE_BLOCKS) % 4 == 0 && ld<uint32_t>(rec + HEATC_RULE_CHANNELS) % 4 == 0,
+                "a rule record's parts are not aligned"))
       break;
     for (uint32_t i = 0; i < nq; i++) {
       const uint8_t* q = rec + ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS) + HEATC_REQUIREMENT * i;
@@ -486,19 +696,23 @@ const char* check_tables(const Module* m) {
                  ld<int32_t>(q + HEATC_REQ_RIGHT) < (int32_t)nc,
              "a requirement is invalid");
     }
-    if (!c.range(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_CHANNELS), HEATC_CHANNEL_USE * (uint64_t)nu, "a rule's channels"))
+    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_CHANNELS), HEATC_CHANNEL_USE * (uint64_t)nu, "a rule's channels"))
       break;
     for (uint32_t i = 0; i < nu; i++) {
       const uint8_t* u = rec + ld<uint32_t>(rec + HEATC_RULE_CHANNELS) + HEATC_CHANNEL_USE * i;
       uint32_t keys = ld<uint32_t>(u + HEATC_CHAN_N_KEYS);
       int32_t key = ld<int32_t>(u + HEATC_CHAN_KEY);
+      // the slots it reads: one per key class (or one), and a band's largest values after them
+      uint64_t slots = (key < 0 ? 1 : (uint64_t)keys) + (ld<uint32_t>(u + HEATC_CHAN_FACTOR) ? (keys > 1 ? keys : 1) : 0);
       c.that(ld<uint32_t>(u + HEATC_CHAN_CAPTURE) < nc && key < (int32_t)nc && (key < 0 || keys >= 1) &&
-                 (uint64_t)ld<uint32_t>(u + HEATC_CHAN_CHANNEL) + (key < 0 ? 1 : keys) <= P(N_CHANNELS),
+                 (uint64_t)ld<uint32_t>(u + HEATC_CHAN_CHANNEL) + slots <= P(N_CHANNELS),
              "a channel use is invalid");
-      c.range(at + (uint64_t)ld<uint32_t>(u + HEATC_CHAN_KEYS), 4 * (uint64_t)keys, "a channel use's key classes");
+      in_rules(at + (uint64_t)ld<uint32_t>(u + HEATC_CHAN_KEYS), 4 * (uint64_t)keys, "a channel use's key classes");
+      c.that(ld<uint32_t>(u + HEATC_CHAN_KEYS) % 4 == 0, "a channel use's key classes are not aligned");
     }
   }
-  return c.problem;
+  if (c.problem) return c.problem;
+  return spans.overlap();
 }
 
 // The fields of a state record the core follows as indices, in range (a state from another
@@ -610,13 +824,13 @@ PyMethodDef call_methods[] = {
 // ---- Module ----------------------------------------------------------------------------
 
 PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
-  static const char* names[] = {"tables", "params", "memory_bytes", "control", "trap", nullptr};
+  static const char* names[] = {"tables", "params", "memory_bytes", "control", "trap", "steps", nullptr};
   Py_buffer tables;
   PyObject *params, *trap_type;
-  unsigned long long memory_bytes;
+  unsigned long long memory_bytes, step_limit = 0;
   unsigned int control;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "y*OKIO", (char**)names, &tables, &params, &memory_bytes, &control,
-                                   &trap_type))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "y*OKIO|K", (char**)names, &tables, &params, &memory_bytes, &control,
+                                   &trap_type, &step_limit))
     return nullptr;
   Module* m = (Module*)type->tp_alloc(type, 0);
   if (!m) {
@@ -625,6 +839,7 @@ PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
   }
   m->tables = nullptr;
   m->mem = nullptr;
+  m->step_limit = step_limit;
   m->scratch = nullptr;
   Py_INCREF(trap_type);
   m->trap = trap_type;
@@ -662,25 +877,38 @@ PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
     PyErr_Format(PyExc_ValueError, "the tables are invalid: %s", problem);
     goto fail;
   }
-  // one reservation, never moved: views into it stay valid as the visible size grows
+  // one reservation, never moved: views into it stay valid as the visible size grows. It is
+  // inaccessible but for what has been grown into (commit): only that counts as the process's
+  // data (RLIMIT_DATA), not the whole limit
   m->reserved = (size_t)(memory_bytes + 4095) / 4096 * 4096;
   {
-    void* mem = mmap(nullptr, m->reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* mem = mmap(nullptr, m->reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) {
       m->mem = nullptr;
-      PyErr_Format(PyExc_MemoryError, "cannot reserve %llu bytes for the module's memory", memory_bytes);
+      PyErr_Format(PyExc_MemoryError, "cannot reserve %llu bytes of address space for the module's memory",
+                   memory_bytes);
       goto fail;
     }
     m->mem = (uint8_t*)mem;
   }
-  m->size = (uint64_t)control + 4 * 16;
   m->control = control;
+  if (!commit(m, (uint64_t)control + 4 * 16)) goto fail;
+  m->size = (uint64_t)control + 4 * 16;
   PyBuffer_Release(&tables);
   return (PyObject*)m;
 fail:
   PyBuffer_Release(&tables);
   Py_DECREF(m);
   return nullptr;
+}
+
+// unmap the memory once the module is closed and no view of it is left
+void release_memory(Module* m) {
+  if (m->mem && m->closed && !m->exports) {
+    munmap(m->mem, m->reserved);
+    m->mem = nullptr;
+    m->size = m->committed = 0;
+  }
 }
 
 void module_dealloc(PyObject* self) {
@@ -694,21 +922,45 @@ void module_dealloc(PyObject* self) {
 
 int module_getbuffer(PyObject* self, Py_buffer* view, int flags) {
   Module* m = (Module*)self;
-  return PyBuffer_FillInfo(view, self, m->mem, (Py_ssize_t)m->reserved, 0, flags);
+  if (m->closed) {
+    PyErr_SetString(PyExc_BufferError, "the native module was closed");
+    return -1;
+  }
+  if (PyBuffer_FillInfo(view, self, m->mem, (Py_ssize_t)m->committed, 0, flags) < 0) return -1;
+  m->exports++;
+  return 0;
 }
 
-PyBufferProcs module_buffer = {module_getbuffer, nullptr};
+void module_releasebuffer(PyObject* self, Py_buffer*) {
+  Module* m = (Module*)self;
+  m->exports--;
+  release_memory(m);
+}
+
+PyBufferProcs module_buffer = {module_getbuffer, module_releasebuffer};
 
 PyObject* module_grow(PyObject* self, PyObject* arg) {
   Module* m = (Module*)self;
   unsigned long long size = PyLong_AsUnsignedLongLong(arg);
   if (PyErr_Occurred()) return nullptr;
+  if (m->closed) {
+    PyErr_SetString(m->trap, "the native module was closed");
+    return nullptr;
+  }
   if (size > m->reserved || size > 0xFFFFFFFFull) {
     PyErr_SetString(PyExc_MemoryError, "past the module's memory limit");
     return nullptr;
   }
+  if (!commit(m, size)) return nullptr;
   if (size > m->size) m->size = size;
   return PyLong_FromUnsignedLongLong(m->size);
+}
+
+PyObject* module_close(PyObject* self, PyObject*) {
+  Module* m = (Module*)self;
+  m->closed = 1;
+  release_memory(m);
+  Py_RETURN_NONE;
 }
 
 PyObject* module_function(PyObject* self, PyObject* arg) {
@@ -767,6 +1019,10 @@ PyObject* module_guard(PyObject* self, PyObject* const* args, Py_ssize_t nargs) 
   Module* m = (Module*)self;
   if (nargs != 9) {
     PyErr_SetString(PyExc_TypeError, "guard(states, capacity, rows, n, candidates, k, tails, mask, greedy)");
+    return nullptr;
+  }
+  if (m->closed) {
+    PyErr_SetString(m->trap, "the native module was closed");
     return nullptr;
   }
   const int greedy = PyObject_IsTrue(args[8]);
@@ -835,6 +1091,10 @@ PyObject* module_tails(PyObject* self, PyObject* const* args, Py_ssize_t nargs) 
                                      "ck_token, ck_tail, ck_state)");
     return nullptr;
   }
+  if (m->closed) {
+    PyErr_SetString(m->trap, "the native module was closed");
+    return nullptr;
+  }
   uint64_t capacity = PyLong_AsUnsignedLongLong(args[0]), n = PyLong_AsUnsignedLongLong(args[2]);
   uint64_t at = PyLong_AsUnsignedLongLong(args[6]);
   if (PyErr_Occurred()) return nullptr;
@@ -889,6 +1149,8 @@ PyMethodDef module_methods[] = {
     {"tails", (PyCFunction)(void (*)(void))module_tails, METH_FASTCALL,
      "tails(capacity, rows, n, ids, tails, marks, states, guarded, lengths, ck_step, ck_token, ck_tail, ck_state): "
      "rows' last bytes past their tokens, value marks, checkpoints where values begin"},
+    {"close", module_close, METH_NOARGS,
+     "close(): refuse every later call; the memory is unmapped now, or when the last view of it is released"},
     {"guard", (PyCFunction)(void (*)(void))module_guard, METH_FASTCALL,
      "guard(states, capacity, rows, n, candidates, k, tails, mask, greedy): guard's decision for every candidate"},
     {nullptr, nullptr, 0, nullptr}};
@@ -1094,7 +1356,9 @@ PyMODINIT_FUNC PyInit__native(void) {
   ModuleType.tp_as_buffer = &module_buffer;
   ModuleType.tp_methods = module_methods;
   ModuleType.tp_getset = module_getset;
-  ModuleType.tp_doc = "Module(tables, params, memory_bytes, control, trap): one program and its memory";
+  ModuleType.tp_doc =
+      "Module(tables, params, memory_bytes, control, trap, steps=0): one program and its memory (steps: the most "
+      "steps one call may take, 0 for the automatic budget alone)";
   CallType.tp_name = "heatc_runtime._native.Call";
   CallType.tp_basicsize = sizeof(Call);
   CallType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;

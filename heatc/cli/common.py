@@ -43,11 +43,18 @@ def compile_rules(path: Path):
 
     if path.is_dir():
         from heatc import ir
+        from heatc_runtime import ModuleError
+        from heatc_runtime.manifest import read_artifact
 
+        try:  # (the runtime's reader: the manifest, then the file's type, size and sha256)
+            data = read_artifact(path, "program.json")
+        except ModuleError as e:
+            raise HeatError(diag(str(path), f"not a usable heatc build: {e}")) from None
         try:
-            return ir.from_json((path / "program.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError, KeyError) as e:
-            raise HeatError(diag(str(path), f"not a heatc build directory (program.json: {e})")) from None
+            return ir.from_json(data.decode("utf-8"))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+            what = "nested too deeply" if isinstance(e, RecursionError) else f"{type(e).__name__}: {e}"
+            raise HeatError(diag(str(path / "program.json"), f"not a heatc program ({what})")) from None
     if path.suffix in (".yaml", ".yml"):
         from heatc.heatmap.build import compile_heatmap
 

@@ -78,6 +78,9 @@ def build(
         result = run_build(heatmap, out)
     except HeatError as e:
         raise fail(e.render()) from None
+    except OSError as e:  # (a full disk, a file size limit: the build is staged, so the old one stands)
+        where = e.filename or out
+        raise fail(f"{where}: error: cannot write the build: {e.strerror or e} (nothing was replaced)") from None
     b = result.manifest["build"]
     tiers = b["tiers"]["counts"]
     state = "unchanged" if result.unchanged else "written"
@@ -119,15 +122,25 @@ def inspect(
     from heatc_runtime import ModuleError, load
 
     try:
-        load(directory)  # verifies every checksum
+        checker = load(directory)  # verifies every checksum
     except ModuleError as e:
         raise fail(f"{directory}: error: {e}") from None
+    checker.close()
     if tiers:
         sys.stdout.write("\n".join(_tier_lines(directory, device)) + "\n")
         return
-    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    try:
+        lines = _summary(directory, checker.manifest)  # (the manifest load verified)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # (fields only a build's manifest has)
+        raise fail(
+            f"{directory}: error: not a heatc build directory: its manifest lacks {e} (heatc build makes one)"
+        ) from None
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _summary(directory: Path, manifest: dict) -> list[str]:
     b = manifest["build"]
-    lines = [
+    return [
         f"{directory} -> {directory.resolve().name}",
         f"  ruleset {manifest['name']}: {manifest['title']}",
         f"  ABI {manifest['abi']['major']}.{manifest['abi']['minor']}, IR {manifest['ir_version']}, "
@@ -149,16 +162,16 @@ def inspect(
             for r in b["rules"]
         ],
     ]
-    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def _tier_lines(directory: Path, device: str | None) -> list[str]:
     from heatc_runtime import ModuleError
     from heatc_runtime.cuda.tiers import plan_report
     from heatc_runtime.hct import read_hct
+    from heatc_runtime.manifest import read_artifact
 
     try:
-        hct = read_hct((directory / "rules.hct").read_bytes(), str(directory / "rules.hct"))
+        hct = read_hct(read_artifact(directory, "rules.hct"), str(directory / "rules.hct"))
         lines = [f"{directory}: tier plan (heat x freq order)", *plan_report(hct).lines()]
         if device is not None:
             from heatc_runtime.cuda.program import load as load_op

@@ -18,6 +18,35 @@ from heatc.cli.common import app, compile_rules, fail, fmt_value, out, print_doc
 from heatc.errors import HeatError
 from heatc_runtime import ModuleError, Verdict
 
+MAX_INPUT_BYTES = 1 << 30  # what one scan's module memory holds by default (Limits.memory_bytes)
+
+
+def _read_input(file: str) -> bytes:
+    """A text to scan: a file, a pipe or standard input, at most MAX_INPUT_BYTES (a device such
+    as /dev/zero, or a directory, is refused by name: it was read until memory ran out)."""
+    import os
+    import stat
+
+    try:
+        f = sys.stdin.buffer if file == "-" else open(file, "rb")
+        try:
+            try:
+                mode = os.fstat(f.fileno()).st_mode
+            except (OSError, ValueError):  # (a stream with no file behind it: nothing to check)
+                mode = 0
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISDIR(mode):
+                kind = "a directory" if stat.S_ISDIR(mode) else "a device"
+                raise fail(f"{file}: error: cannot read: {kind}, not a text file")
+            data = f.read(MAX_INPUT_BYTES + 1)
+        finally:
+            if f is not sys.stdin.buffer:
+                f.close()
+    except OSError as e:
+        raise fail(f"{file}: error: cannot read: {e.strerror or e}") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise fail(f"{file}: error: more than {MAX_INPUT_BYTES:,} bytes: scan it in parts (or --lines)")
+    return data
+
 
 def _documents(data: bytes, lines: bool) -> list[bytes]:
     if not lines:
@@ -87,12 +116,7 @@ def scan(
         program = compile_rules(rules)
     except HeatError as e:
         raise fail(e.render()) from None
-    inputs = []
-    for file in files:
-        try:
-            inputs.append(sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes())
-        except OSError as e:
-            raise fail(f"{file}: error: cannot read: {e.strerror}") from None
+    inputs = [_read_input(file) for file in files]
 
     def run(doc: bytes):
         return run_document(backend, program, doc)
@@ -108,7 +132,10 @@ def scan(
         from heatc_runtime.audit import ModuleInfo
         from heatc_runtime.loader import read_manifest
 
-        module = ModuleInfo.from_manifest(read_manifest(rules)[0])
+        try:
+            module = ModuleInfo.from_manifest(read_manifest(rules)[0])
+        except ModuleError as e:
+            raise fail(f"{rules}: error: {e}") from None
     else:
         from heatc.backends import module_info
 
@@ -148,7 +175,10 @@ def _scan_chunks(module, files, inputs, separator, run, backend: str, as_json: b
     from heatc_runtime.conflicts import NoConsistencyRulesError, chunk_bytes, find_conflicts, join_chunks
 
     if separator is not None:
-        sep = separator.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r").encode("utf-8")
+        # (the bytes given: an argument that is not UTF-8 comes with its bytes escaped as surrogates)
+        sep = (
+            separator.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r").encode("utf-8", "surrogateescape")
+        )
         if not sep:
             raise fail("heatc scan: --chunk-separator needs a non-empty STR")
         names = [f"{files[0]} (chunk {i})" for i in range(inputs[0].count(sep) + 1)]

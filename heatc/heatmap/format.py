@@ -135,6 +135,9 @@ TOP = (
 
 
 MAX_HEATMAP_BYTES = 256 << 20
+# build/<name> and the build's own files (.<name>.<digest>, .<name>.tmp-…) must fit a file
+# name (255 bytes on the usual file systems): a longer name failed the build with an OSError
+MAX_NAME_CHARS = 100
 
 
 def load_heatmap(path: str | Path) -> Heatmap:
@@ -184,6 +187,13 @@ def _read(r: Reader, path: Path, root, top: dict, cells: _Cells) -> Heatmap:
                 f"format version {v} is not supported (this heatc reads version {HEATMAP_VERSION})",
             )
     name = r.name(top["name"][1], "name") if "name" in top else None
+    if name is not None and len(name) > MAX_NAME_CHARS:
+        r.error(
+            top["name"][1],
+            "name",
+            f"{len(name)} characters: a build's name is at most {MAX_NAME_CHARS} (it names its files)",
+        )
+        name = None
     if "name" not in top:
         r.error(root, "name", "missing: the build's name (e.g. name: medical)")
     title = (r.string(top["title"][1], "title", allow_empty=True) or "") if "title" in top else ""

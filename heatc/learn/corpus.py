@@ -12,16 +12,20 @@ from __future__ import annotations
 import fnmatch
 import gzip
 import hashlib
+import io
 import json
 import re
 import tarfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
+from heatc_runtime.files import UnreadableFile, read_file
 
 TEXT_SUFFIXES = (".txt", ".md", ".text")
+MAX_FILE_BYTES = 1 << 31  # a corpus file, an archive's member, a decompressed .gz: each is read whole
 MIN_STRING = 40  # characters: shorter JSON strings are names, labels, keys
 
 
@@ -43,22 +47,49 @@ def _json_strings(value) -> Iterator[str]:
             yield from _json_strings(v)
 
 
+def _read(path: Path) -> bytes:
+    """A corpus file's bytes: a regular file of a bounded size, checked before a byte is read
+    (a FIFO given as a file hung the reader, /dev/zero filled memory)."""
+    try:
+        return read_file(path, MAX_FILE_BYTES)
+    except UnreadableFile as e:
+        raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read: {e}")) from None
+
+
+def _bounded(stream, where: str) -> bytes:
+    """All of a decompressing stream, refused past MAX_FILE_BYTES (a small .gz can hold gigabytes)."""
+    data = stream.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise HeatError(Diagnostic(where, 0, 0, f"more than {MAX_FILE_BYTES:,} bytes once decompressed"))
+    return data
+
+
 def _open_text(path: Path) -> str:
-    data = path.read_bytes()
+    data = _read(path)
     if path.suffix == ".gz":
-        data = gzip.decompress(data)
+        data = _bounded(gzip.GzipFile(fileobj=io.BytesIO(data)), str(path))
     return data.decode("utf-8", errors="replace")
 
 
 def _documents_in_file(path: Path) -> Iterator[Document]:
+    try:
+        yield from _documents(path)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:  # (a damaged archive or .gz)
+        raise HeatError(Diagnostic(str(path), 0, 0, f"not a readable archive or .gz file: {e}")) from None
+
+
+def _documents(path: Path) -> Iterator[Document]:
     name = path.name.lower()
     if name.endswith((".tar.gz", ".tgz", ".tar")):
-        with tarfile.open(path) as tar:
+        with tarfile.open(fileobj=io.BytesIO(_read(path))) as tar:
             for member in sorted(tar.getmembers(), key=lambda m: m.name):
                 if member.isfile() and member.name.lower().endswith(TEXT_SUFFIXES):
-                    data = tar.extractfile(member).read().decode("utf-8", errors="replace")
+                    data = _bounded(tar.extractfile(member), f"{path}:{member.name}").decode("utf-8", errors="replace")
                     yield Document(f"{path.name}:{member.name}", data)
         return
+    base = name[:-3] if name.endswith(".gz") else name
+    if not base.endswith((".jsonl", ".json", *TEXT_SUFFIXES)):
+        return  # (a file of another kind is not read at all)
     base = name[:-3] if name.endswith(".gz") else name
     text = _open_text(path)
     if base.endswith(".jsonl"):

@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
-from heatc.learn.config import LearnConfig, Progress, quiet, refuse_other_work
+from heatc.learn.config import LearnConfig, Progress, quiet, read_work, refuse_other_work
 from heatc.learn.corpus import SPLIT_VERSION, Document, read_corpus
+from heatc_runtime.files import UnreadableFile, read_file
 
 # the format of a run's working files (<output>.finetune/); another version is refused (--fresh).
 # 3: the plan holds the magnitude families of rare labs (`Plan.magnitudes`); 4: and the model
@@ -85,7 +86,10 @@ class FinetuneConfig:
 
 
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    try:  # (a regular file of a bounded size: a FIFO hung here, /dev/zero filled memory)
+        return hashlib.sha256(read_file(path, 1 << 31)).hexdigest()
+    except UnreadableFile as e:
+        raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read: {e}")) from None
 
 
 def domain_documents(config: FinetuneConfig) -> tuple[list[Document], list[dict]]:
@@ -219,8 +223,7 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
         with gzip.open(plan_file.with_suffix(".tmp"), "wt", encoding="utf-8") as f:
             json.dump(p.to_json(), f)
         plan_file.with_suffix(".tmp").replace(plan_file)
-    with gzip.open(plan_file, "rt", encoding="utf-8") as f:
-        p = Plan.from_json(json.load(f))
+    p = read_work(plan_file, Plan.from_json)
     log(
         f"domain: {len(documents)} documents, {p.sentences} sentences; {len(p.keywords)} keywords, "
         f"{len(p.candidates)} candidate cells; the teacher reads {len(p.teacher_sentences)} sentences, "

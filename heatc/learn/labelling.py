@@ -18,6 +18,7 @@ from heatc.learn.config import (
     barrier,
     quiet,
     rank_and_world,
+    read_work,
 )
 from heatc.learn.corpus import sentences
 from heatc.learn.evidence import (
@@ -213,8 +214,7 @@ def topup(
     if rank == 0:
         current = None
         if file.exists():
-            with gzip.open(file, "rt", encoding="utf-8") as f:
-                current = json.load(f)
+            current = read_work(file, lambda d: d if "probes" in d and "settings" in d else d["settings"])
         if current is None or current["settings"] != settings:
             shutil.rmtree(work / "topup", ignore_errors=True)
             chosen = topup_plan(config, plan_, records, documents)
@@ -222,8 +222,7 @@ def topup(
                 json.dump({"settings": settings, "probes": chosen}, f)
             file.with_suffix(".tmp").replace(file)
     barrier()
-    with gzip.open(file, "rt", encoding="utf-8") as f:
-        chosen = json.load(f)["probes"]
+    chosen = read_work(file, lambda d: d["probes"])
     if not chosen:
         return []
     program = plan_lexicon(plan_).program()
@@ -240,14 +239,12 @@ def topup(
     barrier()
     out = []
     for c in range(len(chunks)):
-        with gzip.open(_topup_path(work, c), "rt", encoding="utf-8") as f:
-            out.extend({**r, "topup": True} for r in json.load(f))
+        out.extend({**r, "topup": True} for r in read_work(_topup_path(work, c)))
     return out
 
 
 def read_chunks(work: Path, n: int) -> list[dict]:
     out = []
     for c in range(n):
-        with gzip.open(_chunk_path(work, c), "rt", encoding="utf-8") as f:
-            out.extend(json.load(f))
+        out.extend(read_work(_chunk_path(work, c), list))
     return out

@@ -33,6 +33,7 @@ from heatc.learn.config import (
     barrier,
     quiet,
     rank_and_world,
+    read_work,
     refuse_other_work,
 )
 from heatc.learn.corpus import read_corpus
@@ -78,8 +79,7 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = quie
             json.dump(p.to_json(), f)
         plan_file.with_suffix(".tmp").replace(plan_file)
     barrier()
-    with gzip.open(plan_file, "rt", encoding="utf-8") as f:
-        p = Plan.from_json(json.load(f))
+    p = read_work(plan_file, Plan.from_json)
     if p.corpus_sha256 != corpus_digest(documents):
         raise HeatError(
             Diagnostic(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import pickle
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -29,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+
+from heatc.errors import Diagnostic, HeatError
 
 POSITIVE_SHARE = 0.2  # the top 20 % most sensitive tokens of a sentence are the positives
 
@@ -236,11 +239,17 @@ def fit(
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: max(0.05, 1 - s / total_steps))
     start = 0
     if checkpoint is not None and checkpoint.exists():
-        state = torch.load(checkpoint, weights_only=True)
-        model.load_state_dict(state["model"])
-        optimiser.load_state_dict(state["optimiser"])
-        schedule.load_state_dict(state["schedule"])
-        start = int(state["epoch"])
+        try:
+            state = torch.load(checkpoint, weights_only=True)
+            model.load_state_dict(state["model"])
+            optimiser.load_state_dict(state["optimiser"])
+            schedule.load_state_dict(state["schedule"])
+            start = int(state["epoch"])
+        except (RuntimeError, OSError, EOFError, ValueError, KeyError, TypeError, pickle.UnpicklingError) as e:
+            why = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            raise HeatError(
+                Diagnostic(str(checkpoint), 0, 0, f"the student's checkpoint is damaged ({why}); rerun with --fresh")
+            ) from None
     wrapped: nn.Module = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     for epoch in range(start, epochs):
         order = list(range(len(examples)))

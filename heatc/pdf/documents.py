@@ -19,11 +19,13 @@ from pathlib import Path
 from heatc.errors import Diagnostic, HeatError
 from heatc.pdf.normalise import resolve_hyphens
 from heatc.pdf.records import Document, Page
+from heatc_runtime.files import UnreadableFile, read_file
 
 # Pages a worker reads per task, and the fewest pages worth starting workers for (a spawned
 # worker costs about half a second to start).
 _CHUNK = 16
 _MIN_PARALLEL_PAGES = 48
+MAX_PDF_BYTES = 1 << 31  # a file is read whole to hash and open it
 
 # FPDF_GetLastError codes, as PdfiumError.err_code carries them.
 _OPEN_ERRORS = {
@@ -43,10 +45,10 @@ def _inspect(path: Path) -> tuple[str, int] | Diagnostic:
     """(sha256, page count), or what is wrong with the file."""
     import pypdfium2 as pdfium
 
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        return Diagnostic(str(path), 0, 0, f"cannot read: {e.strerror or e}")
+    try:  # (a regular file of a bounded size, checked before reading: a FIFO or /dev/zero is refused)
+        data = read_file(path, MAX_PDF_BYTES)
+    except UnreadableFile as e:
+        return Diagnostic(str(path), 0, 0, f"cannot read: {e}")
     try:
         pdf = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as e:

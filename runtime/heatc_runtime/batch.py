@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from .checker import Checker
 
 BLOCKED = -3  # a batch's generation while feed_ids must take the checked path (see _ready)
+# The events a batch holds for its sequences until a snapshot delivers them (docs/abi.md,
+# "Limits"): past it a step traps rather than let host memory grow with the text (about half
+# a kilobyte each).
+MAX_PENDING_EVENTS = 1 << 20
 _clock = time.perf_counter
 
 
@@ -190,6 +194,12 @@ class Batch:
                 out[seq].append(snap)
             else:
                 out[seq] = [snap]
+        if events and sum(map(len, self._pending.values())) > MAX_PENDING_EVENTS:
+            seq = max(self._pending, key=lambda i: len(self._pending[i]))
+            raise ModuleTrap(
+                f"sequence {seq} holds {len(self._pending[seq]):,} events no snapshot has delivered, and the batch "
+                f"more than {MAX_PENDING_EVENTS:,} (a trigger in the text, or batch.snapshot(), delivers them)"
+            )
         return out
 
     # -- stepping ---------------------------------------------------------------------
@@ -221,7 +231,8 @@ class Batch:
                     self._id0.value = v
                 except TypeError:
                     raise bad_id(v, c._n_tokens) from None
-                if v.__class__ is not U32 and v >> 32:  # (ctypes keeps the low 32 bits)
+                # (ctypes keeps the low 32 bits, and takes a bool as 0 or 1)
+                if v.__class__ is not U32 and (v >> 32 or v.__class__ is bool):
                     raise bad_id(v, c._n_tokens)
             else:
                 self._ids_view[:] = token_ids(ids, self.n, c._n_tokens)

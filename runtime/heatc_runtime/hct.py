@@ -7,6 +7,13 @@ record sizes and the program's constants. `PARAMS` is their order in the C core'
 `heatc_program.p` array (the generated cuda_bridge/include/heatc_native_abi.h numbers them
 `HEATC_P_<NAME>`); `read_hct` returns them in that order.
 
+Checked here, before a core sees the file (docs/abi.md, "Checked at load"): the header — its
+counts bounded, no section or parameter named twice, every section and both tier ends inside
+the tables, the header's rule count and state size the parameters'. Everything a core reads
+besides — every parameter's range, no two tables and no two parts of the state record
+overlapping, what the tables hold — is checked by the core's own `check_tables`
+(cuda_bridge/src/heatc_native.cpp), when the native backend or the CUDA ops load the tables.
+
 Public surface: `check_against_manifest(hct, manifest, where)`, `HCT_MAGIC`, `HCT_VERSION`, `HEAD`, `SECTION`, `PARAM`, `VALUES`, `TABLES`,
 `OPTIONAL_TABLES`, `PARAMS`, `Hct`, `read_hct(data, where)`.
 """
@@ -27,6 +34,7 @@ from .abi import (
     HCT_TABLES,
     HCT_VALUES,
     HCT_VERSION,
+    LEX_LITERAL0,
     check_abi,
 )
 from .errors import ModuleError
@@ -34,6 +42,8 @@ from .errors import ModuleError
 # the format is the ABI's (heatc_runtime.abi, "rules.hct"): these names are its own
 HEAD, SECTION, PARAM = HCT_HEADER.struct, HCT_SECTION.struct, HCT_PARAM.struct
 VALUES, TABLES, OPTIONAL_TABLES, PARAMS = HCT_VALUES, HCT_TABLES, HCT_OPTIONAL_TABLES, HCT_PARAMS
+# (room for sections and parameters a later minor version adds; a count past it is corruption)
+MAX_SECTIONS, MAX_VALUES = 4 * len(HCT_TABLES), 4 * len(HCT_VALUES)
 
 
 @dataclass(frozen=True)
@@ -66,18 +76,15 @@ def read_hct(data: bytes, where: str = "rules.hct") -> Hct:
     check_abi(where, major, minor)
     at = HEAD.size
     try:
-        sections = {}
-        for _ in range(n_sections):
-            name, offset = SECTION.unpack_from(data, at)
-            sections[name.rstrip(b"\0").decode("ascii")] = offset
-            at += SECTION.size
+        if n_sections > MAX_SECTIONS:
+            raise ModuleError(f"{where}: the header says {n_sections:,} sections (a heatc build has {len(TABLES)})")
+        sections = _records(data, at, n_sections, SECTION, "section", where)
+        at += n_sections * SECTION.size
         (n_values,) = struct.unpack_from("<I", data, at)
-        at += 4
-        values = {}
-        for _ in range(n_values):
-            name, value = PARAM.unpack_from(data, at)
-            values[name.rstrip(b"\0").decode("ascii")] = value
-            at += PARAM.size
+        if n_values > MAX_VALUES:
+            raise ModuleError(f"{where}: the header says {n_values:,} parameters (a heatc build has {len(VALUES)})")
+        values = _records(data, at + 4, n_values, PARAM, "parameter", where)
+        at += 4 + n_values * PARAM.size
     except (struct.error, UnicodeDecodeError):
         raise ModuleError(f"{where}: the header is truncated or corrupt") from None
     blob = data[at:]
@@ -85,6 +92,12 @@ def read_hct(data: bytes, where: str = "rules.hct") -> Hct:
         raise ModuleError(f"{where}: the tables are {len(blob)} bytes, the header says {blob_size}")
     if hashlib.sha256(blob).digest() != digest:
         raise ModuleError(f"{where}: checksum mismatch: the tables are corrupt or were changed after the build")
+    outside = [f"section {name!r} at {offset:,}" for name, offset in sections.items() if offset > blob_size]
+    outside += [
+        f"the {tier} tier's end at {end:,}" for tier, end in (("L2", l2_end), ("device", device_end)) if end > blob_size
+    ]
+    if outside:
+        raise ModuleError(f"{where}: {', '.join(outside)} past the end of the {blob_size:,} bytes of tables")
     params = []
     for name in PARAMS:
         if name.startswith("t_"):
@@ -102,12 +115,41 @@ def read_hct(data: bytes, where: str = "rules.hct") -> Hct:
     return hct
 
 
+def _records(data: bytes, at: int, n: int, record: struct.Struct, what: str, where: str) -> dict[str, int]:
+    """name → value of `n` (name, u32) records from `at`; a name given twice is refused (which
+    one a core would read is not for the file to leave open)."""
+    out: dict[str, int] = {}
+    for name, value in record.iter_unpack(data[at : at + n * record.size]):
+        key = name.rstrip(b"\0").decode("ascii")
+        if key in out:
+            raise ModuleError(f"{where}: the header names {what} {key!r} twice")
+        out[key] = value
+    if len(out) != n:
+        raise struct.error("short")
+    return out
+
+
 def check_against_manifest(hct: Hct, manifest: dict, where: str = "rules.hct") -> None:
-    """Refuse tables whose record sizes or rule count are not the manifest's (both come from
-    one build; a mismatch means files of two builds were put together)."""
+    """Refuse tables whose record sizes, rule, channel or anchor group counts are not the
+    manifest's, or whose literals name classes it has not (both come from one build; a
+    mismatch means files of two builds were put together, or a changed file): the records the
+    core writes are decoded with the manifest's names."""
     layout = manifest["layout"]
     for key in ("state_size", "event_size", "snapshot_size"):
         if hct.param(key) != layout[key]:
             raise ModuleError(f"{where}: the tables' {key} is {hct.param(key)}, the manifest says {layout[key]}")
-    if hct.n_rules != len(manifest["rules"]):
-        raise ModuleError(f"{where}: the tables and the manifest disagree on the number of rules")
+    for what, have, names in (
+        ("rules", hct.n_rules, manifest["rules"]),
+        ("channels", hct.param("n_channels"), manifest["channels"]),
+        ("anchor groups", hct.param("n_groups"), manifest["anchor_groups"]),
+    ):
+        if have != len(names):
+            raise ModuleError(f"{where}: the tables have {have} {what}, the manifest {len(names)}")
+    at, n = hct.param("t_literal_class"), max(0, hct.param("n_codes") - LEX_LITERAL0)
+    if at + 4 * n > len(hct.blob):
+        raise ModuleError(f"{where}: the literal classes lie outside the tables")
+    classes = struct.unpack_from(f"<{n}I", hct.blob, at)
+    if n and max(classes) >= len(manifest["classes"]):
+        raise ModuleError(
+            f"{where}: a literal's class ({max(classes)}) is not one of the manifest's {len(manifest['classes'])}"
+        )

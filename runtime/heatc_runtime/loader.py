@@ -8,6 +8,9 @@ type and size are checked. `backend="native"` runs the build's rules.hct on the 
 core instead of module.wasm on wasmtime (heatc_runtime.native), with the same Checker API
 and results.
 
+(`heatc_runtime.manifest.read_artifact` reads one file of a build the same way: what the CLI
+and the CUDA ops read a build with.)
+
 Public surface: `load(path, limits, backend)`, `from_bytes(manifest, code, limits, where, backend)`.
 """
 
@@ -18,14 +21,12 @@ from pathlib import Path
 
 from .abi import check_abi
 from .checker import Checker
-from .errors import ModuleError
-from .files import UnreadableFile, WrongSize, read_file
+from .errors import ModuleError, ModuleTrap
 from .limits import Limits
-from .manifest import check_manifest, read_manifest
+from .manifest import check_manifest, read_artifact, read_manifest, read_sized
 from .tables import read_token_table
 
 BACKENDS = ("wasm", "native")
-MAX_ARTIFACT_BYTES = 1 << 30  # the largest file of a build this runtime reads
 
 
 def load(path: str | Path, limits: Limits | None = None, backend: str = "wasm") -> Checker:
@@ -39,13 +40,7 @@ def load(path: str | Path, limits: Limits | None = None, backend: str = "wasm") 
     manifest, directory = read_manifest(path)
     wasm_name = manifest["wasm"].get("file", "module.wasm")
     artifacts = manifest.get("build", {}).get("artifacts", {})
-    files: dict[str, bytes] = {}
-    for name, info in artifacts.items():
-        files[name] = _read(directory / name, info.get("size"), "the build artifact")
-        if hashlib.sha256(files[name]).hexdigest() != info["sha256"]:
-            raise ModuleError(
-                f"{directory / name}: checksum mismatch: the build is corrupt or was changed after it was made"
-            )
+    files = {name: read_artifact(directory, name, manifest) for name in artifacts}
     if backend == "wasm":
         code_name, what = wasm_name, "the module"
         code_size = manifest["wasm"].get("size")
@@ -58,7 +53,7 @@ def load(path: str | Path, limits: Limits | None = None, backend: str = "wasm") 
         code_size = artifacts[code_name].get("size")
     code = files.get(code_name)
     if code is None:
-        code = _read(directory / code_name, code_size, what)
+        code = read_sized(directory / code_name, code_size, what)
     checker = from_bytes(manifest, code, limits, where=str(directory / code_name), backend=backend)
     if "tokens.bin" in files:
         try:
@@ -67,15 +62,6 @@ def load(path: str | Path, limits: Limits | None = None, backend: str = "wasm") 
             checker.close()
             raise ModuleError(f"{directory / 'tokens.bin'}: {e}") from None
     return checker
-
-
-def _read(path: Path, size: int | None, what: str) -> bytes:
-    try:
-        return read_file(path, MAX_ARTIFACT_BYTES, size=size, follow_links=False)
-    except WrongSize as e:
-        raise ModuleError(f"{path}: {e}: the build is corrupt or was changed after it was made") from None
-    except UnreadableFile as e:
-        raise ModuleError(f"{path}: cannot read {what}: {e}") from None
 
 
 def from_bytes(
@@ -95,7 +81,10 @@ def from_bytes(
             f"{where}: checksum mismatch (sha256 {digest[:16]}…, manifest says "
             f"{manifest['wasm']['sha256'][:16]}…): the module is corrupt or was changed after the build"
         )
-    return Checker(manifest, wasm, limits or Limits())
+    try:
+        return Checker(manifest, wasm, limits or Limits())
+    except ModuleTrap as e:  # (its buffers do not fit its memory limit, or its start traps)
+        raise ModuleError(f"{where}: {e}") from None
 
 
 def _check_backend(backend: str) -> None:

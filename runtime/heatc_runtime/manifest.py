@@ -2,8 +2,13 @@
 field the runtime reads (docs/abi.md, "Manifest") before anything uses one — a field of the
 wrong type is refused with its name, never an AttributeError or KeyError later.
 
-Public surface: `read_manifest(path)`, `check_manifest(manifest, where)`,
-`check_layout(consts, manifest, where)`, `manifest_digest(manifest)`, `MAX_MANIFEST_BYTES`.
+`read_artifact(build, name)` reads one file of a build as `heatc_runtime.load` reads every
+one: the manifest checked first, then the file's type, size and sha256 against it (what the
+CLI and the CUDA ops read a build with; nothing here needs wasmtime).
+
+Public surface: `read_manifest(path)`, `read_artifact(path, name, manifest)`, `read_sized(path, size, what)`,
+`check_manifest(manifest, where)`, `check_layout(consts, manifest, where)`, `manifest_digest(manifest)`,
+`MAX_MANIFEST_BYTES`, `MAX_ARTIFACT_BYTES`.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from pathlib import Path
 
 from .abi import CONTROL_FIELDS, SNAPSHOT
 from .errors import ModuleError
-from .files import UnreadableFile, plain_name, read_file
+from .files import UnreadableFile, WrongSize, plain_name, read_file
 
 MAX_MANIFEST_BYTES = 256 << 20  # a manifest of 100,000 rules is about 60 MB
+MAX_ARTIFACT_BYTES = 1 << 30  # the largest file of a build this runtime reads
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -39,6 +45,42 @@ def read_manifest(path: Path) -> tuple[dict, Path]:
         raise ModuleError(f"{manifest_path}: the manifest is not a heatc manifest (nested too deeply)") from None
     check_manifest(manifest, str(manifest_path))
     return manifest, manifest_path.parent
+
+
+def read_artifact(path: str | Path, name: str, manifest: dict | None = None) -> bytes:
+    """The bytes of the artifact `name` (program.json, rules.hct, …) of a build directory,
+    read as `load` reads it: the manifest checked first, then the file's type, size and
+    sha256 against it. With `manifest` (read_manifest's, of the directory `path`) it is not
+    read again. Raises ModuleError with the reason."""
+    directory = Path(path)
+    if manifest is None:
+        if directory.is_dir():
+            directory = directory.resolve()  # (a build's link, followed once, as load follows it)
+        manifest, directory = read_manifest(directory)
+    info = manifest.get("build", {}).get("artifacts", {}).get(name)
+    if info is None:
+        raise ModuleError(f"{directory / name}: its manifest lists no {name} (is this a heatc build directory?)")
+    return _verified(directory, name, info)
+
+
+def _verified(directory: Path, name: str, info: dict) -> bytes:
+    data = read_sized(directory / name, info.get("size"), "the build artifact")
+    if hashlib.sha256(data).hexdigest() != info["sha256"]:
+        raise ModuleError(
+            f"{directory / name}: checksum mismatch: the build is corrupt or was changed after it was made"
+        )
+    return data
+
+
+def read_sized(path: Path, size: int | None, what: str) -> bytes:
+    """A file of a module or build directory, `what` it is: a plain file (no link), of the
+    size its manifest records when it records one, at most MAX_ARTIFACT_BYTES."""
+    try:
+        return read_file(path, MAX_ARTIFACT_BYTES, size=size, follow_links=False)
+    except WrongSize as e:
+        raise ModuleError(f"{path}: {e}: the build is corrupt or was changed after it was made") from None
+    except UnreadableFile as e:
+        raise ModuleError(f"{path}: cannot read {what}: {e}") from None
 
 
 def manifest_digest(manifest: dict) -> str:

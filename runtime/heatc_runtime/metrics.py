@@ -23,11 +23,17 @@ imported) the values go to the worker's files at each flush; the server process 
 with a `MultiProcessCollector` (`multiprocess_registry()`), so a scrape lags a busy worker by
 at most `flush_interval_s` (and `sample_every` steps), and an idle one not at all.
 
-Label cardinality: `module` takes the names of the modules attached (a process loads a
-handful); `rule` takes a module's rule names, bounded by `max_rule_labels` (default 1000)
-distinct names per Metrics object, after which further rules count under rule="_other";
-`verdict`, `action` and `source` take the fixed values of `VERDICTS`, audit.ACTIONS and
-`SOURCES`.
+Label cardinality: `module` takes the names of the modules reported, bounded by
+`max_module_labels` (default 100) distinct names per Metrics object; `rule` takes rule names,
+bounded by `max_rule_labels` (default 1000); past either bound further names count under
+"_other". `verdict`, `action` and `source` take the fixed values of `VERDICTS`, audit.ACTIONS
+and `SOURCES`. What the metrics keep per batch goes at the flush after the batch is closed,
+collected or its checker closed; what `observe_step` keeps per module and batch size, at the
+flush after it was idle for a whole interval.
+
+Every report is checked where it is made: a count that is negative or not an integer, a
+duration that is not a finite number of seconds, a batch of no sequences raises there (so
+that one bad report never fails a later flush and loses the others' counts).
 
 Public surface: `Metrics`, `METRICS` (name → help), `SOURCES`, `SAMPLE_EVERY`, `STEP_BUCKETS`,
 `multiprocess_registry()`.
@@ -36,6 +42,7 @@ Public surface: `Metrics`, `METRICS` (name → help), `SOURCES`, `SAMPLE_EVERY`,
 from __future__ import annotations
 
 import atexit
+import math
 import threading
 import time
 import weakref
@@ -57,7 +64,7 @@ except ModuleNotFoundError:  # pragma: no cover - exercised only without the ext
 
 SOURCES = ("scan", "stream")
 VERDICTS = tuple(v.name for v in Verdict)
-OTHER_RULE = "_other"
+OTHER_RULE = OTHER_MODULE = "_other"
 #: One step in this many is timed (a power of two: the batch tests it with a mask).
 SAMPLE_EVERY = 64
 #: Step latency buckets, in seconds: a step takes microseconds (batch 1) to milliseconds.
@@ -188,7 +195,16 @@ class _Watched:
         return steps, texts, snaps, _take(c.step_seconds), _take(c.text_seconds)
 
     def gone(self) -> bool:
-        return self.batch is not None and self.batch() is None
+        """The batch was collected, closed, or its checker closed: nothing more will come."""
+        if self.batch is None:
+            return False
+        batch = self.batch()
+        return batch is None or batch._closed or batch.checker._closed
+
+    def idle(self) -> bool:
+        """Nothing counted since the last take (read under the Metrics' lock)."""
+        c = self.counts
+        return (c.steps, c.text_feeds, c.snapshots) == self.seen and not c.step_seconds and not c.text_seconds
 
 
 def _take(values: list) -> list:
@@ -196,6 +212,27 @@ def _take(values: list) -> list:
     taken = values[:k]
     del values[:k]
     return taken
+
+
+def _count_arg(value: object, name: str, least: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
+    if value < least:
+        raise ValueError(f"{name} must be at least {least}, got {value}")
+    return int(value)
+
+
+def _seconds_arg(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"seconds must be a number, got {type(value).__name__} {value!r}")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"seconds must be a finite duration of 0 or more, got {value!r}")
+    return float(value)
+
+
+def _module_arg(module: object) -> None:
+    if module is not None and not isinstance(module, str):
+        raise TypeError(f"module must be a module's name (a str) or None, got {type(module).__name__}")
 
 
 def _add_histogram(child, values: np.ndarray) -> None:
@@ -221,15 +258,23 @@ class Metrics:
         *,
         policy: Policy | None = None,
         max_rule_labels: int = 1000,
+        max_module_labels: int = 100,
         flush_interval_s: float = 1.0,
         sample_every: int = SAMPLE_EVERY,
     ):
         _require_prometheus()
         StepCounts().sample(sample_every)  # (refused here, with the reason, rather than at the first batch)
+        _count_arg(max_rule_labels, "max_rule_labels")
+        _count_arg(max_module_labels, "max_module_labels")
+        if not (
+            isinstance(flush_interval_s, (int, float)) and math.isfinite(flush_interval_s) and flush_interval_s >= 0
+        ):
+            raise ValueError(f"flush_interval_s must be a finite number of seconds, got {flush_interval_s!r}")
         self.sample_every = sample_every
         self.registry = prom.REGISTRY if registry is None else registry
         self.policy = policy or Policy()
         self.max_rule_labels = max_rule_labels
+        self.max_module_labels = max_module_labels
         self.flush_interval_s = flush_interval_s
         self._fam = _families(self.registry)
         self._fam.flusher.metrics.add(self)
@@ -239,6 +284,7 @@ class Metrics:
         self._watched: list[_Watched] = []
         self._hooks: dict[tuple[str, int], _Watched] = {}
         self._rules: set[str] = set()
+        self._modules: set[str] = set()
         self._next_flush = time.perf_counter() + flush_interval_s
         self._default_module = ""
         atexit.register(_flush_at_exit, weakref.ref(self))
@@ -246,29 +292,30 @@ class Metrics:
     # -- hooks: what the Checker, the batch and the engine adapters call ------------------
 
     def _at(self, module: str | None) -> _Pending:
-        name = self._default_module if module is None else module
+        """(under the lock)"""
+        name = self._module_label(self._default_module if module is None else module)
         p = self._pending.get(name)
         if p is None:
             p = self._pending[name] = _Pending()
         return p
 
     def _hook(self, module: str | None, n: int) -> StepCounts:
-        key = (self._default_module if module is None else module, n)
+        """(under the lock: flush drops idle hooks under it too)"""
+        key = (self._module_label(self._default_module if module is None else module), n)
         w = self._hooks.get(key)
         if w is None:
-            with self._lock:
-                w = self._hooks.get(key)
-                if w is None:
-                    w = self._hooks[key] = _Watched(*key, StepCounts())
-                    self._watched.append(w)
+            w = self._hooks[key] = _Watched(*key, StepCounts())
+            self._watched.append(w)
         return w.counts
 
     def observe_step(self, batch_size: int, seconds: float, module: str | None = None) -> None:
         """One batch step of `batch_size` sequences took `seconds`, for a host that steps
         without a `Batch` of an attached checker (whose steps are counted by the batch):
         every step given here is observed."""
-        counts = self._hook(module, batch_size)
+        batch_size, seconds = _count_arg(batch_size, "batch_size", 1), _seconds_arg(seconds)
+        _module_arg(module)
         with self._lock:  # (hosts may report from several threads; a batch's own counts have its lock)
+            counts = self._hook(module, batch_size)
             counts.step_seconds.append(seconds)
             counts.steps += 1
         self._tick()
@@ -276,10 +323,11 @@ class Metrics:
     def count_snapshots(self, n: int, module: str | None = None) -> None:
         """`n` snapshots published by triggers (not a sequence's final snapshot), for a host
         that steps without a `Batch` of an attached checker."""
+        n = _count_arg(n, "n")
+        _module_arg(module)
         if n:
-            counts = self._hook(module, 0)
             with self._lock:
-                counts.snapshots += n
+                self._hook(module, 0).snapshots += n
 
     def _tick(self) -> None:
         """A sampled step: bring the families up to date if the interval is over."""
@@ -288,6 +336,8 @@ class Metrics:
 
     def count_report(self, report: AuditReport, source: str = "stream") -> None:
         """A response checked to the end: its action, bytes and the verdicts of its triggered rules."""
+        if not isinstance(report, AuditReport):
+            raise TypeError(f"count_report takes an AuditReport (report.audit()), not {type(report).__name__}")
         rules = [(r.name, r.verdict) for r in report.triggered]
         self._count(report.module.name, source, report.action, report.text_bytes, rules)
 
@@ -306,6 +356,7 @@ class Metrics:
     def _count(self, module: str, source: str, action: str, n_bytes: int, rules) -> None:
         if source not in SOURCES:
             raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
+        n_bytes = _count_arg(n_bytes, "n_bytes")
         with self._lock:
             p = self._at(module)
             p.reports[(source, action)] += 1
@@ -325,18 +376,20 @@ class Metrics:
 
     def count_guard_masks(self, n: int, exhausted: bool = False, module: str | None = None) -> None:
         """Guard masked `n` candidates at one step (`exhausted`: none of the top k passed)."""
+        n = _count_arg(n, "n")
+        if not isinstance(exhausted, (bool, np.bool_)):
+            raise TypeError(f"exhausted must be a bool, got {type(exhausted).__name__}")
+        _module_arg(module)
         with self._lock:
             p = self._at(module)
             p.masks += n
             p.exhausted += bool(exhausted)
 
     def _rule_label(self, name: str) -> str:
-        if name in self._rules:
-            return name
-        if len(self._rules) >= self.max_rule_labels:
-            return OTHER_RULE
-        self._rules.add(name)
-        return name
+        return _bounded(self._rules, name, self.max_rule_labels)
+
+    def _module_label(self, name: str) -> str:
+        return _bounded(self._modules, name, self.max_module_labels)
 
     # -- bringing the families up to date -----------------------------------------------
 
@@ -350,6 +403,12 @@ class Metrics:
             for w in list(self._watched):
                 gone = w.gone()  # (before taking: a batch that goes meanwhile is taken once more)
                 steps, texts, snaps, step_s, text_s = w.take()
+                if w.batch is None and not (steps or texts or snaps or step_s or text_s):
+                    with self._lock:  # (an idle hook of observe_step: made again at its next report)
+                        if w.idle():
+                            del self._hooks[(w.module, w.n)]
+                            self._watched.remove(w)
+                    continue
                 if steps or texts:
                     f.tokens.labels(w.module).inc(steps * w.n + texts)
                 for seconds, n in ((step_s, w.n), (text_s, 1)):  # (a text feed: one sequence, one token)
@@ -409,11 +468,21 @@ class Metrics:
     def _instrument_batch(self, batch, module: str):
         """Watch `batch`'s counters and have it time one step in `sample_every`."""
         batch.counts.sample(self.sample_every, self._tick)
-        w = _Watched(module, batch.n, batch.counts, batch)
-        w.seen = (batch.counts.steps, batch.counts.text_feeds, batch.counts.snapshots)
         with self._lock:
+            w = _Watched(self._module_label(module), batch.n, batch.counts, batch)
+            w.seen = (batch.counts.steps, batch.counts.text_feeds, batch.counts.snapshots)
             self._watched.append(w)
         return batch
+
+
+def _bounded(seen: set[str], name: str, limit: int) -> str:
+    """`name` as a label value, or OTHER_RULE once `limit` names are in use."""
+    if name in seen:
+        return name
+    if len(seen) >= limit:
+        return OTHER_RULE
+    seen.add(name)
+    return name
 
 
 def _flush_at_exit(ref) -> None:

@@ -8,10 +8,12 @@ batches, draining and decoding records — is the Checker's and Batch's own, so 
 backends give the same results through the same API, and a state record moves between
 them unchanged (docs/abi.md, "State record").
 
-Limits: the native core runs the host's own compiled code, not a sandbox: `timeout_s` and
-`fuel` do not apply (every call's work is bounded by its input), `memory_bytes` caps its
-memory. Its inputs are checked instead: the tables once at load, every offset at each call,
-a state record when it is brought in (`Batch.fork_from`).
+Limits: the native core runs the host's own compiled code, not a sandbox: `timeout_s` does
+not apply, `memory_bytes` caps its memory, and each call has a step budget proportional to its
+input (`Limits.fuel`, when set, lowers it to that many steps; past it a call raises
+ModuleTrap). Its inputs are checked instead: the tables once at load (docs/abi.md, "Checked
+at load"), every offset at each call, a state record when it is brought in
+(`Batch.fork_from`). `close()` releases the memory at once.
 
 Public surface: `NativeChecker(manifest, hct, limits, where)`, `native_extension()`.
 """
@@ -57,7 +59,9 @@ class NativeChecker(Checker):
         self.snapshot_size = hct.param("snapshot_size")
         self.control = CONTROL
         try:
-            self._native = native.Module(hct.blob, hct.params, limits.memory_bytes, CONTROL, ModuleTrap)
+            self._native = native.Module(
+                hct.blob, hct.params, limits.memory_bytes, CONTROL, ModuleTrap, limits.fuel or 0
+            )
         except ValueError as e:
             raise ModuleError(f"{where}: {e}") from None
         except MemoryError as e:
@@ -67,7 +71,11 @@ class NativeChecker(Checker):
         self._calls = {name: self._native.function(name) for name in names}
         self._native.grow(HEAP_BASE)
         self._refresh_view()
-        self._init_buffers(HEAP_BASE, hct.param("plm"))
+        try:
+            self._init_buffers(HEAP_BASE, hct.param("plm"))
+        except ModuleTrap as e:  # (buffers for its lexeme_events do not fit its memory)
+            self.close()
+            raise ModuleError(f"{where}: {e}") from None
         self._rearm_at = float("inf")  # no deadline to re-arm (Batch checks this)
 
     # -- the memory and call layer --------------------------------------------------------
@@ -85,11 +93,14 @@ class NativeChecker(Checker):
         if end > self._native.size:
             if end > self.limits.memory_bytes:
                 raise ModuleTrap(f"the module's memory would exceed its limit ({self.limits.memory_bytes} bytes)")
-            self._native.grow(min(-(-end // PAGE) * PAGE, self.limits.memory_bytes))
+            try:
+                self._native.grow(min(-(-end // PAGE) * PAGE, self.limits.memory_bytes))
+            except MemoryError as e:  # (the process's own limit: RLIMIT_DATA)
+                raise ModuleTrap(f"the module's memory cannot grow to {end:,} bytes: {e}") from None
             self._refresh_view()
 
     def _arm(self) -> None:
-        """(no deadline or fuel: see the module docstring)"""
+        """(no deadline; the step budget is the core's, per call: see the module docstring)"""
 
     def _call(self, name: str, *params: int) -> int:
         return self._calls[name](*params)
@@ -98,13 +109,21 @@ class NativeChecker(Checker):
         return self._native.check_state(at)
 
     def close(self) -> None:
-        """Drop the module (its memory is released once no view of it is left)."""
+        """Release the module's memory now (its whole address-space reservation: an open
+        batch still holding a view of it keeps it until that batch is gone). Any later call
+        on this checker or its batches raises `CheckerClosed`."""
         with self._lock:
             self._closed = True
             self._generation = CLOSED
             self._calls = {}
-            for name in ("_mem", "_ctlv", "_ctlc"):
+            # (the views first: the memory is unmapped when the last one is released; the
+            # heap goes too, its `grow` being a method of this checker — a cycle that kept the
+            # whole reservation until the garbage collector ran)
+            for name in ("_mem", "_ctlv", "_ctlc", "_heap"):
                 self.__dict__.pop(name, None)
+            native = self.__dict__.pop("_native", None)
+            if native is not None:
+                native.close()
 
     def clone(self) -> NativeChecker:
         """An independent module on the same tables (for another thread)."""

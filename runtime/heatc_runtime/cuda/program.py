@@ -16,15 +16,15 @@ Public surface: `load(path, device, l2=True, l2_bytes=None)`, `OpProgram`, `OpBa
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
 
 import torch
 
+from ..abi import check_abi
 from ..errors import ModuleError
 from ..hct import PARAMS, Hct, check_against_manifest, read_hct
+from ..manifest import read_artifact, read_manifest
 from ..records import RecordDecoder
 from ..report import Snapshot
 from ..tables import read_token_table
@@ -32,37 +32,25 @@ from . import layout, ops
 from .tiers import TierReport, TierSplit, split_tiers
 
 
-def _verify(path: Path, manifest: dict, name: str) -> bytes:
-    info = manifest.get("build", {}).get("artifacts", {}).get(name)
-    file = path / name
-    try:
-        data = file.read_bytes()
-    except OSError as e:
-        raise ModuleError(f"{file}: cannot read a build artifact: {e.strerror}") from None
-    if info is None or hashlib.sha256(data).hexdigest() != info.get("sha256"):
-        raise ModuleError(f"{file}: checksum mismatch: the build is corrupt or was changed after it was made")
-    return data
-
-
 def load(path: str | Path, device: str | torch.device = "cpu", l2: bool = True, l2_bytes: int | None = None):
-    """Load a build directory for the ops on `device`: its manifest, rules.hct and tokens.bin
-    (each checksum verified; the other artifacts are not read). `l2=False` places tier 0
-    without the L2 window; `l2_bytes` caps the persisting set-aside."""
+    """Load a build directory for the ops on `device`: its manifest, rules.hct and tokens.bin,
+    read and verified as `heatc_runtime.load` reads them (the manifest's shape and digest, the
+    ABI, each file's type, size and sha256; the other artifacts are not read). `l2=False`
+    places tier 0 without the L2 window; `l2_bytes` caps the persisting set-aside."""
     path = Path(path)
-    try:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ModuleError(f"{path}: no readable manifest.json ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != "heatc-module":
-        raise ModuleError(f"{path / 'manifest.json'}: not a heatc module manifest")
-    hct = read_hct(_verify(path, manifest, "rules.hct"), str(path / "rules.hct"))
+    if path.is_dir():
+        path = path.resolve()  # (a build's link, followed once: every file comes from one build)
+    manifest, directory = read_manifest(path)
+    where = str(directory / "rules.hct")
+    check_abi(where, manifest["abi"]["major"], manifest["abi"]["minor"])
+    hct = read_hct(read_artifact(directory, "rules.hct", manifest), where)
     if hct.abi != (manifest["abi"]["major"], manifest["abi"]["minor"]):
-        raise ModuleError(f"{path / 'rules.hct'}: the tables say ABI {hct.abi} but the manifest says {manifest['abi']}")
+        raise ModuleError(f"{where}: the tables say ABI {hct.abi} but the manifest says {manifest['abi']}")
     try:
-        tokens = read_token_table(_verify(path, manifest, "tokens.bin"))
+        tokens = read_token_table(read_artifact(directory, "tokens.bin", manifest))
     except ValueError as e:
-        raise ModuleError(f"{path / 'tokens.bin'}: {e}") from None
-    return OpProgram(manifest, hct, tokens, device, l2, l2_bytes, str(path / "rules.hct"))
+        raise ModuleError(f"{directory / 'tokens.bin'}: {e}") from None
+    return OpProgram(manifest, hct, tokens, device, l2, l2_bytes, where)
 
 
 class OpProgram:

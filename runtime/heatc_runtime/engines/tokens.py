@@ -19,7 +19,13 @@ tokenizer object an engine holds (`table_for_tokenizer`, cached by the tokenizer
 
 Special tokens ([CLS], <s>, <|endoftext|>, <|im_end|>…) add nothing; an unknown-token
 placeholder ([UNK], <unk>) adds U+FFFD, so it reads as one character of unknown text. Added
-tokens that are not special add their text as written.
+tokens that are not special add their text as written (an added token's id may be a vocab
+piece's: the added token is what the tokenizer decodes it to).
+
+Refused with the reason: a tokenizer with no tokens, one whose vocabulary gives one id to two
+pieces (or lists a Unigram piece twice, or a Unigram entry that is not a [piece, score] pair),
+and one whose ids are mostly unused (a 100-byte file naming id 2^24 - 1 would make a 67 MB
+table of empty tokens): at most `MAX_UNUSED_IDS` ids, or a tenth of them, may have no token.
 
 Public surface: `TokenTable`, `TokenizerError`, `table_from_tokenizer_json(path)`,
 `table_from_json_bytes(data, source)`, `table_from_vocab_txt(path)`,
@@ -115,6 +121,7 @@ def _wordpiece(tok: str, prefix: str = "##") -> bytes:
 
 MAX_TOKENIZER_BYTES = 512 << 20  # the largest tokenizer files on the Hub are a few tens of MB
 MAX_VOCAB = 1 << 24
+MAX_UNUSED_IDS = 1024  # ids without a token a tokenizer may have, beyond a tenth of its ids
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -126,9 +133,25 @@ def table_from_json_bytes(data: bytes, source: str) -> TokenTable:
         model = spec["model"]
         vocab = model["vocab"]
         if isinstance(vocab, list):  # Unigram: [[piece, score], ...]
-            pieces = {p[0]: i for i, p in enumerate(vocab)}
+            pieces = {}
+            for i, entry in enumerate(vocab):
+                if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+                    raise ValueError(f"Unigram vocab entry {i} is {str(entry)[:40]!r}, not a [piece, score] pair")
+                if entry[0] in pieces:
+                    raise ValueError(
+                        f"the Unigram vocab lists {entry[0][:40]!r} twice (ids {pieces[entry[0]]} and {i})"
+                    )
+                pieces[entry[0]] = i
         else:
             pieces = dict(vocab)
+            if len(set(map(repr, pieces.values()))) != len(pieces):
+                holders: dict[str, str] = {}
+                for tok, i in pieces.items():
+                    if repr(i) in holders:
+                        raise ValueError(
+                            f"the vocab gives the id {str(i)[:20]} to {holders[repr(i)][:40]!r} and {tok[:40]!r}"
+                        )
+                    holders[repr(i)] = tok
         added = spec.get("added_tokens") or []
         specials = {t["content"] for t in added if t.get("special")}
         plain_added = {t["id"]: t["content"] for t in added if not t.get("special")}
@@ -149,6 +172,14 @@ def table_from_json_bytes(data: bytes, source: str) -> TokenTable:
     except RecursionError:
         raise TokenizerError(f"{source}: not a Hugging Face tokenizer.json: nested too deeply") from None
     size = max(pieces.values(), default=-1) + 1
+    if size == 0:
+        raise TokenizerError(f"{source}: the tokenizer has no tokens")
+    unused = size - len(set(pieces.values()))
+    if unused > max(MAX_UNUSED_IDS, size // 10):
+        raise TokenizerError(
+            f"{source}: the tokenizer's ids run to {size - 1:,} but {unused:,} of them have no token (a table of "
+            f"{size:,} tokens, mostly empty): not a tokenizer a model is served with"
+        )
     by_id: list[str | None] = [None] * size
     for tok, i in pieces.items():
         by_id[i] = tok
@@ -212,6 +243,8 @@ def table_from_vocab_txt(path: str | Path) -> TokenTable:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as e:
         raise TokenizerError(f"{path}: vocab.txt is not valid UTF-8 (byte {e.start})") from None
+    if not lines:
+        raise TokenizerError(f"{path}: vocab.txt holds no tokens")
     tokens = []
     for tok in lines:
         if tok.startswith("[") and tok.endswith("]"):
@@ -233,10 +266,7 @@ def _serialised(tokenizer) -> tuple[bytes, str]:
     if isinstance(tokenizer, str | Path):
         path = Path(tokenizer)
         path = path / "tokenizer.json" if path.is_dir() else path
-        try:
-            return path.read_bytes(), str(path)
-        except OSError as e:
-            raise TokenizerError(f"{path}: cannot read the tokenizer: {e.strerror}") from None
+        return _read(path), str(path)
     seen = set()
     obj = tokenizer
     while obj is not None and id(obj) not in seen:  # wrappers hold the tokenizer they wrap
