@@ -182,17 +182,16 @@ class DeviceDriver:
 
     # -- steps ----------------------------------------------------------------------------
 
-    def feed(
-        self, ids: torch.Tensor, live: torch.Tensor | None = None, eos: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def feed(self, ids: torch.Tensor, live: torch.Tensor | None = None, eos: torch.Tensor | None = None,
+             rows: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         """Feed token ids[i] (a [capacity] int64 tensor on the device) to every live row; `live`,
         when given, marks the rows the engine still writes (the others end here: not fed,
-        not guarded again); a row fed one of `eos` (end-of-sequence ids), or stopped, ends
-        after this step. Two op calls. Returns the rows stop mode has ended (a bool tensor;
+        not guarded again); `rows` marks the rows fed now (default: every live one); a row
+        fed one of `eos` (end-of-sequence ids), or stopped, ends after this step. Two op calls. Returns the rows stop mode has ended (a bool tensor;
         nothing is read back)."""
         if live is not None:
             self.live &= live  # (a row the engine has ended is not fed again, nor guarded)
-        live = self.live
+        live = self.live if rows is None else self.live & rows  # (`rows`: those fed now, vLLM's)
         fed = torch.where(live, ids, -1)
         p, b = self.program, self.batch
         forcing = self.mpos >= 0
@@ -225,39 +224,58 @@ class DeviceDriver:
         self.live &= ~ended
         return self.stopped
 
-    def guard(self, scores: torch.Tensor, eos: torch.Tensor, greedy: bool = False) -> torch.Tensor:
-        """Guard every live guard row of `scores` ([capacity, vocabulary], on the device; the
-        rows in batch order) in place: one top-k, one `heatc::guard` call, the policies as
-        tensor operations. `eos`: the end-of-sequence ids (int64 tensor)."""
+    def guard(self, scores: torch.Tensor, eos: torch.Tensor, greedy: bool = False,
+              slots: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+        """Guard every live guard row of `scores` ([rows, vocabulary], on the device) in place:
+        one top-k, one `heatc::guard` call, the policies as tensor operations. Row i of
+        `scores` is the driver's row `slots[i]` (an int64 tensor: vLLM's batch indices to its
+        request slots), or row i when `slots` is None. `eos`: the end-of-sequence ids."""
         kmax = min(self._kmax, scores.shape[1])
         values, ids = torch.topk(scores, kmax, dim=-1)
         dev = scores.device
+        pick = (lambda t: t) if slots is None else (lambda t: t.index_select(0, slots))
         cols = torch.arange(kmax, device=dev)[None, :]
-        rows_on = (self.live & (self.guarded > 0) & (self.mpos < 0))[:, None]
-        usable = torch.isfinite(values) & rows_on & (cols < self.k[:, None])
-        cands = torch.where(usable, ids, -1)
-        mask = self.batch.guard(cands.contiguous(), look=ops.LOOK_DECIDE, tails=self.tails)
+        mpos = pick(self.mpos)
+        rows_on = (pick(self.live) & (pick(self.guarded) > 0) & (mpos < 0))[:, None]
+        usable = torch.isfinite(values) & rows_on & (cols < pick(self.k)[:, None])
+        cands = torch.where(usable, ids, -1).contiguous()
+        tails = pick(self.tails).contiguous()
+        p, b = self.program, self.batch
+        states = b.states if slots is None else b.states.index_select(0, slots)
+        n = cands.shape[0]
+        scratch = torch.empty((n * kmax, p.state_size + p.event_size), dtype=torch.uint8, device=dev)
+        mask = torch.empty((n, kmax), dtype=torch.uint8, device=dev)
+        torch.ops.heatc.guard(p.tables, p.program, p.tok_offsets, p.tok_bytes, states, tails, cands, scratch, mask,
+                              ops.LOOK_DECIDE, b.lanes)  # fmt: skip
         if greedy:
             passed = (mask == MASK_ALLOWED).to(torch.int64)
             below = (passed.cumsum(1) - passed) > 0
             mask = torch.where(below & usable, MASK_UNTRIED, mask)
-        self._record_guard(cands, mask)
+        self._record_guard(cands, mask, slots)
         ok = mask == MASK_ALLOWED
         refused = usable & (mask == MASK_REJECTED)
         any_ok = ok.any(1)
         top = usable[:, 0] & (mask[:, 0] == MASK_REJECTED)
         on = rows_on[:, 0]
         exhausted = on & ~any_ok
-        at_value = self.has_digit[cands[:, 0].clamp(min=0)] | _open_number(self.tails)
-        has_marker = self.marker_len > 0
-        withhold = top & (self.policy == _WITHHOLD) & at_value & has_marker
-        stop_now = top & ((self.policy == _STOP) | ((self.policy == _WITHHOLD) & at_value & ~has_marker))
+        at_value = self.has_digit[cands[:, 0].clamp(min=0)] | _open_number(tails)
+        policy, has_marker = pick(self.policy), pick(self.marker_len) > 0
+        withhold = top & (policy == _WITHHOLD) & at_value & has_marker
+        stop_now = top & ((policy == _STOP) | ((policy == _WITHHOLD) & at_value & ~has_marker))
         rest = exhausted & ~withhold & ~stop_now
-        force_eos = stop_now | (rest & self.exhaust_stop)
-        leave = rest & ~self.exhaust_stop
-        self._take_back(withhold | stop_now, stop_now)
-        self.mpos.masked_fill_(withhold, 0)
-        forced = torch.where(self.mpos >= 0, self.marker.gather(1, self.mpos.clamp(min=0)[:, None])[:, 0], -1)
+        exhaust_stop = pick(self.exhaust_stop)
+        force_eos = stop_now | (rest & exhaust_stop)
+        leave = rest & ~exhaust_stop
+
+        def spread(t: torch.Tensor) -> torch.Tensor:  # (index rows to driver rows)
+            return (
+                t if slots is None else torch.zeros(self.capacity, dtype=t.dtype, device=dev).index_copy_(0, slots, t)
+            )
+
+        self._take_back(spread(withhold | stop_now), spread(stop_now))
+        self.mpos.masked_fill_(spread(withhold), 0)
+        mpos = pick(self.mpos)
+        forced = torch.where(mpos >= 0, pick(self.marker).gather(1, mpos.clamp(min=0)[:, None])[:, 0], -1)
         # the scores: refused candidates out (in place); rows confined to what passed (sampling,
         # a tie with a token not judged); forced rows to their token; rows left alone are left
         if greedy:
@@ -277,6 +295,14 @@ class DeviceDriver:
         scores.scatter_(1, at, torch.where((forced >= 0)[:, None], 0.0, scores.gather(1, at)))
         cols = eos[None, :].expand(scores.shape[0], -1)
         scores.scatter_(1, cols, torch.where(force_eos[:, None], 0.0, scores.gather(1, cols)))
+        return scores
+
+    def force_stopped(self, scores: torch.Tensor, eos: torch.Tensor, slots: torch.Tensor | None = None) -> torch.Tensor:
+        """Make the rows stop mode ended write an end-of-sequence token (vLLM ends a request so)."""
+        stopped = self.stopped if slots is None else self.stopped.index_select(0, slots)
+        scores.masked_fill_(stopped[:, None], _NEG)
+        cols = eos[None, :].expand(scores.shape[0], -1)
+        scores.scatter_(1, cols, torch.where(stopped[:, None], 0.0, scores.gather(1, cols)))
         return scores
 
     def _take_back(self, rows: torch.Tensor, stopping: torch.Tensor) -> None:
@@ -301,7 +327,11 @@ class DeviceDriver:
                              self.lengths, self.ck_step, self.ck_token, self.ck_tail, self.ck_state)  # fmt: skip
         b.step(torch.where(rows, ids, self.null_id)[:, None], rows.to(torch.int64))
 
-    def _record_guard(self, cands: torch.Tensor, mask: torch.Tensor) -> None:
+    def _record_guard(self, cands: torch.Tensor, mask: torch.Tensor, slots: torch.Tensor | None = None) -> None:
+        if slots is not None:  # (the rings are by driver row)
+            full_c = torch.full((self.capacity, cands.shape[1]), -1, dtype=cands.dtype, device=cands.device)
+            full_m = torch.zeros((self.capacity, cands.shape[1]), dtype=mask.dtype, device=mask.device)
+            cands, mask = full_c.index_copy_(0, slots, cands), full_m.index_copy_(0, slots, mask)
         width = cands.shape[1]
         if width > self._ring_cands.shape[2]:  # (a wider k: the rings grow, once)
             self.copy_out()
