@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from heatc import __version__
-from heatc.cli.common import app, compile_rules, fail, out
+from heatc.cli.common import app, compile_rules, diag, fail, out
 from heatc.errors import HeatError
 from heatc_runtime import ModuleError
 
@@ -68,26 +68,60 @@ def ir_cmd(
 
 @app.command()
 def build(
-    heatmap: Annotated[Path, typer.Argument(help="A heatmap (.yaml).")],
+    source: Annotated[
+        Path, typer.Argument(help="A heatmap (.yaml), a rule file (.heat) or a folder of rule files.", metavar="RULES")
+    ],
     out: Annotated[Path, typer.Option("-o", "--out", help="Where build/<name> goes.")] = Path("build"),
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            "--tokenizer",
+            help="The token table to write: minilm (the embedded one), bytes, a tokenizer.json or a Hugging Face "
+            "model folder. Default: the heatmap's tokenizer:, one token per byte for rule files.",
+        ),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name", help="The build's name, OUT/<name> (default: the heatmap's, the rule set's, the folder's)."
+        ),
+    ] = None,
 ) -> None:
-    """Build a heatmap: WASM module, CUDA bridge tables, token table and manifest in OUT/<name>."""
+    """Build a heatmap or rule files: WASM module, CUDA bridge tables, token table and manifest in OUT/<name>."""
     from heatc.heatmap.build import build as run_build
 
     try:
-        result = run_build(heatmap, out)
+        table = None if tokenizer is None else _token_table(tokenizer)
+        result = run_build(source, out, table, name)
     except HeatError as e:
         raise fail(e.render()) from None
+    except OSError as e:  # (an output directory that cannot be written: a message, not a traceback)
+        raise fail(f"{e.filename or out}: error: cannot write the build: {e.strerror or e}") from None
     b = result.manifest["build"]
     tiers = b["tiers"]["counts"]
     state = "unchanged" if result.unchanged else "written"
+    n = len(b["rules"])
     out_line = (
-        f"{result.directory} ({state}): {len(b['rules'])} rules "
+        f"{result.directory} ({state}): {n} rule{'s' * (n != 1)} "
         f"(tiers: {tiers['l2']} L2, {tiers['device']} device, {tiers['host']} host), "
         f"{b['tokenizer']['tokens']} tokens ({b['tokenizer']['kind']}), "
         f"module {b['artifacts']['module.wasm']['size']:,} bytes"
     )
     sys.stdout.write(out_line + "\n")
+
+
+def _token_table(spec: str):
+    """--tokenizer: minilm, bytes, a tokenizer.json, or a folder holding one (or vocab.txt)."""
+    from heatc.heatmap.format import Tokenizer, Where
+    from heatc.heatmap.tokenizers import token_table
+
+    if spec in ("minilm", "bytes"):
+        kind = "embedded" if spec == "minilm" else "bytes"
+        return token_table(Tokenizer(kind, spec), "--tokenizer")
+    path = Path(spec)
+    if not path.exists():
+        raise HeatError(diag("--tokenizer", f"{spec!r} is neither minilm, bytes, nor a file or folder that exists"))
+    return token_table(Tokenizer("dir" if path.is_dir() else "file", str(path), Where(0, 0)), "--tokenizer")
 
 
 @app.command()
@@ -183,7 +217,7 @@ def show(
 ) -> None:
     """Draw a heatmap: categories on both axes, hot cells outlined, the threshold marked."""
     from heatc.heatmap.format import load_heatmap
-    from heatc.heatmap.show import render
+    from heatc.heatmap.show import FORMATS, render
 
     try:
         hm = load_heatmap(heatmap)
@@ -193,7 +227,13 @@ def show(
         import matplotlib  # noqa: F401
     except ModuleNotFoundError:
         raise fail("heatc show needs matplotlib: pip install 'heatc[compiler]'") from None
-    sys.stdout.write(f"{render(hm, output, top)}\n")
+    if output.suffix.lstrip(".").lower() not in FORMATS:
+        raise fail(f"{output}: error: write a .png, .svg or .pdf (the picture's format comes from its name)")
+    try:
+        written = render(hm, output, top)
+    except OSError as e:  # (a folder that cannot be written: a message, not a traceback)
+        raise fail(f"{output}: error: cannot write the picture: {e.strerror or e}") from None
+    sys.stdout.write(f"{written}\n")
 
 
 @app.command()
