@@ -63,11 +63,11 @@ def _compiler_digest() -> str:
     when the version number has not changed (a checkout between releases)."""
     global _code_digest
     if _code_digest is None:
-        import heatc
+        from heatc.version import __version__
         from heatc_runtime import abi
 
-        h = hashlib.sha256(heatc.__version__.encode())
-        root = Path(heatc.__file__).parent
+        h = hashlib.sha256(__version__.encode())
+        root = Path(__file__).parent
         for p in sorted(root.rglob("*")):
             if p.is_file() and "__pycache__" not in p.parts:
                 h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())

@@ -14,8 +14,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from heatc import __version__
 from heatc.errors import HeatError
+from heatc.version import __version__
 from heatc_runtime import Verdict
 
 app = typer.Typer(

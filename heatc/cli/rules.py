@@ -14,9 +14,10 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from heatc import __version__
 from heatc.cli.common import app, compile_rules, diag, fail, out
+from heatc.cli.table import plural
 from heatc.errors import HeatError
+from heatc.version import __version__
 from heatc_runtime import ModuleError
 
 
@@ -43,7 +44,8 @@ def check(
             raise fail("\n".join(lines))
     n_expect = len(program.expects) if expect else 0
     out.print(
-        f"{file}: ok — {len(program.rules)} rules, {len(program.literals)} literals, {n_expect} expect examples passed"
+        f"{file}: ok — {plural(len(program.rules), 'rule')}, {plural(len(program.literals), 'literal')}, "
+        f"{plural(n_expect, 'expect example')} passed"
     )
 
 
@@ -220,7 +222,7 @@ def show(
     from heatc.heatmap.show import FORMATS, render
 
     try:
-        hm = load_heatmap(heatmap)
+        hm = load_heatmap(heatmap, files=False)
     except HeatError as e:
         raise fail(e.render()) from None
     try:
@@ -250,7 +252,7 @@ def diff(
     from heatc.heatmap.format import load_heatmap
 
     try:
-        ha, hb = load_heatmap(a), load_heatmap(b)
+        ha, hb = load_heatmap(a, files=False), load_heatmap(b, files=False)  # (cells only: no rule file needed)
     except HeatError as e:
         raise fail(e.render()) from None
     d = diff_heatmaps(ha, hb)
@@ -260,19 +262,33 @@ def diff(
         sys.stdout.write(render_diff(d, ha, hb, limit))
 
 
+QUICK_EXAMPLES = 25  # heatc test: generated inputs per rule by default
+THOROUGH_EXAMPLES = 200  # heatc test --thorough
+
+
 @app.command("test")
 def test_cmd(
-    file: Annotated[Path, typer.Argument(help="A heatmap (.yaml) or a .heat rule file.")],
-    examples: Annotated[int, typer.Option("--examples", "-n", help="Generated inputs per rule.")] = 200,
+    file: Annotated[Path, typer.Argument(help="A heatmap (.yaml), a .heat rule file or a folder of them.")],
+    examples: Annotated[
+        int | None,
+        typer.Option("--examples", "-n", min=1, help=f"Generated inputs per rule (default {QUICK_EXAMPLES})."),
+    ] = None,
+    thorough: Annotated[
+        bool, typer.Option("--thorough", help=f"{THOROUGH_EXAMPLES} generated inputs per rule: minutes for a heatmap.")
+    ] = False,
     backend: Annotated[
         list[str] | None,
         typer.Option("--backend", help="Test on this backend (repeatable; the reference always runs). Default: all."),
     ] = None,
 ) -> None:
-    """Check the expect examples and property-test every rule on every backend."""
+    """Check the expect examples and property-test every rule on every backend: a quick pass
+    by default (a shipped heatmap in well under a minute), --thorough for depth."""
     from heatc.backends import BACKENDS
     from heatc.verify.properties import run_tests
 
+    if examples is not None and thorough:
+        raise fail("heatc test: give --examples N or --thorough, not both")
+    examples = examples or (THOROUGH_EXAMPLES if thorough else QUICK_EXAMPLES)
     unknown = [b for b in backend or [] if b not in BACKENDS]
     if unknown:
         raise fail(f"heatc test: unknown backend {unknown[0]!r} (available: {', '.join(BACKENDS)})")
@@ -300,6 +316,8 @@ def test_cmd(
             )
     n_expect = len(program.expects)
     out.print(f"expect examples: {n_expect} on {', '.join(report.backends)}")
+    if not thorough and examples == QUICK_EXAMPLES:
+        out.print(f"{QUICK_EXAMPLES} generated inputs per rule (--thorough: {THOROUGH_EXAMPLES})")
     for r in report.rules:
         if r.problem is None:
             how = "pattern and requirements" if r.oracle else "backends agree"
@@ -309,5 +327,5 @@ def test_cmd(
             out.print(f"     minimal input: {escape(repr(r.example.text.decode('utf-8', 'replace')))}")
             out.print(f"     as tokens: {escape(repr([p.decode('utf-8', 'replace') for p in r.example.pieces]))}")
     failed = sum(1 for r in report.rules if r.problem) + sum(len(f) for f in report.expect_failures.values())
-    out.print(("[bold red]" if failed else "[green]") + f"{failed} failures[/]")
+    out.print(("[bold red]" if failed else "[green]") + f"{failed} failure{'s' * (failed != 1)}[/]")
     raise typer.Exit(1 if failed else 0)

@@ -6,6 +6,7 @@ Public surface: the commands, registered on `heatc.cli.common.app`.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -86,6 +87,10 @@ def scan(
     from heatc.backends import BACKENDS
     from heatc_runtime.audit import Policy
 
+    # A large document's events are hundreds of thousands of small objects, none of them in a
+    # reference cycle: the cyclic collector, run again and again as they are made, cost more
+    # than the scan (32 MB: 1.5 s of 2.2). The process ends when the command does.
+    gc.disable()
     if backend not in BACKENDS:
         raise fail(f"heatc scan: unknown backend {backend!r} (available: {', '.join(BACKENDS)})")
     try:

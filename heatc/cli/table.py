@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from heatc_runtime import Event, Verdict
 
-LISTED = 40  # a document with more values than this lists only those not CONFIRMED
+LISTED = 100  # a document with more matches than this lists only the values not CONFIRMED
+_SEVERITY = {v: int(v) for v in Verdict}  # (an IntEnum's int() is a call; a dict look-up is not)
 _COLOUR = {Verdict.CONFIRMED: "32", Verdict.PENDING: "33", Verdict.REJECTED: "1;31"}
 # control characters of the scanned text would move the cursor or recolour the terminal:
 # each is shown as its escape (\x1b), as Python writes it
@@ -78,11 +79,33 @@ def fold(matches: Sequence[tuple[str, Event, float]]) -> list[list[tuple[str, Ev
 
     def best(i: int):
         _, e, heat = matches[i]
-        return (-int(e.verdict), -(e.end - e.start), -heat, e.start)
+        return (-_SEVERITY[e.verdict], e.start - e.end, -heat, e.start)
 
     out = [[matches[i] for i in sorted(members, key=best)] for members in groups.values()]
     out.sort(key=lambda g: min(m[1].start for m in g))
     return out
+
+
+def _near_findings(matches: Sequence[tuple[str, Event, float]]) -> list[tuple[str, Event, float]]:
+    """The matches not CONFIRMED and every match whose span overlaps one of theirs: all that
+    folding the findings needs, found without folding a long document's every value."""
+    import numpy as np
+
+    bad = [i for i, m in enumerate(matches) if m[1].verdict is not Verdict.CONFIRMED]
+    if not bad:
+        return []
+    starts = np.fromiter((m[1].start for m in matches), np.int64, len(matches))
+    ends = np.fromiter((m[1].end for m in matches), np.int64, len(matches))
+    order = np.argsort(starts, kind="stable")
+    by_start = starts[order]
+    longest = int((ends - starts).max())
+    near: set[int] = set()
+    for i in bad:
+        s, e = int(starts[i]), int(ends[i])
+        lo, hi = np.searchsorted(by_start, [s - longest, e], side="left")
+        candidates = order[lo:hi]
+        near.update(candidates[ends[candidates] > s].tolist())
+    return [matches[i] for i in sorted(near)]
 
 
 def _width(text: str) -> int:
@@ -171,15 +194,19 @@ def render_document(title: str, doc: bytes, checked: Sequence[Checked], every: b
     if every:
         rows = [_row(doc, label, e, None) for label, e, _ in sorted(matches, key=lambda m: (m[1].end, m[1].start))]
         unlisted = 0
+    elif len(matches) <= LISTED:
+        rows = [_row(doc, g[0][0], g[0][1], Counter(m[1].verdict for m in g[1:])) for g in fold(matches)]
+        unlisted = 0
     else:
-        groups = fold(matches)
-        shown = groups if len(groups) <= LISTED else [g for g in groups if g[0][1].verdict is not Verdict.CONFIRMED]
-        unlisted = len(groups) - len(shown)
+        shown = [g for g in fold(_near_findings(matches)) if g[0][1].verdict is not Verdict.CONFIRMED]
         rows = [_row(doc, g[0][0], g[0][1], Counter(m[1].verdict for m in g[1:])) for g in shown]
+        unlisted = len(matches) - sum(map(len, shown))
     if rows:
         lines += _table(rows, header, colour)
     if unlisted:
-        lines.append(f"… and {plural(unlisted, 'value')} CONFIRMED, not listed (--all lists every match)")
+        lines.append(
+            f"… and {plural(unlisted, 'CONFIRMED match', 'CONFIRMED matches')} not listed (--all lists every match)"
+        )
     rejected = []
     for c in checked:
         names = [k for k, v in c.verdicts.items() if v is Verdict.REJECTED]

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from heatc import __version__, ir
+from heatc import ir
 from heatc.errors import Diagnostic, HeatError
 from heatc.hct import hct_bytes
 from heatc.heatmap.format import NAME, Heatmap, Tokenizer, load_heatmap
@@ -38,6 +38,7 @@ from heatc.heatmap.tokenizers import TokenTable, table_bytes, token_table
 from heatc.lang import ast
 from heatc.lang.compiler import compile_tree
 from heatc.lang.parse import parse, parse_file, read_source
+from heatc.version import __version__
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
 from heatc_runtime.hct import HCT_MAGIC, HCT_VERSION  # noqa: F401  (re-exported: the format is the runtime's)
