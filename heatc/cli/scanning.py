@@ -147,18 +147,15 @@ def _rule_set(given: Path, backend: str) -> _RuleSet:
     from heatc.heatmap.build import is_build
 
     rule_set, path = None, given
-    if backend != "reference" and not is_build(path):
+    if backend != "reference" and not is_build(path) and path.exists():
         from heatc.cache import cached_build
 
         try:
             path = cached_build(path)  # compiled once, then reused while the file is unchanged
         except HeatError as e:
             raise fail(e.render()) from None
-        except OSError as e:
-            if e.filename and Path(e.filename).resolve().is_relative_to(Path(path).resolve().parent) and \
-                    not Path(e.filename).exists():  # fmt: skip
-                raise fail(f"{e.filename}: error: cannot read: {e.strerror}") from None
-            rule_set = _in_memory(path, backend)  # (no cache to write to: compiled for this run alone)
+        except OSError:  # (no cache to write to: compiled for this run alone, or its error said)
+            rule_set = _in_memory(path, backend)
     if rule_set is None and is_build(path) and backend in ("wasm", "native"):
         from heatc_runtime import load
 
@@ -211,7 +208,7 @@ def _label(rule_sets: list[_RuleSet]) -> None:
 
 
 _MAGIC = (
-    (b"%PDF-", "a PDF", "heatc extract {file} > {stem}.txt gives its text"),
+    (b"%PDF-", "a PDF", "heatc extract {file} -o {stem}.txt writes its text"),
     (b"\x7fELF", "an executable (ELF)", ""),
     (b"PK\x03\x04", "a zip archive (a .docx, .xlsx, .jar?)", ""),
     (b"\x1f\x8b", "gzip-compressed", "zcat {file} | heatc scan RULES reads what it holds"),

@@ -57,8 +57,9 @@ class BuildResult:
 
 
 def is_build(path: Path) -> bool:
-    """A build directory (what `heatc build` writes), not a folder of rule files."""
-    return path.is_dir() and (path / "manifest.json").exists()
+    """A build directory (what `heatc build` writes, damaged or not), not a folder of rule
+    files: one holding any file a build writes."""
+    return path.is_dir() and any((path / name).exists() for name in (*ARTIFACTS, "manifest.json"))
 
 
 def compile_heatmap(path: str | Path) -> tuple[ir.Program, Lowered, Heatmap]:
