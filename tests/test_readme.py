@@ -106,7 +106,7 @@ def _console_commands(code: str, fence: int) -> list[Command]:
         start, text = i, lines[i][2:]
         while text.endswith("\\") and i + 1 < len(lines):
             i += 1
-            text = text[:-1] + "\n" + lines[i]
+            text += "\n" + lines[i]  # (bash reads the backslash-newline as the page does)
         i += 1
         out = []
         while i < len(lines) and not lines[i].startswith("$ "):

@@ -2,7 +2,7 @@
 (never a traceback), reading rules from a file, a heatmap or a build, printing a report.
 
 Public surface: `app`, `out`, `fail(message)`, `compile_rules(path)`, `diag(path, message)`,
-`print_document(...)`, `fmt_value(v)`, `VERDICT_STYLE`.
+`print_document(...)`, `fmt_value(v)`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from rich.console import Console
 
 from heatc.errors import HeatError
 from heatc.version import __version__
-from heatc_runtime import Verdict
 
 app = typer.Typer(
     add_completion=False,
@@ -25,8 +24,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console(highlight=False, soft_wrap=True)
-
-VERDICT_STYLE = {Verdict.CONFIRMED: "green", Verdict.PENDING: "yellow", Verdict.REJECTED: "bold red"}
 
 
 def fail(message: str) -> typer.Exit:

@@ -9,7 +9,7 @@ common (a rule set's `temperature 389` and `389 °F`; a learned heatmap's `potas
 `potassium 34,`). The group's verdict is the worst of its matches; the match shown is one
 with that verdict, the one that read the most text (its unit too), then the hottest.
 
-Public surface: `Checked`, `fold(matches)`, `print_document(...)`, `render_document(...)`,
+Public surface: `Checked`, `fold(matches)`, `print_document(...)`, `render_document(...)`, `plural`,
 `LISTED`.
 """
 
@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from heatc.cli.common import fmt_value
 from heatc_runtime import Event, Verdict
 
 LISTED = 100  # a document with more matches than this lists only the values not CONFIRMED
@@ -124,20 +125,14 @@ def _paint(text: str, code: str, colour: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if colour and code else text
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float) and v == int(v) and abs(v) < 1e16:
-        return str(int(v))
-    return str(v)
-
-
 def _row(doc: bytes, label: str, e: Event, others: Counter | None) -> list[str]:
     text = doc[e.start : e.end].decode("utf-8", errors="replace")
     why = e.failed or ""
     # a value's places (`places(v)`) say something only where a requirement on them failed
-    caps = ", ".join(f"{k}={_fmt(v)}" for k, v in e.captures if not k.startswith("places(") or k in why)
+    caps = ", ".join(f"{k}={fmt_value(v)}" for k, v in e.captures if not k.startswith("places(") or k in why)
     if e.conflict is not None:
         prior = doc[e.conflict.start : e.conflict.end].decode("utf-8", errors="replace")
-        why = f"{e.conflict.channel} was {_fmt(e.conflict.value)} at {prior!r}"
+        why = f"{e.conflict.channel} was {fmt_value(e.conflict.value)} at {prior!r}"
     rule = f"{label}:{e.name}" if label else e.name
     folded = ""
     if others:
