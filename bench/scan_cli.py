@@ -19,6 +19,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -47,13 +48,19 @@ def notes(size: int) -> bytes:
     return data[: data.rfind(b"\n", 0, size) + 1]
 
 
-def run(argv: list[str], env: dict) -> float:
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run(argv: list[str], env: dict) -> tuple[float, float]:
+    """(wall, CPU) seconds of one command; the output goes where a user's pipe would take it."""
+    cpu0, t0 = _children_cpu(), time.perf_counter()
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     if done.returncode not in (0, 3):
         sys.exit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()[-2000:]}")
-    return wall
+    return wall, cpu
 
 
 def runtime_scan(rules: Path, data: bytes, rounds: int) -> float:
@@ -89,7 +96,7 @@ def main() -> None:
     cases = [(name, out) for name in rule_sets for out in ("table", "--json")]
     for name in rule_sets:  # (the first run compiles a rule file into the cache: not timed)
         run([HEATC, "scan", str(rule_sets[name]), str(tiny)], env)
-    times: dict[tuple, list[float]] = {(c, f): [] for c in cases for f in (tiny, big)}
+    times: dict[tuple, list[tuple[float, float]]] = {(c, f): [] for c in cases for f in (tiny, big)}
     for _ in range(args.rounds):
         for name, out in cases:
             for f in (tiny, big):
@@ -98,13 +105,18 @@ def main() -> None:
     print(
         f"heatc scan, {size_mb:.1f} MB of MTSamples notes; medians of {args.rounds} rounds; load {os.getloadavg()[0]:.1f}"
     )
-    print(f"{'rules':32} {'output':7} {'start-up s':>10} {'32 MB s':>8} {'MB/s beyond start-up':>21}")
+    # (wall time on an idle machine; CPU time, which another job's load moves less, beside it)
+    print(
+        f"{'rules':32} {'output':7} {'start-up s':>10} {'large s':>8} {'MB/s beyond start-up':>21} {'(by CPU s)':>10}"
+    )
     ok = True
     for name, out in cases:
-        t0, t1 = statistics.median(times[(name, out), tiny]), statistics.median(times[(name, out), big])
-        rate = size_mb / max(t1 - t0, 1e-9)
+        small, large = times[(name, out), tiny], times[(name, out), big]
+        t0, t1 = (statistics.median(w for w, _ in x) for x in (small, large))
+        c0, c1 = (statistics.median(c for _, c in x) for x in (small, large))
+        rate, cpu_rate = size_mb / max(t1 - t0, 1e-9), size_mb / max(c1 - c0, 1e-9)
         ok &= rate >= TARGET_MB_S
-        print(f"{name:32} {out:7} {t0:10.2f} {t1:8.2f} {rate:21.0f}")
+        print(f"{name:32} {out:7} {t0:10.2f} {t1:8.2f} {rate:21.0f} {cpu_rate:10.0f}")
     for name in rule_sets:
         built = rule_sets[name] if rule_sets[name].is_dir() else None
         if built is None:
@@ -114,7 +126,7 @@ def main() -> None:
             built = cached_build(rule_sets[name])
         s = runtime_scan(built, big.read_bytes(), args.rounds)
         print(f"runtime scan alone, {name}: {size_mb / s:.0f} MB/s (events read)")
-    print(f"target: {TARGET_MB_S:g} MB/s beyond start-up: {'met' if ok else 'NOT met'}")
+    print(f"target: {TARGET_MB_S:g} MB/s beyond start-up (wall): {'met' if ok else 'NOT met'}")
 
 
 if __name__ == "__main__":
