@@ -27,12 +27,15 @@ ifeq ($(ENGINES),1)
 endif
 	touch $@
 
-# Build the shipped medical heatmap (WASM module, CUDA tables, token table, manifest in
-# build/medical), then scan a draft discharge summary with implausible values with it.
-# `heatc scan` exits 3 when it rejects something.
+# Build the shipped learned medical heatmap (WASM module, CUDA tables, token table, manifest
+# in build/medical) and the hand-written examples/medical.heat (build/medical_rules), then
+# scan a draft discharge summary with implausible values with both side by side: one row per
+# value, the rule that read it best, the others folded. `heatc scan` exits 3 when it rejects
+# something.
 demo: $(STAMP)
 	$(BIN)/heatc build heatmaps/medical.yaml -o build
-	$(BIN)/heatc scan build/medical examples/texts/discharge_summary_errors.txt || [ $$? -eq 3 ]
+	$(BIN)/heatc build examples/medical.heat --name medical_rules -o build
+	$(BIN)/heatc scan build/medical --also build/medical_rules examples/texts/discharge_summary_errors.txt || [ $$? -eq 3 ]
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,4 +1,6 @@
 """heatc: compile Semantic Drift Sensitivity heatmaps and rule files into state machines
 that check generated text token by token."""
 
-__version__ = "0.1.0"
+from heatc.version import __version__
+
+__all__ = ["__version__"]

@@ -157,7 +157,7 @@ def test_a_killed_build_leaves_the_previous_one_intact(tmp_path, step):
 def test_cli_build_inspect_scan_lower(tmp_path):
     r = heatc("build", GOOD, "-o", tmp_path)
     assert r.exit_code == 0, r.output
-    assert "1 rules (tiers: 1 L2, 0 device, 0 host), 256 tokens (bytes)" in r.output
+    assert "1 rule (tiers: 1 L2, 0 device, 0 host), 256 tokens (bytes)" in r.output
     r = heatc("inspect", tmp_path / "tiny")
     assert (
         r.exit_code == 0

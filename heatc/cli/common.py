@@ -2,7 +2,7 @@
 (never a traceback), reading rules from a file, a heatmap or a build, printing a report.
 
 Public surface: `app`, `out`, `fail(message)`, `compile_rules(path)`, `diag(path, message)`,
-`print_document(...)`, `fmt_value(v)`, `VERDICT_STYLE`.
+`print_document(...)`, `fmt_value(v)`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from heatc import __version__
 from heatc.errors import HeatError
-from heatc_runtime import Verdict
+from heatc.version import __version__
 
 app = typer.Typer(
     add_completion=False,
@@ -28,8 +25,6 @@ app = typer.Typer(
 )
 out = Console(highlight=False, soft_wrap=True)
 
-VERDICT_STYLE = {Verdict.CONFIRMED: "green", Verdict.PENDING: "yellow", Verdict.REJECTED: "bold red"}
-
 
 def fail(message: str) -> typer.Exit:
     sys.stdout.flush()
@@ -38,9 +33,14 @@ def fail(message: str) -> typer.Exit:
 
 
 def compile_rules(path: Path):
-    """A rule file (.heat), a heatmap (.yaml), or a build directory (its program.json)."""
+    """A rule file (.heat), a folder of them, a heatmap (.yaml), or a build directory (its
+    program.json)."""
     from heatc.lang.compiler import compile_file
 
+    if path.is_dir() and not (path / "program.json").exists() and any(path.glob("*.heat")):
+        from heatc.heatmap.build import compile_folder
+
+        return compile_folder(path)[0]
     if path.is_dir():
         from heatc import ir
         from heatc_runtime import ModuleError
@@ -76,39 +76,10 @@ def _main(version: Annotated[bool, typer.Option("--version", help="Print the ver
 
 
 def print_document(i, doc, audit, events, lines) -> None:
-    title = f"document {i + 1}" if lines else "document"
-    counters, verdict = audit.counters, audit.verdict
-    out.print(
-        f"[bold]{title}[/]: [{VERDICT_STYLE[verdict]}]{verdict.name}[/]  "
-        f"({counters['bytes']} bytes, {counters['lexemes']} lexemes, {counters['matches']} matches; "
-        f"confidence {audit.confidence:.2f}: {audit.action})"
-    )
-    matches = [e for e in events if e.kind == "match"]
-    if matches:
-        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        table.add_column("verdict", no_wrap=True)
-        table.add_column("rule", no_wrap=True)
-        for col in ("text", "captures", "why"):
-            table.add_column(col, overflow="fold")
-        for e in matches:
-            text = doc[e.start : e.end].decode("utf-8", errors="replace").replace("\n", " ")
-            why = e.failed or ""
-            # a value's places (`places(v)`) say something only where a requirement on them failed
-            caps = ", ".join(f"{k}={fmt_value(v)}" for k, v in e.captures if not k.startswith("places(") or k in why)
-            if e.conflict is not None:
-                prior = doc[e.conflict.start : e.conflict.end].decode("utf-8", errors="replace")
-                why = f"{e.conflict.channel} was {fmt_value(e.conflict.value)} at {prior!r}"
-            table.add_row(
-                f"[{VERDICT_STYLE[e.verdict]}]{e.verdict.name}[/]",
-                escape(e.name),
-                escape(text),
-                escape(caps),
-                escape(why),
-            )
-        out.print(table)
-    rejected = [k for k, v in audit.verdicts.items() if v is Verdict.REJECTED]
-    if rejected:
-        out.print("rejected rules: " + escape(", ".join(rejected)))
+    """One document's verdict and its table of values (`heatc.cli.table`)."""
+    from heatc.cli.table import print_document as print_table
+
+    print_table(i, doc, audit, events, lines)
 
 
 def fmt_value(v) -> str:

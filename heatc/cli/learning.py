@@ -194,7 +194,9 @@ def finetune(
         Path | None,
         typer.Option("--teacher", help="The teacher the base heatmap was learned with, if not the embedded MiniLM."),
     ] = None,
-    name: Annotated[str | None, typer.Option("--name", help="The heatmap's name (default: the base's).")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="The heatmap's name (default: the output file's stem).")
+    ] = None,
     title: Annotated[str | None, typer.Option("--title", help="The heatmap's title.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for sampling and the teacher's random probes.")] = 0,
     device: Annotated[str, typer.Option("--device", help="torch device for the teacher (cpu, cuda, cuda:1).")] = "cpu",

@@ -14,9 +14,10 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from heatc import __version__
-from heatc.cli.common import app, compile_rules, fail, out
+from heatc.cli.common import app, compile_rules, diag, fail, out
+from heatc.cli.table import plural
 from heatc.errors import HeatError
+from heatc.version import __version__
 from heatc_runtime import ModuleError
 
 
@@ -43,7 +44,8 @@ def check(
             raise fail("\n".join(lines))
     n_expect = len(program.expects) if expect else 0
     out.print(
-        f"{file}: ok — {len(program.rules)} rules, {len(program.literals)} literals, {n_expect} expect examples passed"
+        f"{file}: ok — {plural(len(program.rules), 'rule')}, {plural(len(program.literals), 'literal')}, "
+        f"{plural(n_expect, 'expect example')} passed"
     )
 
 
@@ -68,14 +70,31 @@ def ir_cmd(
 
 @app.command()
 def build(
-    heatmap: Annotated[Path, typer.Argument(help="A heatmap (.yaml).")],
+    source: Annotated[
+        Path, typer.Argument(help="A heatmap (.yaml), a rule file (.heat) or a folder of rule files.", metavar="RULES")
+    ],
     out: Annotated[Path, typer.Option("-o", "--out", help="Where build/<name> goes.")] = Path("build"),
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            "--tokenizer",
+            help="The token table to write: minilm (the embedded one), bytes, a tokenizer.json or a Hugging Face "
+            "model folder. Default: the heatmap's tokenizer:, one token per byte for rule files.",
+        ),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name", help="The build's name, OUT/<name> (default: the heatmap's, the rule set's, the folder's)."
+        ),
+    ] = None,
 ) -> None:
-    """Build a heatmap: WASM module, CUDA bridge tables, token table and manifest in OUT/<name>."""
+    """Build a heatmap or rule files: WASM module, CUDA bridge tables, token table and manifest in OUT/<name>."""
     from heatc.heatmap.build import build as run_build
 
     try:
-        result = run_build(heatmap, out)
+        table = None if tokenizer is None else _token_table(tokenizer)
+        result = run_build(source, out, table, name)
     except HeatError as e:
         raise fail(e.render()) from None
     except OSError as e:  # (a full disk, a file size limit: the build is staged, so the old one stands)
@@ -84,13 +103,28 @@ def build(
     b = result.manifest["build"]
     tiers = b["tiers"]["counts"]
     state = "unchanged" if result.unchanged else "written"
+    n = len(b["rules"])
     out_line = (
-        f"{result.directory} ({state}): {len(b['rules'])} rules "
+        f"{result.directory} ({state}): {n} rule{'s' * (n != 1)} "
         f"(tiers: {tiers['l2']} L2, {tiers['device']} device, {tiers['host']} host), "
         f"{b['tokenizer']['tokens']} tokens ({b['tokenizer']['kind']}), "
         f"module {b['artifacts']['module.wasm']['size']:,} bytes"
     )
     sys.stdout.write(out_line + "\n")
+
+
+def _token_table(spec: str):
+    """--tokenizer: minilm, bytes, a tokenizer.json, or a folder holding one (or vocab.txt)."""
+    from heatc.heatmap.format import Tokenizer, Where
+    from heatc.heatmap.tokenizers import token_table
+
+    if spec in ("minilm", "bytes"):
+        kind = "embedded" if spec == "minilm" else "bytes"
+        return token_table(Tokenizer(kind, spec), "--tokenizer")
+    path = Path(spec)
+    if not path.exists():
+        raise HeatError(diag("--tokenizer", f"{spec!r} is neither minilm, bytes, nor a file or folder that exists"))
+    return token_table(Tokenizer("dir" if path.is_dir() else "file", str(path), Where(0, 0)), "--tokenizer")
 
 
 @app.command()
@@ -196,17 +230,23 @@ def show(
 ) -> None:
     """Draw a heatmap: categories on both axes, hot cells outlined, the threshold marked."""
     from heatc.heatmap.format import load_heatmap
-    from heatc.heatmap.show import render
+    from heatc.heatmap.show import FORMATS, render
 
     try:
-        hm = load_heatmap(heatmap)
+        hm = load_heatmap(heatmap, files=False)
     except HeatError as e:
         raise fail(e.render()) from None
     try:
         import matplotlib  # noqa: F401
     except ModuleNotFoundError:
         raise fail("heatc show needs matplotlib: pip install 'heatc[compiler]'") from None
-    sys.stdout.write(f"{render(hm, output, top)}\n")
+    if output.suffix.lstrip(".").lower() not in FORMATS:
+        raise fail(f"{output}: error: write a .png, .svg or .pdf (the picture's format comes from its name)")
+    try:
+        written = render(hm, output, top)
+    except OSError as e:  # (a folder that cannot be written: a message, not a traceback)
+        raise fail(f"{output}: error: cannot write the picture: {e.strerror or e}") from None
+    sys.stdout.write(f"{written}\n")
 
 
 @app.command()
@@ -223,7 +263,7 @@ def diff(
     from heatc.heatmap.format import load_heatmap
 
     try:
-        ha, hb = load_heatmap(a), load_heatmap(b)
+        ha, hb = load_heatmap(a, files=False), load_heatmap(b, files=False)  # (cells only: no rule file needed)
     except HeatError as e:
         raise fail(e.render()) from None
     d = diff_heatmaps(ha, hb)
@@ -233,19 +273,33 @@ def diff(
         sys.stdout.write(render_diff(d, ha, hb, limit))
 
 
+QUICK_EXAMPLES = 25  # heatc test: generated inputs per rule by default
+THOROUGH_EXAMPLES = 200  # heatc test --thorough
+
+
 @app.command("test")
 def test_cmd(
-    file: Annotated[Path, typer.Argument(help="A heatmap (.yaml) or a .heat rule file.")],
-    examples: Annotated[int, typer.Option("--examples", "-n", help="Generated inputs per rule.")] = 200,
+    file: Annotated[Path, typer.Argument(help="A heatmap (.yaml), a .heat rule file or a folder of them.")],
+    examples: Annotated[
+        int | None,
+        typer.Option("--examples", "-n", min=1, help=f"Generated inputs per rule (default {QUICK_EXAMPLES})."),
+    ] = None,
+    thorough: Annotated[
+        bool, typer.Option("--thorough", help=f"{THOROUGH_EXAMPLES} generated inputs per rule: minutes for a heatmap.")
+    ] = False,
     backend: Annotated[
         list[str] | None,
         typer.Option("--backend", help="Test on this backend (repeatable; the reference always runs). Default: all."),
     ] = None,
 ) -> None:
-    """Check the expect examples and property-test every rule on every backend."""
+    """Check the expect examples and property-test every rule on every backend: a quick pass
+    by default (a shipped heatmap in well under a minute), --thorough for depth."""
     from heatc.backends import BACKENDS
     from heatc.verify.properties import run_tests
 
+    if examples is not None and thorough:
+        raise fail("heatc test: give --examples N or --thorough, not both")
+    examples = examples or (THOROUGH_EXAMPLES if thorough else QUICK_EXAMPLES)
     unknown = [b for b in backend or [] if b not in BACKENDS]
     if unknown:
         raise fail(f"heatc test: unknown backend {unknown[0]!r} (available: {', '.join(BACKENDS)})")
@@ -273,6 +327,8 @@ def test_cmd(
             )
     n_expect = len(program.expects)
     out.print(f"expect examples: {n_expect} on {', '.join(report.backends)}")
+    if not thorough and examples == QUICK_EXAMPLES:
+        out.print(f"{QUICK_EXAMPLES} generated inputs per rule (--thorough: {THOROUGH_EXAMPLES})")
     for r in report.rules:
         if r.problem is None:
             how = "pattern and requirements" if r.oracle else "backends agree"
@@ -282,5 +338,5 @@ def test_cmd(
             out.print(f"     minimal input: {escape(repr(r.example.text.decode('utf-8', 'replace')))}")
             out.print(f"     as tokens: {escape(repr([p.decode('utf-8', 'replace') for p in r.example.pieces]))}")
     failed = sum(1 for r in report.rules if r.problem) + sum(len(f) for f in report.expect_failures.values())
-    out.print(("[bold red]" if failed else "[green]") + f"{failed} failures[/]")
+    out.print(("[bold red]" if failed else "[green]") + f"{failed} failure{'s' * (failed != 1)}[/]")
     raise typer.Exit(1 if failed else 0)

@@ -1,5 +1,6 @@
-"""`heatc build heatmap.yaml -o build/`: everything an inference engine loads, in one
-directory, written atomically and byte-identical on rebuild.
+"""`heatc build heatmap.yaml -o build/` (or a `.heat` rule file, or a folder of them):
+everything an inference engine loads, in one directory, written atomically and
+byte-identical on rebuild.
 
 build/<name> is a symbolic link to build/.<name>.<digest>, a directory named after the hash
 of its contents. A build writes a fresh directory, then swaps the link in one rename, so a
@@ -8,8 +9,8 @@ turns (a lock file, build/.<name>.lock), so concurrent builds never delete each 
 output: the last to finish is the one build/<name> points to. A killed build's staging
 directory is removed by the next build.
 
-Public surface: `build(path, out_root) -> BuildResult`, `compile_heatmap(path) -> (Program,
-Lowered, Heatmap)`, `HCT_MAGIC`, `HCT_VERSION` (rules.hct's layout is the ABI's:
+Public surface: `build(path, out_root, tokenizer, name) -> BuildResult`, `compile_heatmap(path)
+-> (Program, Lowered, Heatmap)`, `compile_folder(path)`, `is_build(path)`, `HCT_MAGIC`, `HCT_VERSION` (rules.hct's layout is the ABI's:
 heatc_runtime.abi.HCT_HEADER).
 """
 
@@ -20,21 +21,24 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from heatc import __version__, ir
+from heatc import ir
 from heatc.errors import Diagnostic, HeatError
 from heatc.hct import hct_bytes
-from heatc.heatmap.format import Heatmap, load_heatmap
+from heatc.heatmap.format import NAME, Heatmap, Tokenizer, load_heatmap
 from heatc.heatmap.lower import Lowered, lower
 from heatc.heatmap.tokenizers import TokenTable, table_bytes, token_table
+from heatc.lang import ast
 from heatc.lang.compiler import compile_tree
-from heatc.lang.parse import read_source
+from heatc.lang.parse import parse, parse_file, read_source
+from heatc.version import __version__
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
 from heatc_runtime.hct import HCT_MAGIC, HCT_VERSION  # noqa: F401  (re-exported: the format is the runtime's)
@@ -50,6 +54,12 @@ class BuildResult:
     manifest: dict
     program: ir.Program
     unchanged: bool  # the previous build had exactly these contents
+
+
+def is_build(path: Path) -> bool:
+    """A build directory (what `heatc build` writes, damaged or not), not a folder of rule
+    files: one holding any file a build writes."""
+    return path.is_dir() and any((path / name).exists() for name in (*ARTIFACTS, "manifest.json"))
 
 
 def compile_heatmap(path: str | Path) -> tuple[ir.Program, Lowered, Heatmap]:
@@ -94,23 +104,112 @@ def _relative(path: Path, base: Path) -> str:
         return str(path)
 
 
-def build(path: str | Path, out_root: str | Path = "build", tokenizer: TokenTable | None = None) -> BuildResult:
+@dataclass
+class _Input:
+    """What a build compiles, read from a heatmap, a rule file or a folder of rule files."""
+
+    program: ir.Program
+    name: str
+    tokenizer: Tokenizer
+    targets: list[str]
+    tiers: dict[str, int]
+    source_cell: dict[str, str]  # rule name -> the heatmap cell it came from, or "rules" / "rules:FILE"
+    inputs: list[tuple[str, Path]]  # (role, path) of every file the build read
+    base: Path  # paths in the artifacts are relative to this
+
+
+MAX_NAME = 100  # a build's name is a file name: build/<name>, build/.<name>.<digest>
+
+
+def _read_input(path: Path, name: str | None) -> _Input:
+    if path.is_dir():
+        program, cells, files = compile_folder(path)
+        inputs = [("rules", f) for f in files]
+        base = path
+    elif path.suffix in (".yaml", ".yml"):
+        program, lowered, hm = compile_heatmap(path)
+        inputs = [("heatmap", path), *[("rules", p) for p in hm.rule_files]]
+        return _named(_Input(program, hm.name, hm.tokenizer, hm.targets, hm.tiers, dict(lowered.source_cell),
+                             inputs, path.parent), name)  # fmt: skip
+    else:
+        text = read_source(path, "the rule file")
+        tree = parse(text, str(path))
+        program = compile_tree(tree, text)
+        cells = {r.text: "rules" for r in _rules(tree)}
+        inputs = [("rules", path)]
+        base = path.parent
+    # (a rule file names no tokenizer, targets or tiers: a heatmap's defaults; one token per
+    # byte unless --tokenizer names one)
+    plain = Heatmap(path, program.name, "", {}, {}, [])
+    source = _Input(program, program.name, Tokenizer("bytes"), plain.targets, plain.tiers, cells, inputs, base)
+    return _named(source, name)
+
+
+def compile_folder(path: Path) -> tuple[ir.Program, dict[str, str], list[Path]]:
+    """A folder of rule files as one rule set: every `*.heat` in it, in file-name order,
+    named after the folder (each file's own `ruleset` line names that file, not the whole).
+    Returns the program, each rule's file ("rules:NAME.heat") and the files."""
+    files = sorted(p for p in path.glob("*.heat") if p.is_file())
+    if not files:
+        raise HeatError(Diagnostic(str(path), 0, 0, "no rule files (*.heat) in this folder, and not a build directory"))
+    trees = [parse_file(f) for f in files]
+    decls = tuple(d for t in trees for d in t.decls)
+    header = ast.RulesetDecl(ast.Name(_safe_name(path.resolve().name)))
+    program = compile_tree(ast.RuleFile(header, decls, str(files[0])), read_source(files[0]))
+    cells = {r.text: f"rules:{f.name}" for f, t in zip(files, trees, strict=True) for r in _rules(t)}
+    return program, cells, files
+
+
+def _rules(tree: ast.RuleFile) -> list[ast.Name]:
+    return [d.name for d in tree.decls if isinstance(d, ast.RuleDecl)]
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", text).lstrip("0123456789") or "rules"
+
+
+def _named(source: _Input, name: str | None) -> _Input:
+    """`--name`: the build directory's name and the rule set's (what reports call it)."""
+    if name is None:
+        return source
+    if not NAME.match(name) or len(name) > MAX_NAME:
+        raise HeatError(Diagnostic("--name", 0, 0, f"{name[:MAX_NAME]!r} is not a build name: letters, digits and "
+                                   f"_, not starting with a digit, at most {MAX_NAME} characters"))  # fmt: skip
+    source.program = replace(source.program, name=name)
+    source.name = name
+    return source
+
+
+def build(
+    path: str | Path,
+    out_root: str | Path = "build",
+    tokenizer: TokenTable | None = None,
+    name: str | None = None,
+    expects: bool = True,
+) -> BuildResult:
+    """Build a heatmap (.yaml), a rule file (.heat) or a folder of rule files into
+    `out_root/<name>`. `tokenizer`: the token table to write (default: the heatmap's
+    `tokenizer:`; for rule files, one token per byte); `name`: the build's name (default:
+    the heatmap's `name:`, the rule set's, or the folder's); `expects=False` builds even where
+    an `expect` example fails (what `heatc scan` compiles for itself)."""
     path = Path(path)
-    program, lowered, hm = compile_heatmap(path)
-    _check_expects(program)
-    table = tokenizer or token_table(hm.tokenizer, str(path))
+    source = _read_input(path, name)
+    program = source.program
+    if expects:
+        _check_expects(program)
+    table = tokenizer or token_table(source.tokenizer, str(path))
     packed = pack(program)
     module = compile_wasm(program, packed)
     sizes = _rule_sizes(packed.offsets, packed.blob, len(program.rules))
-    tiers = _tier_plan(program, sizes, hm.tiers)
+    tiers = _tier_plan(program, sizes, source.tiers)
     rules_at = packed.offsets["rules"] if program.rules else 0
     l2_end = rules_at + sum(s for s, t in zip(sizes, tiers, strict=True) if t == "l2")
     device_end = l2_end + sum(s for s, t in zip(sizes, tiers, strict=True) if t == "device")
-    # Paths in the artifacts are relative to the heatmap, so a build does not depend on
-    # where the checkout lives.
-    base = path.parent
+    # Paths in the artifacts are relative to the heatmap (the rule file, the folder), so a
+    # build does not depend on where the checkout lives.
+    base = source.base
     portable = ir.to_plain(program)
-    portable["source"] = _relative(path, base)
+    portable["source"] = _relative(Path(program.source), base)
     for x in portable["expects"]:
         x["path"] = _relative(Path(x["path"]), base) if x["path"] else portable["source"]
     artifacts = {
@@ -119,27 +218,26 @@ def build(path: str | Path, out_root: str | Path = "build", tokenizer: TokenTabl
         "rules.hct": hct_bytes(program, packed, (l2_end, device_end)),
         "program.json": (json.dumps(portable, ensure_ascii=False, separators=(",", ":")) + "\n").encode(),
     }
-    inputs = [{"role": "heatmap", "path": _relative(path, base), "sha256": _sha(path.read_bytes())}]
-    inputs += [{"role": "rules", "path": _relative(p, base), "sha256": _sha(p.read_bytes())} for p in hm.rule_files]
+    inputs = [{"role": role, "path": _relative(p, base), "sha256": _sha(p.read_bytes())} for role, p in source.inputs]
     if table.source_sha256:
         inputs.append({"role": "tokenizer", "path": Path(table.source).name, "sha256": table.source_sha256})
     manifest = dict(module.manifest)
     manifest["build"] = {
         "heatc_version": __version__,
-        "heatmap": hm.name,
-        "targets": hm.targets,
+        "heatmap": source.name,
+        "targets": source.targets,
         "inputs": inputs,
         "artifacts": {name: {"sha256": _sha(data), "size": len(data)} for name, data in artifacts.items()},
         "tokenizer": {"kind": table.kind, "tokens": len(table.tokens)},
         "tiers": {
-            **hm.tiers,
+            **source.tiers,
             "counts": {t: tiers.count(t) for t in ("l2", "device", "host")},
         },
         "rules": [
             {
                 "id": i,
                 "name": r.name,
-                "source": lowered.source_cell.get(r.name, "rules"),
+                "source": source.source_cell.get(r.name, "rules"),
                 "heat": r.heat,
                 "freq": r.freq,
                 "tier": tiers[i],
@@ -150,7 +248,7 @@ def build(path: str | Path, out_root: str | Path = "build", tokenizer: TokenTabl
     }
     manifest["manifest_sha256"] = manifest_digest(manifest)  # (so a changed manifest is refused too)
     artifacts["manifest.json"] = (json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
-    return _install(Path(out_root), hm.name, artifacts, manifest, program)
+    return _install(Path(out_root), source.name, artifacts, manifest, program)
 
 
 def _check_expects(program: ir.Program) -> None:

@@ -6,7 +6,7 @@ was expected`, never as a traceback from the YAML library. The YAML is read by
 are read one at a time as the YAML is parsed, so a large heatmap costs its cells, not a
 node tree of the whole file.
 
-Public surface: `HEATMAP_VERSION`, `load_heatmap(path) -> Heatmap`, the dataclasses.
+Public surface: `HEATMAP_VERSION`, `load_heatmap(path, files) -> Heatmap`, the dataclasses.
 """
 
 from __future__ import annotations
@@ -140,7 +140,10 @@ MAX_HEATMAP_BYTES = 256 << 20
 MAX_NAME_CHARS = 100
 
 
-def load_heatmap(path: str | Path) -> Heatmap:
+def load_heatmap(path: str | Path, files: bool = True) -> Heatmap:
+    """Read and validate a heatmap. `files=False` does not require the files it names (rule
+    files, a tokenizer) to exist: what reads only its cells (`heatc diff`, `heatc show`)
+    works on a heatmap copied away from them."""
     path = Path(path)
     try:
         data = read_file(path, MAX_HEATMAP_BYTES)
@@ -165,7 +168,7 @@ def load_heatmap(path: str | Path) -> Heatmap:
     top = r.mapping(root, "heatmap", TOP)
     if top is None:
         raise HeatError(r.diags)
-    hm = _read(r, path, root, top, cells)
+    hm = _read(r, path, root, top, cells, files)
     if r.diags:
         raise HeatError(sorted(r.diags, key=lambda d: (d.line, d.column)))
     return hm
@@ -175,7 +178,7 @@ def _where(node) -> Where:
     return Where(node.start_mark.line + 1, node.start_mark.column + 1)
 
 
-def _read(r: Reader, path: Path, root, top: dict, cells: _Cells) -> Heatmap:
+def _read(r: Reader, path: Path, root, top: dict, cells: _Cells, files: bool = True) -> Heatmap:
     if "heatmap" not in top:
         r.error(root, "heatmap", f"missing: the format version (this heatc reads version {HEATMAP_VERSION})")
     else:
@@ -236,7 +239,7 @@ def _read(r: Reader, path: Path, root, top: dict, cells: _Cells) -> Heatmap:
                 v = r.string(vnode, f"tokenizer.{kind}")
                 if v is not None:
                     target = (path.parent / v).resolve()
-                    if not target.exists():
+                    if files and not target.exists():
                         r.error(vnode, f"tokenizer.{kind}", f"{quote(v)} does not exist (resolved to {target})")
                     hm.tokenizer = Tokenizer(kind, str(target), _where(vnode))
 
@@ -267,7 +270,7 @@ def _read(r: Reader, path: Path, root, top: dict, cells: _Cells) -> Heatmap:
                 # (and so never shows a line of some other file as a syntax error)
                 r.error(node, f"rules[{i}]", f"{describe(node)} is not a rule file: rule files end in .heat")
                 continue
-            if not target.is_file():
+            if files and not target.is_file():
                 r.error(node, f"rules[{i}]", f"rule file {describe(node)} does not exist (resolved to {target})")
             hm.rule_files.append(target)
 

@@ -2,14 +2,18 @@
 glance — categories on both axes, each cell's score as colour, hot cells (at or above the
 sensitivity threshold) outlined and annotated, the threshold marked on the colour bar.
 
-Public surface: `render(heatmap, path)`.
+Public surface: `render(heatmap, path, top)`, `FORMATS`.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from heatc.heatmap.format import Heatmap
+
+FORMATS = ("png", "svg", "pdf")
 
 
 def render(hm: Heatmap, out: Path, top: int = 40) -> Path:
@@ -39,6 +43,9 @@ def render(hm: Heatmap, out: Path, top: int = 40) -> Path:
     for c in shown:
         i, j = rows.index(c.pair[0]), cols.index(column(c))
         grid[i, j] = c.score if np.isnan(grid[i, j]) else max(grid[i, j], c.score)
+    # Outlines say which cells become rules; where every cell does (a learned heatmap's
+    # threshold is 0: the learner has already chosen its cells), they would say nothing.
+    outline = any(c.score < hm.sensitivity for c in hm.cells)
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(cols) + 3), max(4, 0.45 * len(rows) + 2)), dpi=110)
     cmap = plt.get_cmap("inferno").with_extremes(bad="#eeeeee")
     im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=1, aspect="auto")
@@ -59,20 +66,35 @@ def render(hm: Heatmap, out: Path, top: int = 40) -> Path:
                 fontsize=8,
                 color="black" if grid[i, j] > 0.6 else "white",
             )
-            if grid[i, j] >= hm.sensitivity:
+            if outline and grid[i, j] >= hm.sensitivity:
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="#00c0ff", linewidth=2))
-    bar = fig.colorbar(im, ax=ax, label="SDS score")
+    bar = fig.colorbar(im, ax=ax, label="SDS score", fraction=0.03, pad=0.01)
     bar.ax.axhline(hm.sensitivity, color="#00c0ff", linewidth=2)
     bar.ax.set_yticks(sorted({0.0, 0.25, 0.5, 1.0, hm.sensitivity}))
     bar.ax.set_yticklabels([f"threshold {t:g}" if t == hm.sensitivity else f"{t:g}" for t in bar.ax.get_yticks()])
     n_hot = sum(1 for c in hm.cells if c.score >= hm.sensitivity)
-    title = f"{hm.name}: {len(hm.cells)} cells, {n_hot} at or above the threshold (outlined) become rules"
+    if outline:
+        title = f"{hm.name}: {len(hm.cells)} cells, {n_hot} at or above the threshold (outlined) become rules"
+    else:
+        title = (
+            f"{hm.name}: {len(hm.cells)} cells, each at or above the threshold ({hm.sensitivity:g}): all become rules"
+        )
     if len(shown) < len(hm.cells):
         title += f"\nshowing {len(shown)} cells: the {len(rows)} rows and {len(cols)} columns with the highest scores"
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
+    # written beside the target and renamed over it: a failed or killed write leaves no
+    # half picture; "tight" crops the figure's empty margins
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=out.suffix.lstrip(".").lower() or "png", bbox_inches="tight")
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
     return out

@@ -30,6 +30,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -336,7 +337,7 @@ def _merged_document(
 
     base_doc = yaml.safe_load(Path(config.base).read_text(encoding="utf-8"))
     domain = heatmap_document(
-        name=config.name or base.name, title=config.title or f"{base.title} (fine-tuned)".strip(), lexicon=lexicon,
+        name=config.name or _output_name(config.output), title=config.title or f"{base.title} (fine-tuned)".strip(), lexicon=lexicon,
         cells=cells, provenance=provenance, sensitivity=learn.sensitivity,
         rule_files=[_display(r, config.output) for r in base.rule_files],
         tokenizer=base_doc.get("tokenizer") or {"embedded": "minilm"},
@@ -400,3 +401,12 @@ def _confirmed_expects(doc: dict, config: FinetuneConfig) -> list[dict]:
     program = _compile(doc, config)
     failed = {f.expect.text for f in check_expects(program, lambda p, d: run_document("wasm", p, d)[:2])}
     return [e for e in doc.get("expects", []) if e["text"] not in failed]
+
+
+def _output_name(output: Path) -> str:
+    """The heatmap's name when --name is not given: its file's (clinic.yaml: clinic), as
+    `heatc learn` names it — so `heatc build clinic.yaml` writes build/clinic, not over the
+    base's build. Characters a name cannot hold become "_"."""
+    stem = output.name.removesuffix(".yaml").removesuffix(".yml")
+    name = re.sub(r"[^A-Za-z0-9_]", "_", stem)
+    return name if name and not name[0].isdigit() else f"_{name}"

@@ -15,7 +15,8 @@ from functools import cache
 import jinja2
 import wasmtime
 
-from heatc import __version__, ir
+from heatc import ir
+from heatc.version import __version__
 from heatc.wasm.digits import DIGIT_RUN_MAX
 from heatc.wasm.pack import Packed, pack
 from heatc.wasm.skipper import (
