@@ -57,7 +57,10 @@ def scan(
         ),
     ] = None,
     policy: Annotated[
-        str, typer.Option("--policy", help="Confidence to action: pass=0.9,confirm=0.7 (the defaults).")
+        str,
+        typer.Option(
+            "--policy", help="Confidence to action: pass=0.9,confirm=0.7 (default: the rule set's policy, else these)."
+        ),
     ] = "",
 ) -> None:
     """Run a rule set over text and report verdicts, events, confidence and the action to take
@@ -73,7 +76,7 @@ def scan(
     if backend not in BACKENDS:
         raise fail(f"heatc scan: unknown backend {backend!r} (available: {', '.join(BACKENDS)})")
     try:
-        rule_policy = Policy.parse(policy)
+        rule_policy = Policy.parse(policy) if policy else None  # (None: the rule set's own)
     except ValueError as e:
         raise fail(f"heatc scan: --{e}") from None
     files = files or ["-"]
