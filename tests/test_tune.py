@@ -58,19 +58,21 @@ TRAFFIC = (
 )
 
 
-def _setup(tmp_path: Path, traffic=TRAFFIC, labels=True) -> dict:
+def _setup(tmp_path: Path, traffic=TRAFFIC, labels=True, heatmap_text=HEATMAP, label=None) -> dict:
+    """The heatmap, its build's reports of `traffic` and the reviewers' labels (`label(rule,
+    wanted)`: a rejection's label, default the traffic's)."""
     heatmap = tmp_path / "t.yaml"
-    heatmap.write_text(HEATMAP)
-    program = compile_heatmap(heatmap)[0]
-    checker = wasm_checker(program)
+    heatmap.write_text(heatmap_text)
+    checker = wasm_checker(compile_heatmap(heatmap)[0])
+    label = label or (lambda rule, wanted: wanted.get(rule))
     reports, label_lines = [], []
     for text, wanted in traffic:
         audit = checker.scan(text).audit().to_json()
         reports.append(json.dumps(audit))
         for e in audit["events"]:
-            if e["kind"] == "match" and e["verdict"] == "REJECTED" and e["rule"] in wanted:
-                label = {"text_sha256": audit["text"]["sha256"], "rule": e["rule"], "bytes": e["bytes"]}
-                label_lines.append(json.dumps({**label, "label": wanted[e["rule"]]}))
+            if e["kind"] == "match" and e["verdict"] == "REJECTED" and label(e["rule"], wanted):
+                said = {"text_sha256": audit["text"]["sha256"], "rule": e["rule"], "bytes": e["bytes"]}
+                label_lines.append(json.dumps({**said, "label": label(e["rule"], wanted)}))
     (tmp_path / "reports.jsonl").write_text("\n".join(reports) + "\n")
     (tmp_path / "labels.jsonl").write_text("\n".join(dict.fromkeys(label_lines)) + "\n")
     return {
@@ -323,25 +325,12 @@ def test_empty_traffic_is_an_error(tmp_path):
 
 def test_dropping_keeps_the_other_rules_names(tmp_path):
     """A rule's name comes from its cell; with one cell gone another must not take its name."""
-    paths = _setup(tmp_path)
     text = HEATMAP.replace(
         "check: consistent, score: 0.7, name: term_days}",
         "check: consistent, score: 0.7}\n  - {pair: [term, number], unit: days, score: 0.6, range: [0, 100]}",
-    )
-    paths["heatmap"].write_text(text.replace('  - {text: "Term 30 days. Term 30 days.", passes: [term_days]}\n', ""))
-    program = compile_heatmap(paths["heatmap"])[0]
-    assert {"term_days", "term_days_2"} <= {r.name for r in program.rules}
-    checker = wasm_checker(program)
-    reports, labels = [], []
-    for line, _ in TRAFFIC:
-        audit = checker.scan(line).audit().to_json()
-        reports.append(json.dumps(audit))
-        for e in audit["events"]:
-            if e["kind"] == "match" and e["verdict"] == "REJECTED" and e["rule"] == "term_days":
-                labels.append(json.dumps({"text_sha256": audit["text"]["sha256"], "rule": "term_days",
-                                          "bytes": e["bytes"], "label": "false_alarm"}))  # fmt: skip
-    paths["reports"].write_text("\n".join(reports) + "\n")
-    paths["labels"].write_text("\n".join(dict.fromkeys(labels)) + "\n")
+    ).replace('  - {text: "Term 30 days. Term 30 days.", passes: [term_days]}\n', "")
+    paths = _setup(tmp_path, heatmap_text=text, label=lambda rule, _: "false_alarm" if rule == "term_days" else None)
+    assert {"term_days", "term_days_2"} <= {r.name for r in compile_heatmap(paths["heatmap"])[0].rules}
     result = _tune(paths, alarm_budget=0.0)
     assert {d.rule: d.action for d in result.decisions}["term_days"] == "drop"
     cells = {c.name: c for c in load_heatmap(paths["output"]).cells}

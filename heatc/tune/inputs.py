@@ -76,21 +76,43 @@ class _MalformedError(Exception):
         super().__init__(self.message)
 
 
-def _lines(path: Path, digest) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) for every line of a regular file; `digest` (a hashlib object) reads
-    the file's bytes as they go by."""
-    if not path.is_file():
-        what = "does not exist" if not path.exists() else "is not a regular file"
-        raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read: {what}"))
-    try:
-        with open(path, "rb") as f:
-            for number, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
-                digest.update(line)
-                if len(line) > MAX_LINE_BYTES:
-                    raise HeatError(Diagnostic(str(path), number, 1, f"a line longer than {MAX_LINE_BYTES:,} bytes"))
-                yield number, line
-    except OSError as e:
-        raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read: {e.strerror}")) from None
+class _Lines:
+    """The JSON lines of a regular file, read once: each non-blank line's object through
+    `parse`, with the file's sha256 and line count as they go by. A line `parse` refuses is an
+    error naming its line and column, or, with `skip_malformed`, a listed skip."""
+
+    def __init__(self, path: Path, skip_malformed: bool):
+        self.path, self.skip_malformed = Path(path), skip_malformed
+        self.digest = hashlib.sha256()
+        self.lines = 0
+        self.skipped: list[Skip] = []
+
+    def records(self, parse) -> Iterator[tuple[str, object]]:
+        path = self.path
+        if not path.is_file():
+            what = "does not exist" if not path.exists() else "is not a regular file"
+            raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read: {what}"))
+        try:
+            with open(path, "rb") as f:
+                for number, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+                    self.digest.update(line)
+                    self.lines = number
+                    if len(line) > MAX_LINE_BYTES:
+                        raise HeatError(
+                            Diagnostic(str(path), number, 1, f"a line longer than {MAX_LINE_BYTES:,} bytes")
+                        )
+                    if not line.strip():
+                        continue
+                    try:
+                        value = parse(_json(line))
+                    except _MalformedError as bad:
+                        if not self.skip_malformed:
+                            raise HeatError(Diagnostic(str(path), number, bad.column, bad.message)) from None
+                        self.skipped.append(Skip(f"{path}:{number}", bad.message))
+                        continue
+                    yield f"{path}:{number}", value
+        except OSError as e:
+            raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read: {e.strerror}")) from None
 
 
 def _json(line: bytes) -> object:
@@ -136,7 +158,7 @@ def _number(captures: dict, name: str) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def _report(data: object, where: str) -> tuple[dict, Report]:
+def _report(data: object) -> tuple[dict, Report]:
     """(module, report) of one line's object; _MalformedError names the field that is wrong."""
     d = _object(data, "", ("format", "version"))
     if d["format"] != "heatc-audit":
@@ -178,7 +200,7 @@ def _report(data: object, where: str) -> tuple[dict, Report]:
                 failed,
             )
         )
-    return module, Report(where, _sha(text["sha256"], "text.sha256"), tuple(events))
+    return module, Report("", _sha(text["sha256"], "text.sha256"), tuple(events))
 
 
 def read_reports(
@@ -195,27 +217,15 @@ def read_reports(
         if key in seen:
             raise HeatError(Diagnostic(str(path), 0, 0, f"given twice (as {seen[key]}): its reports would count twice"))
         seen[key] = Path(path)
-        info = FileInfo(Path(path), "", 0, 0)
-        digest = hashlib.sha256()
-        for number, line in _lines(Path(path), digest):
-            info.lines = number
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                module, report = _report(_json(line), where)
-            except _MalformedError as bad:
-                if not skip_malformed:
-                    raise HeatError(Diagnostic(str(path), number, bad.column, bad.message)) from None
-                info.skipped.append(Skip(where, bad.message))
-                continue
+        lines = _Lines(Path(path), skip_malformed)
+        n = len(reports)
+        for where, (module, report) in lines.records(_report):
             if module["sha256"] != module_sha256:
                 foreign.append((where, module))
                 continue
+            report.where = where
             reports.append(report)
-            info.reports += 1
-        info.sha256 = digest.hexdigest()
-        infos.append(info)
+        infos.append(FileInfo(Path(path), lines.digest.hexdigest(), lines.lines, len(reports) - n, lines.skipped))
     if foreign:
         where, module = foreign[0]
         n = len(foreign)
@@ -264,19 +274,8 @@ def read_labels(path: Path, reports: list[Report], skip_malformed: bool = False)
     wanted: dict[tuple[int, int], tuple[str, str]] = {}  # event → (label, where)
     disagree: dict[tuple[int, int], list[str]] = {}
     out = Labels(Path(path), "", 0)
-    digest = hashlib.sha256()
-    for number, line in _lines(Path(path), digest):
-        out.lines = number
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            text_sha, rule, (start, end), label = _label(_json(line))
-        except _MalformedError as bad:
-            if not skip_malformed:
-                raise HeatError(Diagnostic(str(path), number, bad.column, bad.message)) from None
-            out.skipped.append(Skip(where, bad.message))
-            continue
+    lines = _Lines(Path(path), skip_malformed)
+    for where, (text_sha, rule, (start, end), label) in lines.records(_label):
         if text_sha not in by_text:
             out.skipped.append(Skip(where, f"no report checked a text of sha256 {text_sha[:16]}…"))
             continue
@@ -316,5 +315,6 @@ def read_labels(path: Path, reports: list[Report], skip_malformed: bool = False)
             said.add(skip)
             out.skipped.append(skip)
     out.verdicts = {k: v[0] for k, v in sorted(wanted.items())}
-    out.sha256 = digest.hexdigest()
+    out.sha256, out.lines = lines.digest.hexdigest(), lines.lines
+    out.skipped = lines.skipped + out.skipped
     return out

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from heatc.tune.rules import Change, admitted
+from heatc.tune.rules import Alarms, Change
 from heatc.tune.traffic import Traffic
 from heatc_runtime.audit import Policy
 
@@ -68,13 +68,6 @@ def _short_decimal(lo: float, hi: float) -> float:
         if lo < x <= hi:
             return x
     return hi
-
-
-def _confidence(rejected: list[str], heat: dict[str, float]) -> float:
-    score = 1.0
-    for name in rejected:
-        score *= 1.0 - heat.get(name, 0.5)
-    return score
 
 
 def _points(confs: list[tuple[float, float]], checked: int) -> list[Point]:
@@ -133,21 +126,10 @@ def choose_policy(
 ) -> PolicyChoice:
     """`base_heat`: today's rules' weights (observe-only: 0); `heat`: the tuned rules' (dropped
     rules absent); `changes`: what became of each changed rule."""
-    base_confs, confs = [], []
-    unknown = 0
-    for i, report in enumerate(traffic.reports):
-        if not report.events:
-            continue
-        p = traffic.p_error(i)
-        if p is None:
-            unknown += 1
-            continue
-        before = sorted({e.rule for e in report.events if e.rejected})
-        after = sorted(
-            {e.rule for e in report.events if e.rejected and e.rule in heat and not admitted(changes.get(e.rule), e)}
-        )
-        base_confs.append((_confidence(before, base_heat), p))
-        confs.append((_confidence(after, heat), p))
+    base, tuned = Alarms(traffic, base_heat, 1.0), Alarms(traffic, heat, 1.0)
+    base_confs = [(base.confidence(i, {}), p) for i, p in base.p.items()]
+    confs = [(tuned.confidence(i, changes), p) for i, p in tuned.p.items()]
+    unknown = traffic.checked - len(base.p)
     points, base_points = _points(confs, traffic.checked), _points(base_confs, traffic.checked)
     front, base_front = _front(points), _front(base_points)
     errors = sum(p for _, p in confs)

@@ -156,7 +156,9 @@ class Alarms:
         self.p = {i: p for i, r in enumerate(traffic.reports) if r.events and (p := traffic.p_error(i)) is not None}
         self.start = self.end = (0.0, 0.0)  # (false alarms, errors caught) before and after `decide`
 
-    def _alarm(self, i: int, changes: dict[str, Change]) -> bool:
+    def confidence(self, i: int, changes: dict[str, Change]) -> float:
+        """Report i's confidence with the rules changed (docs/report.md: the product of 1 − heat
+        over its rejected rules; an observe-only rule weighs 0, a dropped one is gone)."""
         score = 1.0
         for rule in sorted({e.rule for e in self.traffic.reports[i].events if e.rejected}):
             change = changes.get(rule)
@@ -168,7 +170,10 @@ class Alarms:
                     continue
             w = 0.0 if change is not None and change.action == "observe" else self.heat.get(rule, 0.5)
             score *= 1.0 - w
-        return score < self.cut
+        return score
+
+    def _alarm(self, i: int, changes: dict[str, Change]) -> bool:
+        return self.confidence(i, changes) < self.cut
 
     def count(self, changes: dict[str, Change], reports=None) -> tuple[float, float]:
         """(false alarms per checked response, errors caught) over `reports` (default: all)."""
