@@ -212,6 +212,32 @@ def test_metrics_counts_order_the_tiers(tmp_path):
     assert "3 counts under rule `_other` not used" in result.report.read_text()
 
 
+def test_metrics_from_a_local_url(tmp_path):
+    import http.server
+    import threading
+
+    body = b'heatc_verdicts_total{module="t",rule="glucose_any",verdict="CONFIRMED"} 5\n'
+    body += b'heatc_reports_total{module="t",source="scan",action="pass"} 10\n'
+
+    class Scrape(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Scrape)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        paths = _setup(tmp_path)
+        result = _tune(paths, metrics=f"http://127.0.0.1:{server.server_address[1]}/metrics")
+    finally:
+        server.shutdown()
+    assert result.tiers.hot == ["glucose_any"] and result.scrape.reports == 10
+
+
 @pytest.mark.parametrize(
     "scrape, message",
     [

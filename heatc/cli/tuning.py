@@ -42,7 +42,7 @@ def tune(
             "--alarm-budget",
             min=0.0,
             max=1.0,
-            help="False alarms per checked response allowed each rule and the policy.",
+            help="False alarms per checked response the rule changes and the policy may leave (labelled traffic).",
         ),
     ] = 0.01,
     escalate_share: Annotated[

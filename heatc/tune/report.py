@@ -65,7 +65,10 @@ def render_report(config, result, hm: Heatmap, module_sha: str) -> str:
             f"- metrics {r.scrape.source} (sha256 `{r.scrape.sha256[:16]}…`): {r.scrape.reports:,} responses checked"
             + (f"; {r.scrape.other:,} counts under rule `_other` not used" if r.scrape.other else "")
         )
-    lines += [f"- alarm budget: {budget:g} false alarms per checked response (of each rule, and of the policy)", ""]
+    lines += [
+        f"- alarm budget: {budget:g} false alarms per checked response that the rule changes and the policy may leave",
+        "",
+    ]
 
     lines += ["## Rules", ""]
     changed = [d for d in r.decisions if d.action != "keep"]

@@ -1,4 +1,4 @@
-"""False alarms → rules: what each rule over the false-alarm budget becomes.
+"""False alarms → rules: what the reviewed rules become.
 
 With labels, the labelled traffic's false alarms (responses the policy does not pass, at
 today's cut-offs, per checked response; `traffic.Traffic`) are set against the budget. While
@@ -12,13 +12,13 @@ within the budget. A rule is:
   past the last value, the heatmap's margin factor), so that the labelled errors stay out;
 - **observe-only**: it still runs and reports, but no confidence policy acts on it — where it
   caught labelled errors a reviewer should keep seeing;
-- **dropped**: where it caught none and no range keeps it within the budget.
+- **dropped**: where it caught none.
 
 A narrowing that keeps every labelled error of its rule out is made wherever it removes
 labelled false alarms, whatever the budget: the reviewers said those were false, and nothing
 they said was an error is let through. The changes that cost errors are made only while the
-budget is not met, the cheapest first. Rules whose rejections nobody reviewed, and every rule when
-there are no labels, are listed as **suspects** when they reject in more than the budget's
+budget is not met, the cheapest first (at equal cost a narrowing, then observe-only, then a
+drop). Rules whose rejections nobody reviewed, and every rule when there are no labels, are listed as **suspects** when they reject in more than the budget's
 share of the checked responses, and left as they are.
 
 Public surface: `Change`, `Decision`, `Alarms`, `decide(traffic, infos, budget, margin_factor,

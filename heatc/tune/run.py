@@ -48,7 +48,7 @@ class TuneConfig:
     output: Path
     labels: Path | None = None
     metrics: str | None = None  # a scrape file, or a URL on this machine
-    alarm_budget: float = DEFAULT_BUDGET  # false alarms per checked response: of a rule, and of the policy
+    alarm_budget: float = DEFAULT_BUDGET  # false alarms per checked response the changes may leave
     escalate_share: float = DEFAULT_ESCALATE_SHARE  # of the budget, that escalations may spend
     build: Path | None = None  # the deployed build, where another heatc built it
     l2_max: int | None = None  # bytes the L2 tier may take (default: the heatmap's tiers.l2_bytes)
