@@ -188,6 +188,8 @@ def draw_front(choice: PolicyChoice, path: Path) -> None:
         c = choice.confirm_point
         ax.plot([c.false_alarms], [c.caught], "D", color="orange", label=f"chosen: confirm {c.cut:g} (escalate below)")
     ax.axvline(choice.budget, color="grey", linestyle=":", label=f"alarm budget {choice.budget:g}")
+    right = max([p.false_alarms for p in (*choice.front, *choice.base_front, t)] + [choice.budget]) or 1.0
+    ax.set_xlim(-0.03 * right, 1.05 * right)  # (a front at no false alarm stands off the axis)
     ax.set_xlabel("false alarms per checked response")
     ax.set_ylabel("labelled errors caught")
     ax.set_title(f"Confidence cut-offs over {choice.known:,} reviewed responses")
