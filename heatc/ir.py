@@ -45,7 +45,7 @@ from heatc_runtime.abi import LEX_LITERAL0 as LEX_LITERAL0
 from heatc_runtime.abi import LEX_NONE as LEX_NONE
 from heatc_runtime.abi import OPS as OPS
 
-IR_VERSION = 6  # 6: Element.places, `places(v)` in requirements
+IR_VERSION = 7  # 7: Rule.observe, Program.policy; 6: Element.places, `places(v)` in requirements
 MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
 MAX_ANCHOR_LEXEMES = 8
 MAX_ELEMENTS = 16
@@ -196,6 +196,9 @@ class Rule:
     captures: list[Capture]
     requirements: list[Requirement]
     channels: list[ChannelUse]
+    # observe-only: the rule runs and reports like any other, but a confidence policy gives
+    # it no weight (audit reports, docs/report.md); no backend reads it
+    observe: bool = False
 
 
 @dataclass
@@ -261,6 +264,9 @@ class Program:
     window: int  # snapshot every N tokens; 0 = off
     expects: list[Expect] = field(default_factory=list)
     code_kinds: list[int] = field(default_factory=list)  # per lexeme code: its KIND_* bit, or 0
+    # the confidence policy's cut-offs, [pass, confirm] (`policy pass P confirm C`); [] for the
+    # runtime's default. Audit reports read it (through the manifest); no backend does
+    policy: list[float] = field(default_factory=list)
     ir_version: int = IR_VERSION
 
     def code_name(self, code: int) -> str:
@@ -429,6 +435,7 @@ def from_json(text: str) -> Program:
         window=d["window"],
         expects=[Expect(**e) for e in d["expects"]],
         code_kinds=d["code_kinds"],
+        policy=d["policy"],
         ir_version=version,
     )
 
@@ -448,4 +455,5 @@ def _rule(d: dict) -> Rule:
             for q in d["requirements"]
         ],
         channels=[ChannelUse(**c) for c in d["channels"]],
+        observe=d["observe"],
     )

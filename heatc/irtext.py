@@ -17,6 +17,7 @@ def describe(p: ir.Program) -> str:
         f"  triggers: window {p.window or 'off'}; "
         f"{sum(1 for f in p.code_flags if f & ir.FLAG_TRIGGER)} trigger literals, "
         f"{sum(1 for f in p.code_flags if f & ir.FLAG_BARRIER)} barrier literals",
+        "  policy: " + (f"pass {p.policy[0]:g}, confirm {p.policy[1]:g}" if p.policy else "the runtime's default"),
         "",
         "classes:",
     ]
@@ -37,7 +38,9 @@ def describe(p: ir.Program) -> str:
     lines += ["", "rules (heat x freq order):"]
     for i, r in enumerate(p.rules):
         lines.append(
-            f"  [{i}] {r.name}  heat {r.heat:g} freq {r.freq:g}" + (f"  — {r.description}" if r.description else "")
+            f"  [{i}] {r.name}  heat {r.heat:g} freq {r.freq:g}"
+            + ("  observe-only" if r.observe else "")
+            + (f"  — {r.description}" if r.description else "")
         )
         if r.gate >= 0:
             lines.append(f"      when {p.anchor_groups[r.gate].name}")

@@ -224,7 +224,9 @@ def test_build_refuses_what_it_cannot_build_with_a_message(tmp_path, monkeypatch
     monkeypatch.setattr(build_module.tempfile, "mkdtemp", refuse)
     r = heatc("build", EXAMPLES / "legal.heat", "-o", tmp_path / "locked")
     assert r.exit_code == 1, r.output
-    assert r.output == f"{tmp_path / 'locked'}: error: cannot write the build: Permission denied (nothing was replaced)\n"
+    assert (
+        r.output == f"{tmp_path / 'locked'}: error: cannot write the build: Permission denied (nothing was replaced)\n"
+    )
 
 
 def test_show_into_a_folder_it_cannot_write(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ except ModuleNotFoundError as missing:
 
 # isort: off
 # (each module registers its commands; --help lists them in this order)
-from heatc.cli import rules, scanning, generating, learning, extract  # noqa: F401
+from heatc.cli import rules, scanning, generating, learning, tuning, extract  # noqa: F401
 from heatc.cli.common import app
 # isort: on
 

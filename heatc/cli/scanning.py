@@ -100,7 +100,10 @@ def scan(
         ),
     ] = None,
     policy: Annotated[
-        str, typer.Option("--policy", help="Confidence to action: pass=0.9,confirm=0.7 (the defaults).")
+        str,
+        typer.Option(
+            "--policy", help="Confidence to action: pass=0.9,confirm=0.7 (default: the rule set's policy, else these)."
+        ),
     ] = "",
 ) -> None:
     """Run a rule set over text and report verdicts, events, confidence and the action to take
@@ -122,7 +125,7 @@ def scan(
     if backend not in BACKENDS:
         raise fail(f"heatc scan: unknown backend {backend!r} (available: {', '.join(BACKENDS)})")
     try:
-        rule_policy = Policy.parse(policy)
+        rule_policy = Policy.parse(policy) if policy else None  # (None: the rule set's own)
     except ValueError as e:
         raise fail(f"heatc scan: --{e}") from None
     files = files or ["-"]
@@ -268,7 +271,7 @@ def _refuse_binary(name: str, data: bytes) -> None:
 
 def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, every) -> Verdict:
     from heatc.cli.table import Checked, render_document
-    from heatc_runtime.audit import audit_report, confidence
+    from heatc_runtime.audit import Policy, audit_report, confidence
 
     checked = []
     for r in rule_sets:
@@ -288,8 +291,9 @@ def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, ever
         verdicts = dict(verdicts)
         score = confidence(verdicts, r.module.heat)
         verdict = max(verdicts.values(), default=Verdict.CONFIRMED)
-        checked.append(Checked(r.label, verdict, score, rule_policy.action(score), verdicts, dict(counters),
-                               events, dict(r.module.heat)))  # fmt: skip
+        action = (rule_policy or r.module.policy or Policy()).action(score)  # (the rule set's own by default)
+        checked.append(Checked(r.label, verdict, score, action, verdicts, dict(counters), events,
+                               dict(r.module.heat)))  # fmt: skip
     if as_json:
         return max(checked, default=Verdict.CONFIRMED)
     sys.stdout.write(render_document(f"document {i + 1}" if lines else "document", doc, checked, every))

@@ -10,7 +10,8 @@ output: the last to finish is the one build/<name> points to. A killed build's s
 directory is removed by the next build.
 
 Public surface: `build(path, out_root, tokenizer, name) -> BuildResult`, `compile_heatmap(path)
--> (Program, Lowered, Heatmap)`, `compile_folder(path)`, `is_build(path)`, `HCT_MAGIC`, `HCT_VERSION` (rules.hct's layout is the ABI's:
+-> (Program, Lowered, Heatmap)`, `compile_folder(path)`, `is_build(path)`, `rule_tiers(program,
+tiers) -> (bytes, tiers)` (each rule's table bytes and tier, as a build plans them), `HCT_MAGIC`, `HCT_VERSION` (rules.hct's layout is the ABI's:
 heatc_runtime.abi.HCT_HEADER).
 """
 
@@ -82,6 +83,14 @@ def _tier_plan(program: ir.Program, packed_rules: list[int], tiers: dict[str, in
         used += size
         out.append("l2" if used <= l2 else "device" if used <= l2 + device else "host")
     return out
+
+
+def rule_tiers(program: ir.Program, tiers: dict[str, int]) -> tuple[list[int], list[str]]:
+    """Each rule's packed table bytes and tier ("l2", "device", "host"), in program order, as
+    `build` plans them for a heatmap's `tiers`."""
+    packed = pack(program)
+    sizes = _rule_sizes(packed.offsets, packed.blob, len(program.rules))
+    return sizes, _tier_plan(program, sizes, tiers)
 
 
 def _rule_sizes(blob_offsets: dict[str, int], blob: bytes, n_rules: int) -> list[int]:

@@ -1,6 +1,8 @@
 """What changed between two heatmaps (`heatc diff A.yaml B.yaml`): cells added and removed,
 score changes and range changes (a range's magnitude band, `band: F`, and precision, `places: P`,
-are part of it).
+are part of it), cells set to or from observe-only, expected frequencies (the tier order), and
+the settings a tuning changes (the policy's cut-offs, the tier sizes), with what `heatc tune`
+says the heatmap was tuned from.
 
 A cell is identified by what its rule reads — its pair, unit and check — not by its name
 (names get a suffix when two cells would share one). Its range is the one `heatc lower`
@@ -12,6 +14,7 @@ Public surface: `CellChange`, `HeatmapDiff`, `diff_heatmaps`, `render_diff`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from heatc.heatmap.format import Cell, Heatmap
@@ -38,7 +41,11 @@ class HeatmapDiff:
     removed: list[CellChange] = field(default_factory=list)
     scores: list[CellChange] = field(default_factory=list)  # in both, score moved by SCORE_STEP or more
     ranges: list[CellChange] = field(default_factory=list)  # in both, another range, band or precision
-    same: int = 0  # in both, neither moved
+    observe: list[CellChange] = field(default_factory=list)  # in both, set to or from observe-only
+    freqs: list[CellChange] = field(default_factory=list)  # in both, another expected frequency
+    settings: list[tuple[str, str, str]] = field(default_factory=list)  # (what, before, after)
+    tuned: dict | None = None  # the last `provenance.tuned` entry of B that A has not
+    same: int = 0  # in both, nothing moved
 
     def to_json(self) -> dict:
         def row(c: CellChange) -> dict:
@@ -56,6 +63,10 @@ class HeatmapDiff:
             "removed": [row(c) for c in self.removed],
             "score_changed": [row(c) for c in self.scores],
             "range_changed": [row(c) for c in self.ranges],
+            "observe_changed": [{"cell": c.key, "observe": [c.a.observe, c.b.observe]} for c in self.observe],  # type: ignore[union-attr]
+            "freq_changed": [{"cell": c.key, "freq": [c.a.freq, c.b.freq]} for c in self.freqs],  # type: ignore[union-attr]
+            "settings": [{"setting": k, "before": a, "after": b} for k, a, b in self.settings],
+            "tuned": self.tuned,
             "unchanged": self.same,
         }
 
@@ -100,11 +111,39 @@ def diff_heatmaps(a: Heatmap, b: Heatmap) -> HeatmapDiff:
         if (change.range_a, change.band_a, ca.places) != (change.range_b, change.band_b, cb.places):
             out.ranges.append(change)
             moved = True
+        if ca.observe != cb.observe:
+            out.observe.append(change)
+            moved = True
+        if ca.freq != cb.freq:
+            out.freqs.append(change)
+            moved = True
         out.same += not moved
     out.added.sort(key=lambda c: (-c.b.score, c.key))  # type: ignore[union-attr]
     out.removed.sort(key=lambda c: (-c.a.score, c.key))  # type: ignore[union-attr]
     out.scores.sort(key=lambda c: (-abs(c.b.score - c.a.score), c.key))  # type: ignore[union-attr]
     out.ranges.sort(key=lambda c: c.key)
+    out.observe.sort(key=lambda c: c.key)
+    out.freqs.sort(key=lambda c: (-abs(math.log(c.b.freq / c.a.freq)), c.key))  # type: ignore[union-attr]
+    out.settings = _settings(a, b)
+    tuned_a, tuned_b = a.provenance.get("tuned"), b.provenance.get("tuned")
+    if isinstance(tuned_b, list) and tuned_b and tuned_b != tuned_a and isinstance(tuned_b[-1], dict):
+        out.tuned = tuned_b[-1]
+    return out
+
+
+def _policy_text(hm: Heatmap) -> str:
+    return "the runtime's default" if hm.policy is None else f"pass {hm.policy[0]:g}, confirm {hm.policy[1]:g}"
+
+
+def _settings(a: Heatmap, b: Heatmap) -> list[tuple[str, str, str]]:
+    out = []
+    if a.policy != b.policy:
+        out.append(("policy", _policy_text(a), _policy_text(b)))
+    for key in ("l2_bytes", "device_bytes"):
+        if a.tiers.get(key) != b.tiers.get(key):
+            out.append((f"tiers.{key}", f"{a.tiers.get(key, 0):,}", f"{b.tiers.get(key, 0):,}"))
+    if a.sensitivity != b.sensitivity:
+        out.append(("thresholds.sensitivity", f"{a.sensitivity:g}", f"{b.sensitivity:g}"))
     return out
 
 
@@ -127,6 +166,14 @@ def render_diff(d: HeatmapDiff, a: Heatmap, b: Heatmap, limit: int | None = None
         f"{a.path} → {b.path}: {len(a.cells)} → {len(b.cells)} cells; {len(d.added)} added, {len(d.removed)} "
         f"removed, {len(d.scores)} scores and {len(d.ranges)} ranges changed, {d.same} unchanged"
     ]
+    if d.tuned is not None:
+        t = d.tuned
+        lines.append(
+            f"tuned by heatc tune from {t.get('reports', {}).get('count', '?')} reports"
+            + (f", {t['labels']['used']} labels" if isinstance(t.get("labels"), dict) else ", no labels")
+            + f", alarm budget {t.get('alarm_budget', '?')}: {t.get('summary', '')}".rstrip(": ")
+        )
+    lines += [f"{what}: {before} → {after}" for what, before, after in d.settings]
 
     def section(title: str, rows: list[CellChange], line) -> None:
         if not rows:
@@ -171,5 +218,17 @@ def render_diff(d: HeatmapDiff, a: Heatmap, b: Heatmap, limit: int | None = None
             f"~ {c.key}: {_fmt_range(c.range_a, c.band_a, c.a.places)} → {_fmt_range(c.range_b, c.band_b, c.b.places)} "
             f"(support {c.a.support} → {c.b.support})"
         ),
+    )
+    section(
+        "observe-only",
+        d.observe,
+        lambda c: (
+            f"~ {c.key}: " + ("now observe-only (a policy no longer acts on it)" if c.b.observe else "acts again")
+        ),
+    )
+    section(
+        "expected frequency changed (the tier order)",
+        d.freqs,
+        lambda c: f"~ {c.key}: freq {c.a.freq:g} → {c.b.freq:g}",
     )
     return "\n".join(lines) + "\n"

@@ -82,6 +82,8 @@ class Cell:
     name: str | None = None
     description: str = ""
     freq: float = 1.0
+    # observe-only: its rule reports, a confidence policy never acts on it (docs/tune.md)
+    observe: bool = False
     where: Where = Where(0, 0)
 
     @property
@@ -124,13 +126,14 @@ class Heatmap:
     expects: list[tuple[str, str, list[str], int]] = field(default_factory=list)  # text, outcome, rules, line
     targets: list[str] = field(default_factory=lambda: ["wasm"])
     tiers: dict[str, int] = field(default_factory=lambda: {"l2_bytes": 1 << 20, "device_bytes": 64 << 20})
+    policy: tuple[float, float] | None = None  # the confidence policy's (pass, confirm); None: the runtime's
 
 
 # --- the format --------------------------------------------------------------------------
 
 TOP = (
     "heatmap", "name", "title", "provenance", "options", "tokenizer", "categories", "cells", "thresholds",
-    "triggers", "anchors", "rules", "expects", "targets", "tiers",
+    "triggers", "anchors", "rules", "expects", "targets", "tiers", "policy",
 )  # fmt: skip
 
 
@@ -303,6 +306,17 @@ def _read(r: Reader, path: Path, root, top: dict, cells: _Cells, files: bool = T
             v = r.number(vnode, f"tiers.{key}", 0, 1 << 40, integer=True)
             if v is not None:
                 hm.tiers[key] = v
+    if "policy" in top:
+        node = top["policy"][1]
+        pol = r.mapping(node, "policy", ("pass", "confirm")) or {}
+        values = [r.number(pol[k][1], f"policy.{k}", 0, 1) if k in pol else None for k in ("pass", "confirm")]
+        if len(pol) != 2 and isinstance(node, yaml.MappingNode):
+            r.error(node, "policy", "needs both pass and confirm (confidence cut-offs between 0 and 1)")
+        elif None not in values:
+            if values[1] > values[0]:
+                r.error(pol["confirm"][1], "policy.confirm", f"{values[1]:g} is above pass {values[0]:g}")
+            else:
+                hm.policy = (values[0], values[1])
     return hm
 
 
@@ -367,7 +381,7 @@ def _read_thresholds(r: Reader, top: dict, hm: Heatmap) -> None:
 
 CELL_FIELDS = (
     "pair", "unit", "score", "support", "gap", "check", "stats", "range", "channel", "when", "name", "description", "freq",
-    "false_alarms", "band", "places",
+    "false_alarms", "band", "places", "observe",
 )  # fmt: skip
 STATS_FIELDS = ("n", "min", "max", "q01", "q05", "q50", "q95", "q99")
 
@@ -496,6 +510,8 @@ def _read_cell(r: Reader, node, i: int, refs: list) -> Cell | None:
     if "freq" in c:
         f = r.number(c["freq"][1], f"{fp}.freq", 1e-9, 1e9)
         cell.freq = f if f is not None else cell.freq
+    if "observe" in c:
+        cell.observe = bool(r.boolean(c["observe"][1], f"{fp}.observe"))
     # what each check needs
     if cell.check == "range" and cell.range is None and cell.stats is None and pair:
         r.error(node, fp, "a range cell needs stats (the values seen) or an explicit range")

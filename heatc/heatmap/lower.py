@@ -23,6 +23,7 @@ NOWHERE = ast.Pos()
 class Lowered:
     tree: ast.RuleFile
     source_cell: dict[str, str] = field(default_factory=dict)  # rule name → cell id (or the rule file)
+    cell_index: dict[str, int] = field(default_factory=dict)  # rule name → its cell's index in heatmap.cells
     skipped: list[tuple[Cell, str]] = field(default_factory=list)  # cells not lowered, and why
 
 
@@ -126,6 +127,7 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
         _n(cell.freq) if cell.freq != 1.0 else None,
         tuple(stmts),
         here,
+        cell.observe,
     )
 
 
@@ -178,6 +180,8 @@ def lower(hm: Heatmap) -> Lowered:
         trig.append(ast.TriggerBarrier(tuple(_name(x) for x in hm.triggers["barrier"])))
     if trig:
         decls.append(ast.TriggersDecl(tuple(trig)))
+    if hm.policy is not None:
+        decls.append(ast.PolicyDecl(_n(hm.policy[0]), _n(hm.policy[1])))
 
     out = Lowered(ast.RuleFile(None, ()))
     hot = [c for c in hm.cells if c.score >= hm.sensitivity]
@@ -190,11 +194,13 @@ def lower(hm: Heatmap) -> Lowered:
             out.skipped.append((c, f"outside the top {hm.top_k}"))
         hot = hot[: hm.top_k]
     taken: set[str] = set()
+    index = {id(c): i for i, c in enumerate(hm.cells)}
     for c in sorted(hot, key=lambda c: (c.where.line, c.where.column)):  # file order, for stable output
         name = _rule_name(c, taken)
         taken.add(name)
         decls.append(_rule_for(c, hm, name))
         out.source_cell[name] = c.id
+        out.cell_index[name] = index[id(c)]
 
     for rule_file in hm.rule_files:
         extra = parse_file(rule_file)

@@ -243,6 +243,8 @@ class RuleDecl:
     freq: Num | None
     stmts: tuple[RuleStmt, ...]
     pos: Pos = _pos()
+    # observe-only: the rule reports, a confidence policy never acts on it (its heat weighs 0)
+    observe: bool = False
 
 
 @dataclass(frozen=True)
@@ -253,7 +255,16 @@ class ExpectDecl:
     pos: Pos = _pos()
 
 
-Decl = OptionsDecl | ClassDecl | AnchorDecl | TriggersDecl | RuleDecl | ExpectDecl
+@dataclass(frozen=True)
+class PolicyDecl:
+    """`policy pass P confirm C`: the confidence cut-offs of the rule set's audit reports."""
+
+    pass_at: Num
+    confirm_at: Num
+    pos: Pos = _pos()
+
+
+Decl = OptionsDecl | ClassDecl | AnchorDecl | TriggersDecl | RuleDecl | ExpectDecl | PolicyDecl
 
 
 @dataclass(frozen=True)

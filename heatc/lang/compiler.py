@@ -145,6 +145,7 @@ class _Compiler:
                 else:
                     self.anchors[d.name.text] = d
         at, barrier, window = self._triggers([d for d in decls if isinstance(d, ast.TriggersDecl)])
+        policy = self._policy([d for d in decls if isinstance(d, ast.PolicyDecl)])
         rule_decls = [d for d in decls if isinstance(d, ast.RuleDecl)]
         self.checkpoint()
         rules = self._rules(rule_decls)  # may add anonymous classes for inline literals
@@ -168,6 +169,7 @@ class _Compiler:
             code_flags=[],
             window=window,
             expects=expects,
+            policy=policy,
         )
         self._check_literals(program)
         self._anchor_literals = build_anchor_table(program, self.anchors, self.literals, name, self.error)
@@ -190,6 +192,24 @@ class _Compiler:
                     f'unknown option "{flag.text}" (known options: {", ".join(KNOWN_OPTIONS)})',
                     suggestion_notes(flag.text, KNOWN_OPTIONS),
                 )
+
+    def _policy(self, decls: list[ast.PolicyDecl]) -> list[float]:
+        """[pass, confirm] of the one `policy` declaration, or [] (the runtime's default)."""
+        for d in decls[1:]:
+            self.error(d.pos, "the policy is declared twice", [f"first declared at line {decls[0].pos.line}"])
+        if not decls:
+            return []
+        d = decls[0]
+        for num, word in ((d.pass_at, "pass"), (d.confirm_at, "confirm")):
+            if not 0.0 <= num.value <= 1.0:
+                self.error(num.pos, f"policy {word}: a confidence is between 0 and 1, got {num.value:g}")
+        if d.confirm_at.value > d.pass_at.value:
+            self.error(
+                d.confirm_at.pos,
+                f"policy confirm {d.confirm_at.value:g} is above pass {d.pass_at.value:g} "
+                "(confirm is the lower cut-off: below it, escalate)",
+            )
+        return [d.pass_at.value, d.confirm_at.value]
 
     def _class(self, d: ast.ClassDecl) -> None:
         if d.name.text in self.class_by_name:

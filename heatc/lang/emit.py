@@ -122,6 +122,7 @@ def emit_rules(
                 captures=[ir.Capture(c.name, c.kind) for c in captures.values()],
                 requirements=requirements,
                 channels=uses,
+                observe=d.observe,
             )
         )
     lowered.sort(key=lambda r: (-(r.heat * r.freq), r.source_order))

@@ -41,7 +41,7 @@ _TERMINAL_WORDS = {
 }
 
 RESERVED_WORDS = frozenset(
-    "ruleset options class anchor domain triggers at every barrier rule heat freq when match "
+    "ruleset options class anchor domain triggers at every barrier rule heat freq observe policy when match "
     "require in consistent per lock expect passes rejects number percent date exact unit keyword "
     "constraint punct other".split()
 )
@@ -295,6 +295,7 @@ class _ToAst(Transformer):
         name = children[0]
         description = None
         heat = freq = None
+        observe = False
         stmts = []
         for c in children[1:]:
             if isinstance(c, ast.Str):
@@ -307,15 +308,25 @@ class _ToAst(Transformer):
                 if freq is not None:
                     raise self._error(c[1].pos, "freq is given twice")
                 freq = c[1]
+            elif isinstance(c, tuple) and c[0] == "observe":
+                if observe:
+                    raise self._error(c[1], "observe is given twice")
+                observe = True
             else:
                 stmts.append(c)
-        return ast.RuleDecl(name, description, heat, freq, tuple(stmts), self._p(meta))
+        return ast.RuleDecl(name, description, heat, freq, tuple(stmts), self._p(meta), observe)
 
     def heat_attr(self, meta, children):
         return ("heat", children[0])
 
     def freq_attr(self, meta, children):
         return ("freq", children[0])
+
+    def observe_attr(self, meta, children):
+        return ("observe", self._p(meta))
+
+    def policy_decl(self, meta, children):
+        return ast.PolicyDecl(children[0], children[1], self._p(meta))
 
     def when_stmt(self, meta, children):
         return ast.WhenStmt(children[0], self._p(meta))

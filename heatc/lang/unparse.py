@@ -126,10 +126,14 @@ def _decl(d: ast.Decl) -> str:
             head.append(f"heat {format_number(d.heat.value)}")
         if d.freq is not None:
             head.append(f"freq {format_number(d.freq.value)}")
+        if d.observe:
+            head.append("observe")
         lines = [" ".join(head) + " {"]
         lines.extend("  " + _rule_stmt(s) for s in d.stmts)
         lines.append("}")
         return "\n".join(lines)
+    if isinstance(d, ast.PolicyDecl):
+        return f"policy pass {format_number(d.pass_at.value)} confirm {format_number(d.confirm_at.value)}"
     if isinstance(d, ast.ExpectDecl):
         rules = (" " + _names(d.rules)) if d.rules else ""
         return f"expect {format_string(d.text.text)} {d.outcome}{rules}"

@@ -1,7 +1,8 @@
 """The learned cells written out as a heatmap document (`heatmap.yaml`), with expect
 examples for each rule, atomically.
 
-Public surface: `heatmap_document`, `dump_heatmap`, `write_heatmap`.
+Public surface: `heatmap_document`, `dump_heatmap`, `write_heatmap`, `compile_document`,
+`confirmed_expects`.
 """
 
 from __future__ import annotations
@@ -277,3 +278,27 @@ def write_heatmap(path: str | Path, doc: dict, header: str = "") -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def compile_document(doc: dict, directory: str | Path):
+    """(Program, Lowered, Heatmap) of a heatmap document compiled as if written in `directory`
+    (its relative paths — rule files, a tokenizer — read from there)."""
+    from heatc.heatmap.build import compile_heatmap
+
+    fd, tmp = tempfile.mkstemp(prefix=".compile-", suffix=".yaml", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(dump_heatmap(doc))
+        return compile_heatmap(tmp)
+    finally:
+        os.unlink(tmp)
+
+
+def confirmed_expects(doc: dict, directory: str | Path) -> list[dict]:
+    """The document's expects that its rules bear out (compiled as if written in `directory`)."""
+    from heatc.backends import run_document
+    from heatc.verify.expect import check_expects
+
+    program = compile_document(doc, directory)[0]
+    failed = {f.expect.text for f in check_expects(program, lambda p, d: run_document("wasm", p, d)[:2])}
+    return [e for e in doc.get("expects", []) if e["text"] not in failed]

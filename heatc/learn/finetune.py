@@ -332,7 +332,7 @@ def _merged_document(
     rules do not bear out are left out."""
     import yaml
 
-    from heatc.learn.emit import heatmap_document
+    from heatc.learn.emit import confirmed_expects, heatmap_document
     from heatc.learn.merge import affordable, drop_bands, drop_rejecting, merge_cells, without_bands
 
     base_doc = yaml.safe_load(Path(config.base).read_text(encoding="utf-8"))
@@ -360,47 +360,24 @@ def _merged_document(
     counts["kept"] -= dropped
     counts["dropped"] += dropped
     counts["domain"] = len(cells)
-    merged["expects"] = _confirmed_expects(merged, config)
+    merged["expects"] = confirmed_expects(merged, config.output.parent)
     return merged, counts
-
-
-def _compile(doc: dict, config: FinetuneConfig):
-    """Compile a heatmap document as if written beside the output."""
-    import tempfile
-
-    from heatc.heatmap.build import compile_heatmap
-    from heatc.learn.emit import dump_heatmap
-
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=config.output.parent, delete=False) as f:
-        f.write(dump_heatmap(doc))
-    try:
-        return compile_heatmap(f.name)[0]
-    finally:
-        os.unlink(f.name)
 
 
 def _domain_rejections(doc: dict, config: FinetuneConfig, documents: list[Document]) -> Counter:
     """Per rule, its rejections on the domain's clean sentences (`aggregate.counted_text`)."""
     from heatc.backends import wasm_checker
     from heatc.learn.aggregate import counted_text
+    from heatc.learn.emit import compile_document
     from heatc_runtime import Verdict
 
-    checker = wasm_checker(_compile({**doc, "expects": []}, config))
+    checker = wasm_checker(compile_document({**doc, "expects": []}, config.output.parent)[0])
     out: Counter = Counter()
     for d in documents:
         for e in checker.scan(counted_text(d.text)).events:
             if e.kind == "match" and e.verdict is Verdict.REJECTED:
                 out[e.name] += 1
     return out
-
-
-def _confirmed_expects(doc: dict, config: FinetuneConfig) -> list[dict]:
-    from heatc.backends import run_document
-    from heatc.verify.expect import check_expects
-
-    program = _compile(doc, config)
-    failed = {f.expect.text for f in check_expects(program, lambda p, d: run_document("wasm", p, d)[:2])}
-    return [e for e in doc.get("expects", []) if e["text"] not in failed]
 
 
 def _output_name(output: Path) -> str:

@@ -243,6 +243,8 @@ def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:
                 "requirements": [q.text for q in r.requirements],
                 # (a band, `within factor`, states a magnitude, not a term: no conflict across chunks)
                 "consistency": [_consistency(program, r, use) for use in r.channels if not use.factor],
+                # (a policy gives an observe-only rule no weight: audit.ModuleInfo)
+                **({"observe": True} if r.observe else {}),
             }
             for r in program.rules
         ],
@@ -252,4 +254,5 @@ def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:
             for i, c in enumerate(program.channels)
         ],
         "anchor_groups": [g.name for g in program.anchor_groups],
+        **({"policy": {"pass": program.policy[0], "confirm": program.policy[1]}} if program.policy else {}),
     }

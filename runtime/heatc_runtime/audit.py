@@ -15,7 +15,9 @@ each rule that found something against the text removes that share of the trust 
 left, so independent findings compound and a CONFIRMED rule costs nothing. A REJECTED rule
 of heat h leaves at most 1 − h; a PENDING one (a partial match: undecided, only mid-stream)
 a quarter of that doubt, so REJECTED on a hot rule always weighs more than PENDING on a
-cold one. `Policy` maps the score to an action: pass (≥ 0.9), confirm (≥ 0.7) or escalate.
+cold one. `Policy` maps the score to an action: pass (≥ 0.9), confirm (≥ 0.7) or escalate —
+or at the rule set's own cut-offs (`policy pass P confirm C`, in its manifest). An
+observe-only rule (`observe`) weighs 0: it is reported, and no policy acts on it.
 
 Public surface: `REPORT_FORMAT`, `REPORT_VERSION`, `ACTIONS`, `VERDICT_WEIGHT`,
 `ModuleInfo`, `Policy`, `AuditReport`, `confidence(verdicts, heat)`, `audit_report(...)`,
@@ -52,7 +54,8 @@ class ModuleInfo:
     name: str
     sha256: str  # of module.wasm (the native backend's tables come from the same build)
     heatc_version: str
-    heat: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)  # rule → heat
+    # rule → the heat confidence weighs it by: its heat, 0 for an observe-only rule
+    heat: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
     descriptions: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # what conflicts.py reads: the channels (name, kind) and each rule's captures (name, kind)
     channels: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
@@ -63,24 +66,42 @@ class ModuleInfo:
     )
     # the channels of magnitude bands (`within factor`): a magnitude, not a term
     bands: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    observe: frozenset[str] = field(default=frozenset(), compare=False, repr=False)  # observe-only rules
+    policy: Policy | None = field(default=None, compare=False, repr=False)  # the rule set's, if it has one
 
     @classmethod
     def from_manifest(cls, manifest: dict) -> ModuleInfo:
         rules = manifest["rules"]
+        observe = frozenset(str(r["name"]) for r in rules if r.get("observe") is True)
         return cls(
             str(manifest.get("name", "")),
             str(manifest["wasm"]["sha256"]),
             str(manifest.get("heatc_version", "")),
-            {r["name"]: min(1.0, max(0.0, float(r.get("heat", 0.5)))) for r in rules},
+            {r["name"]: 0.0 if r["name"] in observe else min(1.0, max(0.0, float(r.get("heat", 0.5)))) for r in rules},
             {r["name"]: str(r.get("description", "")) for r in rules},
             tuple((str(c["name"]), str(c["kind"])) for c in manifest.get("channels", ())),
             {r["name"]: tuple((c["name"], c["kind"]) for c in r.get("captures", ())) for r in rules},
             {r["name"]: tuple(_statement(u) for u in r["consistency"]) for r in rules if r.get("consistency")},
             frozenset(str(c["name"]) for c in manifest.get("channels", ()) if c.get("band")),
+            observe,
+            _manifest_policy(manifest.get("policy")),
         )
 
     def to_json(self) -> dict:
         return {"name": self.name, "sha256": self.sha256, "heatc_version": self.heatc_version}
+
+
+def _manifest_policy(value: object) -> Policy | None:
+    if value is None:
+        return None
+    from .errors import ModuleError
+
+    if not isinstance(value, dict) or set(value) != {"pass", "confirm"}:
+        raise ModuleError(f"manifest policy: expected {{pass: NUMBER, confirm: NUMBER}}, got {str(value)[:80]}")
+    try:
+        return Policy(value["pass"], value["confirm"])
+    except ValueError as e:
+        raise ModuleError(f"manifest {e}") from None
 
 
 def _statement(use: dict) -> tuple[str, str | None, dict[str, str]]:
@@ -275,7 +296,8 @@ def audit_report(
     policy: Policy | None = None,
 ) -> AuditReport:
     """The report of `text` (the stream the rules read) from its events (every one, in stream
-    order), its final verdicts (every rule, in program order) and its counters."""
+    order), its final verdicts (every rule, in program order) and its counters; `policy`
+    defaults to the rule set's own (`module.policy`), else `Policy()`."""
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
     offsets = [0, len(data)]
     for e in events:
@@ -295,7 +317,7 @@ def audit_report(
         text_sha256=hashlib.sha256(data).hexdigest(),
         verdict=max(verdicts.values(), default=Verdict.CONFIRMED),
         confidence=confidence(verdicts, module.heat),
-        policy=policy or Policy(),
+        policy=policy or module.policy or Policy(),
         verdicts=verdicts,
         triggered=triggered,
         events=_events_json(data, events, chars),
