@@ -30,23 +30,33 @@ TABLE = TokenTable("test", VOCAB, "test", "")
 ID = {t: i for i, t in enumerate(VOCAB)}
 
 
-@pytest.fixture
-def processor(tmp_path, monkeypatch):
-    write_module(compile_wasm(compile_file(REPO / "examples" / "medical.heat")), tmp_path / "medical")
+@pytest.fixture(scope="module")
+def medical_build(tmp_path_factory) -> Path:
+    from heatc.heatmap.build import build
+
+    return build(REPO / "examples" / "medical.heat", tmp_path_factory.mktemp("build")).directory
+
+
+@pytest.fixture(params=["wasm", "native", "cuda"])
+def processor(request, tmp_path, monkeypatch, medical_build):
+    """The processor, its requests checked on one backend: WASM (a module directory), native
+    or the torch ops (`cuda`: their CPU kernels here) on a build of the same rules."""
+    if request.param == "wasm":
+        write_module(compile_wasm(compile_file(REPO / "examples" / "medical.heat")), tmp_path / "medical")
     monkeypatch.setattr(adapter.HeatcLogitsProcessor, "_model_table", lambda self: TABLE)
     config = SimpleNamespace(
         model_config=SimpleNamespace(get_vocab_size=lambda: len(VOCAB)),
         scheduler_config=SimpleNamespace(max_num_seqs=4),
     )
     proc = adapter.HeatcLogitsProcessor(config, torch.device("cpu"), False)
-    proc.module = str(tmp_path / "medical")
+    proc.module = str(tmp_path / "medical") if request.param == "wasm" else str(medical_build)
+    proc.backend = request.param
     return proc
 
 
 def params(proc, mode: str, key: str, **extra) -> SamplingParams:
-    p = SamplingParams(
-        max_tokens=32, extra_args={"heatc_module": proc.module, "heatc_mode": mode, "heatc_id": key, **extra}
-    )
+    args = {"heatc_module": proc.module, "heatc_mode": mode, "heatc_id": key, "heatc_backend": proc.backend, **extra}
+    p = SamplingParams(max_tokens=32, extra_args=args)
     p._all_stop_token_ids = {EOS}  # (what vLLM sets from the tokenizer)
     return p
 

@@ -77,7 +77,7 @@ class DeviceDriver:
         z = lambda dtype, *shape: torch.zeros(shape or (capacity,), dtype=dtype, device=dev)  # noqa: E731
         self.tails = z(torch.uint8, capacity, TAIL)
         self.lengths = z(torch.int64)
-        self.live = z(torch.bool)
+        self.alive = z(torch.bool)
         self.guarded = z(torch.uint8)
         self.stop_mode = z(torch.bool)
         self.stopped = z(torch.bool)
@@ -144,7 +144,7 @@ class DeviceDriver:
         tail = prompt_bytes[-TAIL:].rjust(TAIL, b"\0")
         self.tails[row] = torch.tensor(list(tail), dtype=torch.uint8, device=self.device)
         self.lengths[row] = 0
-        self.live[row] = True
+        self.alive[row] = True
         self.guarded[row] = options.mode == "guard"
         self.stop_mode[row] = options.mode == "stop"
         self.stopped[row] = False
@@ -177,8 +177,8 @@ class DeviceDriver:
         at = self._off_rejections
         return self.batch.states[:, at : at + 8].contiguous().view(torch.int64)[:, 0]
 
-    def live_rows(self) -> torch.Tensor:
-        return self.live
+    def live(self, row: int) -> bool:
+        return self._rows[row] is not None
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -190,8 +190,8 @@ class DeviceDriver:
         fed one of `eos` (end-of-sequence ids), or stopped, ends after this step. Two op calls. Returns the rows stop mode has ended (a bool tensor;
         nothing is read back)."""
         if live is not None:
-            self.live &= live  # (a row the engine has ended is not fed again, nor guarded)
-        live = self.live if rows is None else self.live & rows  # (`rows`: those fed now, vLLM's)
+            self.alive &= live  # (a row the engine has ended is not fed again, nor guarded)
+        live = self.alive if rows is None else self.alive & rows  # (`rows`: those fed now, vLLM's)
         fed = torch.where(live, ids, -1)
         p, b = self.program, self.batch
         forcing = self.mpos >= 0
@@ -221,7 +221,7 @@ class DeviceDriver:
         ended = self.stopped
         if eos is not None:
             ended = ended | torch.isin(fed, eos)
-        self.live &= ~ended
+        self.alive &= ~ended
         return self.stopped
 
     def guard(self, scores: torch.Tensor, eos: torch.Tensor, greedy: bool = False,
@@ -236,7 +236,7 @@ class DeviceDriver:
         pick = (lambda t: t) if slots is None else (lambda t: t.index_select(0, slots))
         cols = torch.arange(kmax, device=dev)[None, :]
         mpos = pick(self.mpos)
-        rows_on = (pick(self.live) & (pick(self.guarded) > 0) & (mpos < 0))[:, None]
+        rows_on = (pick(self.alive) & (pick(self.guarded) > 0) & (mpos < 0))[:, None]
         usable = torch.isfinite(values) & rows_on & (cols < pick(self.k)[:, None])
         cands = torch.where(usable, ids, -1).contiguous()
         tails = pick(self.tails).contiguous()
@@ -370,7 +370,7 @@ class DeviceDriver:
         if r is None:
             raise ValueError(f"row {row} holds no sequence")
         self._rows[row] = None
-        self.live[row] = False
+        self.alive[row] = False
         self.copy_out()
         first = r["from"]
         held = np.concatenate(self._ids_host) if self._ids_host else np.zeros((0, self.capacity), np.int64)

@@ -60,6 +60,7 @@ from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDi
 
 from ..errors import ModuleError, ModuleTrap
 from .core import Driver, GenerationReport
+from .device import DeviceDriver
 from .masking import force_eos, guard_scores
 from .options import (
     BACKENDS,
@@ -264,12 +265,13 @@ class _Request:
 class _Group:
     """The requests of one driver, as arrays for a step (rebuilt when the batch changes)."""
 
-    __slots__ = ("driver", "eos", "greedy", "guarded", "indices", "reqs", "slots")
+    __slots__ = ("all_indices", "driver", "eos", "greedy", "guarded", "indices", "reqs", "slots")
 
     def __init__(self, driver, members: list[tuple[int, _Request]]):
         self.driver = driver
         self.reqs = [r for _, r in members]
         self.slots = np.array([r.slot for r in self.reqs], np.int64)
+        self.all_indices = np.array([i for i, _ in members], np.int64)
         guard = [(i, r) for i, r in members if r.opts.row.mode == "guard"]
         self.guarded = np.array([r.slot for _, r in guard], np.int64)
         self.indices = np.array([i for i, _ in guard], np.int64)
@@ -348,8 +350,8 @@ class HeatcLogitsProcessor(LogitsProcessor):
             if backend == "cuda":
                 from .device import DeviceDriver
 
-                driver = DeviceDriver.from_checker(checker, self._model_table(), self.capacity, self.vocab_size,
-                                                   self.device, _metrics())  # fmt: skip
+                driver = DeviceDriver(opts.module, self._model_table(), self.capacity, self.vocab_size, self.device,
+                                      _metrics())  # fmt: skip
             else:
                 driver = Driver(checker, self._model_table(), self.capacity, self.vocab_size, _metrics())
             self._drivers[key] = driver
@@ -466,6 +468,17 @@ class HeatcLogitsProcessor(LogitsProcessor):
             self._feed(req.driver, [req], np.array([req.slot]), np.array([t], np.int64))
 
     def _feed(self, driver, group: list[_Request], slots: np.ndarray, ids: np.ndarray) -> None:
+        if isinstance(driver, DeviceDriver):  # (ids to the device; stop mode's ends stay there: apply reads them)
+            full = np.full(self.capacity, driver.null_id, np.int64)
+            full[slots] = ids
+            rows = np.zeros(self.capacity, bool)
+            rows[slots] = True
+            dev = driver.device
+            driver.feed(torch.from_numpy(full).to(dev, non_blocking=True), None, None,
+                        torch.from_numpy(rows).to(dev, non_blocking=True))  # fmt: skip
+            for r in group:
+                r.fed += 1
+            return
         try:
             stopped = driver.feed(slots, ids)
         except (ModuleTrap, ValueError) as e:
@@ -487,6 +500,24 @@ class HeatcLogitsProcessor(LogitsProcessor):
             self._finish(req, str(error))
         self._groups = None
 
+    def _apply_device(self, g: _Group, logits: torch.Tensor) -> None:
+        """A device driver's group: guard its guard rows and end its stopped rows, on the device
+        (the rows gathered, changed, put back; nothing read back)."""
+        keep = g.all_indices < logits.shape[0]
+        indices, slots = g.all_indices[keep], g.slots[keep]
+        if not len(indices):
+            return
+        dev = logits.device
+        at = torch.from_numpy(indices).to(dev, non_blocking=True)
+        sub = logits.index_select(0, at)
+        ends = sorted({e for r in g.reqs for e in r.eos}) or [-1]
+        ends_t = torch.tensor(ends, dtype=torch.int64, device=dev)
+        slot_t = torch.from_numpy(slots).to(dev, non_blocking=True)
+        if len(g.indices):
+            g.driver.guard(sub, ends_t, g.greedy, slot_t)
+        g.driver.force_stopped(sub, ends_t, slot_t)
+        logits.index_copy_(0, at, sub)
+
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self._live:
             return logits
@@ -495,6 +526,9 @@ class HeatcLogitsProcessor(LogitsProcessor):
             if req.force_eos and index < rows and req.eos:
                 force_eos(logits, index, req.eos)
         for g in self._grouped():
+            if isinstance(g.driver, DeviceDriver):
+                self._apply_device(g, logits)
+                continue
             if not len(g.indices):
                 continue
             live = (g.indices < rows) & np.fromiter(
