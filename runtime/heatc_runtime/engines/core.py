@@ -129,6 +129,7 @@ class Driver:
         self._mode = np.full(capacity, _FREE, np.int8)
         self._k = np.zeros(capacity, np.int64)
         self._len = np.zeros(capacity, np.int64)
+        self._every = np.arange(capacity, dtype=np.int64)  # (feed's fast path: every row, in order)
         # every step's ids, the whole batch's (one array copy a step; a row's tokens are read
         # back when it ends): steps from _hist0 on, each row's first at _start[row]
         self._hist: list[np.ndarray] = []
@@ -288,7 +289,8 @@ class Driver:
         if self._guarding:
             self._tails_step(rows, ids)
         view = self._ids
-        if len(rows) == self.capacity:  # (every row, in order: what a transformers step feeds)
+        if len(rows) == self.capacity and (rows is self._every or np.array_equal(rows, self._every)):
+            # (every row, in order: what a transformers step feeds; vLLM's slots come in any order)
             view[:] = ids
             self._len += 1
         else:
