@@ -39,6 +39,9 @@ are float32 whatever the model's dtype. Stop mode, guard's stop policy and an ex
 end a request by forcing an end-of-sequence token (a request with `ignore_eos` cannot be
 ended this way: its report still says where it would have stopped).
 
+The same class serves vLLM's model runner V2 (engines/vllm_v2.py: requests by slot), so the
+one entry point works whichever runner vLLM chose.
+
 Public surface: `HeatcLogitsProcessor`, `take_report(key)`, `request_options(extra_args)`,
 `use_metrics(metrics)`.
 """
@@ -279,8 +282,18 @@ class _Group:
         self.greedy = all(r.greedy for _, r in guard)
 
 
-class HeatcLogitsProcessor(LogitsProcessor):
-    """vLLM V1 logits processor running heatc modules chosen per request."""
+try:  # vLLM's model runner V2 has a logits-processor interface of its own (engines/vllm_v2.py)
+    from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsProcessor as _RunnerV2Processor
+
+    _BASES: tuple[type, ...] = (LogitsProcessor, _RunnerV2Processor)
+except ImportError:  # (an older vLLM)
+    _BASES = (LogitsProcessor,)
+
+
+class HeatcLogitsProcessor(*_BASES):
+    """vLLM logits processor running heatc modules chosen per request: the V1 runner's
+    interface (`update_state`, `apply(logits)`) and the model runner V2's (`add_request`,
+    `apply(logits, ctx)`), so that one entry point serves both."""
 
     @classmethod
     def validate_params(cls, sampling_params) -> None:
@@ -288,7 +301,25 @@ class HeatcLogitsProcessor(LogitsProcessor):
         if opts is not None:
             _module(opts)
 
-    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
+    def __init__(self, vllm_config, *args):
+        self._v2 = None
+        if len(args) == 1:  # the model runner V2: (vllm_config, req_states)
+            from .vllm_v2 import RunnerV2
+
+            (req_states,) = args
+            self._setup(vllm_config, req_states.device, int(req_states.max_num_reqs))
+            self._v2 = RunnerV2(self, vllm_config, req_states)
+            return
+        device, _is_pin_memory = args
+        self._setup(vllm_config, device, int(vllm_config.scheduler_config.max_num_seqs))
+
+    def add_request(self, req_idx: int, sampling_params) -> bool:
+        return self._v2.add_request(req_idx, sampling_params)
+
+    def apply_staged_writes(self) -> None:
+        """(the prompts are read at the first step that needs them)"""
+
+    def _setup(self, vllm_config, device, capacity: int) -> None:
         self.device = device
         # Registered twice for one engine (the entry point and by name or class), the second
         # instance stays idle: one set of checks per request.
@@ -300,7 +331,7 @@ class HeatcLogitsProcessor(LogitsProcessor):
         _INSTANCES.add(self)
         model = vllm_config.model_config
         self.vocab_size = int(model.get_vocab_size())
-        self.capacity = int(vllm_config.scheduler_config.max_num_seqs)
+        self.capacity = capacity
         self._model_config = model
         self._table: TokenTable | None = None
         self._tokenizer = None
@@ -341,7 +372,9 @@ class HeatcLogitsProcessor(LogitsProcessor):
 
     # -- the persistent batch -------------------------------------------------------------
 
-    def _driver(self, opts: Options):
+    def _driver(self, opts: Options, row: int | None = None):
+        """The driver of the request's module, tokens and backend, and a free row of it (`row`:
+        that row, the V2 runner's slot)."""
         base, backend = _module(opts, str(self.device))
         key = (opts.module, opts.tokens, backend)
         driver = self._drivers.get(key)
@@ -356,6 +389,8 @@ class HeatcLogitsProcessor(LogitsProcessor):
                 driver = Driver(checker, self._model_table(), self.capacity, self.vocab_size, _metrics())
             self._drivers[key] = driver
             self._free[key] = list(range(self.capacity - 1, -1, -1))
+        if row is not None:
+            return driver, key, row
         return driver, key, self._free[key].pop()
 
     def _add(self, index: int, params, prompt: list[int] | None, output: list[int]) -> None:
@@ -397,6 +432,9 @@ class HeatcLogitsProcessor(LogitsProcessor):
             _keep(req.opts.key, report)
 
     def _end_key(self, key: str) -> None:
+        if self._v2 is not None:
+            self._v2.end_key(key)
+            return
         for index, req in list(self._live.items()):
             if req.opts.key == str(key):
                 self._sync_one(req)
@@ -518,7 +556,9 @@ class HeatcLogitsProcessor(LogitsProcessor):
         g.driver.force_stopped(sub, ends_t, slot_t)
         logits.index_copy_(0, at, sub)
 
-    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+    def apply(self, logits: torch.Tensor, ctx=None) -> torch.Tensor:
+        if ctx is not None:  # (the model runner V2)
+            return self._v2.apply(logits, ctx)
         if not self._live:
             return logits
         rows = logits.shape[0]
