@@ -18,6 +18,14 @@ changed in the paragraph.
 
 Targets: recall >= 0.8 over the injected conflicts, <= 1 false conflict per 10 clean
 contracts.
+
+Scaling (`--scaling`): the CPU seconds of finding the conflicts (`find_conflicts`, after the
+scan's apart) as the input doubles, in five shapes of size N: N/2 chunks of two restated
+terms each, N clauses sharing most of their words (the term index at its cap), the N/2 chunks
+as one, 2N CUAD chunks (the contracts cycled; about N/4 mentions) and those as one chunk.
+Target: 8,000 mentions in <= 1 s, and about x2 per doubling.
+
+    python bench/conflicts.py --scaling [--sizes 1000,2000,4000,8000,16000]
 """
 
 from __future__ import annotations
@@ -235,6 +243,57 @@ def run_tatqa(checker, rng) -> dict:
     }  # fmt: skip
 
 
+# --- scaling: CPU seconds as the input doubles --------------------------------------------
+
+
+def _word(i: int) -> str:
+    """A word of its own for each i, no English word (nor number word, nor unit)."""
+    out = ""
+    while True:
+        out, i = chr(97 + i % 26) + out, i // 26
+        if not i:
+            return "zq" + out
+
+
+def scaling_inputs(n: int, cuad: list[str]) -> dict[str, list[str]]:
+    """Four shapes of about n mentions each (docstring)."""
+    restated = [
+        f"Payment shall be made within {30 * (1 + i % 2)} days after receipt of invoice. "
+        f"Licensee shall give notice within {10 * (1 + i % 3 // 2)} days of any change."
+        for i in range(n // 2)
+    ]
+    distinct = [
+        f"Payment of the {_word(i)} invoice and {_word(i + 7)} fee shall be made within {30 * (1 + i % 2)} days "
+        "after receipt of the invoice."
+        for i in range(n)
+    ]
+    contract = [cuad[i % len(cuad)] for i in range(2 * n)]  # (about one mention in four chunks)
+    return {"two terms a chunk": restated, "a clause each": distinct, "one chunk": [" ".join(restated)],
+            "CUAD chunks": contract, "CUAD, one chunk": [" ".join(contract)]}  # fmt: skip
+
+
+def run_scaling(checker, sizes: list[int]) -> list[dict]:
+    from heatc_runtime.conflicts import chunk_bytes, find_conflicts, join_chunks
+
+    cuad = [text[s:e] for _, text in contracts(None) for s, e in chunk_spans(text)]
+    rows = []
+    for n in sizes:
+        for shape, chunks in scaling_inputs(n, cuad).items():
+            data = chunk_bytes(chunks)
+            stream, _ = join_chunks(data)
+            t0 = time.process_time()
+            events = type(checker).scan(checker, stream).events
+            t1 = time.process_time()
+            report = find_conflicts(checker.module_info, data, events)
+            t2 = time.process_time()
+            matches = sum(e.kind == "match" for e in events)
+            rows.append({"shape": shape, "size": n, "chunks": len(chunks), "mb": round(len(stream) / 1e6, 2),
+                         "matches": matches, "scan_s": round(t1 - t0, 3), "conflicts_s": round(t2 - t1, 3),
+                         "conflicts": len(report), "capped": report.capped})  # fmt: skip
+            print("scaling", json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def checker_for(path: Path):
     from heatc.backends import wasm_checker
     from heatc.heatmap.build import compile_heatmap
@@ -253,7 +312,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-tatqa", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the numbers and listings here")
+    parser.add_argument("--scaling", action="store_true", help="time find_conflicts as the input doubles")
+    parser.add_argument("--sizes", default="1000,2000,4000,8000,16000", help="mentions, for --scaling")
     args = parser.parse_args()
+    if args.scaling:
+        rows = run_scaling(checker_for(args.rules), [int(x) for x in args.sizes.split(",")])
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1) + "\n")
+        return 0
     out = {"rules": str(args.rules), "cuad": run_cuad(checker_for(args.rules), contracts(args.contracts)[args.skip_contracts :],
                                                      random.Random(args.seed))}  # fmt: skip
     if not args.skip_tatqa:
