@@ -9,6 +9,7 @@ Public surface: CharBox, same_place, repeats_in_line, repeated_lines.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 
@@ -24,7 +25,8 @@ _BAND = 8.0  # points; wider than any copy's offset in the PDFs we measured (und
 
 def same_place(a: CharBox, b: CharBox) -> bool:
     tol = _TOLERANCE * max(a[3] - a[1], b[3] - b[1])
-    return all(abs(x - y) <= tol for x, y in zip(a, b, strict=True))
+    # (edge by edge, not a generator: a dense page asks this millions of times)
+    return abs(a[0] - b[0]) <= tol and abs(a[1] - b[1]) <= tol and abs(a[2] - b[2]) <= tol and abs(a[3] - b[3]) <= tol
 
 
 def repeats_in_line(text: str, box: Callable[[int], CharBox]) -> list[range]:
@@ -47,17 +49,48 @@ def repeats_in_line(text: str, box: Callable[[int], CharBox]) -> list[range]:
 def repeated_lines(lines: Sequence[tuple[str, CharBox]]) -> set[int]:
     """Indices of lines whose text and box repeat an earlier line's."""
     # Earlier lines by text and by their top edge in bands of _BAND points: a copy lies in
-    # its original's band or the next one.
-    seen: dict[tuple[str, int], list[CharBox]] = {}
+    # its original's band or the next one. Found through a grid of the boxes' left and top
+    # edges (`_cells`), so that a line is compared with the few earlier lines of its text near
+    # it, not with every one: a dense page repeats "1" or "the" thousands of times.
+    seen: dict[tuple[str, object], list[tuple[int, CharBox]]] = {}
+    odd: dict[str, list[tuple[int, CharBox]]] = {}  # every kept line, by text, once an odd box needs them
     drop = set()
     for i, (text, box) in enumerate(lines):
         key = text.strip()
         if not key:
             continue
         band = int(box[3] // _BAND)
-        earlier = (prior for b in (band - 1, band, band + 1) for prior in seen.get((key, b), ()))
-        if any(same_place(box, prior) for prior in earlier):
+        where, near = _cells(box)
+        priors = odd.get(key, ()) if near is None else (prior for cell in near for prior in seen.get((key, cell), ()))
+        if any(abs(b - band) <= 1 and same_place(box, prior) for b, prior in priors):
             drop.add(i)
-        else:
-            seen.setdefault((key, band), []).append(box)
+            continue
+        seen.setdefault((key, where), []).append((band, box))
+        odd.setdefault(key, []).append((band, box))
     return drop
+
+
+def _cells(box: CharBox) -> tuple[object, list | None]:
+    """Where a box is kept, and where the boxes that may coincide with it are (None: anywhere).
+
+    A box whose height h is in [2^(c-1), 2^c) is kept in the cell (c, left // 2^c, top // 2^c).
+    Two boxes coincide only when every edge is within a fifth of the larger height: then the
+    other's height is within 3/5 h and 5/3 h (classes c-1 to c+1) and its left and top edges
+    within a third of h (the cells of each class that [edge - h/2, edge + h/2] touches). A box of
+    no height coincides only with one of no height at the same place; a box whose edges are not
+    finite, or whose height is negative (PDFium gives neither), is kept apart and compared with
+    every line of its text."""
+    height = box[3] - box[1]
+    if not all(map(math.isfinite, box)) or height < 0:
+        return None, None
+    if height == 0:
+        return ("flat", box), [("flat", box), None]
+    c = math.frexp(height)[1]
+    where = (c, math.floor(math.ldexp(box[0], -c)), math.floor(math.ldexp(box[3], -c)))
+    half = 0.5 * height
+    near: list = [None]
+    for e in (c - 1, c, c + 1):
+        xs = range(math.floor(math.ldexp(box[0] - half, -e)), math.floor(math.ldexp(box[0] + half, -e)) + 1)
+        ys = range(math.floor(math.ldexp(box[3] - half, -e)), math.floor(math.ldexp(box[3] + half, -e)) + 1)
+        near.extend((e, x, y) for x in xs for y in ys)
+    return where, near
