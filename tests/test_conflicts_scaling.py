@@ -14,7 +14,7 @@ from test_conflicts import LEGAL
 from heatc.backends import module_info, wasm_checker
 from heatc_runtime.audit import char_offsets
 from heatc_runtime.conflicts import chunk_bytes, find_conflicts, join_chunks
-from heatc_runtime.terms import MAX_WORD_SETS, TermIndex, nearest_term
+from heatc_runtime.terms import MAX_WORD_SETS, NAMED_AFTER, TermIndex, nearest_term
 
 CHECKER = wasm_checker(LEGAL)
 MODULE = module_info(LEGAL)
@@ -156,7 +156,12 @@ def every_pair_compared(chunks):
 
 WORDS = st.frozensets(st.sampled_from(["pay", "invoice", "receipt", "notice", "cure", "breach", "fee"]), max_size=5)
 BOUND = st.sampled_from([None, "#cap", "#floor", "#deadline"])
-WORD_SETS = st.lists(st.tuples(WORDS, BOUND).map(lambda wb: wb[0] | ({wb[1]} if wb[1] else set())), max_size=40)
+# some named after their number (terms.NAMED_AFTER): the same words or none
+MARK = st.sampled_from([None, None, None, NAMED_AFTER])
+WORD_SETS = st.lists(
+    st.tuples(WORDS, BOUND, MARK).map(lambda t: t[0] | {m for m in t[1:] if m}),
+    max_size=40,
+)
 
 
 @settings(max_examples=300)

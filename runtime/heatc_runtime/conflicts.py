@@ -20,7 +20,8 @@ later mention of a term that disagrees with that value is one conflict, both sid
 back to their chunk — same-chunk conflicts included —, unless the term's mentions carry
 three values or more (`MAX_TERM_VALUES`): such a term is a schedule, not one term restated,
 and the report lists it apart (`TermSchedule`). Text with no words to tell terms apart
-keeps one term per channel: the stream's REJECTED-by-channel matches (semantics §4). A
+keeps one term per channel: the stream's REJECTED-by-channel matches (semantics §4). Where
+two rules read one number, two numbers disagree once (the first conflict found). A
 mention whose number is written out and restated in digits that disagree ("thirty (60)
 days", restated.py) is a conflict of its own, the words against the digits. So a
 conflict list is a function of the chunks and the stream's events: the reference
@@ -226,6 +227,15 @@ def _mentions(module: ModuleInfo, e: Event) -> list[tuple[str, float | str]]:
     return list(out.items())
 
 
+def _number_at(m: Mention) -> tuple[int, int]:
+    """Where a mention's number is: (chunk, character of its first digit, or of the mention)."""
+    digit = _DIGIT.search(m.text)
+    return m.chunk, m.char_start + (digit.start() if digit else 0)
+
+
+_DIGIT = re.compile(r"\d")
+
+
 def _score(heat: float, a: float | str, b: float | str | None) -> float:
     if isinstance(a, float) and isinstance(b, float):
         top = max(abs(a), abs(b))
@@ -334,7 +344,17 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
     # "cure such failure within ten … thirty … sixty … ninety days"), and a conflict there
     # would be a guess: the term is reported as a schedule instead. (A restatement in words and
     # digits stands on its own.)
-    kept = [c for c, term in found if term is None or not term.schedule]
+    # Two rules may read one number ("Invoices are due 30 days after receipt": a payment term
+    # named before its number and one named after it): two numbers disagree once.
+    kept: list[ChunkConflict] = []
+    said: set[tuple[tuple[int, int], tuple[int, int]]] = set()
+    for c, term in found:
+        if term is not None:
+            pair = (_number_at(c.earlier), _number_at(c.later))
+            if term.schedule or pair in said:
+                continue
+            said.add(pair)
+        kept.append(c)
     schedules = tuple(TermSchedule(channel, tuple(t.mentions)) for channel, t in every if t.schedule)
     capped = sum(index.capped for index in indexes.values())
     return ConflictReport(module, len(chunks), tuple(kept), schedules, capped)

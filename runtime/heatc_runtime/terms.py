@@ -25,6 +25,16 @@ every channel by term, on top of the events every backend gives alike:
   days" are two terms however many words they share: two mentions whose bounds differ never
   name the same term (a mention without one is told apart by its words alone).
 
+A term can be named after its number: "thirty (30) days' prior written notice", matched by a
+rule that begins with the number. Such a mention's term words are the words on either side of
+the number, each marked with its side — up to `HEAD_WORDS` before it, to the start of its
+sentence, and the match's and its clause's after it — and the mark `NAMED_AFTER`: it names
+the same term as an earlier mention only with the same words (overlap 1 or 0). "N days'
+written notice" is how a contract gives every notice period it has, for terminating,
+renewing, changing prices; the words around the number tell them apart only when they are
+the same words, as a term restated repeats them. (A mention with no words around it — Chinese
+text — is one term per channel, as above.)
+
 A channel's mentions are kept in a `TermIndex`, which finds that earlier mention without
 comparing every pair: a word set seen before joins the term it joined then (the earlier one
 overlaps it fully), and a new one is compared only with the earlier word sets that share a
@@ -39,7 +49,7 @@ Restating a term restates its words ("within thirty (30) days after receipt of i
 two terms that share a keyword differ in them. Words, not lexemes: the same reading on every
 backend, since it depends on the chunk's bytes and the match's span alone.
 
-Public surface: `HEAD_WORDS`, `TAIL_WORDS`, `SAME_TERM`, `MAX_WORD_SETS`, `stem(word)`,
+Public surface: `HEAD_WORDS`, `TAIL_WORDS`, `SAME_TERM`, `NAMED_AFTER`, `MAX_WORD_SETS`, `stem(word)`,
 `term_words(text, start, end, values)`, `bound_of(words)`, `overlap(a, b)`, `nearest_term(words, earlier)`,
 `TermIndex`.
 """
@@ -54,6 +64,8 @@ import numpy as np
 HEAD_WORDS = 4
 TAIL_WORDS = 6
 SAME_TERM = 0.5
+#: The mark in the word set of a term named after its number (docstring).
+NAMED_AFTER = "=named after"
 #: The most word sets of one channel a word leads a new word set to (`TermIndex`).
 MAX_WORD_SETS = 256
 # beyond this many word sets to compare, `TermIndex` compares them as arrays
@@ -135,6 +147,11 @@ def term_words(text: bytes, start: int, end: int, values: frozenset[str] = froze
     digit = _DIGIT.search(match)
     bounds = list(_BOUND.finditer(head_text + b" " + (match[: digit.start()] if digit else match)))
     mark = [_BOUNDS[bounds[-1].lastindex - 1][1]] if bounds else []
+    if match[:1].isdigit():  # named after its number: the words on either side of it
+        before = ["<" + w for w in _words(head_text, values)[-HEAD_WORDS:]]
+        after = [">" + w for w in _words(match, values) + tail]
+        if before or after:
+            return frozenset([*before, *after, *mark, NAMED_AFTER])
     return frozenset(head + _words(match, values) + tail + mark)
 
 
@@ -145,11 +162,14 @@ def bound_of(words: frozenset[str]) -> str | None:
 
 def overlap(a: frozenset[str], b: frozenset[str]) -> float:
     """The share of the smaller set of term words that the other has too; 1 when either is
-    empty (nothing tells the two apart); 0 when the two have different bounds."""
+    empty (nothing tells the two apart); 0 when the two have different bounds. A term named
+    after its number overlaps only the same words: 1 or 0."""
     bound_a, bound_b = bound_of(a), bound_of(b)
     if bound_a and bound_b and bound_a != bound_b:
         return 0.0
     a, b = a - {bound_a}, b - {bound_b}
+    if NAMED_AFTER in a or NAMED_AFTER in b:
+        return 1.0 if a == b else 0.0
     return len(a & b) / min(len(a), len(b)) if a and b else 1.0
 
 
@@ -185,6 +205,8 @@ class TermIndex:
         self._full: set[str] = set()  # the words with more word sets than that
         self._first: dict[str | None, int] = {}  # per bound (None: none), its first word set
         self._first_bare: dict[str | None, int] = {}  # … and its first word set with no words
+        # the word sets of terms named after their number, apart: they overlap only their own words
+        self._named_after: dict[frozenset[str], list[tuple[int, str | None]]] = {}
 
     def join(self, words: frozenset[str]) -> int:
         term = self._seen.get(words)
@@ -194,7 +216,28 @@ class TermIndex:
             return term
         bound = bound_of(words)
         core = words - {bound} if bound else words
+        if NAMED_AFTER in core:
+            # named after its number: the same words, of a bound that fits — the earliest such
+            same = self._named_after.setdefault(core, [])
+            at = min((i for i, b in same if bound is None or b is None or b == bound), default=None)
+            same.append((len(self._terms), bound))
+            return self._record(words, core, bound, at)
         at = self._nearest(core, bound)
+        index = len(self._terms)
+        term = self._record(words, core, bound, at)
+        self._first.setdefault(bound, index)
+        if not core:
+            self._first_bare.setdefault(bound, index)
+        for w in core:
+            sets = self._by_word.setdefault(w, [])
+            if len(sets) < self.cap:
+                sets.append(index)
+            else:
+                self._full.add(w)
+        return term
+
+    def _record(self, words: frozenset[str], core: frozenset[str], bound: str | None, at: int | None) -> int:
+        """Keep a new distinct word set, of the term of word set `at` (None: a new term)."""
         term = self._terms[at] if at is not None else self._new_term()
         index = len(self._terms)
         self._seen[words] = term
@@ -206,15 +249,6 @@ class TermIndex:
             self._bound_array = np.concatenate([self._bound_array, np.zeros(index, np.int8)])
         self._size_array[index] = len(core)
         self._bound_array[index] = _BOUND_CODES.get(bound, 0)
-        self._first.setdefault(bound, index)
-        if not core:
-            self._first_bare.setdefault(bound, index)
-        for w in core:
-            sets = self._by_word.setdefault(w, [])
-            if len(sets) < self.cap:
-                sets.append(index)
-            else:
-                self._full.add(w)
         return term
 
     def _new_term(self) -> int:
