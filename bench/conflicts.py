@@ -14,10 +14,25 @@ TAT-QA: each document's table becomes one chunk per row ("Automotive: 2019 5,686
 6,092."), its paragraphs one chunk each; a number a paragraph repeats from the table is
 changed in the paragraph.
 
-    python bench/conflicts.py [--rules examples/legal.heat] [--contracts N] [--json out.json]
+    python bench/conflicts.py [--rules examples/legal.heat [OTHER.heat ...]] [--named-after] [--contracts N]
+                              [--json out.json]
+
+Several rule sets are measured on the same contracts with the same injected changes, one
+after the other in one run. `--named-after` injects only into days terms whose keyword
+follows the number ("thirty (30) days' prior written notice", "30 days after receipt of
+invoice"), one per contract that restates one, and changes a number's words with its digits
+("sixty (60) days'"), so that the words against the digits do not give the change away.
 
 Targets: recall >= 0.8 over the injected conflicts, <= 1 false conflict per 10 clean
 contracts.
+
+Scaling (`--scaling`): the CPU seconds of finding the conflicts (`find_conflicts`, after the
+scan's apart) as the input doubles, in five shapes of size N: N/2 chunks of two restated
+terms each, N clauses sharing most of their words (the term index at its cap), the N/2 chunks
+as one, 2N CUAD chunks (the contracts cycled; about N/4 mentions) and those as one chunk.
+Target: 8,000 mentions in <= 1 s, and about x2 per doubling.
+
+    python bench/conflicts.py --scaling [--sizes 1000,2000,4000,8000,16000]
 """
 
 from __future__ import annotations
@@ -58,6 +73,10 @@ TERMS = {
             r"(" + "|".join(STATES) + r")", r""),
 }  # fmt: skip
 GAP = r"[^.;:]{0,70}?"  # the keyword and the value in one clause
+# --named-after: the same days terms named after their number ("thirty (30) days' prior written
+# notice", "30 days after receipt of invoice"): the value, its unit, then the keyword
+NAMED_AFTER = {f"{family}, named after": TERMS[family] for family in ("payment days", "notice days", "cure days")}
+GAP_AFTER = r"[^.;:]{0,40}?"
 
 
 @dataclass
@@ -68,10 +87,13 @@ class Site:
     end: int
 
 
-def find_sites(text: str) -> list[Site]:
+def find_sites(text: str, named_after: bool = False) -> list[Site]:
     sites = []
     for family, (kw, value, unit) in TERMS.items():
         for m in re.finditer(kw + GAP + r"(?<![\w$.,])" + value + unit, text, flags=re.I):
+            sites.append(Site(family, m.group(1), m.start(1), m.end(1)))
+    for family, (kw, value, unit) in NAMED_AFTER.items() if named_after else ():
+        for m in re.finditer(r"(?<![\w$.,])" + value + unit + GAP_AFTER + kw, text, flags=re.I):
             sites.append(Site(family, m.group(1), m.start(1), m.end(1)))
     return sites
 
@@ -92,6 +114,13 @@ def words_after(text: str, site: Site, n: int = 4) -> list[str]:
     return re.findall(r"[a-z]+", text[site.end : site.end + 120].lower())[:n]
 
 
+def words_before(text: str, site: Site, n: int = 4) -> list[str]:
+    """The last n words before a site's value, number words left out: what a term named after its
+    number is for ("may terminate this Agreement upon" thirty (30) days' notice)."""
+    words = re.findall(r"[a-z]+", text[max(0, site.start - 160) : site.start].lower())
+    return [w for w in words if not _WORDS_BEFORE.fullmatch(w + " (")][-n:]
+
+
 def changed(site: Site, values: set[str], rng: random.Random) -> str:
     if site.family == "law":
         return rng.choice([s for s in STATES if s.lower() not in values])
@@ -102,6 +131,27 @@ def changed(site: Site, values: set[str], rng: random.Random) -> str:
         if text.lower() not in values and float(text.replace(",", "")) != number:
             return text
     return str(int(number) + 7)
+
+
+_UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+          "seventeen eighteen nineteen").split()  # fmt: skip
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+_NUMBER_WORD = "|".join(sorted([*_UNITS, *_TENS[2:], "hundred", "and"], key=len, reverse=True))
+# number words right before the parenthesis a value opens: "thirty (", "one hundred and eighty ("
+_WORDS_BEFORE = re.compile(rf"(?i)\b((?:(?:{_NUMBER_WORD})[\s-]+)*(?:{_NUMBER_WORD}))\s*\(\s*$")
+
+
+def number_words(n: int) -> str:
+    """1 to 999 in words ("one hundred twenty"), as contracts write them."""
+    if n < 20:
+        return _UNITS[n]
+    if n < 100:
+        return _TENS[n // 10] + ("-" + _UNITS[n % 10] if n % 10 else "")
+    return _UNITS[n // 100] + " hundred" + (" " + number_words(n % 100) if n % 100 else "")
+
+
+def in_case_of(words: str, like: str) -> str:
+    return words.upper() if like.isupper() else words.title() if like[:1].isupper() else words
 
 
 def chunk_spans(text: str, size: int = CHUNK) -> list[tuple[int, int]]:
@@ -129,7 +179,7 @@ def covered(conflict, chunk: int, start: int, end: int) -> bool:
     return any(m.chunk == chunk and m.start <= start and end <= m.end for m in (conflict.earlier, conflict.later))
 
 
-def run_cuad(checker, docs, rng) -> dict:
+def run_cuad(checker, docs, rng, named_after: bool = False) -> dict:
     false, injected, found, by_family, listing, missed, schedules = 0, 0, 0, {}, [], [], 0
     verbatim = [0, 0]  # injected, found: pairs whose next words agree too (a term restated, not a value reused)
     t0 = time.perf_counter()
@@ -142,24 +192,37 @@ def run_cuad(checker, docs, rng) -> dict:
         for c in clean:
             listing.append({"contract": name, "channel": c.channel, "earlier": c.earlier.text, "later": c.later.text,
                             "chunks": [c.earlier.chunk, c.later.chunk], "score": round(c.score, 3)})  # fmt: skip
-        pairs = repeated(find_sites(text))
+        sites = find_sites(text, named_after)
+        pairs = repeated(sites)
+        if named_after:  # only the terms named after their number
+            pairs = [(a, b) for a, b in pairs if b.family in NAMED_AFTER]
         if not pairs:
             continue
         first, site = rng.choice(pairs)
-        values = {s.value.lower() for s in find_sites(text) if s.family == site.family}
+        values = {s.value.lower() for s in sites if s.family == site.family}
         new = changed(site, values, rng)
         i = next(k for k, (s, e) in enumerate(spans) if s <= site.start < e)
         if site.end > spans[i][1]:
             continue  # the value straddles a chunk cut
         s0 = site.start - spans[i][0]
+        w0, before = s0, ""  # with --named-after, the number's words change with its digits
+        said = _WORDS_BEFORE.search(chunks[i][max(0, s0 - 60) : s0]) if named_after else None
+        if said is not None and new.isdigit() and 0 < int(new) < 1000:
+            w0 = s0 - (len(chunks[i][max(0, s0 - 60) : s0]) - said.start(1))
+            before = (
+                in_case_of(number_words(int(new)), said.group(1))
+                + chunks[i][s0 - len(said.group()) + len(said.group(1)) : s0]
+            )
         modified = list(chunks)
-        modified[i] = chunks[i][:s0] + new + chunks[i][s0 + len(site.value) :]
-        b0 = len(modified[i][:s0].encode())
+        modified[i] = chunks[i][:w0] + before + new + chunks[i][s0 + len(site.value) :]
+        b0 = len(modified[i][: w0 + len(before)].encode())
         b1 = b0 + len(new.encode())
         injected += 1
         fam = by_family.setdefault(site.family, [0, 0])
         fam[0] += 1
-        same_words = words_after(text, first) == words_after(text, site)
+        same_words = words_after(text, first) == words_after(text, site) and (
+            site.family not in NAMED_AFTER or words_before(text, first) == words_before(text, site)
+        )  # (a term named after its number is named by the words before it too)
         verbatim[0] += same_words
         if any(covered(c, i, b0, b1) for c in checker.conflicts(modified)):
             found += 1
@@ -235,6 +298,57 @@ def run_tatqa(checker, rng) -> dict:
     }  # fmt: skip
 
 
+# --- scaling: CPU seconds as the input doubles --------------------------------------------
+
+
+def _word(i: int) -> str:
+    """A word of its own for each i, no English word (nor number word, nor unit)."""
+    out = ""
+    while True:
+        out, i = chr(97 + i % 26) + out, i // 26
+        if not i:
+            return "zq" + out
+
+
+def scaling_inputs(n: int, cuad: list[str]) -> dict[str, list[str]]:
+    """Four shapes of about n mentions each (docstring)."""
+    restated = [
+        f"Payment shall be made within {30 * (1 + i % 2)} days after receipt of invoice. "
+        f"Licensee shall give notice within {10 * (1 + i % 3 // 2)} days of any change."
+        for i in range(n // 2)
+    ]
+    distinct = [
+        f"Payment of the {_word(i)} invoice and {_word(i + 7)} fee shall be made within {30 * (1 + i % 2)} days "
+        "after receipt of the invoice."
+        for i in range(n)
+    ]
+    contract = [cuad[i % len(cuad)] for i in range(2 * n)]  # (about one mention in four chunks)
+    return {"two terms a chunk": restated, "a clause each": distinct, "one chunk": [" ".join(restated)],
+            "CUAD chunks": contract, "CUAD, one chunk": [" ".join(contract)]}  # fmt: skip
+
+
+def run_scaling(checker, sizes: list[int]) -> list[dict]:
+    from heatc_runtime.conflicts import chunk_bytes, find_conflicts, join_chunks
+
+    cuad = [text[s:e] for _, text in contracts(None) for s, e in chunk_spans(text)]
+    rows = []
+    for n in sizes:
+        for shape, chunks in scaling_inputs(n, cuad).items():
+            data = chunk_bytes(chunks)
+            stream, _ = join_chunks(data)
+            t0 = time.process_time()
+            events = type(checker).scan(checker, stream).events
+            t1 = time.process_time()
+            report = find_conflicts(checker.module_info, data, events)
+            t2 = time.process_time()
+            matches = sum(e.kind == "match" for e in events)
+            rows.append({"shape": shape, "size": n, "chunks": len(chunks), "mb": round(len(stream) / 1e6, 2),
+                         "matches": matches, "scan_s": round(t1 - t0, 3), "conflicts_s": round(t2 - t1, 3),
+                         "conflicts": len(report), "capped": report.capped})  # fmt: skip
+            print("scaling", json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def checker_for(path: Path):
     from heatc.backends import wasm_checker
     from heatc.heatmap.build import compile_heatmap
@@ -246,25 +360,38 @@ def checker_for(path: Path):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rules", type=Path, default=REPO / "examples" / "legal.heat")
+    parser.add_argument("--rules", type=Path, nargs="+", default=[REPO / "examples" / "legal.heat"],
+                        help="one or more rule sets, each measured on the same contracts and injections")  # fmt: skip
     parser.add_argument("--finance-rules", type=Path, default=REPO / "examples" / "finance.heat")
     parser.add_argument("--contracts", type=int, default=None, help="the first N contracts (default: all 510)")
     parser.add_argument("--skip-contracts", type=int, default=0, help="leave out the first K (a held-out part)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--named-after", action="store_true", help="also inject into days terms named after the number")
     parser.add_argument("--skip-tatqa", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the numbers and listings here")
+    parser.add_argument("--scaling", action="store_true", help="time find_conflicts as the input doubles")
+    parser.add_argument("--sizes", default="1000,2000,4000,8000,16000", help="mentions, for --scaling")
     args = parser.parse_args()
-    out = {"rules": str(args.rules), "cuad": run_cuad(checker_for(args.rules), contracts(args.contracts)[args.skip_contracts :],
-                                                     random.Random(args.seed))}  # fmt: skip
+    if args.scaling:
+        rows = run_scaling(checker_for(args.rules[0]), [int(x) for x in args.sizes.split(",")])
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1) + "\n")
+        return 0
+    docs = contracts(args.contracts)[args.skip_contracts :]
+    out: dict = {"cuad": {}}
+    for rules in args.rules:  # the same contracts, the same injections (a fresh generator each)
+        out["cuad"][str(rules)] = run_cuad(checker_for(rules), docs, random.Random(args.seed), args.named_after)
     if not args.skip_tatqa:
         out["finance_rules"] = str(args.finance_rules)
         out["tatqa"] = run_tatqa(checker_for(args.finance_rules), random.Random(args.seed))
-    for part in ("cuad", "tatqa"):
-        if part in out:
-            summary = {k: v for k, v in out[part].items() if k not in ("false_listing", "missed")}
-            print(part, json.dumps(summary))
-    for c in out["cuad"]["false_listing"]:
-        print("  false?", c["contract"][:60], c["channel"], repr(c["earlier"]), "vs", repr(c["later"]), c["chunks"])
+    for rules, cuad in out["cuad"].items():
+        print("cuad", rules, json.dumps({k: v for k, v in cuad.items() if k not in ("false_listing", "missed")}))
+    if "tatqa" in out:
+        print("tatqa", json.dumps({k: v for k, v in out["tatqa"].items() if k != "false_listing"}))
+    for rules, cuad in out["cuad"].items():
+        for c in cuad["false_listing"]:
+            print("  false?", Path(rules).name, c["contract"][:50], c["channel"], repr(c["earlier"]), "vs",
+                  repr(c["later"]), c["chunks"])  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     return 0

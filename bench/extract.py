@@ -12,6 +12,15 @@ rate: exact Levenshtein distance over the reference's length after folding quote
 whitespace (heatc.pdf.compare). Then the checks: the Chinese regulation's radical code points
 (U+2E80–U+2FDF) and doubled fake-bold headings, the 10-K's table rows kept on one line (a
 label and two numbers), and heatc over all files with worker processes.
+
+Dense pages (`--dense`): one page of N text runs, written by tests/pdfgen.py, N doubling up
+to 100,000 (a 4 MB page), in five shapes: numbers in rows of cells far apart (PDFium reads a
+row as one line of many segments), one word everywhere (every line's text repeats), words
+scattered at random, runs on one line drawn over each other (fake bold everywhere), and a
+column of one line per run stacked a sliver apart. CPU seconds of heatc and of pypdfium2's
+text and rectangles alone, the median of --repeats. Target: a 100,000-run page in <= 5 s.
+
+    python bench/extract.py --dense [--runs 1000,2000,4000,100000] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -92,10 +101,92 @@ def reference(path: Path) -> str | None:
     return twin.read_text(encoding="utf-8") if twin.is_file() else None
 
 
+# --- dense pages ---------------------------------------------------------------------------
+
+
+def dense_page(shape: str, runs: int):
+    """One tests/pdfgen.py page of `runs` runs in `shape` (the docstring's five)."""
+    import random
+
+    from pdfgen import Page, TextRun
+
+    rng = random.Random(runs)
+    word = lambda: "".join(rng.choice("abcdefghij") for _ in range(3))  # noqa: E731
+    out = []
+    for k in range(runs):
+        row, col = divmod(k, 12)
+        if shape == "numbers in rows":
+            out.append(TextRun(10 + col * 50, round(785 - (row * 2.3) % 780, 2), f"{rng.randint(1, 999):,}", size=6))
+        elif shape == "one word everywhere":
+            again = row // 40
+            out.append(TextRun(10 + col * 50 + again * 4.7, round(785 - row % 40 * 2.3 - again * 1.3, 2), "x", size=6))
+        elif shape == "scattered words":
+            out.append(TextRun(round(rng.uniform(0, 600), 2), round(rng.uniform(0, 790), 2), word(), size=8))
+        elif shape == "drawn over each other":
+            out.append(TextRun(round(5 + (k % 400) * 1.45, 2), round(780 - (k // 400) * 3.1 % 775, 2), word(), size=5))
+        else:  # a column of one line per run
+            step = 780 / runs
+            out.append(TextRun(20, round(785 - k * step, 3), "lorem ipsum dolor sit amet", size=round(0.7 * step, 3)))
+    return Page(out)
+
+
+DENSE_SHAPES = ("numbers in rows", "one word everywhere", "scattered words", "drawn over each other", "one column")
+
+
+def pdfium_alone(path: Path) -> None:
+    """What heatc asks of PDFium, without heatc: the page's characters and rectangles."""
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(path)
+    try:
+        textpage = pdf[0].get_textpage()
+        n = textpage.count_chars()
+        textpage.get_text_range(0, n)
+        for k in range(textpage.count_rects(0, n)):
+            textpage.get_rect(k)
+    finally:
+        pdf.close()
+
+
+def run_dense(sizes: list[int], repeats: int) -> None:
+    import tempfile
+
+    from pdfgen import write_pdf
+
+    from heatc.pdf import extract_file
+
+    print("| shape | runs | MB | heatc CPU s | pypdfium2 alone CPU s | characters |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in DENSE_SHAPES:
+            for runs in sizes:
+                path = write_pdf(Path(tmp) / "dense.pdf", [dense_page(shape, runs)])
+                heatc, alone = [], []
+                for _ in range(repeats):
+                    t = time.process_time()
+                    page = extract_file(path).pages[0]
+                    heatc.append(time.process_time() - t)
+                    t = time.process_time()
+                    pdfium_alone(path)
+                    alone.append(time.process_time() - t)
+                mb = path.stat().st_size / 1e6
+                print(
+                    f"| {shape} | {runs} | {mb:.1f} | {statistics.median(heatc):.2f} | {statistics.median(alone):.2f} "
+                    f"| {len(page.text)} |",
+                    flush=True,
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="rounds per file for the faster extractors")
+    parser.add_argument("--dense", action="store_true", help="time one dense page of N runs instead")
+    parser.add_argument("--runs", default="1000,2000,4000,8000,16000,100000", help="N, for --dense")
     args = parser.parse_args()
+    if args.dense:
+        sys.path.insert(0, str(REPO / "tests"))  # tests/pdfgen.py writes the pages
+        run_dense([int(n) for n in args.runs.split(",")], args.repeats)
+        return
     if not DATA.is_dir():
         sys.exit(f"bench: {DATA} is missing (the shared data sits beside the repository)")
     from run import machine  # bench/run.py: CPU, cores, versions

@@ -12,7 +12,7 @@ from heatc_runtime.conflicts import NoConsistencyRulesError, chunk_bytes, find_c
 from heatc_runtime.errors import ModuleError
 from heatc_runtime.manifest import check_manifest
 from heatc_runtime.report import Verdict
-from heatc_runtime.terms import nearest_term, overlap, stem, term_words
+from heatc_runtime.terms import NAMED_AFTER, nearest_term, overlap, stem, term_words
 
 
 def test_term_words_are_what_the_number_is_of():
@@ -125,3 +125,50 @@ def test_a_module_without_consistency_records_is_refused():
     old = dataclasses.replace(module_info(LEGAL), consistency={})
     with pytest.raises(NoConsistencyRulesError, match="rebuild it"):
         find_conflicts(old, [b"pay 30 days"], [])
+
+
+def test_a_term_named_after_its_number():
+    """ "N days' prior written notice" names its term after the number: restated with another N in
+    another chunk it is a conflict (before, no rule read it), in words and digits or in digits."""
+    chunks = [
+        "Either party may terminate this Agreement upon thirty (30) days' prior written notice to the other party.",
+        "Either party may terminate this Agreement upon sixty (60) days' prior written notice to the other party.",
+    ]
+    assert conflicts(chunks) == [("term_days_named_after.d[notice]", 30.0, 60.0)]
+    digits = [c.replace("thirty (30)", "30").replace("sixty (60)", "60") for c in chunks]
+    assert conflicts(digits) == [("term_days_named_after.d[notice]", 30.0, 60.0)]
+    business = [c.replace("days'", "business days'") for c in digits]
+    assert conflicts(business) == [("term_business_days_named_after.d[notice]", 30.0, 60.0)]
+    # its words on either side name it: a notice period for another purpose is another term
+    other = ["Licensor may change its prices upon 60 days' prior written notice to Licensee.", digits[0]]
+    assert conflicts(other) == []
+    assert wasm_checker(LEGAL).conflicts(chunks) == reference_conflicts(LEGAL, chunks)
+
+
+def test_words_on_either_side_of_a_number_named_after_it():
+    text = (
+        b"Either party may terminate this Agreement upon thirty (30) days' prior written notice to the other party, and"
+    )
+    start = text.index(b"30")
+    words = term_words(text, start, text.index(b"notice") + len(b"notice"))
+    # the words before the number to the start of its sentence (the last four), the match's
+    # after it and its clause's after the match (to the comma), each marked with its side; no
+    # stop words ("may", "this", "upon", "prior", "other")
+    assert words == {NAMED_AFTER, "<either", "<party", "<terminate", "<agree", ">written", ">notice", ">party"}
+    assert overlap(words, words) == 1.0 and overlap(words, words - {"<either"}) == 0.0
+    assert overlap(words, frozenset()) == 0.0  # a term named after its number is named by its words
+    assert nearest_term(words, [words - {"<either"}, frozenset(), words]) == 2
+    # a match that does not begin with its number reads its words as before
+    assert NAMED_AFTER not in term_words(text, text.index(b"terminate"), text.index(b"days") + 4)
+
+
+def test_a_number_read_by_two_rules_disagrees_once():
+    """ "pay within 30 days after written notice": a payment term named before its number and a notice
+    term named after it read one number; restated as 45, the two numbers disagree once."""
+    chunks = ["Licensee shall pay the fee within 30 days after written notice of the audit.",
+              "Licensee shall pay the fee within 45 days after written notice of the audit."]  # fmt: skip
+    checker = wasm_checker(LEGAL)
+    stream = join_chunks(chunk_bytes(chunks))[0]
+    rules = {e.name for e in checker.scan(stream).events if e.kind == "match"}
+    assert {"term_days_consistent", "term_days_named_after"} <= rules  # both read the numbers
+    assert [(c.earlier.value, c.later.value) for c in checker.conflicts(chunks)] == [(30.0, 45.0)]

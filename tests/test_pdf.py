@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("pypdfium2", reason="heatc.pdf needs pypdfium2 (pip install 'heatc[pdf]')")
@@ -153,6 +154,150 @@ def test_single_column_keeps_stored_order_and_vertical_text_goes_last_on_columns
     left, right = _column(50, 700, 6), _column(300, 700, 6)
     stored = [Box(10, 100, 15, 300, 30), *right, *left]
     assert [stored[i] for i in reading_order(stored)] == [*left, *right, stored[0]]
+
+
+# --- dense pages: the work grows with the runs, not with their square ----------------------------
+
+
+def _naive_repeated_lines(lines):
+    """repeated_lines as docs/pdf.md defines it: a line whose text and box repeat a kept earlier
+    line's, of its band of 8 points or the next, is dropped (every earlier line compared)."""
+    kept, drop = [], set()
+    for i, (text, box) in enumerate(lines):
+        key, band = text.strip(), int(box[3] // 8.0)
+        if not key:
+            continue
+        if any(k == key and abs(b - band) <= 1 and same_place(box, other) for k, b, other in kept):
+            drop.add(i)
+        else:
+            kept.append((key, band, box))
+    return drop
+
+
+_EDGE = st.integers(0, 8).map(lambda i: 1.8 + i * 0.05)  # across 2: the edge of a cell of every size
+
+
+def _line(text: str, left: float, base: float, up: float, width: float, height: float):
+    return text, (left, base + up, left + width, base + up + height)
+
+
+_LINE = st.builds(
+    _line,
+    st.sampled_from(["1", "the", " "]),
+    _EDGE,
+    st.sampled_from([0.0, 5.9]),
+    _EDGE,
+    st.sampled_from([-0.5, 0.0, 4.0, 4.1, 4.3]),
+    st.integers(-2, 36).map(lambda i: i * 0.1),
+)
+
+
+@settings(max_examples=500)
+@given(st.lists(_LINE, max_size=40))
+@example([("1", (1.95, 0, 5.95, 1)), ("1", (2.1, 0, 6.1, 1))])  # left edges 0.15 apart, across a cell's edge
+@example([("1", (0, 0.95, 4, 1.95)), ("1", (0, 1.1, 4, 2.1))])  # top edges so
+@example([("1", (0, 0, 4, 1.0)), ("1", (0, 0, 4, 0.9))])  # heights of two classes
+@example([("1", (0, 1, 4, 1)), ("1", (0, 1, 4, 1)), ("1", (0, 1, 4, 1.1))])  # of no height
+@example([("1", (4, 1, 0, 2)), ("1", (4, 1, 0, 2)), ("1", (0, 2, 4, 1)), ("1", (0, 2.1, 4, 1))])  # not normalised
+@example([("1", (0, -math.inf, 4, 1)), ("1", (0, 0, 4, 1)), ("1", (math.inf, 0, 9, 1)), ("1", (math.inf, 0, 9, 1))])
+@example([("1", (0, 0, 10, 100)), ("1", (300, 0, 310, 84)), ("1", (0, 0, 10, 83.9))])  # coincide, 2 bands apart
+def test_repeated_lines_compares_only_near_lines_and_drops_the_same(lines):
+    """Boxes on a grid of 0.05 points, some across a band's edge, of heights -0.2 to 3.6 points
+    and widths -0.5 to 4.3: many near each other, of no height, or not normalised. The lines of a
+    text are found through the grid once there are more than a few (here: from the first)."""
+    from heatc.pdf import doubles
+
+    assert repeated_lines(lines) == _naive_repeated_lines(lines)
+    few, doubles._FEW = doubles._FEW, 0
+    try:
+        assert repeated_lines(lines) == _naive_repeated_lines(lines)
+    finally:
+        doubles._FEW = few
+
+
+def _dense_page(path: Path, runs: int, same: bool) -> Path:
+    """`runs` short runs in rows of 12 across the page, each a segment of its own (far apart on
+    a line PDFium reads as one), 40 rows deep, then the rows again a little lower and to the
+    right (more than a copy's offset): the same word everywhere, or numbers."""
+    cells = []
+    for k in range(runs):
+        row, col = divmod(k, 12)
+        again = row // 40
+        x, y = 10 + col * 50 + again * 4.7, 785 - (row % 40) * 2.3 - again * 1.3
+        cells.append(TextRun(round(x, 2), round(y, 2), "x" if same else f"{k % 997:,}", size=6))
+    return write_pdf(path, [Page(cells)])
+
+
+def test_a_dense_page_costs_the_runs_not_their_square(tmp_path, monkeypatch):
+    """Characters read by count_rects grow x2 when the runs double, and boxes compared stay a
+    few per run. Before, each cut in a line was searched from the line's start (x4 per doubling
+    in characters read) and each line compared with every earlier line of its text and band
+    (x4 in comparisons): a page of 100,000 runs did not finish in 4 minutes."""
+    import pypdfium2 as pdfium
+
+    from heatc.pdf import doubles
+
+    read, compared = [0], [0]
+    count_rects = pdfium.PdfTextPage.count_rects
+
+    def counted_count_rects(self, index=0, count=-1):
+        read[0] += count if count >= 0 else self.count_chars() - index
+        return count_rects(self, index, count)
+
+    def counted_same_place(a, b):
+        compared[0] += 1
+        return same_place(a, b)
+
+    monkeypatch.setattr(pdfium.PdfTextPage, "count_rects", counted_count_rects)
+    monkeypatch.setattr(doubles, "same_place", counted_same_place)
+    for same in (False, True):
+        work = []
+        for runs in (1500, 3000):
+            read[0] = compared[0] = 0
+            page = extract_file(_dense_page(tmp_path / f"dense{runs}{same}.pdf", runs, same)).pages[0]
+            assert page.error is None and len(page.text) >= runs
+            work.append((read[0], compared[0]))
+        (read1, _), (read2, compared2) = work
+        assert read2 < 2.3 * read1, work
+        # a line meets at most the 3 x 16 earlier lines of its text in its bands one by one, or
+        # else the few in the grid's cells near it (before: 360 a run on the page of one word)
+        assert compared2 < 3 * 16 * 3000, work
+
+
+def test_segment_bounds_searched_from_the_cut_before_are_those_from_the_line_start(tmp_path):
+    """Where each segment of a line begins: the shortest prefix of the line that needs one more
+    rectangle than the cut's index, searched from the line's start for every cut."""
+    import pypdfium2 as pdfium
+
+    from heatc.pdf import pages
+
+    pdf = pdfium.PdfDocument(_dense_page(tmp_path / "dense.pdf", 600, False))
+    textpage = pdf[0].get_textpage()
+    raw = pages._page_chars(textpage, textpage.count_chars())
+    checked = 0
+    for start, end in pages._lines(raw):
+        rects = pages._rects(textpage, start, end)
+        if not rects:
+            continue
+        height = max(r[3] - r[1] for r in rects)
+        cuts = [
+            k
+            for k in range(1, len(rects))
+            if rects[k][0] - rects[k - 1][2] >= pages._SEGMENT_GAP * height
+            or rects[k][3] <= rects[k - 1][1]
+            or rects[k][1] >= rects[k - 1][3]
+        ]
+        want = []
+        for k in cuts:
+            lo, hi = 1, end - start
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if textpage.count_rects(start, mid) >= k + 1 else (mid + 1, hi)
+            want.append(start + lo - 1)
+        assert [s.start for s in pages._segments(textpage, start, end, rects)[1:]] == want
+        checked += len(cuts)
+    pdf.close()
+    assert checked > 100
 
 
 # --- comparing against a reference -----------------------------------------------------------

@@ -138,17 +138,27 @@ def _segments(textpage: pdfium.PdfTextPage, start: int, end: int, rects) -> list
     if not cuts:
         return [_Segment(start, end, _union(rects, n))]
     # Rectangles follow the characters in order; the k-th begins at the shortest prefix
-    # that needs k + 1 of them. count_rects recomputes: callers read every rect first.
+    # that needs k + 1 of them. PDFium starts a rectangle where a character (not a generated
+    # one, nor one of no size) belongs to another text object than the one before, so counted
+    # from where one begins, the rectangles after it are the same: each boundary is searched
+    # from the one before, a doubling step then halving, and count_rects (which reads the
+    # characters it counts) reads a line about log n times, not once per cut.
     bounds = []
+    at, rect = start, 0  # the character where rectangle `rect` begins (rectangle 0: the line's start)
     for k in cuts:
-        lo, hi = 1, n
+        need = k - rect + 1
+        step = 1
+        while step < end - at and textpage.count_rects(at, step) < need:
+            step *= 2
+        lo, hi = step // 2 + 1, min(step, end - at)
         while lo < hi:
             mid = (lo + hi) // 2
-            if textpage.count_rects(start, mid) >= k + 1:
+            if textpage.count_rects(at, mid) >= need:
                 hi = mid
             else:
                 lo = mid + 1
-        bounds.append(start + lo - 1)
+        at, rect = at + lo - 1, k
+        bounds.append(at)
     groups = [0, *cuts, count]
     edges = [start, *bounds, end]
     return [

@@ -12,13 +12,16 @@ each match that passed its requirements states, per `consistent`/`lock` statemen
 rule (the manifest records them), a value for a channel. One keyword names many terms ("cure
 within 10 days" for a payment default, "within 60 days" for other breaches), so each channel
 is split by **term** (terms.py: the words of the clause around the number): a mention joins
-the term of the earlier mention of its channel whose words it shares most, and the term's
+the term of the earlier mention of its channel whose words it shares most (found through an
+index of the words, `terms.TermIndex`: O(n log n) in the mentions, each chunk read about once,
+whatever the text; `ConflictReport.capped` counts the mentions past its cap), and the term's
 value is its first mention's — in retrieval order, the most relevant chunk first. Every
 later mention of a term that disagrees with that value is one conflict, both sides mapped
 back to their chunk — same-chunk conflicts included —, unless the term's mentions carry
 three values or more (`MAX_TERM_VALUES`): such a term is a schedule, not one term restated,
 and the report lists it apart (`TermSchedule`). Text with no words to tell terms apart
-keeps one term per channel: the stream's REJECTED-by-channel matches (semantics §4). A
+keeps one term per channel: the stream's REJECTED-by-channel matches (semantics §4). Where
+two rules read one number, two numbers disagree once (the first conflict found). A
 mention whose number is written out and restated in digits that disagree ("thirty (60)
 days", restated.py) is a conflict of its own, the words against the digits. So a
 conflict list is a function of the chunks and the stream's events: the reference
@@ -39,13 +42,14 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .audit import ModuleInfo, char_offsets
+from .audit import ModuleInfo
 from .report import Event
 from .restated import restatements
-from .terms import nearest_term, term_words
+from .terms import TermIndex, term_words
 
 #: The most values the mentions of one term may carry and still be one term restated.
 MAX_TERM_VALUES = 2
@@ -122,6 +126,10 @@ class ConflictReport:
     chunks: int
     conflicts: tuple[ChunkConflict, ...]  # in stream order of the later mention
     schedules: tuple[TermSchedule, ...] = ()  # terms with too many values to be one term restated
+    # mentions whose term was looked for among only the first `terms.MAX_WORD_SETS` word sets
+    # of one of their words (docs/conflicts.md): 0 unless the text repeats a word in hundreds
+    # of different clauses of one channel; where it is not 0, a conflict may be missing
+    capped: int = 0
 
     def __len__(self) -> int:
         return len(self.conflicts)
@@ -138,6 +146,7 @@ class ConflictReport:
             "channels": [name for name, _ in self.module.channels],
             "conflicts": [c.to_json() for c in self.conflicts],
             "schedules": [t.to_json() for t in self.schedules],
+            "capped": self.capped,
         }
 
     def dumps(self) -> str:
@@ -218,6 +227,15 @@ def _mentions(module: ModuleInfo, e: Event) -> list[tuple[str, float | str]]:
     return list(out.items())
 
 
+def _number_at(m: Mention) -> tuple[int, int]:
+    """Where a mention's number is: (chunk, character of its first digit, or of the mention)."""
+    digit = _DIGIT.search(m.text)
+    return m.chunk, m.char_start + (digit.start() if digit else 0)
+
+
+_DIGIT = re.compile(r"\d")
+
+
 def _score(heat: float, a: float | str, b: float | str | None) -> float:
     if isinstance(a, float) and isinstance(b, float):
         top = max(abs(a), abs(b))
@@ -227,10 +245,43 @@ def _score(heat: float, a: float | str, b: float | str | None) -> float:
     return heat * (1.0 + d) / 2.0
 
 
+class _Chars:
+    """Byte offset → character offset in one chunk, counted from the last offset asked for:
+    mentions come in stream order, so a chunk is read about once however many it holds
+    (counting from its start for each would make a large chunk quadratic)."""
+
+    _CONTINUATION = bytes(range(0x80, 0xC0))
+
+    def __init__(self, text: bytes):
+        self.text, self.byte, self.char = text, 0, 0
+
+    def __call__(self, offset: int) -> int:
+        a, b = sorted((self.byte, offset))
+        n = len(self.text[a:b].translate(None, self._CONTINUATION))
+        self.char += n if offset >= self.byte else -n
+        self.byte = offset
+        return self.char
+
+
+@dataclass
+class _Term:
+    """One term of a channel: its first mention (which sets its value), every mention, the
+    values they carry."""
+
+    first: Mention
+    mentions: list[Mention]
+    values: set[float | str]
+
+    @property
+    def schedule(self) -> bool:
+        return len(self.values) > MAX_TERM_VALUES
+
+
 def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Event]) -> ConflictReport:
     """The conflicts among the events of the joined stream (`join_chunks(chunks)`)."""
     _require_channels(module)
     _, starts = join_chunks(chunks)
+    chars: dict[int, _Chars] = {}
 
     def locate(start: int, end: int) -> tuple[int, int, int]:
         """(chunk, start, end in it) of a stream span."""
@@ -243,22 +294,22 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
             )
         return i, s, e
 
-    def mention(i: int, s: int, e: int) -> Mention:
-        chars = char_offsets(chunks[i], (s, e))
-        return Mention(i, s, e, chars[s], chars[e], chunks[i][s:e].decode("utf-8", errors="replace"), None)
+    def mention(i: int, s: int, e: int, value: float | str | None = None) -> Mention:
+        at = chars.get(i) or chars.setdefault(i, _Chars(chunks[i]))
+        return Mention(i, s, e, at(s), at(e), chunks[i][s:e].decode("utf-8", errors="replace"), value)
 
-    # per channel, every mention so far: (term words, the mention that set its term's value,
-    # that value, every mention of its term — one list per term, shared)
-    seen: dict[str, list[tuple[frozenset[str], Mention, float | str, list[Mention]]]] = {}
-    terms: list[tuple[str, list[Mention]]] = []  # every term: (channel, its mentions)
-    found: list[tuple[ChunkConflict, list | None]] = []  # each with its term's mentions (None: a restatement)
+    # per channel, its terms so far, and the index that finds the term of a mention's words
+    indexes: dict[str, TermIndex] = {}
+    terms: dict[str, list[_Term]] = {}
+    every: list[tuple[str, _Term]] = []  # every term, in the order they start
+    found: list[tuple[ChunkConflict, _Term | None]] = []  # each with its term (None: a restatement)
     misstated: dict[tuple[int, int], int] = {}  # (chunk, digits start) of a restatement → its index in found
     for e in events:
         if e.kind != "match":
             continue
         stated = _mentions(module, e)  # (none for a match whose requirements failed)
         i, s, end = locate(e.start, e.end)
-        for c in _misstated(e, stated, i, s, end, chunks[i], module.heat.get(e.name, 0.5)):
+        for c in _misstated(e, stated, i, s, end, chunks[i], mention, module.heat.get(e.name, 0.5)):
             at = misstated.get((c.later.chunk, c.later.start))
             if at is None:
                 misstated[c.later.chunk, c.later.start] = len(found)
@@ -272,32 +323,41 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
         words = term_words(chunks[later.chunk], later.start, later.end, values)
         for channel, value in stated:
             here = replace(later, value=value)
-            known = seen.setdefault(channel, [])
-            term = nearest_term(words, [w for w, _, _, _ in known])
-            if term is None:
-                known.append((words, here, value, [here]))
-                terms.append((channel, known[-1][3]))
+            index = indexes.get(channel) or indexes.setdefault(channel, TermIndex())
+            known = terms.setdefault(channel, [])
+            t = index.join(words)
+            if t == len(known):  # a new term
+                known.append(_Term(here, [here], {value}))
+                every.append((channel, known[-1]))
                 continue
-            _, first, first_value, mentions = known[term]
-            known.append((words, first, first_value, mentions))
-            mentions.append(here)
-            if first_value != value:
+            term = known[t]
+            term.mentions.append(here)
+            term.values.add(value)
+            if term.first.value != value:
                 found.append((ChunkConflict(
-                    e.name, channel, first, here, tuple(e.captures),
-                    _score(module.heat.get(e.name, 0.5), first_value, value),
-                ), mentions))  # fmt: skip
-
-    def schedule(mentions: list[Mention]) -> bool:
-        return len({m.value for m in mentions}) > MAX_TERM_VALUES
+                    e.name, channel, term.first, here, tuple(e.captures),
+                    _score(module.heat.get(e.name, 0.5), term.first.value, value),
+                ), term))  # fmt: skip
 
     # A term is stated with one value, and a conflict is a restatement with another; where the
     # mentions of one term carry three values or more, its words name no one term (a schedule:
     # "cure such failure within ten … thirty … sixty … ninety days"), and a conflict there
     # would be a guess: the term is reported as a schedule instead. (A restatement in words and
     # digits stands on its own.)
-    kept = [c for c, mentions in found if mentions is None or not schedule(mentions)]
-    schedules = tuple(TermSchedule(channel, tuple(ms)) for channel, ms in terms if schedule(ms))
-    return ConflictReport(module, len(chunks), tuple(kept), schedules)
+    # Two rules may read one number ("Invoices are due 30 days after receipt": a payment term
+    # named before its number and one named after it): two numbers disagree once.
+    kept: list[ChunkConflict] = []
+    said: set[tuple[tuple[int, int], tuple[int, int]]] = set()
+    for c, term in found:
+        if term is not None:
+            pair = (_number_at(c.earlier), _number_at(c.later))
+            if term.schedule or pair in said:
+                continue
+            said.add(pair)
+        kept.append(c)
+    schedules = tuple(TermSchedule(channel, tuple(t.mentions)) for channel, t in every if t.schedule)
+    capped = sum(index.capped for index in indexes.values())
+    return ConflictReport(module, len(chunks), tuple(kept), schedules, capped)
 
 
 # bytes before a match where the words of its number may begin: a match starts at the last
@@ -306,13 +366,15 @@ def find_conflicts(module: ModuleInfo, chunks: list[bytes], events: Sequence[Eve
 RESTATED_REACH = 240
 
 
-def _misstated(e: Event, stated, i: int, start: int, end: int, chunk: bytes, heat: float) -> list[ChunkConflict]:
+def _misstated(
+    e: Event, stated, i: int, start: int, end: int, chunk: bytes, mention, heat: float
+) -> list[ChunkConflict]:
     """The conflict of a match with itself: a number it captured is restated from number
     words right before it ("thirty (60) days", restated.py), and the words name another
     number. The words are the earlier side, the digits the later. Any rule's match is read
     (a rule that matches "thirty (30) days" alone is how a rule set asks for it); the
     conflict's channel is the match's first numeric consistency channel, or `RULE.restated`.
-    The match is chunk `i`'s bytes [start, end)."""
+    The match is chunk `i`'s bytes [start, end); `mention(i, start, end, value)` builds a side."""
     values = {float(v) for _, v in e.captures if isinstance(v, float)}
     if not values:
         return []
@@ -328,16 +390,23 @@ def _misstated(e: Event, stated, i: int, start: int, end: int, chunk: bytes, hea
             continue  # digits outside the match, no value it captured (nor its whole: "1-1/2"), or the two agree
         if said < 100 and digits.is_integer() and 1900 <= digits <= 2099 and d1 - d0 == 4:
             continue  # "Year One (1998)": a period and its year, not a number restated
-        if not chunk[: base + w0].strip(b" \t\r\n,-").removesuffix(b"and").strip() and _tail_of(said, digits):
+        if _opens(chunk, base + w0) and _tail_of(said, digits):
             continue  # the words open the chunk: "forty | five (45)" may have begun in the one before
-        spans = (base + w0, base + w1, base + d0, base + d1)
-        chars = char_offsets(chunk, spans)
-        words = Mention(i, spans[0], spans[1], chars[spans[0]], chars[spans[1]],
-                        text[w0:w1].decode("utf-8", errors="replace"), said)  # fmt: skip
-        shown = Mention(i, spans[2], spans[3], chars[spans[2]], chars[spans[3]],
-                        text[d0:d1].decode("utf-8", errors="replace"), digits)  # fmt: skip
+        words, shown = mention(i, base + w0, base + w1, said), mention(i, base + d0, base + d1, digits)
         return [ChunkConflict(e.name, channel, words, shown, tuple(e.captures), _score(heat, said, digits))]
     return []
+
+
+# a byte that cannot stand before number words that open a chunk (blanks, commas, hyphens, an "and")
+_NOT_OPENING = re.compile(rb"[^ \t\r\n\x0b\x0c,and-]")
+
+
+def _opens(chunk: bytes, at: int) -> bool:
+    """Whether only blanks, commas, hyphens and an "and" stand before byte `at` of `chunk`. (The
+    first byte that cannot is found without copying what stands before: most often the first.)"""
+    if _NOT_OPENING.search(chunk, 0, at):
+        return False
+    return not chunk[:at].strip(b" \t\r\n,-").removesuffix(b"and").strip()
 
 
 def _tail_of(said: float, digits: float) -> bool:

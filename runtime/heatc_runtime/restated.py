@@ -48,6 +48,7 @@ _RESTATED = re.compile(
     rb"\s*\(\s*\$?\s*((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[\s-]+[1-9]/(?:2|4|8))?)\s*%?\s*\)"  # "(1-1/2%)"
     rb"(?:\s*(thousand|million|billion)\b)?"  # "Six (6) Million", "Six (6,000,000) Million"
 )
+_PAREN_DIGITS = re.compile(rb"\(\s*\$?\s*\d")  # what every restatement has: a cheap first look
 _MIXED = re.compile(rb"([\d,.]+)[\s-]+(\d)/(\d)$")  # a whole and a fraction in digits: "1-1/2"
 
 
@@ -104,6 +105,8 @@ def restatements(text: bytes) -> list[tuple[int, int, int, int, float, float]]:
     that are no well-formed number are passed over ("hundred and eighty (180)", where "one"
     stood before); a leading "and" is dropped ("terms and thirty (30)")."""
     out = []
+    if not _PAREN_DIGITS.search(text):
+        return out
     for m in _RESTATED.finditer(text):
         words = m.group(1).decode("ascii")
         start = m.start(1)
