@@ -7,8 +7,10 @@ timed."""
 import sys
 
 import numpy as np
+from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_cli import heatc
 from test_conflicts import LEGAL
 
 from heatc.backends import module_info, wasm_checker
@@ -201,6 +203,14 @@ def test_a_capped_mention_is_reported():
     data, events = prepared(a_clause_each(MAX_WORD_SETS + 10))
     report = find_conflicts(MODULE, data, events)
     assert report.capped == 10 - 1 and report.to_json()["capped"] == 9
+    r = heatc(
+        "scan",
+        REPO / "examples" / "legal.heat",
+        "--chunk-separator",
+        "|",
+        input="|".join(a_clause_each(MAX_WORD_SETS + 10)),
+    )
+    assert "9 mentions compared with part of their channel" in r.stdout, r.stdout[-2000:]
 
 
 @settings(max_examples=300)

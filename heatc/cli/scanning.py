@@ -344,4 +344,7 @@ def _scan_chunks(module, files, inputs, separator, run, backend: str, as_json: b
             for t in report.schedules:
                 values = ", ".join(fmt_value(v) for v in t.values)
                 out.print(escape(f"      {t.channel}: {values} (chunks {', '.join(str(m.chunk) for m in t.mentions)})"))
+        if report.capped:  # (a term index past its cap: some pairs were not compared)
+            n = report.capped
+            out.print(f'{n} mention{"s" * (n != 1)} compared with part of their channel (docs/conflicts.md, "Cost")')
     raise typer.Exit(3 if len(report) else 0)
