@@ -13,7 +13,8 @@ Writes, under the output directory (git-ignored; the device run carries it):
                  `--generated` rule sets from tests/strategies.py (seeded, the generators the
                  WASM and native backends are held to).
   bench/         examples/medical.heat, heatmaps/medical.yaml and a generated 400-rule heatmap with a token table
-                 and 65,536 token ids of text for the timings.
+                 and 65,536 token ids of text for the timings; the default model's token table
+                 (model.vocab.pkl) and the same text in its tokens (model.ids.npy).
   gen10000/      a generated 10,000-rule heatmap (bench/build_time.py's generator) built with a
                  tier plan that uses all three tiers (manifest.json, rules.hct, tokens.bin), and
                  expected.pkl: the reference's scans of texts that reach rules in every tier.
@@ -170,6 +171,17 @@ def bench_data(out: Path) -> None:
     (b / "gen400.vocab.pkl").write_bytes(pickle.dumps([bytes([i]) for i in range(256)]))
     np.save(b / "gen400.ids.npy", np.frombuffer(text.encode() * 4, dtype=np.uint8).astype(np.int64)[: 1 << 16])
     path.unlink()
+    # the default model's token table (SmolLM2's, 49,152 tokens) and the same text in its
+    # tokens: the engines' GPU path (device_engine.py)
+    from transformers import AutoTokenizer
+
+    from heatc_runtime.engines.models import default_model_dir
+    from heatc_runtime.engines.tokens import table_for_tokenizer
+
+    model_tokenizer = AutoTokenizer.from_pretrained(str(default_model_dir()))
+    (b / "model.vocab.pkl").write_bytes(pickle.dumps(list(table_for_tokenizer(model_tokenizer).tokens)))
+    chunk = medical_text(400_000).decode("utf-8", "ignore")
+    np.save(b / "model.ids.npy", np.array(model_tokenizer(chunk)["input_ids"], dtype=np.int64)[: 1 << 16])
     pack_programs(b)
 
 

@@ -34,3 +34,7 @@ def test_device_check_dry_run(tmp_path):
     assert {r["batch"] for r in parts["timing"]["rows"] if "batch" in r and "cpu_op_us_per_step" in r} == {1, 64}
     assert parts["checks"]["opcheck_step"] == "passed" and parts["checks"]["bad_token"].startswith("refused")
     assert "skipped" in parts["tiers10k"] and "skipped" in parts["graph"]
+    engine = parts["engine"]  # (the engines' decode loop on the ops, the model's 49,152 tokens)
+    assert engine["vocabulary"] == 49152 and engine["reports"]["rows"] == 64, engine
+    assert [r["batch"] for r in engine["rows"] if r.get("eager_step_us", 0) > 0] == [1, 64, 256], engine
+    assert "skipped" in engine["graph"] and engine["no_sync"].startswith("skipped"), engine

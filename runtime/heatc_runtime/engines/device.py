@@ -19,6 +19,7 @@ Public surface: `DeviceDriver`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,8 @@ class DeviceDriver:
         self.exhaust_stop[row] = options.on_exhausted == "stop"
         self.ck_step[row] = -1
         self.mpos[row] = -1
+        if options.mode == "guard" and options.k > self._ring_cands.shape[2]:
+            self._grow_rings(options.k)  # (here, not in a step: a step can be captured)
         self._rows[row] = {"options": options, "prompt": prompt, "marker": tuple(marker), "from": self._issued}
 
     def _marker_token(self, marker: str) -> int:
@@ -333,15 +336,41 @@ class DeviceDriver:
             full_m = torch.zeros((self.capacity, cands.shape[1]), dtype=mask.dtype, device=mask.device)
             cands, mask = full_c.index_copy_(0, slots, cands), full_m.index_copy_(0, slots, mask)
         width = cands.shape[1]
-        if width > self._ring_cands.shape[2]:  # (a wider k: the rings grow, once)
-            self.copy_out()
-            self._ring_cands = torch.full((self.ring, self.capacity, width), -1, dtype=torch.int64, device=self.device)
-            self._ring_mask = torch.zeros((self.ring, self.capacity, width), dtype=torch.uint8, device=self.device)
+        if width > self._ring_cands.shape[2]:  # (start() grows them; not reached in a captured step)
+            self._grow_rings(width)
         at = self.cursor.view(1)
         self._ring_cands[:, :, :width].index_copy_(0, at, cands[None])
         self._ring_cands[:, :, width:].index_fill_(0, at, -1)
         self._ring_mask[:, :, :width].index_copy_(0, at, mask[None])
         self._ring_guard.index_fill_(0, at, True)
+
+    @contextmanager
+    def capture(self, graph, **kwargs):
+        """Capture the steps run in the block (`guard`, then `feed`) into `graph`, a
+        `torch.cuda.CUDAGraph` (kwargs go to `torch.cuda.graph`): they are recorded, not run,
+        so not counted; call `replayed()` after each replay. Warm the same calls up once on a
+        side stream first, as torch asks (a wider k than before grows the rings: a copy)."""
+        self.copy_out()  # (so that no copy to the host falls inside the capture)
+        issued = self._issued
+        with torch.cuda.graph(graph, **kwargs):
+            yield
+        self._issued = issued
+
+    def replayed(self, steps: int = 1) -> None:
+        """Count `steps` replays of a captured step; what they decided is copied to the host
+        before the rings wrap (count at most RING steps at a time)."""
+        if self._issued + steps - self._copied > self.ring:
+            raise ValueError(f"{steps} replays since the last copy overwrite the rings ({self.ring} steps): "
+                             "call replayed() after each replay, or copy_out() in between")  # fmt: skip
+        self._issued += steps
+        if self._issued - self._copied == self.ring:
+            self.copy_out()
+
+    def _grow_rings(self, width: int) -> None:
+        """Rings of guard's decisions `width` candidates wide (a wider k than before: once)."""
+        self.copy_out()
+        self._ring_cands = torch.full((self.ring, self.capacity, width), -1, dtype=torch.int64, device=self.device)
+        self._ring_mask = torch.zeros((self.ring, self.capacity, width), dtype=torch.uint8, device=self.device)
 
     def copy_out(self) -> None:
         """Copy what the steps since the last copy decided to the host (one wait for the device)."""
