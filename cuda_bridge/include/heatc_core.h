@@ -1179,9 +1179,12 @@ HEATC_HD HEATC_CALL void end_token(const Program& g, Io& io, uint8_t* s, uint32_
 }
 
 #if defined(HEATC_WITH_SKIPPER)
-// The host's idle-stretch skipper (docs/abi.md, "The skipper"; heatc_native.cpp): from a
-// token start in `in` at i, with no live thread, counts the plain words, whitespace and
-// plain bytes it can vouch for; returns where the automaton takes over (a token start).
+// The host's idle-stretch skipper (docs/abi.md, "The skipper"; cuda_bridge/src/heatc_skipper.h):
+// from a token start in `in` at i, with no live thread, counts what it can vouch for (plain
+// words, whitespace, plain bytes, plain numbers and CJK characters, weak starts) and returns
+// where the automaton takes over (a token start). It reads blocks of 64 bytes and 8 past
+// each: it is called with at least HEATC_SKIP_MIN bytes left.
+#define HEATC_SKIP_MIN 72u
 uint32_t skip_plain(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i, uint32_t len,
                     uint64_t* tok_start, uint64_t* lexemes);
 #endif
@@ -1257,7 +1260,7 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
       // every thread is dead once aged: return (between tokens) for the caller to age them
       if (!idle && aged == budget) break;
 #if defined(HEATC_WITH_SKIPPER)
-      if (idle && HP(SKIP_LOG2) && len - i >= 40) i = skip_plain(g, io, s, in, i, len, &tok_start, &lexemes);
+      if (idle && HP(SKIP_LOG2) && len - i >= HEATC_SKIP_MIN) i = skip_plain(g, io, s, in, i, len, &tok_start, &lexemes);
 #endif
       continue;
     }

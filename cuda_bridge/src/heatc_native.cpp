@@ -19,142 +19,18 @@
 #include "heatc_core.h"
 #include "heatc_kernels.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define HEATC_X86 1
-#endif
+#include "heatc_skipper.h"
 
 namespace heatc {
 
-static bool have_ssse3 = false;  // set at import: the skipper's swizzles need SSSE3's pshufb
-
-#if defined(HEATC_X86)
-// A port of the WASM kernel's skipper (kernel.wat.j2, $scan), ASCII part: 32 bytes a block,
-// letters, whitespace and plain bytes as bit masks, Teddy fingerprints then the exact word
-// table (heatc.wasm.skipper) to tell plain words from literals. It stops before digits,
-// non-ASCII bytes and weak starts (the automaton reads those: the same results, less skipped).
-__attribute__((target("ssse3,popcnt"))) static uint32_t skip_ssse3(const Program& g, const Io& io, uint8_t* s,
-                                                                    const uint8_t* in, uint32_t i, uint32_t len,
-                                                                    uint64_t* tok_start_io, uint64_t* lexemes_io) {
-  const uint8_t* plain_t = g.t + g.p[HEATC_P_T_SKIP_PLAIN];
-  const uint8_t* words = g.t + g.p[HEATC_P_T_SKIP_WORDS];
-  const uint32_t log2 = g.p[HEATC_P_SKIP_LOG2];
-  const uint8_t* table = words + ((size_t)1 << (log2 + 2));
-  const uint8_t* prefixes = table + 8 * ((size_t)1 << log2);
-  const uint32_t mask = (1u << log2) - 1;
-  const bool anchors = g.p[HEATC_P_ANCHOR_LEXEMES] != 0;
-  const __m128i plain_lo = _mm_loadu_si128((const __m128i*)(plain_t + (io.quiet ? 16 : 0)));
-  const __m128i plain_hi = _mm_loadu_si128((const __m128i*)(plain_t + 32));
-  const __m128i fp0l = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS));
-  const __m128i fp0h = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS + 16));
-  const __m128i fp1l = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS + 32));
-  const __m128i fp1h = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS + 48));
-  const __m128i nib = _mm_set1_epi8(15), zero = _mm_setzero_si128();
-  uint64_t tok_start = *tok_start_io, lexemes = *lexemes_io;
-  const uint8_t* p = in + i;
-  const uint8_t* end = in + len;
-  auto spaces = [](__m128i v) {
-    return (uint32_t)_mm_movemask_epi8(_mm_or_si128(
-        _mm_cmpeq_epi8(v, _mm_set1_epi8(0x20)), _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8(0x77)), _mm_set1_epi8(-123))));
-  };
-  while (end - p >= 40) {
-    uint32_t lm = 0, om = 0, k = 0, fpm = 0;
-    for (int h = 0; h < 32; h += 16) {
-      __m128i v = _mm_loadu_si128((const __m128i*)(p + h));
-      __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), nib), lo = _mm_and_si128(v, nib);
-      lm |= (uint32_t)_mm_movemask_epi8(_mm_cmplt_epi8(
-                _mm_add_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8(0x1F)), _mm_set1_epi8(-102)))
-            << h;
-      __m128i pl = _mm_and_si128(_mm_shuffle_epi8(plain_lo, lo), _mm_shuffle_epi8(plain_hi, hi));
-      om |= (uint32_t)(~_mm_movemask_epi8(_mm_cmpeq_epi8(pl, zero)) & 0xFFFF) << h;
-      k |= spaces(v) << h;
-      __m128i x = _mm_loadu_si128((const __m128i*)(p + h + 1));
-      __m128i fa = _mm_and_si128(_mm_and_si128(_mm_shuffle_epi8(fp0l, lo), _mm_shuffle_epi8(fp0h, hi)),
-                                 _mm_and_si128(_mm_shuffle_epi8(fp1l, _mm_and_si128(x, nib)),
-                                               _mm_shuffle_epi8(fp1h, _mm_and_si128(_mm_srli_epi16(x, 4), nib))));
-      fpm |= (uint32_t)(~_mm_movemask_epi8(_mm_cmpeq_epi8(fa, zero)) & 0xFFFF) << h;
-    }
-    uint32_t ws_mask = k;  // whitespace, for the next-word test
-    uint32_t any = lm | om | k;
-    k = any == 0xFFFFFFFFu ? 32 : (uint32_t)__builtin_ctz(~any);  // the first byte that is none of these
-    uint32_t ws = lm & ~(lm << 1);                                    // word starts
-    uint32_t lim = k;
-    if (k == 32 && (lm >> 31)) lim = 31 - (uint32_t)__builtin_clz(ws);  // a word that may run past the block
-    uint32_t w = ws & fpm & (uint32_t)(((uint64_t)1 << lim) - 1);
-    while (w) {
-      uint32_t at = (uint32_t)__builtin_ctz(w);
-      w &= w - 1;
-      uint32_t rest = ~(lm >> at);
-      uint32_t n = rest ? (uint32_t)__builtin_ctz(rest) : 32 - at;
-      uint64_t key = ld<uint64_t>(p + at) | 0x2020202020202020ull;
-      if (n < 8) key &= ((uint64_t)1 << (8 * n)) - 1;
-      uint64_t any_key = key ^ ((uint64_t)n << 40);
-      uint32_t fslot = (uint32_t)((any_key * HEATC_SKIP_KEY_MUL) >> (64 - log2 - 5));
-      if (!(words[fslot >> 3] >> (fslot & 7) & 1)) continue;  // nearly every plain word stops here
-      uint32_t b = p[at + n];
-      if (b - 9 < 5) b = 0x20;
-      bool stop = false;
-      // the word with the byte after it (`mg` then `/`), then with any byte after it
-      for (int pass = 0; pass < 2 && !stop; pass++) {
-        uint64_t probe = pass == 0 ? key ^ ((uint64_t)(n | b << 8) << 40) : any_key;
-        uint32_t slot = (uint32_t)((probe * HEATC_SKIP_KEY_MUL) >> (64 - log2));
-        for (;;) {
-          uint64_t e = ld<uint64_t>(table + 8 * slot);
-          if (!e) break;
-          if (e == probe) {
-            stop = true;
-            if (pass == 0 && b == 0x20) {
-              // the first word of a multi-word literal: a plain word unless the next word
-              // begins as one of the literal's does (the slot's u16 prefixes; 0: can't tell)
-              uint64_t pre = ld<uint64_t>(prefixes + 8 * slot);
-              if (pre) {
-                uint32_t from = at + n, after = ~(ws_mask >> from);
-                uint32_t j = from + (after ? (uint32_t)__builtin_ctz(after) : 32 - from);
-                if (j < 32) {
-                  uint32_t next = ld<uint16_t>(p + j) | 0x2020;
-                  bool hit = false;
-                  for (int q = 0; q < 4; q++) hit |= (uint32_t)((pre >> (16 * q)) & 0xFFFF) == next;
-                  if (!hit) stop = false;
-                }
-              }
-            }
-            break;
-          }
-          slot = (slot + 1) & mask;
-        }
-      }
-      if (stop) {
-        lim = at;  // stop after counting what came before it
-        k = 0;
-        break;
-      }
-    }
-    uint32_t below = (uint32_t)(((uint64_t)1 << lim) - 1);
-    lexemes += (uint32_t)__builtin_popcount(om & below) + (uint32_t)__builtin_popcount(ws & below);
-    if (anchors) {
-      // skipped lexemes are in no anchor term: each breaks every run; the last ends at its highest byte
-      uint32_t lw = (om | lm) & below;
-      if (lw) {
-        st<uint32_t>(s + g.p[HEATC_P_OFF_ANCHOR_COUNT], 0);
-        st<uint64_t>(s + g.p[HEATC_P_OFF_LAST_END], tok_start + 32 - (uint32_t)__builtin_clz(lw));
-      }
-    }
-    p += lim;
-    tok_start += lim;
-    if (!(k == 32 && lim != 0)) break;  // go on after a whole block, or before a word that runs past it
-  }
-  *tok_start_io = tok_start;
-  *lexemes_io = lexemes;
-  return (uint32_t)(p - in);
-}
-#endif
+// the skipper's implementation for this machine (the fastest it has; `skipper(name)` picks another)
+static skip::Isa skip_isa = skip::ISA_NONE;
+static skip::SkipFn skip_fn = nullptr;
 
 uint32_t skip_plain(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i, uint32_t len,
                     uint64_t* tok_start, uint64_t* lexemes) {
-#if defined(HEATC_X86)
-  if (have_ssse3) return skip_ssse3(g, io, s, in, i, len, tok_start, lexemes);
-#endif
-  return i;  // (no SIMD: the automaton reads everything)
+  if (!skip_fn) return i;  // (none: the automaton reads everything)
+  return skip_fn(skip::config(g, io), s, in, i, len, tok_start, lexemes);
 }
 
 }  // namespace heatc
@@ -1329,7 +1205,47 @@ PyObject* op_check_tables(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyUnicode_FromString(problem);
 }
 
+// skipper() names the skipper's implementation in use; skipper(name) picks another ("none",
+// "scalar", and the instruction sets this machine runs: the tests run each) and returns it
+PyObject* op_skipper(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  using namespace heatc::skip;
+  if (nargs > 1) {
+    PyErr_SetString(PyExc_TypeError, "skipper([name])");
+    return nullptr;
+  }
+  if (nargs == 1) {
+    const char* name = PyUnicode_AsUTF8(args[0]);
+    if (!name) return nullptr;
+    int isa = ISA_NONE;
+    while (isa < N_ISA && strcmp(name, ISA_NAMES[isa])) isa++;
+    if (isa == N_ISA || (isa != ISA_NONE && !implementation((Isa)isa))) {
+      PyErr_Format(PyExc_ValueError, "no skipper %R on this machine (skippers() lists its own)", args[0]);
+      return nullptr;
+    }
+    heatc::skip_isa = (Isa)isa;
+    heatc::skip_fn = implementation((Isa)isa);
+  }
+  return PyUnicode_FromString(ISA_NAMES[heatc::skip_isa]);
+}
+
+// the skipper's implementations this machine runs, slowest first
+PyObject* op_skippers(PyObject*, PyObject* const*, Py_ssize_t) {
+  using namespace heatc::skip;
+  PyObject* out = PyList_New(0);
+  for (int isa = ISA_NONE; out && isa < N_ISA; isa++) {
+    if (isa != ISA_NONE && !implementation((Isa)isa)) continue;
+    PyObject* name = PyUnicode_FromString(ISA_NAMES[isa]);
+    if (!name || PyList_Append(out, name) < 0) Py_CLEAR(out);
+    Py_XDECREF(name);
+  }
+  return out;
+}
+
 PyMethodDef native_functions[] = {
+    {"skipper", (PyCFunction)(void (*)(void))op_skipper, METH_FASTCALL,
+     "skipper([name]): the idle-stretch skipper's implementation in use, after picking `name` if given"},
+    {"skippers", (PyCFunction)(void (*)(void))op_skippers, METH_FASTCALL,
+     "skippers(): the skipper's implementations this machine runs ('none' first, the fastest last)"},
     {"op_step", (PyCFunction)(void (*)(void))op_step, METH_FASTCALL,
      "op_step(program, tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep, tails)"},
     {"op_text", (PyCFunction)(void (*)(void))op_text, METH_FASTCALL,
@@ -1367,10 +1283,11 @@ PyMODINIT_FUNC PyInit__native(void) {
   CallType.tp_dealloc = call_dealloc;
   CallType.tp_methods = call_methods;
   if (PyType_Ready(&ModuleType) < 0 || PyType_Ready(&CallType) < 0) return nullptr;
-#if defined(HEATC_X86)
+#if defined(HEATC_SKIP_X86)
   __builtin_cpu_init();
-  heatc::have_ssse3 = __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("popcnt");
 #endif
+  heatc::skip_isa = heatc::skip::best();
+  heatc::skip_fn = heatc::skip::implementation(heatc::skip_isa);
   PyObject* mod = PyModule_Create(&native_module);
   if (!mod) return nullptr;
   Py_INCREF(&ModuleType);
