@@ -352,6 +352,21 @@ bool lexer_progresses(const heatc::Program& g) {
   return true;
 }
 
+// The bytes of the skipper's skip_plain section: its byte tables and word fingerprints, and
+// with CJK text its fingerprints, table and the continuation lists the table's kinds index
+// (kind k >= 3: list k - 3). Called with the CJK table inside the tables.
+uint64_t skip_plain_size(const Module* m) {
+  if (!P(SKIP_LOG2)) return 0;
+  if (!P(SKIP_CJK)) return HEATC_SKIP_WORD_FINGERPRINTS + 64;
+  const uint64_t slots = (uint64_t)1 << P(SKIP_CJK);
+  uint32_t lists = 0;
+  for (uint64_t i = 0; i < slots; i++) {
+    uint32_t kind = m->tables[P(T_SKIP_PLAIN) + HEATC_SKIP_CJK_TABLE + 4 * i + 3];
+    if (kind >= 3 && kind - 2 > lists) lists = kind - 2;
+  }
+  return HEATC_SKIP_CJK_TABLE + 4 * slots + 4 * HEATC_CJK_CONTINUATIONS * (uint64_t)lists;
+}
+
 // Every offset and index the core follows lies inside the tables and the state record, no
 // two parts of the state record overlap, every parameter is in its range, and the automaton
 // makes progress (docs/abi.md, "Checked at load").
@@ -382,13 +397,28 @@ const char* check_tables(const Module* m) {
   if (P(SKIP_LOG2)) {
     if (!c.that(P(SKIP_LOG2) <= 24 && P(MAX_LEXEME) >= 32, "the skipper's table size is invalid")) return c.problem;
     c.range(P(T_SKIP_PLAIN), HEATC_SKIP_WORD_FINGERPRINTS + 64, "the skipper's byte tables");
-    c.range(P(T_SKIP_WORDS), ((uint64_t)1 << (P(SKIP_LOG2) + 2)) + 17 * ((uint64_t)1 << P(SKIP_LOG2)), "the skipper's word table");
+    c.range(P(T_SKIP_WORDS), HEATC_SKIP_WORDS_SIZE * ((uint64_t)1 << P(SKIP_LOG2)), "the skipper's word table");
     if (!c.problem) {
       bool empty = false;
       for (uint32_t i = 0; i < (1u << P(SKIP_LOG2)) && !empty; i++)
-        empty = ld<uint64_t>(t + P(T_SKIP_WORDS) + ((uint64_t)1 << (P(SKIP_LOG2) + 2)) + 8 * i) == 0;
+        empty = ld<uint64_t>(t + P(T_SKIP_WORDS) + HEATC_SKIP_WORDS_SLOTS * ((uint64_t)1 << P(SKIP_LOG2)) + 8 * i) == 0;
       c.that(empty, "the skipper's word table has no empty slot");
     }
+    c.that(P(SKIP_WEAK) <= 1 && P(SKIP_CJK) <= 24, "the skipper's parameters are invalid");
+    c.that(P(SKIP_DIGITS) < (HEATC_DIGITS_BEFORE_DIGIT << HEATC_DIGIT_EXTENDERS_MAX), "the skipper's digit runs are invalid");
+    if (P(SKIP_CJK) && !c.problem) {
+      // the CJK table (u32 slots, one empty at least) and the continuation lists its kinds index
+      const uint64_t slots = (uint64_t)1 << P(SKIP_CJK);
+      if (c.range(P(T_SKIP_PLAIN), HEATC_SKIP_CJK_TABLE + 4 * slots, "the skipper's CJK table")) {
+        bool empty = false;
+        for (uint64_t i = 0; i < slots && !empty; i++) empty = ld<uint32_t>(t + P(T_SKIP_PLAIN) + HEATC_SKIP_CJK_TABLE + 4 * i) == 0;
+        c.that(empty, "the skipper's CJK table has no empty slot");
+        c.range(P(T_SKIP_PLAIN), skip_plain_size(m), "the skipper's CJK continuations");
+      }
+    }
+  } else {
+    c.that(!P(SKIP_CJK) && !P(SKIP_WEAK) && !P(SKIP_DIGITS) && !P(DIGIT_EXTENDERS),
+           "the skipper's parameters come without its tables");
   }
   // the state record's fields: inside it, aligned for their loads (a u64 on the GPU: 8)
   if (!c.range(P(T_RULE_OFF), 4 * (uint64_t)rules, "rule offsets")) return c.problem;
@@ -523,7 +553,7 @@ const char* check_tables(const Module* m) {
       {P(T_ANCHOR_END_FILTER), A ? P(FILTER_BITS) / 8 : 0}, {P(T_ANCHOR_MEMBER_FILTER), A ? P(FILTER_BITS) / 8 : 0},
       {P(T_DOMAIN_INDEX), A ? 8 * (uint64_t)P(N_DOMAINS) : 0}, {P(T_DOMAIN_BYTES), domain_bytes}, {P(T_POW10), 8 * 400},
       {P(T_CN_TABLE), 8 * (uint64_t)P(N_CN)}, {P(T_SHA256_K), 256},
-      {P(T_SKIP_PLAIN), skip ? HEATC_SKIP_WORD_FINGERPRINTS + 64 : 0}, {P(T_SKIP_WORDS), skip ? 4 * skip + 17 * skip : 0}};
+      {P(T_SKIP_PLAIN), skip_plain_size(m)}, {P(T_SKIP_WORDS), skip ? HEATC_SKIP_WORDS_SIZE * skip : 0}};
   uint64_t rules_end = 0;
   c.that(!overlapping(extents, sizeof extents / sizeof *extents, P(T_RULES), m->tables_size, &rules_end),
          "two tables overlap");
