@@ -103,6 +103,15 @@ HEATC_INLINE Config config(const Program& g, const Io& io) {
   return c;
 }
 
+// A word's key in the word table with any byte after it (heatc.wasm.skipper.skip_word_key):
+// its first 8 bytes | 0x20, those past its `n` letters zeroed, xor n << 40. (The key with
+// the byte b after it is this xor b << 48.)
+HEATC_INLINE uint64_t word_key(const uint8_t* p, uint32_t n) {
+  uint64_t key = ld<uint64_t>(p) | 0x2020202020202020ull;
+  key &= ~0ull >> (64 - 8 * smaller(n, 8));
+  return key ^ (uint64_t)n << 40;
+}
+
 // the slot of `key` in the word table (open addressing, linear probing, 0 = empty; the
 // table has an empty slot, checked at load), or -1
 HEATC_INLINE int32_t find_word(const Config& c, uint64_t key) {

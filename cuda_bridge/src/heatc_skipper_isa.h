@@ -265,6 +265,7 @@ FN void cjk_leads(const uint8_t* p, const Tabs& t, uint64_t& sure, uint64_t& can
 HEATC_SKIP_TARGET __attribute__((noinline)) uint32_t skip(const Config& c, uint8_t* s, const uint8_t* in, uint32_t i,
                                                            uint32_t len, uint64_t* tok_start_io, uint64_t* lexemes_io) {
   const Program& g = *c.g;
+  const uint32_t filter_shift = 64 - c.log2 - 5;
   Tabs t;
   tables(c, t);
   uint64_t tok_start = *tok_start_io, lexemes = *lexemes_io;
@@ -343,24 +344,25 @@ HEATC_SKIP_TARGET __attribute__((noinline)) uint32_t skip(const Config& c, uint8
       uint32_t lim = stop;
       if (stop == BLOCK && (lm >> 63)) lim = last(ws);  // a word that may run past the block
       lim = smaller(lim, dr);
-      uint64_t w = ws & k.fp & below(lim);
-      while (w) {
-        const uint32_t at = first(w);
+      // the words to look at: word starts below lim whose first two bytes fit a fingerprint;
+      // of them, those whose filter bit is set (one bit per word, whatever follows it:
+      // nearly every plain word stops there), each key computed without a branch
+      uint64_t hits = 0;
+      for (uint64_t x = ws & k.fp & below(lim); x; x &= x - 1) {
+        const uint32_t at = first(x);
+        const uint64_t any_key = word_key(p + at, first(~(lm >> at)));
+        const uint32_t bit = (uint32_t)((any_key * HEATC_SKIP_KEY_MUL) >> filter_shift);
+        hits |= (uint64_t)(c.filter[bit >> 3] >> (bit & 7) & 1) << at;
+      }
+      for (uint64_t x = hits; x; x &= x - 1) {
+        const uint32_t at = first(x);
         const uint32_t n = first(~(lm >> at));
-        uint64_t key = ld<uint64_t>(p + at) | 0x2020202020202020ull;
-        if (n < 8) key &= below(8 * n);
-        const uint64_t any_key = key ^ ((uint64_t)n << 40);
-        // one filter bit per word, whatever follows it: nearly every plain word stops here
-        const uint32_t bit = (uint32_t)((any_key * HEATC_SKIP_KEY_MUL) >> (64 - c.log2 - 5));
-        if (!(c.filter[bit >> 3] >> (bit & 7) & 1)) {
-          w &= w - 1;
-          continue;
-        }
+        const uint64_t any_key = word_key(p + at, n);
         uint32_t b = p[at + n];
         if (b - 9 < 5) b = 0x20;
         bool stop_here = false;
         // the word with the byte after it (`mg` then `/`)
-        int32_t slot = find_word(c, key ^ ((uint64_t)(n | b << 8) << 40));
+        int32_t slot = find_word(c, any_key ^ ((uint64_t)b << 48));
         if (slot >= 0) {
           stop_here = true;
           uint64_t pre = b == 0x20 ? ld<uint64_t>(c.nexts + 8 * (uint32_t)slot) : 0;
@@ -398,7 +400,7 @@ HEATC_SKIP_TARGET __attribute__((noinline)) uint32_t skip(const Config& c, uint8
               if (d < lim) {
                 lim = d;
                 stop = 0;
-                w &= below(d);
+                x &= below(d);
               }
               stop_here = false;
             }
@@ -409,7 +411,6 @@ HEATC_SKIP_TARGET __attribute__((noinline)) uint32_t skip(const Config& c, uint8
           stop = 0;
           break;
         }
-        w &= w - 1;
       }
       const uint64_t taken = below(lim);
       // a lexeme per plain byte, word and number
