@@ -124,29 +124,6 @@ HEATC_INLINE int32_t find_word(const Config& c, uint64_t key) {
   }
 }
 
-// Whether the CJK character at p (three bytes) is plain, by the table (kinds:
-// heatc.wasm.skipper._cjk_tables): absent, a trigger in a quiet stream, or a character that a
-// longer token may begin with when no character of its continuation list follows.
-HEATC_INLINE bool plain_cjk(const Config& c, const uint8_t* p) {
-  uint32_t key = ld<uint32_t>(p) & 0xFFFFFF;
-  uint32_t slot = (key * HEATC_CJK_KEY_MUL) >> (32 - c.cjk_log2);
-  for (;;) {
-    uint32_t e = ld<uint32_t>(c.cjk_table + 4 * slot);
-    if (!e) return true;
-    if ((e & 0xFFFFFF) == key) {
-      uint32_t kind = e >> 24;
-      if (kind == 2 && c.quiet) return true;
-      if (kind < 3) return false;
-      uint32_t next = ld<uint32_t>(p + 3) & 0xFFFFFF;
-      const uint8_t* list = c.cjk_lists + 4 * HEATC_CJK_CONTINUATIONS * (kind - 3);
-      for (uint32_t i = 0; i < HEATC_CJK_CONTINUATIONS; i++)
-        if (ld<uint32_t>(list + 4 * i) == next) return false;
-      return true;
-    }
-    slot = (slot + 1) & c.cjk_mask;
-  }
-}
-
 // A block's byte classes (the masks the kernel builds from its two v128 halves).
 struct Block {
   uint64_t letters;  // ASCII letters

@@ -88,6 +88,13 @@ FN void cjk_leads(const uint8_t* p, const Tabs& t, uint64_t& sure, uint64_t& can
   }
 }
 
+// whether `next` is one of the CJK_CONTINUATIONS u32 at `list`
+FN bool in_list(const uint8_t* list, uint32_t next) {
+  bool hit = false;
+  for (uint32_t i = 0; i < HEATC_CJK_CONTINUATIONS; i++) hit |= ld<uint32_t>(list + 4 * i) == next;
+  return hit;
+}
+
 #else
 // ---- vectors: the same classes W bytes at a time ----------------------------------------
 
@@ -141,6 +148,29 @@ FN V vhigh_nibble(V v) { return vshrq_n_u8(v, 4); }
 #endif
 
 constexpr uint32_t N = BLOCK / W;  // vectors a block
+static_assert(HEATC_CJK_CONTINUATIONS % (W / 4) == 0, "the continuation lists are compared a vector at a time");
+
+// whether `next` is one of the CJK_CONTINUATIONS u32 at `list` (W / 4 at a time)
+FN bool in_list(const uint8_t* list, uint32_t next) {
+#if HEATC_SKIP_ISA == 2
+  const __m128i k = _mm_set1_epi32((int)next);
+  __m128i hit = _mm_setzero_si128();
+  for (uint32_t i = 0; i < HEATC_CJK_CONTINUATIONS; i += 4)
+    hit = _mm_or_si128(hit, _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i*)(list + 4 * i)), k));
+  return _mm_movemask_epi8(hit) != 0;
+#elif HEATC_SKIP_ISA == 3
+  const __m256i k = _mm256_set1_epi32((int)next);
+  __m256i hit = _mm256_setzero_si256();
+  for (uint32_t i = 0; i < HEATC_CJK_CONTINUATIONS; i += 8)
+    hit = _mm256_or_si256(hit, _mm256_cmpeq_epi32(_mm256_loadu_si256((const __m256i*)(list + 4 * i)), k));
+  return _mm256_movemask_epi8(hit) != 0;
+#else
+  const uint32x4_t k = vdupq_n_u32(next);
+  uint32x4_t hit = vdupq_n_u32(0);
+  for (uint32_t i = 0; i < HEATC_CJK_CONTINUATIONS; i += 4) hit = vorrq_u32(hit, vceqq_u32(vld1q_u32((const uint32_t*)(list + 4 * i)), k));
+  return vmaxvq_u32(hit) != 0;
+#endif
+}
 
 // a block's mask from its N comparison results (lanes all ones or zero)
 FN uint64_t vmask(const V* m) {
@@ -258,6 +288,25 @@ FN void cjk_leads(const uint8_t* p, const Tabs& t, uint64_t& sure, uint64_t& can
 #endif
 
 // ---- the block logic --------------------------------------------------------------------
+
+// Whether the CJK character at p (three bytes) is plain, by the table (kinds:
+// heatc.wasm.skipper._cjk_tables): absent, a trigger in a quiet stream, or a character that a
+// longer token may begin with when no character of its continuation list follows.
+FN bool plain_cjk(const Config& c, const uint8_t* p) {
+  uint32_t key = ld<uint32_t>(p) & 0xFFFFFF;
+  uint32_t slot = (key * HEATC_CJK_KEY_MUL) >> (32 - c.cjk_log2);
+  for (;;) {
+    uint32_t e = ld<uint32_t>(c.cjk_table + 4 * slot);
+    if (!e) return true;
+    if ((e & 0xFFFFFF) == key) {
+      uint32_t kind = e >> 24;
+      if (kind == 2 && c.quiet) return true;
+      if (kind < 3) return false;
+      return !in_list(c.cjk_lists + 4 * HEATC_CJK_CONTINUATIONS * (kind - 3), ld<uint32_t>(p + 3) & 0xFFFFFF);
+    }
+    slot = (slot + 1) & c.cjk_mask;
+  }
+}
 
 // From a token start at `in` + i with no live thread: counts what needs no automaton, block
 // by block, and returns where the automaton takes over (a token start). Needs BLOCK + SLACK
