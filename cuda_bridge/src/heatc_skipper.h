@@ -62,7 +62,7 @@ struct Config {
   uint8_t always[HEATC_DIGIT_EXTENDERS_MAX], before[HEATC_DIGIT_EXTENDERS_MAX];
 };
 
-HEATC_INLINE Config config(const Program& g, const Io& io) {
+HEATC_INLINE Config config(const Program& g, bool quiet) {
   Config c;
   const uint32_t* p = g.p;
   c.g = &g;
@@ -74,7 +74,7 @@ HEATC_INLINE Config config(const Program& g, const Io& io) {
   c.slots = words + HEATC_SKIP_WORDS_SLOTS * (c.mask + 1);
   c.nexts = words + HEATC_SKIP_WORDS_NEXTS * (c.mask + 1);
   c.horizons = words + HEATC_SKIP_WORDS_HORIZONS * (c.mask + 1);
-  c.quiet = io.quiet != 0;
+  c.quiet = quiet;
   c.stream = c.quiet ? HEATC_SKIP_PLAIN_QUIET : 0;
   c.anchors = p[HEATC_P_ANCHOR_LEXEMES] != 0;
   // (a build with anchors has no weak starts: the skipper does not rewind anchor state)
@@ -163,7 +163,7 @@ typedef uint32_t (*SkipFn)(const Config& c, uint8_t* s, const uint8_t* in, uint3
 
 #define HEATC_SKIP_ISA 3
 #define HEATC_SKIP_NS avx2
-#define HEATC_SKIP_TARGET __attribute__((target("avx2,bmi,popcnt")))
+#define HEATC_SKIP_TARGET __attribute__((target("avx2,bmi,bmi2,popcnt")))
 #include "heatc_skipper_isa.h"
 #undef HEATC_SKIP_ISA
 #undef HEATC_SKIP_NS
@@ -194,7 +194,8 @@ inline SkipFn implementation(Isa isa) {
     case ISA_SSSE3:
       return __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("popcnt") ? ssse3::skip : nullptr;
     case ISA_AVX2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("popcnt")
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                     __builtin_cpu_supports("popcnt")
                  ? avx2::skip
                  : nullptr;
 #endif

@@ -30,6 +30,8 @@ FN void tables(const Config& c, Tabs& t) {
   t.cjk = c.plain + HEATC_SKIP_CJK_FINGERPRINTS;
 }
 
+FN void cjk_tables(const Config&, Tabs&) {}
+
 FN bool plain_byte(const Tabs& t, uint32_t b) { return (t.plain[b & 15] & t.bits[b >> 4]) != 0; }
 FN bool space_byte(uint32_t b) { return b == 0x20 || b - 9 < 5; }
 
@@ -200,8 +202,11 @@ FN void tables(const Config& c, Tabs& t) {
   t.plain_lo = vtable(c.plain + c.stream);
   t.plain_hi = vtable(c.plain + HEATC_SKIP_NIBBLE_BITS);
   for (uint32_t i = 0; i < 4; i++) t.fp[i] = vtable(c.plain + HEATC_SKIP_WORD_FINGERPRINTS + 16 * i);
-  if (c.cjk)
-    for (uint32_t i = 0; i < 12; i++) t.cjk[i] = vtable(c.plain + HEATC_SKIP_CJK_FINGERPRINTS + 16 * i);
+}
+
+// the CJK fingerprints (loaded where CJK text begins: most calls never reach it)
+FN void cjk_tables(const Config& c, Tabs& t) {
+  for (uint32_t i = 0; i < 12; i++) t.cjk[i] = vtable(c.plain + HEATC_SKIP_CJK_FINGERPRINTS + 16 * i);
 }
 
 FN V letters(V v) {  // (b | 0x20) + 0x1F lands in -128…-103 exactly for a–z
@@ -317,6 +322,7 @@ HEATC_SKIP_TARGET __attribute__((noinline)) uint32_t skip(const Config& c, uint8
   const uint32_t filter_shift = 64 - c.log2 - 5;
   Tabs t;
   tables(c, t);
+  bool cjk_loaded = false;
   uint64_t tok_start = *tok_start_io, lexemes = *lexemes_io;
   const uint8_t* p = in + i;
   const uint8_t* const end = in + len;
@@ -496,6 +502,10 @@ HEATC_SKIP_TARGET __attribute__((noinline)) uint32_t skip(const Config& c, uint8
     // ---- CJK text: plain characters, whitespace and plain ASCII bytes
     // (it does not watch for the weak starts' threads to die: go back to the first one now)
     if (weak_dead) break;
+    if (!cjk_loaded) {
+      cjk_tables(c, t);
+      cjk_loaded = true;
+    }
     const uint8_t* const from = p;
     for (;;) {
       if ((uint64_t)(end - p) < BLOCK + SLACK) break;
