@@ -47,6 +47,8 @@ setup(
                 "cuda_bridge/include/heatc_core.h",
                 "cuda_bridge/include/heatc_kernels.h",
                 "cuda_bridge/include/heatc_native_abi.h",
+                "cuda_bridge/src/heatc_skipper.h",
+                "cuda_bridge/src/heatc_skipper_isa.h",
             ],
             language="c++",
             optional=True,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from heatc import ir
 from heatc.lexing import FNV_OFFSET, FNV_PRIME
-from heatc.wasm import skipper
+from heatc.wasm import digits, skipper
 from heatc_runtime import abi, hct
 from heatc_runtime.cuda import layout
 from heatc_runtime.engines import guarding
@@ -90,7 +90,21 @@ def native_header() -> str:
         | {f"ring_{n}": v for n, v in _fields(abi.ANCHOR_ENTRY, {"space_before": "space"}, tail="text").items()}
         | {"ring_entry": ring_entry},
     )
-    block("the skipper's tables (heatc.wasm.skipper)", {"skip_word_fingerprints": skipper.SKIP_WORD_FINGERPRINTS})
+    # the word table's parts: bytes per slot from the section's start (heatc.wasm.skipper.word_table_layout)
+    words = {f"skip_words_{part}": at for part, at in skipper.word_table_layout(0).items()}
+    assert digits.DIGIT_RUN_MAX == 8 and digits.YEAR_HEADS == (b"19", b"20", b"21"), "the core's digit runs are written for these"
+    block(
+        "the skipper's tables and digit runs (heatc.wasm.skipper, heatc.wasm.digits, heatc_runtime.abi)",
+        {"skip_plain_quiet": skipper.SKIP_PLAIN_QUIET, "skip_nibble_bits": skipper.SKIP_NIBBLE_BITS,
+         "skip_word_fingerprints": skipper.SKIP_WORD_FINGERPRINTS,
+         "skip_cjk_fingerprints": skipper.SKIP_CJK_FINGERPRINTS, "skip_cjk_table": skipper.SKIP_CJK_TABLE,
+         "cjk_continuations": skipper.CJK_CONTINUATIONS, "cjk_key_mul": skipper.CJK_KEY_MUL,
+         "weak_horizon_max": skipper.WEAK_HORIZON_MAX, "digit_extenders_max": digits.DIGIT_EXTENDERS_MAX}
+        | words
+        | {"digits_on": abi.HCT_DIGITS_ON, "digits_decimals": abi.HCT_DIGITS_DECIMALS,
+           "digits_percent": abi.HCT_DIGITS_PERCENT, "digits_years": abi.HCT_DIGITS_YEARS,
+           "digits_before_digit": abi.HCT_DIGITS_BEFORE_DIGIT},
+    )  # fmt: skip
     lines.append(f"#define HEATC_SKIP_KEY_MUL 0x{skipper.SKIP_KEY_MUL:016X}ull")
     lines.append(f"#define HEATC_FNV_OFFSET 0x{FNV_OFFSET:016X}ull")
     lines.append(f"#define HEATC_FNV_PRIME 0x{FNV_PRIME:016X}ull")

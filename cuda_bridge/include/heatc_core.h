@@ -153,6 +153,14 @@ struct Io {
   // on the GPU, the other lanes of this sequence's group, waiting to share its snapshots'
   // verdicts (Helpers below; heatc_step.cu): null elsewhere
   void* helpers = nullptr;
+  // on the host, the automaton in fewer cache lines (heatc_native.cpp, made at load where it
+  // has at most 2^16 states): per transition its target state (u16, at the tables' index),
+  // and each state's accept word apart (u32); null elsewhere, where scan reads the tables'
+  const uint16_t* dfa16 = nullptr;
+  const uint32_t* accepts = nullptr;
+  // on the host, the skipper's view of the program for a stream and a quiet one (two
+  // heatc::skip::Config, made at load: heatc_skipper.h): null elsewhere
+  const void* skip_configs = nullptr;
   // The call's step budget: the lexer's slow-path steps (a byte lexed again, a token flushed)
   // it may still take. The host sets it in proportion to the call's input (heatc_native.cpp)
   // so that tables which passed the load checks and still made the lexer go round without
@@ -1179,9 +1187,12 @@ HEATC_HD HEATC_CALL void end_token(const Program& g, Io& io, uint8_t* s, uint32_
 }
 
 #if defined(HEATC_WITH_SKIPPER)
-// The host's idle-stretch skipper (docs/abi.md, "The skipper"; heatc_native.cpp): from a
-// token start in `in` at i, with no live thread, counts the plain words, whitespace and
-// plain bytes it can vouch for; returns where the automaton takes over (a token start).
+// The host's idle-stretch skipper (docs/abi.md, "The skipper"; cuda_bridge/src/heatc_skipper.h):
+// from a token start in `in` at i, with no live thread, counts what it can vouch for (plain
+// words, whitespace, plain bytes, plain numbers and CJK characters, weak starts) and returns
+// where the automaton takes over (a token start). It reads blocks of 64 bytes and 8 past
+// each: it is called with at least HEATC_SKIP_MIN bytes left.
+#define HEATC_SKIP_MIN 72u
 uint32_t skip_plain(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i, uint32_t len,
                     uint64_t* tok_start, uint64_t* lexemes);
 #endif
@@ -1199,6 +1210,8 @@ uint32_t skip_plain(const Program& g, const Io& io, uint8_t* s, const uint8_t* i
 HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i,
                               uint32_t len, uint32_t* read, uint32_t budget, uint32_t* pending) {
   const uint8_t* dfa = HT(DFA);
+  const uint16_t* dfa16 = io.dfa16;
+  const uint32_t* accepts = io.accepts;
   const uint8_t* cls = HT(BYTE_CLASS);
   const uint8_t* flags = HT(CODE_FLAGS);
   const uint32_t width = HP(DFA_WIDTH), cap = HP(MAX_LEXEME);
@@ -1217,7 +1230,16 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
   uint64_t tok_start = SF(uint64_t, TOK_START), lexemes = SF(uint64_t, LEXEMES);
   while (i < len) {
     uint32_t b = in[i];
-    uint32_t t = ld<uint32_t>(dfa + 4 * (row + cls[b]));
+    // the row the byte leads to (0: the token ends before it) and that row's accept word
+    uint32_t t, a;
+    if (dfa16) {
+      uint32_t state = dfa16[row + cls[b]];
+      t = state * width;
+      a = accepts[state];
+    } else {
+      t = ld<uint32_t>(dfa + 4 * (row + cls[b]));
+      a = t ? ld<uint32_t>(dfa + 4 * (t + width - 1)) : 0;
+    }
     if (!t) {
       // the token ends here; finish it in place if nothing else needs to see it
       uint32_t n = last_q;
@@ -1257,7 +1279,7 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
       // every thread is dead once aged: return (between tokens) for the caller to age them
       if (!idle && aged == budget) break;
 #if defined(HEATC_WITH_SKIPPER)
-      if (idle && HP(SKIP_LOG2) && len - i >= 40) i = skip_plain(g, io, s, in, i, len, &tok_start, &lexemes);
+      if (idle && HP(SKIP_LOG2) && len - i >= HEATC_SKIP_MIN) i = skip_plain(g, io, s, in, i, len, &tok_start, &lexemes);
 #endif
       continue;
     }
@@ -1265,7 +1287,6 @@ HEATC_HD HEATC_CALL uint32_t scan(const Program& g, const Io& io, uint8_t* s, co
     buf[q++] = (uint8_t)b;
     i++;
     row = t;
-    uint32_t a = ld<uint32_t>(dfa + 4 * (t + width - 1));
     if (a & 0x7FFF) {
       if (a & 0x8000) {
         SSET(uint32_t, PEND_TOK, a & 0x7FFF);

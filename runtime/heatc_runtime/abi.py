@@ -225,7 +225,7 @@ HCT_PARAM = Record("hct_param", "HCTP", (("name", "24s"), ("value", "I")))
 HCT_VALUES = (
     "state_size", "event_size", "snapshot_size", "n_rules", "n_codes", "dfa_width", "dfa_words", "max_lexeme",
     "plm", "window", "late", "anchor_lexemes", "n_groups", "anchor_size", "filter_bits", "n_domains", "n_cn",
-    "max_captures", "n_channels", "word_row", "skip_log2",
+    "max_captures", "n_channels", "word_row", "skip_log2", "skip_cjk", "skip_weak", "skip_digits", "digit_extenders",
     "off_pos", "off_lexemes", "off_tokens", "off_matches", "off_rejections", "off_tok_start", "off_last_end",
     "off_dfa_state", "off_buf_len", "off_last_tok", "off_last_len", "off_pend_tok", "off_pend_fallback",
     "off_pend_len", "off_flags", "off_pending_events", "off_n_active", "off_buf", "off_active_rules",
@@ -240,6 +240,15 @@ HCT_TABLES = (
 )  # fmt: skip
 #: Sections only some programs have (0 when absent: the skipper's, heatc.wasm.skipper).
 HCT_OPTIONAL_TABLES = ("skip_plain", "skip_words")
+#: Parameters a file may lack (0 when absent: a rules.hct written before them runs without
+#: those parts of the skipper): its CJK table's log2 size, whether it has weak starts, its
+#: digit runs (HCT_DIGITS_* bits) and the bytes that may extend a number (one a byte, low first).
+HCT_OPTIONAL_VALUES = ("skip_cjk", "skip_weak", "skip_digits", "digit_extenders")
+#: `skip_digits`: digit runs are counted; with one `.` between digits; a `%` right after a run;
+#: stopping before a year written alone; and, shifted left by i, extender i (byte i of
+#: `digit_extenders`) extends a number only when a digit follows (heatc.wasm.digits.digit_runs)
+HCT_DIGITS_ON, HCT_DIGITS_DECIMALS, HCT_DIGITS_PERCENT, HCT_DIGITS_YEARS = 1, 2, 4, 8
+HCT_DIGITS_BEFORE_DIGIT = 16
 #: The order of a core's parameter array (heatc_program.p; HEATC_P_<NAME> in C).
 HCT_PARAMS = HCT_VALUES + tuple(f"t_{name}" for name in HCT_TABLES)
 
