@@ -73,3 +73,11 @@ def test_a_cell_that_is_no_quantity_is_refused(tmp_path, cell, message):
     with pytest.raises(HeatError) as e:
         load_heatmap(_write(tmp_path, f"  - {cell}\n"))
     assert message in e.value.render() and "doses.yaml:10:" in e.value.render()
+
+
+def test_finetune_never_mistakes_a_quantity_cell_for_the_bare_numbers():
+    from heatc.learn.merge import cell_key
+
+    bare = {"pair": ["metformin", "number"]}
+    assert cell_key({**bare, "dimension": "mass"}) != cell_key(bare)
+    assert cell_key({**bare, "dimension": "mass"}) == ("metformin", "number", "quantity(mass)", "range")
