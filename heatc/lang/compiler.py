@@ -20,7 +20,7 @@ from heatc.lang.anchors import build_anchor_table
 from heatc.lang.emit import emit_rules
 from heatc.lang.lexicon import LiteralConflictError, LiteralSpec, build_lexer
 from heatc.lang.parse import parse, read_source
-from heatc.lang.quantities import Quantities, add_unit_literals, class_names, first_quantity
+from heatc.lang.quantities import Quantities, add_unit_literals, class_names, quantities_used
 from heatc.lang.statements import check_statements
 from heatc.lang.unparse import format_string
 from heatc.lexing import (
@@ -137,9 +137,9 @@ class _Compiler:
             if isinstance(d, ast.ClassDecl):
                 self._class(d)
         self.quantities.converts([d for d in decls if isinstance(d, ast.ConvertDecl)], self.class_by_name)
-        first = first_quantity(decls)
+        first, used = quantities_used(decls)
         if first is not None:
-            add_unit_literals(self, first)
+            add_unit_literals(self, first, used)
         for d in decls:
             if isinstance(d, ast.AnchorDecl):
                 if d.name.text in self.anchors:

@@ -4,13 +4,13 @@
 A quantity element is compiled as two pattern elements: a number, and right after it (no
 gap) a unit of the dimension, whose acceptance converts the captured number to the
 dimension's base unit (ir.Element.convert / units; docs/semantics.md §3). Once a file uses
-a quantity, every spelling of the unit table is a unit literal of the file (so "500 mg/kg"
-reads as one unit, never as 500 mg), except spellings the file declares itself: a unit class
-of the file keeps its own literal (which still converts), a class of another kind wins
-("K" declared as potassium is no kelvin).
+a quantity, every spelling of its dimensions is a unit literal of the file, and so is every
+longer unit that begins with one ("500 mg/kg" reads as one unit, never as 500 mg), except
+spellings the file declares itself: a unit class of the file keeps its own literal (which
+still converts), a class of another kind wins ("K" declared as potassium is no kelvin).
 
 Public surface: `Quantities`, `QuantityElement`, `IMPLICIT_PREFIX`, `add_unit_literals`,
-`first_quantity`, `class_names`.
+`quantities_used`, `class_names`.
 """
 
 from __future__ import annotations
@@ -106,15 +106,21 @@ class Quantities:
     # -- the lexicon ---------------------------------------------------------------------
 
     @staticmethod
-    def implicit_literals() -> list[tuple[str, str, bool]]:
-        """(class name, spelling, exact) of every spelling a file that uses quantities reads as
-        a unit, grouped by dimension."""
-        out = [
-            (f"{IMPLICIT_PREFIX}{u.dimension})", s, exact)
-            for s, exact, u in units.spellings()
-            if u.dimension not in NO_LITERALS
-        ]
-        return out + [(f"{IMPLICIT_PREFIX}compound)", s, False) for s in units.compounds()]
+    def implicit_literals(used: set[str]) -> list[tuple[str, str, bool]]:
+        """(class name, spelling, exact) of the spellings a file whose quantities read
+        dimensions `used` reads as units: every spelling of those dimensions, and every other
+        spelling (of another dimension, or a compound of none) that begins with one of them
+        and goes on with no letter ("mg/kg", "mg/dL" after "mg"; "毫克/分升" after "毫克"), so
+        that no quantity reads the head of a longer unit."""
+        table = [(s, exact, u.dimension) for s, exact, u in units.spellings() if u.dimension not in NO_LITERALS]
+        table += [(s, False, "compound") for s in units.compounds()]
+        heads = [units.fold(s) for s, _, dim in table if dim in used]
+
+        def extends(text: str) -> bool:
+            t = units.fold(text)
+            return any(t.startswith(h) and len(t) > len(h) and not t[len(h)].isalpha() for h in heads)
+
+        return [(f"{IMPLICIT_PREFIX}{dim})", s, exact) for s, exact, dim in table if dim in used or extends(s)]
 
     # -- elements ------------------------------------------------------------------------
 
@@ -257,10 +263,11 @@ class Quantities:
         return replace(n, base=units.convert(n.value, c))
 
 
-def add_unit_literals(compiler, pos: ast.Pos) -> None:
-    """Every spelling of the unit table as a unit literal of `compiler`'s file, in a class per
+def add_unit_literals(compiler, pos: ast.Pos, used: set[str]) -> None:
+    """The unit table's spellings a file whose quantities read dimensions `used` needs
+    (`Quantities.implicit_literals`) as unit literals of `compiler`'s file, in a class per
     dimension, except the spellings the file declares itself (module docstring)."""
-    for name, text, exact in Quantities.implicit_literals():
+    for name, text, exact in Quantities.implicit_literals(used):
         if compiler.declared(text):
             continue
         index = compiler.implicit_class(name, "unit", pos)
@@ -269,16 +276,21 @@ def add_unit_literals(compiler, pos: ast.Pos) -> None:
             compiler.classes[index].literal_ids.append(lit)
 
 
-def first_quantity(decls) -> ast.Pos | None:
-    """Where a file first uses a quantity element that reads units, or None."""
+def quantities_used(decls) -> tuple[ast.Pos | None, set[str]]:
+    """Where a file first uses a quantity element that reads units (or None), and the
+    dimensions its quantities may read: theirs, and any a `convert` names."""
+    first, used = None, set()
     for d in decls:
         if isinstance(d, ast.RuleDecl):
             for s in d.stmts:
                 if isinstance(s, ast.MatchStmt):
                     for e in s.elements:
                         if isinstance(e.atom, ast.AtomQuantity) and e.atom.dimension.text not in NO_LITERALS:
-                            return e.atom.pos
-    return None
+                            first = first or e.atom.pos
+                            used.add(e.atom.dimension.text)
+        elif isinstance(d, ast.ConvertDecl):
+            used |= {u.dimension for n in (d.left, d.right) if (u := units.find(n.unit.text)) is not None}
+    return first, used
 
 
 def class_names(elements) -> list[str]:
