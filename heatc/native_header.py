@@ -72,9 +72,10 @@ def native_header() -> str:
     block(
         "packed record sizes and fields (heatc_runtime.abi)",
         {"rule_header": abi.RULE.size, "element": abi.ELEMENT.size, "requirement": abi.REQUIREMENT.size,
-         "channel_use": abi.CHANNEL_USE.size}
+         "channel_use": abi.CHANNEL_USE.size, "unit_conversion": abi.UNIT_CONVERSION.size}
         | {f"rule_{n}": v for n, v in _fields(abi.RULE, {"state_off": "state"}).items()}
         | {f"element_{n}": v for n, v in _fields(abi.ELEMENT).items()}
+        | {f"conv_{n}": v for n, v in _fields(abi.UNIT_CONVERSION).items()}
         | {f"req_{n}": v for n, v in _fields(abi.REQUIREMENT, {"low_closed": "closed"}).items() if n != "high_closed"}
         | {f"chan_{n}": v for n, v in _fields(abi.CHANNEL_USE).items()},
     )  # fmt: skip

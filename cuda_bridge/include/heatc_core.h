@@ -759,8 +759,27 @@ HEATC_HD HEATC_CALL bool accepts(const uint8_t* rec, const uint8_t* el, uint32_t
   return false;
 }
 
+// a quantity's unit (ELEMENT.convert >= 0): the number captured before it, converted to its
+// dimension's base unit by the conversion of `code` — ((v + pre) * mul) / div, three float64
+// operations in this order, never fused (heatc.units; docs/semantics.md §3)
+HEATC_HD HEATC_INLINE void convert_unit(uint8_t* thread, const uint8_t* el, uint32_t code) {
+  int32_t c = ld<int32_t>(el + HEATC_ELEMENT_CONVERT);
+  if (c < 0) return;
+  const uint8_t* u = el + ld<uint32_t>(el + HEATC_ELEMENT_UNITS);
+  uint32_t n = ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS);
+  for (uint32_t i = 0; i < n; i++, u += HEATC_UNIT_CONVERSION) {
+    if (ld<uint32_t>(u + HEATC_CONV_CODE) != code) continue;
+    uint8_t* slot = thread + HEATC_THREAD_CAPTURES + 8 * (uint32_t)c;
+    double v = ld<double>(slot) + ld<double>(u + HEATC_CONV_PRE);
+    v = v * ld<double>(u + HEATC_CONV_MUL);
+    st<double>(slot, v / ld<double>(u + HEATC_CONV_DIV));
+    return;
+  }
+}
+
 HEATC_HD HEATC_INLINE void capture(const Program& g, uint8_t* thread, const uint8_t* el, uint32_t code, double value,
                                    uint32_t places) {
+  convert_unit(thread, el, code);
   int32_t pc = ld<int32_t>(el + HEATC_ELEMENT_PLACES);
   if (pc >= 0) st<double>(thread + HEATC_THREAD_CAPTURES + 8 * pc, (double)places);
   int32_t c = ld<int32_t>(el + HEATC_ELEMENT_CAPTURE);

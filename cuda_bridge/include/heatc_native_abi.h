@@ -3,7 +3,7 @@
 #pragma once
 
 // ABI version (heatc_runtime.abi)
-#define HEATC_ABI_MAJOR 2u
+#define HEATC_ABI_MAJOR 3u
 #define HEATC_ABI_MINOR 0u
 
 // control block words (heatc_runtime.abi.CONTROL_FIELDS)
@@ -63,9 +63,10 @@
 
 // packed record sizes and fields (heatc_runtime.abi)
 #define HEATC_RULE_HEADER 48u
-#define HEATC_ELEMENT 20u
+#define HEATC_ELEMENT 28u
 #define HEATC_REQUIREMENT 64u
 #define HEATC_CHANNEL_USE 24u
+#define HEATC_UNIT_CONVERSION 32u
 #define HEATC_RULE_N_ELEMENTS 0u
 #define HEATC_RULE_N_CAPTURES 4u
 #define HEATC_RULE_GATE 8u
@@ -83,6 +84,12 @@
 #define HEATC_ELEMENT_N_ACCEPTS 8u
 #define HEATC_ELEMENT_CAPTURE 12u
 #define HEATC_ELEMENT_PLACES 16u
+#define HEATC_ELEMENT_CONVERT 20u
+#define HEATC_ELEMENT_UNITS 24u
+#define HEATC_CONV_CODE 0u
+#define HEATC_CONV_PRE 8u
+#define HEATC_CONV_MUL 16u
+#define HEATC_CONV_DIV 24u
 #define HEATC_REQ_OP 0u
 #define HEATC_REQ_LEFT 4u
 #define HEATC_REQ_RIGHT 8u

@@ -595,6 +595,13 @@ const char* check_tables(const Module* m) {
       in_rules(at + (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS), 4 * (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS),
               "a rule element's accept list");
       c.that(ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS) % 4 == 0, "a rule element's accept list is not aligned");
+      // a quantity's unit: the slot it converts, and its conversions (from the element record)
+      int32_t conv = ld<int32_t>(el + HEATC_ELEMENT_CONVERT);
+      c.that(conv < (int32_t)nc, "a rule element's converted capture is out of range");
+      if (conv >= 0)
+        in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) + HEATC_ELEMENT * (uint64_t)i +
+                     ld<uint32_t>(el + HEATC_ELEMENT_UNITS),
+                 HEATC_UNIT_CONVERSION * (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS), "a unit's conversions");
     }
     in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_BLOCKS), 4 * (uint64_t)k, "a rule's gap blocks");
     uint32_t nq = ld<uint32_t>(rec + HEATC_RULE_N_REQUIREMENTS), nu = ld<uint32_t>(rec + HEATC_RULE_N_CHANNELS);

@@ -22,7 +22,9 @@ import struct
 from .errors import ModuleError
 
 #: The ABI this runtime speaks: same major, minor up to this one.
-ABI_MAJOR = 2  # 2: ELEMENT.places, `places(v)` (the element record grew: 1.x tables do not read)
+# 3: ELEMENT.convert and .units, UNIT_CONVERSION (quantities: the element record grew again);
+# 2: ELEMENT.places, `places(v)` (the element record grew: 1.x tables do not read)
+ABI_MAJOR = 3
 ABI_MINOR = 0
 
 # --- the memory map: fixed regions below the tables ----------------------------------------
@@ -196,9 +198,17 @@ RULE = Record("rule", "RULE", (
     ("late", "I"), ("blocks", "I"),
 ))  # fmt: skip
 #: `places`: the capture slot that takes the digits the value writes after its point, or -1.
-ELEMENT = Record(
-    "element", "EL", (("gap", "I"), ("accepts", "I"), ("n_accepts", "I"), ("capture", "i"), ("places", "i"))
-)
+#: `convert`: for a quantity's unit, the capture slot its lexeme converts, or -1; `units` then
+#: the offset *from this element record* of its `n_accepts` UNIT_CONVERSION records.
+ELEMENT = Record("element", "EL", (
+    ("gap", "I"), ("accepts", "I"), ("n_accepts", "I"), ("capture", "i"), ("places", "i"), ("convert", "i"),
+    ("units", "I"),
+))  # fmt: skip
+#: A quantity unit's conversion (heatc.units): the slot becomes ((v + pre) * mul) / div when
+#: the element accepts lexeme `code`; 8-aligned.
+UNIT_CONVERSION = Record("unit_conversion", "UC", (
+    ("code", "I"), ("_pad", "I"), ("pre", "d"), ("mul", "d"), ("div", "d"),
+))  # fmt: skip
 #: low ≤ v ≤ high for `in`, each bound's `closed` an all-ones or zero u64 (one v128 mask).
 REQUIREMENT = Record("requirement", "REQ", (
     ("op", "I"), ("left", "i"), ("right", "i"), ("_pad", "I"), ("left_const", "d"), ("right_const", "d"),
@@ -253,7 +263,8 @@ HCT_DIGITS_BEFORE_DIGIT = 16
 HCT_PARAMS = HCT_VALUES + tuple(f"t_{name}" for name in HCT_TABLES)
 
 RECORDS = (CONTROL_BLOCK, EVENT, SNAPSHOT, STATE_HEAD, RULE_STATE, THREAD, CHANNEL_STATE, ANCHOR_ENTRY,
-           CN_ENTRY, DOMAIN_ENTRY, RULE, ELEMENT, REQUIREMENT, CHANNEL_USE, HCT_HEADER, HCT_SECTION, HCT_PARAM)  # fmt: skip
+           CN_ENTRY, DOMAIN_ENTRY, RULE, ELEMENT, UNIT_CONVERSION, REQUIREMENT, CHANNEL_USE, HCT_HEADER, HCT_SECTION,
+           HCT_PARAM)  # fmt: skip
 
 
 def constants() -> dict[str, int]:
