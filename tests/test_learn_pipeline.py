@@ -12,16 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("torch", reason="heatc learn needs torch (pip install 'heatc[learn]')")
-
-from conftest import SHARED_DATA
+from support import SHARED_DATA
 
 from heatc.errors import HeatError
 from heatc.heatmap.format import load_heatmap
 from heatc.learn.config import WORK_VERSION, LearnConfig
 from heatc.learn.pipeline import learn
 from heatc.learn.plan import Plan
+
+pytestmark = pytest.mark.needs("torch")
 
 CORPUS = SHARED_DATA / "medical/text/mtsamples_lab_values_subset_dedup.jsonl"
 needs_data = pytest.mark.skipif(not CORPUS.exists(), reason=f"shared data not found at {CORPUS}")
