@@ -5,12 +5,14 @@ from this package, never from each other or from conftest.py (tests/test_layout.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# (beside the checkout; HEATC_SHARED_DATA names it for a checkout elsewhere, a git worktree say)
+SHARED_DATA = Path(os.environ.get("HEATC_SHARED_DATA") or REPO.parent / "shared" / "data")
 EXAMPLES = REPO / "examples"
 WASM_VALIDATE = shutil.which("wasm-validate")
 

@@ -45,7 +45,7 @@ REQUIREMENTS = {
     "wabt": Requirement("wasm-validate (Debian's wabt)", "apt install wabt (.ci/run installs it)",
                         programs=("wasm-validate",)),
     "cc": Requirement("a C and a C++ compiler", "apt install gcc g++", programs=("gcc", "g++")),
-    "data": Requirement("the shared data (the benchmark texts and PDFs)", "a checkout beside shared/data",
+    "data": Requirement("the shared data (the benchmark texts and PDFs)", "a checkout beside shared/data, or HEATC_SHARED_DATA",
                         path=SHARED_DATA),
 }  # fmt: skip
 
