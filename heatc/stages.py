@@ -1,11 +1,12 @@
 """A pipeline as data: named stages, each reading named values and writing others, run in
 order with its wall time taken, an error tagged with the stage it happened in, and any
 stage's output written out for debugging. `heatc build` (heatc.heatmap.build.STAGES) and
-`heatc learn` / `heatc finetune` (heatc.learn.pipeline) are such lists; `--timings` prints
-the times, `--dump-after STAGE` writes what the stage made.
+`heatc learn` (heatc.learn.pipeline.STAGES) are such lists; `--timings` prints the times,
+`--dump-after STAGE` writes what the stage made.
 
 Public surface: `Stage`, `Run`, `run_stages(stages, values, dump_after, dump_to) -> Run`,
-`stage_names(stages)`, `check_dump_after(stages, name, option)`, `StageError`.
+`check_dump_after(stages, name, option)`, `format_timings(title, seconds)`,
+`StageError`.
 """
 
 from __future__ import annotations
@@ -40,12 +41,16 @@ class Run:
     dumped: Path | None = None  #: what --dump-after wrote
 
     def timings(self, title: str) -> str:
-        """One line per stage and the total, for --timings."""
-        width = max((len(name) for name, _ in self.seconds), default=5)
-        lines = [f"{title} stages (wall time):"]
-        lines += [f"  {name:<{width}}  {s * 1000:9.1f} ms" for name, s in self.seconds]
-        lines.append(f"  {'total':<{width}}  {sum(s for _, s in self.seconds) * 1000:9.1f} ms")
-        return "\n".join(lines)
+        return format_timings(title, self.seconds)
+
+
+def format_timings(title: str, seconds: Sequence[tuple[str, float]]) -> str:
+    """One line per stage and the total, for --timings."""
+    width = max((len(name) for name, _ in seconds), default=5)
+    lines = [f"{title} stages (wall time):"]
+    lines += [f"  {name:<{width}}  {s * 1000:9.1f} ms" for name, s in seconds]
+    lines.append(f"  {'total':<{width}}  {sum(s for _, s in seconds) * 1000:9.1f} ms")
+    return "\n".join(lines)
 
 
 class StageError(HeatError):
@@ -57,10 +62,6 @@ class StageError(HeatError):
 
     def render(self) -> str:
         return super().render() + f"\n(in stage {self.stage})"
-
-
-def stage_names(stages: Sequence[Stage]) -> list[str]:
-    return [s.name for s in stages]
 
 
 def check_dump_after(stages: Sequence[Stage], name: str | None, option: str = "--dump-after") -> None:
@@ -78,9 +79,9 @@ def run_stages(
 ) -> Run:
     """Run `stages` in order over `values` (the inputs the first stages read). A stage's
     HeatError comes out as StageError naming it; any other exception gets a note naming it
-    (a bug: the traceback says where). With `dump_after`, that stage's outputs are written to
-    `dump_to` + its suffix once it has run."""
-    check_dump_after(stages, dump_after)
+    (a bug: the traceback says where). With `dump_after` (checked by the caller,
+    `check_dump_after`, against the whole pipeline, which may run as several lists), that
+    stage's outputs are written to `dump_to` + its suffix once it has run."""
     run = Run(dict(values))
     for stage in stages:
         missing = [n for n in stage.inputs if n not in run.values]

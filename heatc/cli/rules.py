@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from heatc.cli.common import app, compile_rules, diag, fail, out
+from heatc.cli.common import Timings, app, compile_rules, diag, dump_after_option, fail, out
 from heatc.cli.table import plural
 from heatc.errors import HeatError
 from heatc.version import __version__
@@ -68,6 +68,12 @@ def ir_cmd(
         sys.stdout.write(describe(program))
 
 
+_BuildDumpAfter = dump_after_option(
+    "OUT/<name-of-input>.STAGE.<suffix>: lower (the rules, .heat), compile (the IR, .ir.json), tokens, pack "
+    "(the tables), codegen (the kernel, .wat), artifacts (the manifest)"
+)
+
+
 @app.command()
 def build(
     source: Annotated[
@@ -88,16 +94,8 @@ def build(
             "--name", help="The build's name, OUT/<name> (default: the heatmap's, the rule set's, the folder's)."
         ),
     ] = None,
-    timings: Annotated[bool, typer.Option("--timings", help="Print each stage's wall time (to stderr).")] = False,
-    dump_after: Annotated[
-        str | None,
-        typer.Option(
-            "--dump-after",
-            metavar="STAGE",
-            help="Write what STAGE made to OUT/<name-of-input>.STAGE.<suffix>: lower (the rules, .heat), compile "
-            "(the IR, .ir.json), tokens, pack (the tables), codegen (the kernel, .wat), artifacts (the manifest).",
-        ),
-    ] = None,
+    timings: Timings = False,
+    dump_after: _BuildDumpAfter = None,
 ) -> None:
     """Build a heatmap or rule files: WASM module, CUDA bridge tables, token table and manifest in OUT/<name>.
     The stages: read, lower, compile, expects, tokens, pack, codegen, artifacts, install."""

@@ -45,7 +45,7 @@ from heatc.lang import ast
 from heatc.lang.compiler import compile_tree
 from heatc.lang.parse import parse, parse_file, read_source
 from heatc.lang.unparse import format_file
-from heatc.stages import Run, Stage, run_stages
+from heatc.stages import Run, Stage, check_dump_after, run_stages
 from heatc.version import __version__
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
@@ -332,6 +332,7 @@ def build(
     an `expect` example fails (what `heatc scan` compiles for itself); `dump_after`: a stage
     (`STAGES`) whose output is written to `dump_to` + the stage's suffix. The result's
     `timings` are each stage's wall time."""
+    check_dump_after(STAGES, dump_after)
     values = {"path": Path(path), "out_root": out_root, "tokenizer": tokenizer, "name": name, "expects": expects}
     run = run_stages(STAGES, values, dump_after, dump_to)
     result = run.values["result"]
