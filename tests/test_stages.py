@@ -17,7 +17,6 @@ from heatc.lang.compiler import compile_source
 from heatc.stages import Stage, StageError, run_stages
 
 GOOD = REPO / "tests" / "heatmaps" / "good.yaml"
-LEGAL = REPO / "examples" / "legal.heat"
 
 
 def _flows(stages, given):
@@ -56,17 +55,17 @@ def test_timings_name_every_stage_in_order(tmp_path):
 
 
 def test_dump_after_writes_what_the_stage_made_and_changes_nothing(tmp_path):
-    plain = build(LEGAL, tmp_path / "plain")
+    plain = build(GOOD, tmp_path / "plain")
     for stage, suffix in (("lower", ".heat"), ("compile", ".ir.json"), ("codegen", ".wat")):
         out = tmp_path / stage
-        r = heatc("build", LEGAL, "-o", out, "--dump-after", stage)
+        r = heatc("build", GOOD, "-o", out, "--dump-after", stage)
         assert r.exit_code == 0, r.output
-        dumped = out / f"legal.{stage}{suffix}"
+        dumped = out / f"good.{stage}{suffix}"
         assert f"{stage}: wrote {dumped}" in r.stdout
-        assert (out / "legal").resolve().name == plain.target.name  # the same build
+        assert (out / "tiny").resolve().name == plain.target.name  # the same build
         text = dumped.read_text(encoding="utf-8")
-        if stage == "lower":  # the rules as the compiler read them: they compile to the same program
-            assert ir.to_plain(compile_source(text, str(LEGAL))).get("rules") == ir.to_plain(plain.program)["rules"]
+        if stage == "lower":  # the rules as the heatmap lowers them: they compile to the same rules
+            assert ir.to_plain(compile_source(text, str(GOOD)))["rules"] == ir.to_plain(plain.program)["rules"]
         elif stage == "compile":
             assert json.loads(text) == json.loads(ir.to_json(plain.program))
         else:

@@ -83,7 +83,6 @@ class FileMarks:
     doc: str = ""  #: the module docstring
     needs: tuple[str, ...] = ()  #: the whole module's (`pytestmark`)
     test_needs: set[str] = field(default_factory=set)  #: some of its tests' (decorators)
-    slow: bool = False  #: the module is marked slow
     tests: int = 0  #: test functions (before parametrisation)
 
 
@@ -107,7 +106,6 @@ def file_marks(path: Path) -> FileMarks:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
             for name, args in _marks(node.value):
                 fm.needs += args if name == "needs" else ()
-                fm.slow |= name == "slow"
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
             fm.tests += 1

@@ -1,6 +1,5 @@
 """docs/testing.md's tables, written from the test files themselves: each test module's
-docstring (what it shows), its number of tests, its `needs` and whether it is `slow`; then
-each requirement with the modules that need it — what runs where. Run
+docstring (what it shows), its number of tests and its `needs`; then each requirement with the modules that need it — what runs where. Run
 `python tests/support/testing_doc.py` after adding or changing a test module;
 tests/test_suite_layout.py fails while the page is stale.
 
@@ -31,7 +30,6 @@ def tables(tests_dir: Path) -> str:
     rows = ["| file | tests | needs | what it shows |", "|---|---:|---|---|"]
     for name, fm in marks.items():
         needs = [*fm.needs, *(f"{n} (some tests)" for n in sorted(fm.test_needs - set(fm.needs)))]
-        needs += ["slow"] if fm.slow else []
         first = fm.doc.split("\n\n")[0]
         rows.append(f"| `tests/{name}` | {fm.tests} | {', '.join(needs) or '—'} | {_cell(first)} |")
     rows += ["", "| need | what | how to get it | test modules that need it (all their tests, or some) |",
@@ -40,10 +38,8 @@ def tables(tests_dir: Path) -> str:
         users = [f"`{n}`" + ("" if need in fm.needs else " (some)")
                  for n, fm in marks.items() if need in fm.needs or need in fm.test_needs]  # fmt: skip
         rows.append(f"| `{need}` | {_cell(r.what)} | {_cell(r.how)} | {', '.join(users) or '—'} |")
-    slow = [f"`{n}`" for n, fm in marks.items() if fm.slow]
     rows += ["", f"{len(files)} test modules, {sum(fm.tests for fm in marks.values())} test functions "
-             f"(before parametrisation). Marked `slow` (`pytest -m 'not slow'` leaves them out): "
-             f"{', '.join(slow) or 'none'}."]  # fmt: skip
+             "(before parametrisation)."]  # fmt: skip
     return "\n".join(rows)
 
 
