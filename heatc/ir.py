@@ -46,7 +46,7 @@ from heatc_runtime.abi import LEX_NONE as LEX_NONE
 from heatc_runtime.abi import OPS as OPS
 
 IR_VERSION = 7  # 7: Rule.observe, Program.policy; 6: Element.places, `places(v)` in requirements
-MAX_LEXEME = abi.MAX_LEXEME  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
+MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
 MAX_ANCHOR_LEXEMES = 8
 MAX_ELEMENTS = 16
 MAX_GAP = 64
