@@ -13,7 +13,7 @@ whitespace (heatc.pdf.compare). Then the checks: the Chinese regulation's radica
 (U+2E80–U+2FDF) and doubled fake-bold headings, the 10-K's table rows kept on one line (a
 label and two numbers), and heatc over all files with worker processes.
 
-Dense pages (`--dense`): one page of N text runs, written by tests/pdfgen.py, N doubling up
+Dense pages (`--dense`): one page of N text runs, written by tests/support/pdfgen.py, N doubling up
 to 100,000 (a 4 MB page), in five shapes: numbers in rows of cells far apart (PDFium reads a
 row as one line of many segments), one word everywhere (every line's text repeats), words
 scattered at random, runs on one line drawn over each other (fake bold everywhere), and a
@@ -105,10 +105,10 @@ def reference(path: Path) -> str | None:
 
 
 def dense_page(shape: str, runs: int):
-    """One tests/pdfgen.py page of `runs` runs in `shape` (the docstring's five)."""
+    """One tests/support/pdfgen.py page of `runs` runs in `shape` (the docstring's five)."""
     import random
 
-    from pdfgen import Page, TextRun
+    from support.pdfgen import Page, TextRun
 
     rng = random.Random(runs)
     word = lambda: "".join(rng.choice("abcdefghij") for _ in range(3))  # noqa: E731
@@ -151,7 +151,7 @@ def pdfium_alone(path: Path) -> None:
 def run_dense(sizes: list[int], repeats: int) -> None:
     import tempfile
 
-    from pdfgen import write_pdf
+    from support.pdfgen import write_pdf
 
     from heatc.pdf import extract_file
 
@@ -184,7 +184,7 @@ def main() -> None:
     parser.add_argument("--runs", default="1000,2000,4000,8000,16000,100000", help="N, for --dense")
     args = parser.parse_args()
     if args.dense:
-        sys.path.insert(0, str(REPO / "tests"))  # tests/pdfgen.py writes the pages
+        sys.path.insert(0, str(REPO / "tests"))  # tests/support/pdfgen.py writes the pages
         run_dense([int(n) for n in args.runs.split(",")], args.repeats)
         return
     if not DATA.is_dir():

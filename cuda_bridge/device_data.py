@@ -10,7 +10,7 @@ Writes, under the output directory (git-ignored; the device run carries it):
                  scan (events, final verdicts and counters); guard probes (a prefix, candidate
                  tokens, flush or not) with the reference's verdict per candidate.
                  Programs: the conformance corpus (each case: its chunkings as the batch) and
-                 `--generated` rule sets from tests/strategies.py (seeded, the generators the
+                 `--generated` rule sets from tests/support/strategies.py (seeded, the generators the
                  WASM and native backends are held to).
   bench/         examples/medical.heat, heatmaps/medical.yaml and a generated 400-rule heatmap with a token table
                  and 65,536 token ids of text for the timings; the default model's token table
@@ -37,11 +37,11 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO / "bench")]
 import numpy as np  # noqa: E402
 from build_time import WORDS  # noqa: E402
 from build_time import heatmap as generated_heatmap  # noqa: E402
-from conformance_harness import chunkings as case_chunkings  # noqa: E402
-from conformance_harness import load_cases  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from strategies import chunkings, rule_sets, texts  # noqa: E402
+from support.conformance_harness import chunkings as case_chunkings  # noqa: E402
+from support.conformance_harness import load_cases  # noqa: E402
+from support.strategies import chunkings, rule_sets, texts  # noqa: E402
 
 from heatc.hct import hct_bytes  # noqa: E402
 from heatc.heatmap.build import build, compile_heatmap  # noqa: E402

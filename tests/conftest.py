@@ -1,5 +1,5 @@
-import functools
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -21,33 +21,18 @@ settings.register_profile("ci", deadline=None, suppress_health_check=[HealthChec
 settings.register_profile("long", deadline=None, max_examples=100_000, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
-
-
-@functools.lru_cache(maxsize=512)
-def compile_cached(source: str):
-    from heatc.lang.compiler import compile_source
-
-    return compile_source(source, "generated.heat")
-
-
 # Every WASM module the tests build goes through wasm-validate (Debian's wabt), when it
 # is installed; the run's summary says how many were validated, or that none could be.
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
 import tempfile  # noqa: E402
+
+from support import WASM_VALIDATE as _WASM_VALIDATE  # noqa: E402
+from support import needs as _needs  # noqa: E402
+from support import wasm_validate  # noqa: E402
 
 import heatc.wasm as _wasm  # noqa: E402
 
-_WASM_VALIDATE = shutil.which("wasm-validate")
 _VALIDATED = [0]
 _compile_wasm = _wasm.compile_wasm
-
-
-def wasm_validate(path) -> subprocess.CompletedProcess:
-    """wasm-validate with the features a module of this ABI may use (docs/abi.md)."""
-    return subprocess.run([_WASM_VALIDATE, "--enable-relaxed-simd", str(path)], capture_output=True, text=True)
 
 
 def _compile_and_validate(program, packed=None):
@@ -77,7 +62,37 @@ def pytest_testnodedown(node, error):
     _VALIDATED[0] += getattr(node, "workeroutput", {}).get("wasm_validated", 0)
 
 
+class _Unmet(pytest.Module):
+    """A test module whose `needs` are not met here: skipped at collection, never imported."""
+
+    why = ""
+
+    def collect(self):
+        # raised from a line "of" the module, so that the skip is reported at its path
+        code = compile("skip(why, allow_module_level=True)", str(self.path), "exec")
+        exec(code, {"skip": pytest.skip, "why": self.why})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path, parent):
+    why = _needs.reason(_needs.file_marks(module_path).needs)
+    if why is None:
+        return None
+    module = _Unmet.from_parent(parent, path=module_path)
+    module.why = why
+    return module
+
+
 def pytest_collection_modifyitems(config, items):
+    """A test marked `needs` that cannot run here is skipped with the reason (support/needs.py)."""
+    for item in items:
+        why = _needs.reason([n for mark in item.iter_markers("needs") for n in mark.args])
+        if why is not None:
+            item.add_marker(pytest.mark.skip(reason=why))
+    _group(items)
+
+
+def _group(items):
     """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`) the tests of a module
     that share a module-scoped fixture run on one worker, so that an expensive fixture (a
     `heatc learn` run, a trained student, a built engine) is made once, and the vLLM tests

@@ -25,7 +25,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))  # run as a script: the harness beside it
 
-from conformance_schema import CORPUS, UNREVIEWED, CorpusError, load_corpus
+from support.conformance_schema import CORPUS, UNREVIEWED, CorpusError, load_corpus
 
 MARKER = "corpus case:"
 

@@ -10,7 +10,7 @@ import struct
 import subprocess
 
 import pytest
-from conftest import REPO, compile_cached
+from support import REPO, compile_cached
 
 from heatc import ir
 from heatc.hct import hct_bytes
@@ -243,10 +243,9 @@ def _expected_js() -> dict:
     return out
 
 
+@pytest.mark.needs("node")
 def test_node_reads_the_abi_module():
     node = shutil.which("node")
-    if node is None:
-        pytest.skip("node (Node.js) is not on PATH")
     code = f"import * as A from {json.dumps(JS_ABI.as_uri())}; console.log(JSON.stringify({{...A}}));"
     out = subprocess.run([node, "--input-type=module", "-e", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == _expected_js()
@@ -256,11 +255,10 @@ def test_node_reads_the_abi_module():
     assert not numeric, f"the Node.js host reads record fields at numeric offsets: {numeric}"
 
 
+@pytest.mark.needs("cc")
 @pytest.mark.parametrize("compiler", ["gcc", "g++"])
 def test_the_c_header_compiles_and_agrees(tmp_path, compiler):
     exe = shutil.which(compiler)
-    if exe is None:
-        pytest.skip(f"{compiler} is not on PATH")
     lines = [f'#include "{C_ABI}"', "#include <stdio.h>", "int main(void) {"]
     lines += [f'  printf("{name} %lld\\n", (long long)HEATC_{name});' for name in abi.constants()]
     lines += ['  printf("HCT_MAGIC %s\\n", HEATC_HCT_MAGIC);', "  return 0;", "}"]

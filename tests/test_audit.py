@@ -9,11 +9,11 @@ import pickle
 import jsonschema
 import numpy as np
 import pytest
-from conftest import REPO, compile_cached
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import chunkings, rule_sets, texts
-from test_cli import heatc
+from support import REPO, compile_cached
+from support.cli import heatc
+from support.strategies import chunkings, rule_sets, texts
 
 import heatc_runtime as rt
 from heatc.backends import module_info, native_checker, run_document, wasm_checker

@@ -5,9 +5,9 @@ document must reject exactly what the reference interpreter rejects."""
 from __future__ import annotations
 
 import pytest
-from conftest import compile_cached
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import compile_cached
 
 from heatc.errors import HeatError
 from heatc.heatmap.build import compile_heatmap

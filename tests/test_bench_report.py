@@ -7,7 +7,7 @@ import importlib.util
 import re
 
 import pytest
-from conftest import REPO
+from support import REPO
 
 _spec = importlib.util.spec_from_file_location("bench_report", REPO / "bench" / "report.py")
 report = importlib.util.module_from_spec(_spec)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from conftest import REPO
+from support import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
 import usefulness_rows  # bench/, on the path above

@@ -6,18 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from support import REPO
+from support.cli import heatc
 
 from heatc import ir
-from heatc.cli import app
 
-REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
-runner = CliRunner()
-
-
-def heatc(*args, input=None):
-    return runner.invoke(app, [str(a) for a in args], input=input)
 
 
 @pytest.mark.parametrize("name", ["medical", "finance", "legal"])

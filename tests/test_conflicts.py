@@ -5,34 +5,25 @@ mapped to its chunk and span, and bad input refused with the reason."""
 import json
 
 import pytest
-from conftest import REPO, compile_cached
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import rule_sets, texts
-from test_cli import heatc
+from support import REPO, compile_cached
+from support.cli import heatc
+from support.conflicts import LEGAL, reference_conflicts
+from support.strategies import rule_sets, texts
 
 import heatc_runtime as rt
 from heatc import ir
-from heatc.backends import module_info, native_checker, run_document, wasm_checker
+from heatc.backends import native_checker, wasm_checker
 from heatc.heatmap.build import compile_heatmap
 from heatc.lang.compiler import compile_file
 from heatc_runtime.conflicts import (
     BOUNDARY,
     BOUNDARY_LEXEMES,
     NoConsistencyRulesError,
-    chunk_bytes,
-    find_conflicts,
-    join_chunks,
 )
 
 EXAMPLES = REPO / "examples"
-LEGAL = compile_file(EXAMPLES / "legal.heat")
-
-
-def reference_conflicts(program, chunks):
-    data = chunk_bytes(chunks)
-    events = run_document("reference", program, join_chunks(data)[0])[0]
-    return find_conflicts(module_info(program), data, events)
 
 
 @settings(max_examples=200)

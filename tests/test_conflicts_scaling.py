@@ -7,11 +7,11 @@ timed."""
 import sys
 
 import numpy as np
-from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_cli import heatc
-from test_conflicts import LEGAL
+from support import REPO
+from support.cli import heatc
+from support.conflicts import LEGAL
 
 from heatc.backends import module_info, wasm_checker
 from heatc_runtime.audit import char_offsets

@@ -5,7 +5,7 @@ twice with two values is, however far its keyword stands from the number."""
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_conflicts import LEGAL, reference_conflicts
+from support.conflicts import LEGAL, reference_conflicts
 
 from heatc.backends import module_info, run_document, wasm_checker
 from heatc_runtime.conflicts import NoConsistencyRulesError, chunk_bytes, find_conflicts, join_chunks

@@ -6,8 +6,8 @@ compiler."""
 import re
 
 import pytest
-from conformance_harness import check_case, check_document, check_error_case, load_cases, load_error_cases
-from conftest import compile_cached
+from support import compile_cached
+from support.conformance_harness import check_case, check_document, check_error_case, load_cases, load_error_cases
 
 from heatc.backends import BACKENDS, open_session, run_document
 from heatc.errors import HeatError

@@ -5,9 +5,9 @@ twice, stray files), and compares every expectation it is given."""
 import textwrap
 
 import pytest
-from conformance_harness import check_case, check_document, check_error_case
-from conformance_schema import CorpusError, load_corpus
-from conftest import compile_cached
+from support import compile_cached
+from support.conformance_harness import check_case, check_document, check_error_case
+from support.conformance_schema import CorpusError, load_corpus
 
 from heatc.backends import open_session, run_document
 from heatc.errors import HeatError

@@ -5,13 +5,13 @@ import subprocess
 import sys
 
 import pytest
-from conformance_harness import check_case, check_document
-from conformance_schema import CorpusError, load_corpus
-from conftest import REPO, compile_cached
 from corpus_case import MARKER, case_file, failure_line, main, read_failures
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import reported
+from support import REPO, compile_cached
+from support.conformance_harness import check_case, check_document
+from support.conformance_schema import CorpusError, load_corpus
+from support.strategies import reported
 
 from heatc.backends import open_session, run_document
 

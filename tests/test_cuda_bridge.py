@@ -9,7 +9,7 @@ import struct
 import subprocess
 
 import pytest
-from conftest import REPO
+from support import REPO
 
 from heatc.native_header import HEADER_PATH, native_header
 
@@ -24,7 +24,7 @@ def test_generated_header_is_current():
     )
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not installed on this machine")
+@pytest.mark.needs("nvcc")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_core_and_kernels_compile_for_the_gpu(arch, tmp_path):
     # --fmad=false: the number algorithm must never be fused (docs/semantics.md §2)
@@ -37,13 +37,6 @@ def test_core_and_kernels_compile_for_the_gpu(arch, tmp_path):
 
 
 def _nvrtc():
-    try:
-        from cuda.core import Program
-    except ImportError:
-        try:
-            from cuda.core.experimental import Program  # noqa: F401
-        except ImportError:
-            pytest.skip("cuda-python (cuda.core) is not installed: pip install 'heatc[cuda]' (the dev extra has it)")
     from heatc_runtime.cuda import compile as nvrtc
 
     return nvrtc
@@ -57,6 +50,7 @@ def cubins(tmp_path_factory):
     return {arch: (nvrtc.compile_cubin(arch, cache), nvrtc.compile_cubin(arch, cache)) for arch in ("sm_80", "sm_90")}
 
 
+@pytest.mark.needs("cuda-core")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_nvrtc_compiles_the_kernels_and_caches_the_cubin(arch, cubins):
     nvrtc = _nvrtc()
@@ -100,6 +94,7 @@ def _kernel_params(cubin: bytes) -> dict[str, list[int]]:
     return out
 
 
+@pytest.mark.needs("cuda-core")
 def test_kernel_parameters_match_the_launcher(cubins):
     """The launcher packs each kernel's arguments (heatc_runtime.cuda.driver.SIGNATURES, the
     structs of heatc_runtime.cuda.layout) exactly as the compiled kernels take them."""
@@ -114,6 +109,7 @@ def test_kernel_parameters_match_the_launcher(cubins):
         assert params[name] == structs + [ctypes.sizeof(t) for t in scalars], name
 
 
+@pytest.mark.needs("cuda-core")
 def test_cubin_cache_key_follows_source_and_arch(monkeypatch):
     nvrtc = _nvrtc()
     key80, key90 = nvrtc.cache_key("sm_80", "13.0"), nvrtc.cache_key("sm_90", "13.0")

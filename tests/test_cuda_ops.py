@@ -10,25 +10,25 @@ import json
 import sys
 
 import pytest
-from conftest import REPO, compile_cached
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import chunkings, rule_sets, texts
+from support import REPO, compile_cached
+from support.strategies import chunkings, rule_sets, texts
 
-torch = pytest.importorskip("torch", reason="the torch ops need torch (the learn/dev extras install it)")
-pytest.importorskip("heatc_runtime._native", reason="the ops' CPU kernel is the native extension (make native)")
+import heatc_runtime as rt
+from heatc.hct import hct_bytes
+from heatc.heatmap.build import build
+from heatc.reference import Machine
+from heatc.wasm import compile_wasm
+from heatc.wasm.pack import pack
+from heatc_runtime.abi import ABI_MINOR
+from heatc_runtime.cuda import layout, ops
+from heatc_runtime.cuda.program import OpProgram, load
+from heatc_runtime.engines.guarding import TAIL
+from heatc_runtime.hct import read_hct
 
-import heatc_runtime as rt  # noqa: E402
-from heatc.hct import hct_bytes  # noqa: E402
-from heatc.heatmap.build import build  # noqa: E402
-from heatc.reference import Machine  # noqa: E402
-from heatc.wasm import compile_wasm  # noqa: E402
-from heatc.wasm.pack import pack  # noqa: E402
-from heatc_runtime.abi import ABI_MINOR  # noqa: E402
-from heatc_runtime.cuda import layout, ops  # noqa: E402
-from heatc_runtime.cuda.program import OpProgram, load  # noqa: E402
-from heatc_runtime.engines.guarding import TAIL  # noqa: E402
-from heatc_runtime.hct import read_hct  # noqa: E402
+pytestmark = pytest.mark.needs("torch", "native")
 
 sys.path.insert(0, str(REPO / "bench"))
 from build_time import WORDS  # noqa: E402

@@ -8,10 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, SHARED_DATA
+from support import REPO, SHARED_DATA
 
-pytest.importorskip("torch", reason="the device check runs the torch ops")
-pytest.importorskip("heatc_runtime._native", reason="the ops' CPU kernel is the native extension (make native)")
+pytestmark = pytest.mark.needs("torch", "native")
 
 
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason=f"{SHARED_DATA} (the benchmark texts) is missing")

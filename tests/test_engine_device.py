@@ -5,18 +5,12 @@ every policy. On a GPU, cuda_bridge/device_check.py runs the same with no host s
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
-from conftest import REPO
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-if importlib.util.find_spec("torch") is None:
-    pytest.skip("needs torch (heatc[engines] or heatc[learn])", allow_module_level=True)
-
-import torch
+from support import REPO
 
 from heatc.hct import hct_bytes
 from heatc.lang.compiler import compile_file
@@ -29,6 +23,8 @@ from heatc_runtime.engines.device import DeviceDriver
 from heatc_runtime.engines.masking import guard_scores
 from heatc_runtime.engines.options import MARKER, RowOptions, marker_ids
 from heatc_runtime.engines.tokens import TokenTable
+
+pytestmark = pytest.mark.needs("torch")
 
 PROGRAM = compile_file(REPO / "examples" / "medical.heat")
 MODULE = compile_wasm(PROGRAM)

@@ -10,9 +10,9 @@ import random
 
 import numpy as np
 import pytest
-from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import REPO
 
 from heatc.hct import hct_bytes
 from heatc.lang.compiler import compile_file

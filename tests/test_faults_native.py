@@ -18,7 +18,7 @@ from pathlib import Path
 
 import hct_fuzz
 import pytest
-from conftest import REPO
+from support import REPO
 
 import heatc_runtime as rt
 from heatc.backends import run_document
@@ -31,7 +31,8 @@ from heatc.wasm.pack import pack
 from heatc_runtime import batch as batch_module
 from heatc_runtime.hct import HEAD
 
-pytest.importorskip("heatc_runtime._native", reason="the native backend's extension is not built (make native)")
+pytestmark = pytest.mark.needs("native")
+
 
 HERE = Path(__file__).parent
 TEXT = "Glucose 5000 mg/dL. BP 410/95 mmHg. potassium 4.9."

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO
-from hostile import STALL, hostile_module
+from support import REPO
+from support.hostile import STALL, hostile_module
 
 import heatc_runtime as rt
 from heatc.backends import run_document

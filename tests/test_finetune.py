@@ -9,18 +9,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("torch", reason="heatc finetune needs torch (pip install 'heatc[learn]')")
-pytest.importorskip("pypdfium2", reason="reading PDFs needs pypdfium2 (pip install 'heatc[pdf]')")
-
-from conftest import SHARED_DATA
-from pdfgen import BrokenPage, Image, Page, TextRun, write_pdf
+from support import SHARED_DATA
+from support.pdfgen import BrokenPage, Image, Page, TextRun, write_pdf
 from typer.testing import CliRunner
 
 from heatc.cli import app
 from heatc.errors import HeatError
 from heatc.heatmap.format import load_heatmap
 from heatc.learn.finetune import FinetuneConfig, domain_documents, finetune
+
+pytestmark = pytest.mark.needs("torch", "pdf")
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = REPO / "heatmaps" / "medical.yaml"

@@ -21,11 +21,11 @@ from pathlib import Path
 import jinja2
 import pytest
 import yaml
-from conftest import REPO, compile_cached
-from differential import stream_agrees
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import rule_sets, weak_start_rule_sets
+from support import REPO, compile_cached
+from support.differential import stream_agrees
+from support.strategies import rule_sets, weak_start_rule_sets
 
 from heatc.wasm import codegen, digits
 

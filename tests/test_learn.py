@@ -1,8 +1,6 @@
 """heatc learn, stage by stage: corpus reading, teacher labels (fast paths against the
 explicit ones), lexemes and their alignment, aggregation, the student and its ONNX export."""
 
-# ruff: noqa: E402 (the heatc.learn imports follow the importorskip of torch)
-
 from __future__ import annotations
 
 import dataclasses
@@ -16,10 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-torch = pytest.importorskip("torch", reason="heatc learn needs torch (pip install 'heatc[learn]')")
-
-from learn_scores import scored as _scored
+import torch
+from support.learn_scores import scored as _scored
+from support.learn_values import spread_values
 
 from heatc.errors import HeatError
 from heatc.heatmap.format import (
@@ -64,6 +61,8 @@ from heatc.learn.ranges import (
     slip_power,
     value_stats,
 )
+
+pytestmark = pytest.mark.needs("torch")
 
 SENTENCES = [
     "Glucose was 162 mg/dL and potassium 4.9 this morning.",
@@ -578,14 +577,6 @@ def test_range_cells_share_the_false_alarm_budget():
 # --- ranges chosen under the false-alarm budget --------------------------------------------
 
 
-def _spread_values(values: list[float], documents: int = 40) -> CellValues:
-    cv = CellValues()
-    for i, v in enumerate(values):
-        cv.values.append(v)
-        cv.per_document[i % documents].append(v)
-    return cv
-
-
 def _creatinine_like() -> list[float]:
     """Mostly 0.6–2.5, a tail of one value in eleven up to 12 (renal failure): the margin
     policy's range [q01 / 2, q99 × 2] accepts ten times most of the values."""
@@ -618,7 +609,7 @@ def test_an_amount_with_a_scale_word_is_also_priced_for_a_scale_slip():
 
 def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out_of_sample():
     key = CellKey("creatinine", "number", "")
-    values = {key: _spread_values(_creatinine_like())}
+    values = {key: spread_values(_creatinine_like())}
     scored = _scored({key: 3.5})
     default = cell_table(values, *scored, min_support=5, min_probes=3, sentences=10_000)
     assert default[0].range is None  # without a sensitivity: the margin policy, as before
@@ -645,7 +636,7 @@ def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out
 def test_a_range_is_charged_what_it_would_reject_in_documents_it_was_not_fitted_on():
     """One document's 40 is the largest value: a range up to the maximum rejects none of
     the corpus's values, but fitted without that document it rejects the 40."""
-    cv = _spread_values([1.0 + 0.05 * i for i in range(100)])
+    cv = spread_values([1.0 + 0.05 * i for i in range(100)])
     cv.values.append(40.0)
     cv.per_document[7].append(40.0)
     options = range_options(cv)
@@ -657,7 +648,7 @@ def test_a_range_is_charged_what_it_would_reject_in_documents_it_was_not_fitted_
 def test_a_date_cell_has_no_lower_bound():
     """A date that names no year reads 0 ("the years ended December 31"): a lower bound would
     reject it; a date cell is for a year too late, and only its upper side is bounded."""
-    cv = _spread_values([2015.0 + (i % 6) for i in range(120)])
+    cv = spread_values([2015.0 + (i % 6) for i in range(120)])
     number = range_options(cv, CellKey("ended", "number", ""))
     assert any(o.bounds[0] is not None for o in number)
     dates = range_options(cv, CellKey("ended", "date", ""))
@@ -666,7 +657,7 @@ def test_a_date_cell_has_no_lower_bound():
 
 def test_the_budget_is_shared_where_it_buys_most_and_never_exceeded():
     keys = [CellKey(f"lab{i}", "number", "") for i in range(4)]
-    values = {k: _spread_values(_creatinine_like()) for k in keys}
+    values = {k: spread_values(_creatinine_like()) for k in keys}
     scored = _scored(dict.fromkeys(keys, 3.5))
     powers, counts = [], []
     for n_sentences in (100, 1000, 10_000):
@@ -705,7 +696,7 @@ def test_a_cell_whose_margin_range_rejects_too_much_runs_with_a_range_that_accep
     key = CellKey("hemoglobin", "number", "")
     rng = np.random.default_rng(1)
     vals = [1.0] * 15 + [float(x) for x in np.round(rng.uniform(8, 16, 85), 1)]
-    values = {key: _spread_values(vals)}
+    values = {key: spread_values(vals)}
     scored = _scored({key: 3.5})
     assert rejected_share(value_stats(vals), vals) > 0.1
     assert cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000) == []
@@ -858,7 +849,7 @@ def test_a_number_word_restated_in_digits_holds_exactly_its_number():
     false alarm; a number word restated in digits (`substitutes`: what other number words
     restate) holds its number exactly — a margin would let another term pass."""
     key = CellKey("thirty", "number", "")
-    cv = _spread_values([30.0] * 200 + [35.0] * 2)
+    cv = spread_values([30.0] * 200 + [35.0] * 2)
     cv.values.append(45.0)
     cv.per_document[3].append(45.0)
     scored = _scored({key: 3.5})
@@ -877,7 +868,7 @@ def test_a_number_word_needs_few_values_for_its_cell_and_a_keyword_its_support()
     """Its range is the number it restates, no tail to learn: eight "fourteen (14)" make a
     cell that rejects "fourteen (140)", where eight values of any other keyword make none."""
     numeral, keyword = CellKey("fourteen", "number", ""), CellKey("notice", "number", "")
-    values = {numeral: _spread_values([14.0] * 8, documents=8), keyword: _spread_values([14.0] * 8, documents=8)}
+    values = {numeral: spread_values([14.0] * 8, documents=8), keyword: spread_values([14.0] * 8, documents=8)}
     scored = _scored({numeral: 3.5, keyword: 3.5})
     pool = np.asarray([15.0] * 50 + [30.0] * 50 + [140.0] * 50)
     common = {"min_support": 20, "min_probes": 3, "sentences": 1000, "sensitivity": 0.75}
@@ -958,8 +949,8 @@ def test_a_unit_cell_is_narrowed_to_notice_values_of_a_unit_it_is_swapped_with()
     and the 30s is."""
     ck = CellKey
     months, days = ck("within", "number", "months"), ck("within", "number", "days")
-    cv = _spread_values([12.0] * 150 + [24.0] * 40 + [36.0] * 8 + [60.0] * 6)
-    src = _spread_values([30.0] * 150 + [60.0] * 40 + [90.0] * 40 + [10.0] * 20 + [15.0] * 20)
+    cv = spread_values([12.0] * 150 + [24.0] * 40 + [36.0] * 8 + [60.0] * 6)
+    src = spread_values([30.0] * 150 + [60.0] * 40 + [90.0] * 40 + [10.0] * 20 + [15.0] * 20)
     swaps = unit_swaps([ck(k, "number", u) for k in ("within", "period") for u in ("months", "days")])
     assert swaps == {"months": {"days": 1.0}, "days": {"months": 1.0}}
     sources = swap_sources({months: cv, days: src}, swaps)
@@ -1298,7 +1289,7 @@ def test_a_false_alarm_is_spent_only_where_it_buys_min_worth():
     (÷1000)."""
     key = CellKey("", "number", "scale_million")
     vals = [float(x) for x in np.round(np.geomspace(4.0, 900.0, 200), 1)] + [1.0, 1.0, 1.6]
-    values = {key: _spread_values(vals)}
+    values = {key: spread_values(vals)}
     scored = _scored({key: 3.5})
     kw = dict(min_support=5, min_probes=3, sentences=10_000, alarm_budget=0.05, sensitivity=0.75)
     [spent] = cell_table(values, *scored, **kw)

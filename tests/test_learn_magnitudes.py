@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from test_learn import _spread_values as _spread
+from support.learn_values import spread_values as _spread
 
 from heatc.learn.budget import allocate
 from heatc.learn.evidence import ITEM_END, CellKey, LearnedCell, collect_values

@@ -4,7 +4,7 @@ of every value of its kind and unit is worth what that cell does not notice."""
 from __future__ import annotations
 
 import numpy as np
-from test_learn import _spread_values as _spread
+from support.learn_values import spread_values as _spread
 
 from heatc.learn.budget import allocate
 from heatc.learn.evidence import ITEM_END, LONE_DATE, LONE_PERCENT, CellKey, LearnedCell

@@ -12,16 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("torch", reason="heatc learn needs torch (pip install 'heatc[learn]')")
-
-from conftest import SHARED_DATA
+from support import SHARED_DATA
 
 from heatc.errors import HeatError
 from heatc.heatmap.format import load_heatmap
 from heatc.learn.config import WORK_VERSION, LearnConfig
-from heatc.learn.pipeline import learn
+from heatc.learn.pipeline import STAGES, learn
 from heatc.learn.plan import Plan
+
+pytestmark = pytest.mark.needs("torch")
 
 CORPUS = SHARED_DATA / "medical/text/mtsamples_lab_values_subset_dedup.jsonl"
 needs_data = pytest.mark.skipif(not CORPUS.exists(), reason=f"shared data not found at {CORPUS}")
@@ -45,11 +44,25 @@ def learned(tmp_path_factory):
         pytest.skip(f"shared data not found at {CORPUS}")
     out = tmp_path_factory.mktemp("learn") / "lab.yaml"
     r = subprocess.run(
-        [str(HEATC), "learn", "-c", str(CORPUS), "-o", str(out), *CLI_SMALL, "--discovery-sentences", "4000"],
+        [str(HEATC), "learn", "-c", str(CORPUS), "-o", str(out), *CLI_SMALL, "--discovery-sentences", "4000",
+         "--timings", "--dump-after", "aggregate"],
         capture_output=True, text=True, env=_env(), timeout=600,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     return out, r
+
+
+@needs_data
+def test_learn_names_and_times_its_stages_and_dumps_the_cells(learned):
+    out, run = learned
+    lines = run.stderr.splitlines()
+    at = lines.index("learn stages (wall time):")
+    rows = [line.split()[0] for line in lines[at + 1 :] if line.startswith("  ")]
+    assert rows == [s.name for s in STAGES] + ["total"]
+    dumped = out.with_name("lab.aggregate.json")
+    assert f"aggregate: wrote {dumped}" in run.stdout
+    cells = json.loads(dumped.read_text(encoding="utf-8"))
+    assert cells and {c["key"]["keyword"] for c in cells} & {"glucose", "potassium", "sodium"}
 
 
 @needs_data
@@ -153,7 +166,7 @@ def test_cli_errors_are_clear(tmp_path):
     r = subprocess.run([str(HEATC), "learn", "-c", str(tmp_path / "nope"), "-o", str(tmp_path / "x.yaml")],
                        capture_output=True, text=True, env=_env())  # fmt: skip
     assert r.returncode == 1
-    assert r.stderr.strip() == f"{tmp_path / 'nope'}: error: no such file or directory"
+    assert r.stderr.strip() == f"{tmp_path / 'nope'}: error: no such file or directory\n(in stage read)"
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json}\n")
     r = subprocess.run([str(HEATC), "learn", "-c", str(bad), "-o", str(tmp_path / "x.yaml")],

@@ -4,7 +4,7 @@ left ("pulse 7.2" for 72) where no range of real pulses can."""
 
 from __future__ import annotations
 
-from learn_scores import scored as _scored
+from support.learn_scores import scored as _scored
 
 from heatc.backends import run_document
 from heatc.heatmap.build import compile_heatmap

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from learn_scores import scored as _scored
+from support.learn_scores import scored as _scored
 
 from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower

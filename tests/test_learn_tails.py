@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_learn import _spread_values as _spread
+from support.learn_values import spread_values as _spread
 
 from heatc.learn.evidence import CellKey, collect_values
 from heatc.learn.lexemes import Lexicon
@@ -108,7 +108,7 @@ def test_a_bound_sits_as_far_past_its_values_as_other_cells_documents_go_past_th
     bound accepts 2.5 times its largest value and still rejects every rate written ten times
     too large; where no document goes past, the bound stays nearer. A flat half false alarm
     per bound prices it alike either way (and at this budget cannot pay for the rate's range)."""
-    from test_learn import _scored
+    from support.learn_scores import scored as _scored
 
     from heatc.learn.budget import cell_table
 
@@ -173,7 +173,7 @@ def test_a_cut_past_a_few_clean_values_is_charged_the_noise_of_its_count():
     738 catches more slips than one past 1000 and rejects the two. Charged its count and its
     tails (3), it fits a budget of four false alarms; but a count of two says little (the held-out
     documents wrote 900 to 2500 mL eight times), and charged its noise besides it does not."""
-    from test_learn import _scored
+    from support.learn_scores import scored as _scored
 
     from heatc.learn.budget import CUT_NOISE, cell_table
 

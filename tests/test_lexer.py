@@ -1,10 +1,10 @@
 """The lexer automaton against the brute-force regex oracle (docs/semantics.md §1–2)."""
 
-from conftest import compile_cached
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
-from oracle import regex_lex
-from strategies import DATE_PIECES, LITERAL_POOL, NUMBER_PIECES, SEPARATORS, WORD_PIECES
+from support import compile_cached
+from support.oracle import regex_lex
+from support.strategies import DATE_PIECES, LITERAL_POOL, NUMBER_PIECES, SEPARATORS, WORD_PIECES
 
 from heatc import ir
 from heatc.errors import HeatError

@@ -10,17 +10,17 @@ import textwrap
 import urllib.request
 
 import pytest
-from conftest import REPO
-
-pytest.importorskip("prometheus_client", reason="needs prometheus-client (pip install 'heatc[metrics]')")
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
+from support import REPO
 
 from heatc.backends import native_checker, wasm_checker
 from heatc.lang.compiler import compile_file
 from heatc_runtime.audit import audit_snapshots
 from heatc_runtime.checker import Checker
 from heatc_runtime.metrics import METRICS, SAMPLE_EVERY, Metrics, multiprocess_registry
+
+pytestmark = pytest.mark.needs("metrics")
 
 EXAMPLES = REPO / "examples"
 LEGAL = compile_file(EXAMPLES / "legal.heat")

@@ -9,10 +9,10 @@ import struct
 import sys
 
 import pytest
-from conftest import REPO, compile_cached
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import chunkings, rule_sets, texts
+from support import REPO, compile_cached
+from support.strategies import chunkings, rule_sets, texts
 
 import heatc_runtime as rt
 from heatc.backends import native_checker, wasm_checker

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
-from oracle import decimal_value, to_chinese
+from support.oracle import decimal_value, to_chinese
 
 from heatc import ir
 from heatc.lang.compiler import _bare_program

@@ -2,8 +2,6 @@
 ONNX export agrees with torch and rebuilds the same model, a token student of an earlier
 heatc loads into it, and its records are what aggregation reads."""
 
-# ruff: noqa: E402 (the heatc.learn imports follow the importorskip of torch)
-
 from __future__ import annotations
 
 import math
@@ -11,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-torch = pytest.importorskip("torch", reason="the student needs torch (pip install 'heatc[learn]')")
+import torch
 
 from heatc.errors import HeatError
 from heatc.learn import pair_onnx
 from heatc.learn import pair_student as ps
 from heatc.learn import student as st
+
+pytestmark = pytest.mark.needs("torch")
 
 REPO = Path(__file__).resolve().parent.parent
 

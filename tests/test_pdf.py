@@ -1,5 +1,5 @@
 """PDF text extraction (heatc.pdf, `heatc extract`): the text fixes on hand-written strings,
-reading order and fake-bold copies on hand-made geometry and PDFs (tests/pdfgen.py), the
+reading order and fake-bold copies on hand-made geometry and PDFs (tests/support/pdfgen.py), the
 bad inputs, the CLI, and the shared PDFs: CUAD's five against their reference texts, the
 Chinese regulation, the Federal Register's three columns, the owner-protected 10-K."""
 
@@ -15,11 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-pytest.importorskip("pypdfium2", reason="heatc.pdf needs pypdfium2 (pip install 'heatc[pdf]')")
-
-from conftest import SHARED_DATA
-from pdfgen import BrokenPage, Image, Page, TextRun, write_pdf
+from support import SHARED_DATA
+from support.pdfgen import BrokenPage, Image, Page, TextRun, write_pdf
 from typer.testing import CliRunner
 
 from heatc.cli import app
@@ -29,6 +26,8 @@ from heatc.pdf.columns import Box, reading_order
 from heatc.pdf.compare import aligned_distance, fold, levenshtein
 from heatc.pdf.doubles import repeated_lines, repeats_in_line, same_place
 from heatc.pdf.normalise import HYPHEN, KEEP_BLOCKS, KEEP_TAGS, RADICALS, clean, nfkc, resolve_hyphens
+
+pytestmark = pytest.mark.needs("pdf")
 
 # --- normalisation -------------------------------------------------------------------------
 

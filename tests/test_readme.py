@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from support import REPO
 
 from heatc.backends import run_document
 from heatc.errors import HeatError

@@ -2,10 +2,10 @@
 invariance, stepping only the rules that can change, fork independence, reset, and a
 complete fixed-size state."""
 
-from conftest import compile_cached
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import chunkings, rule_sets, texts
+from support import compile_cached
+from support.strategies import chunkings, rule_sets, texts
 
 from heatc import ir
 from heatc.reference import Batch, Machine

@@ -15,9 +15,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from conformance_harness import CORPUS
-from conftest import REPO, compile_cached, wasm_validate
-from hostile import hostile_module
+from support import REPO, compile_cached, wasm_validate
+from support.conformance_harness import CORPUS
+from support.hostile import hostile_module
 
 import heatc_runtime as rt
 from heatc.backends import run_document
@@ -165,9 +165,8 @@ def test_real_modules_run_under_fuel_too(medical_dir):
 # -- portability and reproducibility --------------------------------------------------
 
 
+@pytest.mark.needs("wabt")
 def test_every_test_module_passes_wasm_validate(medical_dir):
-    if shutil.which("wasm-validate") is None:
-        pytest.skip("wasm-validate (Debian package wabt; .ci/run installs it) is not on PATH")
     r = wasm_validate(medical_dir / "module.wasm")
     assert r.returncode == 0, r.stderr
 
@@ -191,10 +190,9 @@ def test_rebuilding_gives_byte_identical_modules(tmp_path):
     assert a == b and len(a) > 1000
 
 
+@pytest.mark.needs("node")
 def test_node_runs_the_conformance_corpus_like_wasmtime(tmp_path):
     node = shutil.which("node")
-    if node is None:
-        pytest.skip("node (Node.js) is not on PATH")
     import yaml
 
     for path in sorted(CORPUS.glob("*.yaml")):

@@ -3,7 +3,7 @@ quantity are declared, so that the keyword's rule no longer reads their values."
 
 from __future__ import annotations
 
-from conftest import REPO
+from support import REPO
 
 from heatc.learn.lexemes import Lexicon, lex_sentence
 from heatc.learn.plan import Plan, plan_lexicon

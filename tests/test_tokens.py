@@ -17,6 +17,8 @@ from heatc.wasm import compile_wasm
 from heatc_runtime import from_bytes
 from heatc_runtime.tables import read_token_table
 
+pytestmark = pytest.mark.needs("tokenizers")
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TEXTS = [
     (EXAMPLES / "texts" / name).read_text(encoding="utf-8")

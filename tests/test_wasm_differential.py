@@ -6,12 +6,12 @@ identical."""
 import random
 
 import pytest
-from conftest import compile_cached
-from differential import snapshot_fields as _snap
-from differential import stream_agrees
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import (
+from support import compile_cached
+from support.differential import snapshot_fields as _snap
+from support.differential import stream_agrees
+from support.strategies import (
     chunkings,
     dense_texts,
     long_texts,

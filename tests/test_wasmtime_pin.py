@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import wasmtime
-from conftest import REPO
+from support import REPO
 
 from heatc_runtime import wasm_engine
 

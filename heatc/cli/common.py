@@ -2,7 +2,7 @@
 (never a traceback), reading rules from a file, a heatmap or a build, printing a report.
 
 Public surface: `app`, `out`, `fail(message)`, `compile_rules(path)`, `diag(path, message)`,
-`print_document(...)`, `fmt_value(v)`.
+`print_document(...)`, `fmt_value(v)`, `Timings`, `dump_after_option(where)`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console(highlight=False, soft_wrap=True)
+
+#: --timings, for a command whose work is a list of named stages (heatc.stages).
+Timings = Annotated[bool, typer.Option("--timings", help="Print each stage's wall time (to stderr).")]
+
+
+def dump_after_option(where: str):
+    """--dump-after STAGE, for a command of named stages; `where`: what it writes, and where."""
+    return Annotated[
+        str | None, typer.Option("--dump-after", metavar="STAGE", help=f"Write what STAGE made to {where}.")
+    ]
 
 
 def fail(message: str) -> typer.Exit:

@@ -13,8 +13,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from heatc.cli.common import app, fail, out
+from heatc.cli.common import Timings, app, dump_after_option, fail, out
 from heatc.errors import HeatError
+
+_LearnDumpAfter = dump_after_option(
+    "OUTPUT.STAGE.json: plan, label (the teacher's records), topup, distil (the student's metrics), score "
+    "(the evidence), aggregate (the cells)"
+)
 
 
 @app.command()
@@ -124,11 +129,14 @@ def learn(
             "(0: the teacher reads and scores them all).",
         ),
     ] = 400,
+    timings: Timings = False,
+    dump_after: _LearnDumpAfter = None,
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Discard the previous run's work (OUTPUT.learn/) instead of resuming it.")
     ] = False,
 ) -> None:
-    """Learn a heatmap from a corpus with a frozen teacher model (runs under torchrun too)."""
+    """Learn a heatmap from a corpus with a frozen teacher model (runs under torchrun too).
+    The stages: read, teacher, plan, label, topup, distil, score, aggregate, emit."""
     import os
 
     try:
@@ -156,6 +164,7 @@ def learn(
                 fresh=fresh,
                 progress=progress,
                 log=(lambda m: out.print(escape(m))) if rank == 0 else (lambda m: None),
+                dump_after=dump_after,
             )
     except HeatError as e:
         raise fail(e.render()) from None
@@ -177,6 +186,12 @@ def learn(
             f"rejections, for {summary['cells']} of {summary['candidate_cells']} candidate cells "
             "(a bound is priced at what it is expected to reject in unseen text: more text or --alarm-budget buys more)"
         )
+        if summary["dumped"]:
+            out.print(f"{dump_after}: wrote {summary['dumped']}")
+        if timings:
+            from heatc.stages import format_timings
+
+            sys.stderr.write(format_timings("learn", summary["stages"]) + "\n")
 
 
 @app.command()

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from heatc.cli.common import app, compile_rules, diag, fail, out
+from heatc.cli.common import Timings, app, compile_rules, diag, dump_after_option, fail, out
 from heatc.cli.table import plural
 from heatc.errors import HeatError
 from heatc.version import __version__
@@ -68,6 +68,12 @@ def ir_cmd(
         sys.stdout.write(describe(program))
 
 
+_BuildDumpAfter = dump_after_option(
+    "OUT/<name-of-input>.STAGE.<suffix>: lower (the rules, .heat), compile (the IR, .ir.json), tokens, pack "
+    "(the tables), codegen (the kernel, .wat), artifacts (the manifest)"
+)
+
+
 @app.command()
 def build(
     source: Annotated[
@@ -88,13 +94,23 @@ def build(
             "--name", help="The build's name, OUT/<name> (default: the heatmap's, the rule set's, the folder's)."
         ),
     ] = None,
+    timings: Timings = False,
+    dump_after: _BuildDumpAfter = None,
 ) -> None:
-    """Build a heatmap or rule files: WASM module, CUDA bridge tables, token table and manifest in OUT/<name>."""
+    """Build a heatmap or rule files: WASM module, CUDA bridge tables, token table and manifest in OUT/<name>.
+    The stages: read, lower, compile, expects, tokens, pack, codegen, artifacts, install."""
+    from heatc.heatmap.build import STAGES
     from heatc.heatmap.build import build as run_build
+    from heatc.stages import check_dump_after
 
     try:
+        check_dump_after(STAGES, dump_after)
+        dump_to = None
+        if dump_after is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            dump_to = out / f"{source.stem or 'rules'}.{dump_after}"
         table = None if tokenizer is None else _token_table(tokenizer)
-        result = run_build(source, out, table, name)
+        result = run_build(source, out, table, name, dump_after=dump_after, dump_to=dump_to)
     except HeatError as e:
         raise fail(e.render()) from None
     except OSError as e:  # (a full disk, a file size limit: the build is staged, so the old one stands)
@@ -111,6 +127,10 @@ def build(
         f"module {b['artifacts']['module.wasm']['size']:,} bytes"
     )
     sys.stdout.write(out_line + "\n")
+    if result.run is not None and result.run.dumped is not None:
+        sys.stdout.write(f"{dump_after}: wrote {result.run.dumped}\n")
+    if timings and result.run is not None:
+        sys.stderr.write(result.run.timings("build") + "\n")
 
 
 def _token_table(spec: str):

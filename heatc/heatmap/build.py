@@ -9,7 +9,12 @@ turns (a lock file, build/.<name>.lock), so concurrent builds never delete each 
 output: the last to finish is the one build/<name> points to. A killed build's staging
 directory is removed by the next build.
 
-Public surface: `build(path, out_root, tokenizer, name) -> BuildResult`, `compile_heatmap(path)
+The build is a list of named stages, `STAGES` (read, lower, compile, expects, tokens, pack,
+codegen, artifacts, install; heatc.stages runs them, times each and names the stage an
+error comes from).
+
+Public surface: `build(path, out_root, tokenizer, name, expects, dump_after, dump_to) -> BuildResult`,
+`STAGES`, `compile_heatmap(path)
 -> (Program, Lowered, Heatmap)`, `compile_folder(path)`, `is_build(path)`, `rule_tiers(program,
 tiers) -> (bytes, tiers)` (each rule's table bytes and tier, as a build plans them), `HCT_MAGIC`, `HCT_VERSION` (rules.hct's layout is the ABI's:
 heatc_runtime.abi.HCT_HEADER).
@@ -39,6 +44,8 @@ from heatc.heatmap.tokenizers import TokenTable, table_bytes, token_table
 from heatc.lang import ast
 from heatc.lang.compiler import compile_tree
 from heatc.lang.parse import parse, parse_file, read_source
+from heatc.lang.unparse import format_file
+from heatc.stages import Run, Stage, check_dump_after, run_stages
 from heatc.version import __version__
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
@@ -55,6 +62,7 @@ class BuildResult:
     manifest: dict
     program: ir.Program
     unchanged: bool  # the previous build had exactly these contents
+    run: Run | None = None  # the stages as they ran: their values and wall times
 
 
 def is_build(path: Path) -> bool:
@@ -115,9 +123,11 @@ def _relative(path: Path, base: Path) -> str:
 
 @dataclass
 class _Input:
-    """What a build compiles, read from a heatmap, a rule file or a folder of rule files."""
+    """What a build compiles, read from a heatmap, a rule file or a folder of rule files: its
+    rules as a syntax tree (a heatmap's cells lowered) and what the build records of them."""
 
-    program: ir.Program
+    tree: ast.RuleFile
+    text: str  # the source the diagnostics quote (the heatmap, the rule file, a folder's first file)
     name: str
     tokenizer: Tokenizer
     targets: list[str]
@@ -127,46 +137,79 @@ class _Input:
     base: Path  # paths in the artifacts are relative to this
 
 
+@dataclass
+class _Read:
+    """A build's input as read: a heatmap, or parsed rule files (one, or a folder's)."""
+
+    path: Path
+    heatmap: Heatmap | None = None
+    files: list[Path] | None = None
+    trees: list[ast.RuleFile] | None = None
+    text: str = ""
+
+
 MAX_NAME = 100  # a build's name is a file name: build/<name>, build/.<name>.<digest>
 
 
-def _read_input(path: Path, name: str | None) -> _Input:
+def _read(path: Path) -> _Read:
     if path.is_dir():
-        program, cells, files = compile_folder(path)
-        inputs = [("rules", f) for f in files]
-        base = path
-    elif path.suffix in (".yaml", ".yml"):
-        program, lowered, hm = compile_heatmap(path)
+        files = sorted(p for p in path.glob("*.heat") if p.is_file())
+        if not files:
+            raise HeatError(
+                Diagnostic(str(path), 0, 0, "no rule files (*.heat) in this folder, and not a build directory")
+            )
+        return _Read(path, files=files, trees=[parse_file(f) for f in files])
+    if path.suffix in (".yaml", ".yml"):
+        return _Read(path, heatmap=load_heatmap(path))
+    text = read_source(path, "the rule file")
+    return _Read(path, files=[path], trees=[parse(text, str(path))], text=text)
+
+
+def _lower(read: _Read) -> _Input:
+    path = read.path
+    if read.heatmap is not None:
+        hm = read.heatmap
+        lowered = lower(hm)
         inputs = [("heatmap", path), *[("rules", p) for p in hm.rule_files]]
-        return _named(_Input(program, hm.name, hm.tokenizer, hm.targets, hm.tiers, dict(lowered.source_cell),
-                             inputs, path.parent), name)  # fmt: skip
+        return _Input(lowered.tree, read_source(path, "the heatmap"), hm.name, hm.tokenizer, hm.targets, hm.tiers,
+                      dict(lowered.source_cell), inputs, path.parent)  # fmt: skip
+    assert read.files is not None and read.trees is not None
+    if path.is_dir():
+        decls = tuple(d for t in read.trees for d in t.decls)
+        header = ast.RulesetDecl(ast.Name(_safe_name(path.resolve().name)))
+        tree = ast.RuleFile(header, decls, str(read.files[0]))
+        text = read_source(read.files[0])
+        cells = {r.text: f"rules:{f.name}" for f, t in zip(read.files, read.trees, strict=True) for r in _rules(t)}
+        base = path
     else:
-        text = read_source(path, "the rule file")
-        tree = parse(text, str(path))
-        program = compile_tree(tree, text)
+        tree, text, base = read.trees[0], read.text, path.parent
         cells = {r.text: "rules" for r in _rules(tree)}
-        inputs = [("rules", path)]
-        base = path.parent
     # (a rule file names no tokenizer, targets or tiers: a heatmap's defaults; one token per
     # byte unless --tokenizer names one)
-    plain = Heatmap(path, program.name, "", {}, {}, [])
-    source = _Input(program, program.name, Tokenizer("bytes"), plain.targets, plain.tiers, cells, inputs, base)
-    return _named(source, name)
+    plain = Heatmap(path, "", "", {}, {}, [])
+    return _Input(tree, text, "", Tokenizer("bytes"), plain.targets, plain.tiers, cells,
+                  [("rules", f) for f in read.files], base)  # fmt: skip
+
+
+def _compile(source: _Input, name: str | None) -> ir.Program:
+    """The rules checked and compiled to the IR; `name` (--name) renames the rule set and the build."""
+    program = compile_tree(source.tree, source.text)
+    source.name = source.name or program.name
+    if name is None:
+        return program
+    if not NAME.match(name) or len(name) > MAX_NAME:
+        raise HeatError(Diagnostic("--name", 0, 0, f"{name[:MAX_NAME]!r} is not a build name: letters, digits and "
+                                   f"_, not starting with a digit, at most {MAX_NAME} characters"))  # fmt: skip
+    source.name = name
+    return replace(program, name=name)
 
 
 def compile_folder(path: Path) -> tuple[ir.Program, dict[str, str], list[Path]]:
     """A folder of rule files as one rule set: every `*.heat` in it, in file-name order,
     named after the folder (each file's own `ruleset` line names that file, not the whole).
     Returns the program, each rule's file ("rules:NAME.heat") and the files."""
-    files = sorted(p for p in path.glob("*.heat") if p.is_file())
-    if not files:
-        raise HeatError(Diagnostic(str(path), 0, 0, "no rule files (*.heat) in this folder, and not a build directory"))
-    trees = [parse_file(f) for f in files]
-    decls = tuple(d for t in trees for d in t.decls)
-    header = ast.RulesetDecl(ast.Name(_safe_name(path.resolve().name)))
-    program = compile_tree(ast.RuleFile(header, decls, str(files[0])), read_source(files[0]))
-    cells = {r.text: f"rules:{f.name}" for f, t in zip(files, trees, strict=True) for r in _rules(t)}
-    return program, cells, files
+    source = _lower(_read(path))
+    return compile_tree(source.tree, source.text), source.source_cell, [p for _, p in source.inputs]
 
 
 def _rules(tree: ast.RuleFile) -> list[ast.Name]:
@@ -177,40 +220,22 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", text).lstrip("0123456789") or "rules"
 
 
-def _named(source: _Input, name: str | None) -> _Input:
-    """`--name`: the build directory's name and the rule set's (what reports call it)."""
-    if name is None:
-        return source
-    if not NAME.match(name) or len(name) > MAX_NAME:
-        raise HeatError(Diagnostic("--name", 0, 0, f"{name[:MAX_NAME]!r} is not a build name: letters, digits and "
-                                   f"_, not starting with a digit, at most {MAX_NAME} characters"))  # fmt: skip
-    source.program = replace(source.program, name=name)
-    source.name = name
-    return source
+# --- the stages -------------------------------------------------------------------------------
 
 
-def build(
-    path: str | Path,
-    out_root: str | Path = "build",
-    tokenizer: TokenTable | None = None,
-    name: str | None = None,
-    expects: bool = True,
-) -> BuildResult:
-    """Build a heatmap (.yaml), a rule file (.heat) or a folder of rule files into
-    `out_root/<name>`. `tokenizer`: the token table to write (default: the heatmap's
-    `tokenizer:`; for rule files, one token per byte); `name`: the build's name (default:
-    the heatmap's `name:`, the rule set's, or the folder's); `expects=False` builds even where
-    an `expect` example fails (what `heatc scan` compiles for itself)."""
-    path = Path(path)
-    source = _read_input(path, name)
-    program = source.program
+def _plan(program: ir.Program, source: _Input) -> dict:
+    packed = pack(program)
+    sizes = _rule_sizes(packed.offsets, packed.blob, len(program.rules))
+    return {"packed": packed, "sizes": sizes, "tiers": _tier_plan(program, sizes, source.tiers)}
+
+
+def _expects(program: ir.Program, expects: bool) -> dict:
     if expects:
         _check_expects(program)
-    table = tokenizer or token_table(source.tokenizer, str(path))
-    packed = pack(program)
-    module = compile_wasm(program, packed)
-    sizes = _rule_sizes(packed.offsets, packed.blob, len(program.rules))
-    tiers = _tier_plan(program, sizes, source.tiers)
+    return {}
+
+
+def _artifacts(path, source, program, table, packed, sizes, tiers, module) -> dict:
     rules_at = packed.offsets["rules"] if program.rules else 0
     l2_end = rules_at + sum(s for s, t in zip(sizes, tiers, strict=True) if t == "l2")
     device_end = l2_end + sum(s for s, t in zip(sizes, tiers, strict=True) if t == "device")
@@ -257,7 +282,62 @@ def build(
     }
     manifest["manifest_sha256"] = manifest_digest(manifest)  # (so a changed manifest is refused too)
     artifacts["manifest.json"] = (json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
-    return _install(Path(out_root), source.name, artifacts, manifest, program)
+    return {"artifacts": artifacts, "manifest": manifest}
+
+
+def _json(value) -> str:
+    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+#: `heatc build`, stage by stage: what each reads and writes (docs/heatmap.md, "Build stages").
+STAGES = (
+    Stage("read", "read the heatmap, the rule file or the folder's rule files", ("path",), ("read",),
+          lambda path: {"read": _read(path)}),
+    Stage("lower", "lower the heatmap's cells to rules (rule files: as written)", ("read",), ("source",),
+          lambda read: {"source": _lower(read)}, lambda out: (".heat", format_file(out["source"].tree))),
+    Stage("compile", "check the rules and compile them to the IR", ("source", "name"), ("program",),
+          lambda source, name: {"program": _compile(source, name)},
+          lambda out: (".ir.json", ir.to_json(out["program"], indent=1) + "\n")),
+    Stage("expects", "run every `expect` example on the reference interpreter", ("program", "expects"), (),
+          _expects),
+    Stage("tokens", "make the token table", ("path", "source", "tokenizer"), ("table",),
+          lambda path, source, tokenizer: {"table": tokenizer or token_table(source.tokenizer, str(path))},
+          lambda out: (".tokens.bin", table_bytes(out["table"]))),
+    Stage("pack", "pack the rule tables and plan their tiers", ("program", "source"), ("packed", "sizes", "tiers"),
+          _plan, lambda out: (".tables.bin", out["packed"].blob)),
+    Stage("codegen", "render the kernel and assemble the WASM module", ("program", "packed"), ("module",),
+          lambda program, packed: {"module": compile_wasm(program, packed)}, lambda out: (".wat", out["module"].wat)),
+    Stage("artifacts", "the artifacts and the manifest (sha256 of each)",
+          ("path", "source", "program", "table", "packed", "sizes", "tiers", "module"), ("artifacts", "manifest"),
+          _artifacts, lambda out: (".manifest.json", _json(out["manifest"]))),
+    Stage("install", "write OUT/<name> atomically", ("out_root", "source", "artifacts", "manifest", "program"),
+          ("result",), lambda out_root, source, artifacts, manifest, program:
+          {"result": _install(Path(out_root), source.name, artifacts, manifest, program)}),
+)  # fmt: skip
+
+
+def build(
+    path: str | Path,
+    out_root: str | Path = "build",
+    tokenizer: TokenTable | None = None,
+    name: str | None = None,
+    expects: bool = True,
+    dump_after: str | None = None,
+    dump_to: Path | None = None,
+) -> BuildResult:
+    """Build a heatmap (.yaml), a rule file (.heat) or a folder of rule files into
+    `out_root/<name>`. `tokenizer`: the token table to write (default: the heatmap's
+    `tokenizer:`; for rule files, one token per byte); `name`: the build's name (default:
+    the heatmap's `name:`, the rule set's, or the folder's); `expects=False` builds even where
+    an `expect` example fails (what `heatc scan` compiles for itself); `dump_after`: a stage
+    (`STAGES`) whose output is written to `dump_to` + the stage's suffix. The result's
+    `timings` are each stage's wall time."""
+    check_dump_after(STAGES, dump_after)
+    values = {"path": Path(path), "out_root": out_root, "tokenizer": tokenizer, "name": name, "expects": expects}
+    run = run_stages(STAGES, values, dump_after, dump_to)
+    result = run.values["result"]
+    result.run = run
+    return result
 
 
 def _check_expects(program: ir.Program) -> None:

@@ -27,7 +27,7 @@ as positives.
 The ONNX file a pair student is written to and read from: `heatc.learn.pair_onnx`.
 
 Public surface: `PairConfig`, `PairExample`, `PairStudent`, `examples_from_records`,
-`train_pair`, `pair_fidelity`, `token_auc`, `student_records`, `collate`.
+`train_pair`, `pair_fidelity`, `student_records`, `collate`.
 """
 
 from __future__ import annotations
@@ -401,10 +401,6 @@ def pair_fidelity(model: nn.Module, examples: list[PairExample], max_length: int
         return round(float(np.mean(xs)), 4) if xs else None
 
     return {"pair_spearman": mean(rhos), "pair_auc": mean(aucs), "token_auc": mean(token), "probe_rows": len(rhos)}
-
-
-def token_auc(model: nn.Module, examples: list[PairExample], max_length: int = 128) -> float | None:
-    return pair_fidelity(model, [e for e in examples if e.labels is not None], max_length)["token_auc"]
 
 
 # --- scoring a corpus -----------------------------------------------------------------------

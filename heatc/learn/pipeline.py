@@ -1,11 +1,13 @@
 """`heatc learn`: corpus → teacher labels → cells → heatmap.yaml (+ the student detector).
 
-Stages, each a function below: `plan` (read the corpus, learn keywords, find candidate
-cells, choose the sentences the teacher reads), `label` (the teacher, in checkpointed chunks,
-sharded over the ranks of a `torchrun` run), `distil` (train, evaluate and export the pair
-student), `student_evidence` (the student scores the cells; with `teacher_sentences` 0 the
-teacher does, and its top-up probes what its plan left short), `aggregate` (couplings and
-corpus statistics → cells). `learn` runs them all.
+Stages (`STAGES`, run by heatc.stages: named, timed, an error tagged with its stage): `read`
+(the corpus and rule files), `teacher`, `plan` (learn keywords, find candidate cells, choose
+the sentences the teacher reads), `label` (the teacher, in checkpointed chunks, sharded over
+the ranks of a `torchrun` run), `topup` (where the teacher scores the cells: it probes what
+its plan left short), `distil` (train, evaluate and export the pair student), then on rank 0
+`score` (the student scores the cells; with `teacher_sentences` 0 the teacher's records do),
+`aggregate` (couplings and corpus statistics → cells) and `emit` (the heatmap). `learn` runs
+them all.
 
 Everything is deterministic for a seed: sentence choice hashes (seed, text), the teacher's
 random probes are drawn per sentence from (seed, text), chunks do not depend on the number of
@@ -13,11 +15,12 @@ processes, and the student's global batches do not either. A run's working files
 `<output>.learn/`: the plan, one file per labelled chunk and the student checkpoint; a rerun
 with the same configuration resumes where the last one stopped.
 
-Public surface: `LearnConfig`, `learn`.
+Public surface: `LearnConfig`, `learn`, `STAGES`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -42,6 +45,7 @@ from heatc.learn.emit import heatmap_document, write_heatmap
 from heatc.learn.labelling import label, read_chunks, topup
 from heatc.learn.plan import Plan, corpus_digest, plan, plan_lexicon, rule_file_literals
 from heatc.learn.student_scoring import student_evidence
+from heatc.stages import Stage, check_dump_after, run_stages
 
 
 def _work_dir(config: LearnConfig, fresh: bool) -> Path:
@@ -62,15 +66,19 @@ def _work_dir(config: LearnConfig, fresh: bool) -> Path:
     return work
 
 
-def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = quiet, log=print) -> dict:
-    """Run every stage; returns a summary. Rank 0 writes the heatmap and the student."""
-    from heatc.learn.teacher import load_teacher
-
-    rank, world = rank_and_world()
-    started = time.perf_counter()
+def _read(config: LearnConfig) -> dict:
     documents = read_corpus(config.corpus, config.exclude)  # bad input fails before anything is written
     rule_file_literals(config.rules)
-    teacher = load_teacher(config.teacher, config.device)
+    return {"documents": documents}
+
+
+def _teacher(config: LearnConfig) -> dict:
+    from heatc.learn.teacher import load_teacher
+
+    return {"teacher": load_teacher(config.teacher, config.device)}
+
+
+def _plan(config: LearnConfig, fresh: bool, documents, progress: Progress, log, rank: int) -> dict:
     work = _work_dir(config, fresh)
     plan_file = work / "plan.json.gz"
     if rank == 0 and not plan_file.exists():
@@ -95,31 +103,52 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = quie
         f"corpus: {p.documents} documents, {p.sentences} sentences; {len(p.keywords)} keywords, "
         f"{len(p.candidates)} candidate cells; the teacher reads {len(p.teacher_sentences)} sentences"
     )
+    return {"work": work, "plan": p}
+
+
+def _label(config: LearnConfig, plan: Plan, teacher, work: Path, progress: Progress) -> dict:
     t0 = time.perf_counter()
-    label(config, p, teacher, work, progress)
-    label_seconds = time.perf_counter() - t0
+    label(config, plan, teacher, work, progress)
+    seconds = time.perf_counter() - t0
     barrier()
-    n_chunks = -(-len(p.teacher_sentences) // config.chunk_size)
-    records = read_chunks(work, n_chunks)
-    by_student = config.student and config.teacher_sentences > 0
-    extra: list[dict] = []
-    if not by_student:  # the teacher scores the cells: it probes what its plan left short too
-        t0 = time.perf_counter()
-        extra = topup(config, p, records, documents, teacher, work, progress)
-        label_seconds += time.perf_counter() - t0
-        if extra:
-            log(
-                f"top-up: the teacher probed {sum(len(r['probes']) for r in extra)} values in {len(extra)} more sentences"
-            )
-    metrics, model = distil(config, p, records, work, teacher, progress) if config.student else ({}, None)
-    if rank != 0:
-        return {}
-    if by_student:
-        evidence = student_evidence(config, p, model, teacher.tokenizer, documents, progress)
-        log(f"the student scored {sum(len(r['probes']) for r in evidence)} values in {len(evidence)} sentences")
-    else:
-        evidence = records + extra
-    lexicon, cells, summary = aggregate(config, p, evidence, documents)
+    n_chunks = -(-len(plan.teacher_sentences) // config.chunk_size)
+    return {"records": read_chunks(work, n_chunks), "label_seconds": seconds}
+
+
+def _by_student(config: LearnConfig) -> bool:
+    return config.student and config.teacher_sentences > 0
+
+
+def _topup(config: LearnConfig, plan: Plan, records, documents, teacher, work: Path, progress, log) -> dict:
+    """Where the teacher scores the cells, it probes what its plan left short too."""
+    if _by_student(config):
+        return {"extra": [], "topup_seconds": 0.0}
+    t0 = time.perf_counter()
+    extra = topup(config, plan, records, documents, teacher, work, progress)
+    if extra:
+        log(f"top-up: the teacher probed {sum(len(r['probes']) for r in extra)} values in {len(extra)} more sentences")
+    return {"extra": extra, "topup_seconds": time.perf_counter() - t0}
+
+
+def _distil(config: LearnConfig, plan: Plan, records, work: Path, teacher, progress) -> dict:
+    metrics, model = distil(config, plan, records, work, teacher, progress) if config.student else ({}, None)
+    return {"metrics": metrics, "model": model}
+
+
+def _score(config: LearnConfig, plan: Plan, model, teacher, documents, records, extra, progress, log) -> dict:
+    if not _by_student(config):
+        return {"evidence": records + extra}
+    evidence = student_evidence(config, plan, model, teacher.tokenizer, documents, progress)
+    log(f"the student scored {sum(len(r['probes']) for r in evidence)} values in {len(evidence)} sentences")
+    return {"evidence": evidence}
+
+
+def _aggregate(config: LearnConfig, plan: Plan, evidence, documents) -> dict:
+    lexicon, cells, summary = aggregate(config, plan, evidence, documents)
+    return {"lexicon": lexicon, "cells": cells, "coupling": summary}
+
+
+def _emit(config: LearnConfig, plan: Plan, teacher, lexicon, cells, coupling, metrics, world: int) -> dict:
     name = config.name or config.output.name.removesuffix(".yaml").removesuffix(".yml")
     provenance = {
         "teacher": teacher.name,
@@ -127,16 +156,16 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = quie
         "finite-difference Hessian-vector pair coupling (heatc learn)",
         "corpus": [_display_path(x, config.output) for x in config.corpus],
         **({"excluded": sorted(config.exclude)} if config.exclude else {}),
-        "corpus_sha256": p.corpus_sha256,
-        "documents": p.documents,
-        "sentences": p.sentences,
-        "teacher_sentences": len(p.teacher_sentences),
-        "scored_by": "student" if by_student else "teacher",
+        "corpus_sha256": plan.corpus_sha256,
+        "documents": plan.documents,
+        "sentences": plan.sentences,
+        "teacher_sentences": len(plan.teacher_sentences),
+        "scored_by": "student" if _by_student(config) else "teacher",
         "epsilon": config.epsilon,
         "epsilon_scale": "token input-embedding norm",
         "seed": config.seed,
         "processes": world,
-        "coupling": summary,
+        "coupling": coupling,
         "metrics": metrics,
     }
     tokenizer = (
@@ -157,15 +186,81 @@ def learn(config: LearnConfig, *, fresh: bool = False, progress: Progress = quie
         "Scores are teacher pair couplings (percentiles); statistics are the values the rules capture."
     )
     write_heatmap(config.output, doc, header)
+    return {}
+
+
+def _json(value) -> tuple[str, str]:
+    return ".json", json.dumps(value, indent=1, ensure_ascii=False, default=_plain) + "\n"
+
+
+def _plain(x):
+    """What json cannot write itself: dataclasses as dicts, numpy numbers as numbers, the rest by repr."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.asdict(x)
+    return x.item() if hasattr(x, "item") else repr(x)
+
+
+#: Every rank runs these (labelling and distillation are sharded over a torchrun's ranks).
+SHARED_STAGES = (
+    Stage("read", "read the corpus and the rule files", ("config",), ("documents",), _read),
+    Stage("teacher", "load the teacher", ("config",), ("teacher",), _teacher),
+    Stage("plan", "learn keywords, find candidate cells, choose the teacher's sentences (or resume)",
+          ("config", "fresh", "documents", "progress", "log", "rank"), ("work", "plan"), _plan,
+          lambda out: _json(out["plan"].to_json())),
+    Stage("label", "the teacher labels its sentences, in checkpointed chunks", ("config", "plan", "teacher", "work",
+          "progress"), ("records", "label_seconds"), _label, lambda out: _json(out["records"])),
+    Stage("topup", "the teacher probes what its plan left short (when it scores the cells)",
+          ("config", "plan", "records", "documents", "teacher", "work", "progress", "log"),
+          ("extra", "topup_seconds"), _topup, lambda out: _json(out["extra"])),
+    Stage("distil", "train, evaluate and export the pair student", ("config", "plan", "records", "work", "teacher",
+          "progress"), ("metrics", "model"), _distil, lambda out: _json(out["metrics"])),
+)  # fmt: skip
+#: Rank 0 alone runs these.
+MAIN_STAGES = (
+    Stage("score", "the student (or the teacher's records) scores the cells",
+          ("config", "plan", "model", "teacher", "documents", "records", "extra", "progress", "log"), ("evidence",),
+          _score, lambda out: _json(out["evidence"])),
+    Stage("aggregate", "couplings and corpus statistics become cells with ranges", ("config", "plan", "evidence",
+          "documents"), ("lexicon", "cells", "coupling"), _aggregate, lambda out: _json(out["cells"])),
+    Stage("emit", "write the heatmap", ("config", "plan", "teacher", "lexicon", "cells", "coupling", "metrics",
+          "world"), (), _emit),
+)  # fmt: skip
+#: `heatc learn`, stage by stage.
+STAGES = SHARED_STAGES + MAIN_STAGES
+
+
+def learn(
+    config: LearnConfig,
+    *,
+    fresh: bool = False,
+    progress: Progress = quiet,
+    log=print,
+    dump_after: str | None = None,
+) -> dict:
+    """Run every stage (`STAGES`); returns a summary, with each stage's wall time under
+    "stages". Rank 0 writes the heatmap and the student. `dump_after`: a stage whose output
+    is written beside the heatmap, as OUTPUT.STAGE.json."""
+    check_dump_after(STAGES, dump_after)
+    rank, world = rank_and_world()
+    started = time.perf_counter()
+    dump_to = config.output.with_name(config.output.name.removesuffix(".yaml").removesuffix(".yml") + f".{dump_after}")
+    values = {"config": config, "fresh": fresh, "progress": progress, "log": log, "rank": rank, "world": world}
+    run = run_stages(SHARED_STAGES, values, dump_after, dump_to)
+    if rank != 0:
+        return {}
+    main = run_stages(MAIN_STAGES, run.values, dump_after, dump_to)
+    v = main.values
     return {
-        "cells": len(cells),
-        "hot_cells": summary["hot_cells"],
-        "label_seconds": round(label_seconds, 1),
+        "cells": len(v["cells"]),
+        "hot_cells": v["coupling"]["hot_cells"],
+        "label_seconds": round(v["label_seconds"] + v["topup_seconds"], 1),
         "seconds": round(time.perf_counter() - started, 1),
-        "metrics": metrics,
-        "coupling": summary["unit_vs_keyword"],
-        "candidate_cells": summary["candidate_cells"],
-        "checked_sentences": summary["checked_sentences"],
+        "metrics": v["metrics"],
+        "coupling": v["coupling"]["unit_vs_keyword"],
+        "candidate_cells": v["coupling"]["candidate_cells"],
+        "checked_sentences": v["coupling"]["checked_sentences"],
+        "stages": run.seconds + main.seconds,
+        "dumped": str(run.dumped or main.dumped or "") or None,
     }
 
 

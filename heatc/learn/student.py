@@ -24,7 +24,7 @@ import math
 import pickle
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -396,7 +396,3 @@ def export_onnx(model: nn.Module, path: Path, *, check_examples: list[TokenExamp
         got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": attn.numpy()})[0]
         worst = max(worst, float(np.abs(got - ref).max()))
     return worst
-
-
-def config_dict(config: StudentConfig) -> dict:
-    return asdict(config)

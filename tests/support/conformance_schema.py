@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-CORPUS = Path(__file__).parent / "conformance"
+CORPUS = Path(__file__).resolve().parents[1] / "conformance"
 ERRORS_DIR = "errors"  # compile-error files live in tests/conformance/errors/
 UNREVIEWED = "UNREVIEWED"  # how tests/corpus_case.py marks a description a human must rewrite
 VERDICTS = ("CONFIRMED", "PENDING", "REJECTED")

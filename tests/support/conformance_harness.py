@@ -21,9 +21,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 
-from conformance_schema import CORPUS, Case, ErrorCase, EventWant, load_cases, load_error_cases
-
 from heatc_runtime import Event, Snapshot, Verdict
+
+from .conformance_schema import CORPUS, Case, ErrorCase, EventWant, load_cases, load_error_cases
 
 __all__ = ["CORPUS", "check_case", "check_document", "check_error_case", "chunkings", "load_cases", "load_error_cases"]
 

@@ -1,0 +1,77 @@
+"""The test suite's own rules: no test module imports another test module or conftest.py
+(shared helpers live in tests/support/); every requirement a test declares with the `needs`
+marker is a known one, and a module or test whose needs are missing is skipped at
+collection, with the reason and how to get it; docs/testing.md's tables are current."""
+
+import ast
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from support import REPO
+from support import needs as needs_module
+from support.testing_doc import rewrite
+
+TESTS = REPO / "tests"
+MODULES = sorted(TESTS.glob("test_*.py"))
+
+
+def _imported(path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+@pytest.mark.parametrize("path", [*MODULES, *sorted((TESTS / "support").glob("*.py"))], ids=lambda p: p.name)
+def test_no_test_module_imports_another_or_conftest(path):
+    wrong = {name for name in _imported(path) if name.startswith("test_") or name == "conftest"}
+    assert not wrong, f"{path.name} imports {sorted(wrong)}: move what it shares into tests/support/"
+
+
+def test_every_declared_need_is_known():
+    for path in MODULES:
+        marks = needs_module.file_marks(path)
+        needs_module.missing([*marks.needs, *marks.test_needs])  # raises on an unknown name
+
+
+def test_docs_testing_md_is_current():
+    page = REPO / "docs" / "testing.md"
+    assert page.read_text(encoding="utf-8") == rewrite(page.read_text(encoding="utf-8"), TESTS), (
+        "docs/testing.md is stale: run `python tests/support/testing_doc.py`"
+    )
+
+
+def test_missing_needs_skip_at_collection_with_the_reason(tmp_path):
+    """A module that needs what is missing is skipped before it is imported (its import would
+    fail); a test that does is skipped before it runs; both say what is missing and how to get it."""
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent(f"""
+        import importlib.util, sys
+        sys.path.insert(0, {str(TESTS)!r})
+        spec = importlib.util.spec_from_file_location("suite_conftest", {str(TESTS / "conftest.py")!r})
+        suite = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(suite)
+        from support import needs
+        needs.REQUIREMENTS["absent"] = needs.Requirement("a missing thing", "get it here", modules=("no_such_module_x",))
+        pytest_pycollect_makemodule = suite.pytest_pycollect_makemodule
+        pytest_collection_modifyitems = suite.pytest_collection_modifyitems
+    """)
+    )
+    (tmp_path / "test_whole.py").write_text(
+        'import pytest\nimport no_such_module_x\n\npytestmark = pytest.mark.needs("absent")\n\n\ndef test_a():\n    pass\n'
+    )
+    (tmp_path / "test_some.py").write_text(
+        'import pytest\n\n\n@pytest.mark.needs("absent")\ndef test_b():\n    raise AssertionError\n\n\n'
+        "def test_c():\n    pass\n"
+    )
+    r = subprocess.run([sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        "-o", "markers=needs", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 passed, 2 skipped" in r.stdout, r.stdout
+    assert r.stdout.count("needs a missing thing (get it here)") == 2, r.stdout
+    assert "test_whole.py:1: needs a missing thing" in r.stdout, r.stdout  # (at the module, not conftest)
