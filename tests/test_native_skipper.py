@@ -15,12 +15,12 @@ import sys
 from contextlib import contextmanager
 
 import pytest
-import test_kernel_features as features
-from conftest import REPO, compile_cached
-from differential import snapshot_fields
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import (
+from support import REPO, compile_cached
+from support import kernel_features as features
+from support.differential import snapshot_fields
+from support.strategies import (
     chunkings,
     dense_texts,
     long_texts,
@@ -30,8 +30,8 @@ from strategies import (
     weak_start_rule_sets,
 )
 
-from heatc.backends import native_checker, wasm_checker
 from heatc import ir
+from heatc.backends import native_checker, wasm_checker
 from heatc.lang.compiler import compile_file
 from heatc.reference import Machine
 from heatc.reference_state import from_state, state_bytes

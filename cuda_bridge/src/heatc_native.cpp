@@ -369,7 +369,7 @@ uint64_t skip_plain_size(const Module* m) {
   const uint64_t slots = (uint64_t)1 << P(SKIP_CJK);
   uint32_t lists = 0;
   for (uint64_t i = 0; i < slots; i++) {
-    uint32_t kind = m->tables[P(T_SKIP_PLAIN) + HEATC_SKIP_CJK_TABLE + 4 * i + 3];
+    uint32_t kind = m->prog.t[P(T_SKIP_PLAIN) + HEATC_SKIP_CJK_TABLE + 4 * i + 3];
     if (kind >= 3 && kind - 2 > lists) lists = kind - 2;
   }
   return HEATC_SKIP_CJK_TABLE + 4 * slots + 4 * HEATC_CJK_CONTINUATIONS * (uint64_t)lists;
@@ -1262,6 +1262,7 @@ PyObject* op_check_tables(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Module m;  // (only its program and size: check_tables reads nothing else)
   memset((void*)&m, 0, sizeof m);
   m.prog.t = (const uint8_t*)b.buf;
+  heatc::whole_tables(m.prog);  // (check_tables reads rule records through the tier bases)
   m.tables_size = (uint32_t)b.len;
   PyObject* seq = PySequence_Fast(args[1], "params must be a sequence of ints");
   const char* problem = nullptr;
