@@ -5,6 +5,7 @@ correctly rounded value wherever the docstring promises it (an oracle in exact f
 from __future__ import annotations
 
 import importlib.util
+import re
 from fractions import Fraction
 
 import pytest
@@ -20,7 +21,12 @@ from heatc.reference import scan
 def test_the_table_is_what_the_generator_writes():
     from heatc.units import generate
 
-    assert units.TABLE.read_text(encoding="utf-8") == generate.render(), "run `make units`"
+    # (the header names the pint release it was made with: any release that gives the same
+    # factors and spellings is as good, so the version is left out of the comparison)
+    def unversioned(text: str) -> str:
+        return re.sub(r"pint [0-9][0-9.]*'s", "pint's", text, count=1)
+
+    assert unversioned(units.TABLE.read_text(encoding="utf-8")) == unversioned(generate.render()), "run `make units`"
 
 
 # (spelling, dimension, scale, offset): definitions a clinician would quote, typed by hand
