@@ -53,19 +53,6 @@ def learned(tmp_path_factory):
 
 
 @needs_data
-def test_learn_names_and_times_its_stages_and_dumps_the_cells(learned):
-    out, run = learned
-    lines = run.stderr.splitlines()
-    at = lines.index("learn stages (wall time):")
-    rows = [line.split()[0] for line in lines[at + 1 :] if line.startswith("  ")]
-    assert rows == [s.name for s in STAGES] + ["total"]
-    dumped = out.with_name("lab.aggregate.json")
-    assert f"aggregate: wrote {dumped}" in run.stdout
-    cells = json.loads(dumped.read_text(encoding="utf-8"))
-    assert cells and {c["key"]["keyword"] for c in cells} & {"glucose", "potassium", "sodium"}
-
-
-@needs_data
 def test_learned_heatmap_is_complete_and_builds(learned, tmp_path):
     out, run = learned
     hm = load_heatmap(out)
@@ -93,6 +80,15 @@ def test_learned_heatmap_is_complete_and_builds(learned, tmp_path):
     checks = {k.check for k in plan.candidates}
     assert checks == {"range", "consistent"}
     assert len(set(plan.candidates)) == len(plan.candidates)
+    # --timings: every stage named, in order; --dump-after aggregate: the cells
+    lines = run.stderr.splitlines()
+    at = lines.index("learn stages (wall time):")
+    stages = [line.split()[0] for line in lines[at + 1 :] if line.startswith("  ")]
+    assert stages == [s.name for s in STAGES] + ["total"]
+    dumped = out.with_name("lab.aggregate.json")
+    assert f"aggregate: wrote {dumped}" in run.stdout
+    cells = json.loads(dumped.read_text(encoding="utf-8"))
+    assert {c["key"]["keyword"] for c in cells} & {"glucose", "potassium", "sodium"}
 
 
 @needs_data
