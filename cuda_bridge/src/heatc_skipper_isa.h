@@ -422,10 +422,10 @@ HEATC_SKIP_TARGET __attribute__((noinline)) uint32_t skip(const Config& c, uint8
       // nearly every plain word stops there), each key computed without a branch
       uint64_t hits = 0;
       for (uint64_t x = ws & k.fp & below(lim); x; x &= x - 1) {
-        const uint32_t at = first(x);
-        const uint64_t any_key = word_key(p + at, first(~(lm >> at)));
-        const uint32_t bit = (uint32_t)((any_key * HEATC_SKIP_KEY_MUL) >> filter_shift);
-        hits |= (uint64_t)(c.filter[bit >> 3] >> (bit & 7) & 1) << at;
+        const uint32_t at = (uint32_t)__builtin_ctzll(x);
+        // (a word looked at ends inside the block: the letters from `at` have a bit clear)
+        const uint64_t any_key = word_key(p + at, (uint32_t)__builtin_ctzll(~(lm >> at)));
+        hits |= filter_bit(c, (uint32_t)((any_key * HEATC_SKIP_KEY_MUL) >> filter_shift)) << at;
       }
       for (uint64_t x = hits; x; x &= x - 1) {
         const uint32_t at = first(x);
