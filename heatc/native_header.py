@@ -92,7 +92,9 @@ def native_header() -> str:
     )
     # the word table's parts: bytes per slot from the section's start (heatc.wasm.skipper.word_table_layout)
     words = {f"skip_words_{part}": at for part, at in skipper.word_table_layout(0).items()}
-    assert digits.DIGIT_RUN_MAX == 8 and digits.YEAR_HEADS == (b"19", b"20", b"21"), "the core's digit runs are written for these"
+    assert digits.DIGIT_RUN_MAX == 8 and digits.YEAR_HEADS == (b"19", b"20", b"21"), (
+        "the core's digit runs are written for these"
+    )
     block(
         "the skipper's tables and digit runs (heatc.wasm.skipper, heatc.wasm.digits, heatc_runtime.abi)",
         {"skip_plain_quiet": skipper.SKIP_PLAIN_QUIET, "skip_nibble_bits": skipper.SKIP_NIBBLE_BITS,

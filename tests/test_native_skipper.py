@@ -33,8 +33,8 @@ from strategies import (
     weak_start_rule_sets,
 )
 
-from heatc.backends import native_checker, wasm_checker
 from heatc import ir
+from heatc.backends import native_checker, wasm_checker
 from heatc.hct import hct_bytes
 from heatc.heatmap.build import compile_heatmap
 from heatc.lang.compiler import compile_file
@@ -274,9 +274,7 @@ CROSS = {"aarch64": ("aarch64-linux-gnu-g++", "qemu-aarch64")}  # the target: it
 def _program_file(program, path) -> None:
     """PROGRAM for skipper_check: the parameters and tables of the program's rules.hct."""
     hct = read_hct(hct_bytes(program, pack(program), (0, 0)))
-    path.write_bytes(
-        struct.pack(f"<I{len(hct.params)}II", len(hct.params), *hct.params, len(hct.blob)) + hct.blob
-    )
+    path.write_bytes(struct.pack(f"<I{len(hct.params)}II", len(hct.params), *hct.params, len(hct.blob)) + hct.blob)
 
 
 def _check_programs():
