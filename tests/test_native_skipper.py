@@ -11,6 +11,9 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import os
+import shutil
+import struct
+import subprocess
 import sys
 from contextlib import contextmanager
 
@@ -32,11 +35,14 @@ from support.strategies import (
 
 from heatc import ir
 from heatc.backends import native_checker, wasm_checker
+from heatc.hct import hct_bytes
+from heatc.heatmap.build import compile_heatmap
 from heatc.lang.compiler import compile_file
 from heatc.reference import Machine
 from heatc.reference_state import from_state, state_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime.extension import native_extension
+from heatc_runtime.hct import read_hct
 
 SKIPPERS = native_extension().skippers()
 BLOCK = 64  # the skipper's block (heatc_skipper.h); it reads 8 bytes past one
@@ -257,3 +263,76 @@ def test_generated_streams_with_every_skipper(g, data):
     pieces = data.draw(chunkings(stream))
     with reported(g.source, pieces):
         _agrees_everywhere(program, stream, pieces)
+
+
+# ---- the implementations against the portable loops, outside Python -----------------------
+
+CHECK_SOURCE = REPO / "cuda_bridge" / "src" / "skipper_check.cpp"
+CROSS = {"aarch64": ("aarch64-linux-gnu-g++", "qemu-aarch64")}  # the target: its compiler, its emulator
+
+
+def _program_file(program, path) -> None:
+    """PROGRAM for skipper_check: the parameters and tables of the program's rules.hct."""
+    hct = read_hct(hct_bytes(program, pack(program), (0, 0)))
+    path.write_bytes(struct.pack(f"<I{len(hct.params)}II", len(hct.params), *hct.params, len(hct.blob)) + hct.blob)
+
+
+def _check_programs():
+    """Every kernel feature combination's rule set, the example rule sets and the learned
+    heatmaps: each part of the skipper (digit runs of each kind, weak starts, CJK text, anchors)."""
+    out = [compile_cached(features.rule_set(e["recipe"])) for e in features._matrix()]
+    out += list(EXAMPLES.values())
+    out += [compile_heatmap(REPO / "heatmaps" / f"{name}.yaml")[0] for name in sorted(EXAMPLES)]
+    return [p for p in out if pack(p).consts["skip_log2"]]
+
+
+def _check_text() -> bytes:
+    """Plain words, every rule set's snippets, the feature tests' texts and, where the shared
+    corpora are, a slice of each: about 9 KB."""
+    text = FILLER + " ".join(s for name in sorted(SNIPPETS) for s in SNIPPETS[name]) + FILLER
+    text += " ".join(features.TEXTS)
+    data = text.encode()
+    if DATA.exists():
+        data += b"".join(_corpus(name, 20_000)[5_000:6_500] for name in sorted(EXAMPLES))
+    return data
+
+
+def _run_check(tmp_path, compiler: list[str], runner: list[str]) -> str:
+    exe = tmp_path / "skipper_check"
+    flags = ["-std=c++17", "-O2", "-ffp-contract=off", "-I", str(REPO / "cuda_bridge" / "include")]
+    built = subprocess.run([*compiler, *flags, str(CHECK_SOURCE), "-o", str(exe)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (tmp_path / "text").write_bytes(_check_text())
+    outputs = []
+    for k, program in enumerate(_check_programs()):
+        _program_file(program, tmp_path / f"p{k}")
+        run = subprocess.run([*runner, str(exe), str(tmp_path / f"p{k}"), str(tmp_path / "text")],
+                             capture_output=True, text=True, timeout=1200)  # fmt: skip
+        assert run.returncode == 0, f"program {k} ({program.name}): {run.stdout}{run.stderr}"
+        outputs.append(run.stdout)
+    return "".join(outputs)
+
+
+def test_each_instruction_set_gives_the_portable_loops_results(tmp_path):
+    """Compiled for this machine: from every offset of a text mixing every kind of input,
+    each copy the CPU runs (SSSE3, AVX2 …) stops where the portable loops stop, with the same
+    offset, lexeme count and state, for every feature combination's rule set."""
+    compiler = os.environ.get("CXX", "c++")
+    if not shutil.which(compiler):
+        pytest.skip(f"no C++ compiler ({compiler}) to build cuda_bridge/src/skipper_check.cpp")
+    out = _run_check(tmp_path, [compiler], [])
+    ran = set(out.split()) - {"ok"}
+    assert {s for s in SKIPPERS if s not in ("none", "scalar")} <= ran, out
+
+
+@pytest.mark.parametrize("target", sorted(CROSS))
+def test_other_instruction_sets_under_emulation(tmp_path, target):
+    """The copies for another CPU (NEON on AArch64), cross-compiled and run under qemu-user,
+    against their own portable loops: where the cross compiler and the emulator are installed
+    (Debian: g++-aarch64-linux-gnu, qemu-user)."""
+    compiler, emulator = CROSS[target]
+    missing = [tool for tool in (compiler, emulator) if not shutil.which(tool)]
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not installed: the {target} skipper is not checked here")
+    out = _run_check(tmp_path, [compiler, "-static"], [emulator])
+    assert "neon" in out.split(), out

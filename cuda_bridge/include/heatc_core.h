@@ -153,6 +153,9 @@ struct Io {
   // on the GPU, the other lanes of this sequence's group, waiting to share its snapshots'
   // verdicts (Helpers below; heatc_step.cu): null elsewhere
   void* helpers = nullptr;
+  // on the host, per rule its state's offset, | 1 << 31 for a late-starting rule (made at
+  // load: heatc_native.cpp), so that a snapshot's verdicts read no rule record: null elsewhere
+  const uint32_t* rule_states = nullptr;
   // on the host, the automaton in fewer cache lines (heatc_native.cpp, made at load where it
   // has at most 2^16 states): per transition its target state (u16, at the tables' index),
   // and each state's accept word apart (u32); null elsewhere, where scan reads the tables'
@@ -317,6 +320,24 @@ HEATC_HD HEATC_INLINE void snapshot_verdicts(const Program& g, const Io& io, con
     return;
   }
 #endif
+  if (io.rule_states) {
+    // the same verdicts, each from its state word and its active bit, without a rule record
+    // (but a late-starting rule's while a look-behind is kept: look_thread reads it)
+    const uint32_t n = HP(N_RULES);
+    const uint64_t lexemes = SF(uint64_t, LEXEMES);
+    const bool look = HP(LATE) && SF(uint64_t, LOOK_MARK) == lexemes && lexemes;
+    for (uint32_t r0 = 0; r0 < n; r0 += 64) {
+      const uint64_t word = ld<uint64_t>(s + HP(OFF_ACTIVE_RULES) + 8 * (r0 >> 6));
+      const uint32_t end = n - r0 < 64 ? n : r0 + 64;
+      for (uint32_t r = r0; r < end; r++) {
+        const uint32_t e = io.rule_states[r];
+        uint32_t v = ld<uint32_t>(s + (e & 0x7FFFFFFF)) ? 2u : (uint32_t)(word >> (r & 63) & 1);
+        if (!v && (e >> 31) && look) v = look_thread(g, s, rule_rec(g, r), lexemes) ? 1u : 0u;
+        out[r] = (uint8_t)v;
+      }
+    }
+    return;
+  }
   verdicts(g, s, out);
 }
 
@@ -931,8 +952,12 @@ HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_
   // per element, the lexeme kinds its gap never skips (binding: docs/semantics.md §3)
   const uint8_t* blocks = rec + ld<uint32_t>(rec + HEATC_RULE_BLOCKS);
   bool late = HP(LATE) && ld<uint32_t>(rec + HEATC_RULE_LATE);
+  bool look = late && look_thread(g, s, rec, SF(uint64_t, LEXEMES) - 1);
+  // a late-starting rule with no thread and none to start (no look-behind) stays as it is:
+  // its bit in active_rules says that none of its slots is live, and it starts nothing else
+  if (late && !look && !(ld<uint64_t>(s + HP(OFF_ACTIVE_RULES) + 8 * (r >> 6)) >> (r & 63) & 1)) return;
   // a late-starting rule: the thread its first lexeme would have started, if any
-  if (late && look_thread(g, s, rec, SF(uint64_t, LEXEMES) - 1)) {
+  if (look) {
     uint32_t lcode = SF(uint32_t, LOOK_CODE);
     uint32_t lplaces;
     double lvalue = lexeme_value(g, s + HP(OFF_LOOK_BUF), SF(uint32_t, LOOK_LEN), lcode, lplaces);

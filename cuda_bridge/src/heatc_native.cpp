@@ -61,6 +61,7 @@ struct Module {
   uint64_t step_limit;  // the most steps one call may take (0: only the automatic budget, steps())
   PyObject* trap;      // the exception raised for a bad offset (heatc_runtime.ModuleTrap)
   uint8_t* scratch;    // guard's scratch slot (a state record and an event record), made when first needed
+  uint32_t* rule_states;  // per rule its state's offset, | 1 << 31 if it starts late (heatc::Io::rule_states)
   uint16_t* dfa16;     // the automaton's target states and states' accept words (heatc::Io::dfa16,
   uint32_t* accepts;   // ::accepts), where it has at most 2^16 states; else null
   heatc::skip::Config skip_configs[2];  // the skipper's view of the program, for a stream and a quiet one
@@ -122,6 +123,7 @@ int load_io(Module* m, heatc::Io& io, bool tokens) {
   io.bad_index = 0;
   io.quiet = c[HEATC_CTL_QUIET];
   io.dfa16 = m->dfa16;
+  io.rule_states = m->rule_states;
   io.accepts = m->accepts;
   io.skip_configs = P(SKIP_LOG2) ? m->skip_configs : nullptr;
   return 0;
@@ -783,6 +785,7 @@ PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
   m->scratch = nullptr;
   m->dfa16 = nullptr;
   m->accepts = nullptr;
+  m->rule_states = nullptr;
   Py_INCREF(trap_type);
   m->trap = trap_type;
   PyObject* seq = PySequence_Fast(params, "params must be a sequence of ints");
@@ -825,6 +828,15 @@ PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
     PyErr_NoMemory();
     goto fail;
   }
+  m->rule_states = (uint32_t*)malloc(4 * (size_t)P(N_RULES) + 4);
+  if (!m->rule_states) {
+    PyErr_NoMemory();
+    goto fail;
+  }
+  for (uint32_t r = 0; r < P(N_RULES); r++) {
+    const uint8_t* rec = heatc::rule_rec(m->prog, r);
+    m->rule_states[r] = ld<uint32_t>(rec + HEATC_RULE_STATE) | (P(LATE) && ld<uint32_t>(rec + HEATC_RULE_LATE) ? 1u << 31 : 0);
+  }
   // one reservation, never moved: views into it stay valid as the visible size grows. It is
   // inaccessible but for what has been grown into (commit): only that counts as the process's
   // data (RLIMIT_DATA), not the whole limit
@@ -866,6 +878,7 @@ void module_dealloc(PyObject* self) {
   free(m->scratch);
   free(m->dfa16);
   free(m->accepts);
+  free(m->rule_states);
   Py_XDECREF(m->trap);
   Py_TYPE(self)->tp_free(self);
 }

@@ -107,9 +107,23 @@ HEATC_INLINE Config config(const Program& g, bool quiet) {
 // its first 8 bytes | 0x20, those past its `n` letters zeroed, xor n << 40. (The key with
 // the byte b after it is this xor b << 48.)
 HEATC_INLINE uint64_t word_key(const uint8_t* p, uint32_t n) {
-  uint64_t key = ld<uint64_t>(p) | 0x2020202020202020ull;
-  key &= ~0ull >> (64 - 8 * smaller(n, 8));
+  // (the mask of a word's first min(n, 8) bytes, from a table: no branch, no variable shift)
+  static constexpr uint64_t bytes[9] = {0,
+                                        0xFFull,
+                                        0xFFFFull,
+                                        0xFFFFFFull,
+                                        0xFFFFFFFFull,
+                                        0xFFFFFFFFFFull,
+                                        0xFFFFFFFFFFFFull,
+                                        0xFFFFFFFFFFFFFFull,
+                                        ~0ull};
+  uint64_t key = (ld<uint64_t>(p) | 0x2020202020202020ull) & bytes[smaller(n, 8)];
   return key ^ (uint64_t)n << 40;
+}
+
+// the word table's one-bit filter at `bit` (a bit array of 64-bit words)
+HEATC_INLINE uint64_t filter_bit(const Config& c, uint32_t bit) {
+  return ld<uint64_t>(c.filter + 8 * (bit >> 6)) >> (bit & 63) & 1;
 }
 
 // the slot of `key` in the word table (open addressing, linear probing, 0 = empty; the

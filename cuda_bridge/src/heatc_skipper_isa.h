@@ -35,18 +35,36 @@ FN void cjk_tables(const Config&, Tabs&) {}
 FN bool plain_byte(const Tabs& t, uint32_t b) { return (t.plain[b & 15] & t.bits[b >> 4]) != 0; }
 FN bool space_byte(uint32_t b) { return b == 0x20 || b - 9 < 5; }
 
+// Eight bytes at a time in a u64 (SWAR): a byte's bit 7 set where it is in a class, then
+// gathered into 8 bits (byte j's to bit j) by one multiplication.
+constexpr uint64_t ONES = 0x0101010101010101ull, HIGH = 0x8080808080808080ull, LOW7 = 0x7F7F7F7F7F7F7F7Full;
+FN uint64_t gather8(uint64_t m) { return ((m >> 7 & ONES) * 0x0102040810204080ull) >> 56; }
+// bit 7 of each byte of x (7-bit bytes) where it is at least c
+FN uint64_t at_least(uint64_t x, uint32_t c) { return ((x | HIGH) - ONES * c) & HIGH; }
+// bit 7 of each byte of w that is c
+FN uint64_t bytes_equal(uint64_t w, uint32_t c) {
+  uint64_t z = w ^ (ONES * c);
+  return ~(((z & LOW7) + LOW7) | z | LOW7);
+}
+
 FN void classify(const uint8_t* p, const Tabs& t, Block& k) {
   k = Block{0, 0, 0, 0, 0, 0};
   const uint8_t* f = t.fp;
-  for (uint32_t x = 0; x < BLOCK; x++) {
-    uint32_t b = p[x], n = p[x + 1];
-    uint64_t bit = 1ull << x;
-    if (is_letter(b)) k.letters |= bit;
-    if (plain_byte(t, b)) k.plain |= bit;
-    if (space_byte(b)) k.space |= bit;
-    if (b - 0x30 < 10) k.digits |= bit;
-    if (b >= 0x80) k.high |= bit;
-    if (f[b & 15] & f[16 + (b >> 4)] & f[32 + (n & 15)] & f[48 + (n >> 4)]) k.fp |= bit;
+  for (uint32_t x = 0; x < BLOCK; x += 8) {
+    const uint64_t w = ld<uint64_t>(p + x), x7 = w & LOW7, ascii = ~w & HIGH;
+    const uint64_t folded = (w | ONES * 0x20) & LOW7;
+    k.letters |= gather8(at_least(folded, 0x61) & ~at_least(folded, 0x7B) & ascii) << x;
+    k.digits |= gather8(at_least(x7, 0x30) & ~at_least(x7, 0x3A) & ascii) << x;
+    k.space |= gather8(bytes_equal(w, 0x20) | (at_least(x7, 9) & ~at_least(x7, 14) & ascii)) << x;
+    k.high |= gather8(w & HIGH) << x;
+    uint64_t plain = 0, fp = 0;
+    for (uint32_t j = 0; j < 8; j++) {
+      uint32_t b = p[x + j], n = p[x + j + 1];
+      plain |= (uint64_t)plain_byte(t, b) << j;
+      fp |= (uint64_t)((f[b & 15] & f[16 + (b >> 4)] & f[32 + (n & 15)] & f[48 + (n >> 4)]) != 0) << j;
+    }
+    k.plain |= plain << x;
+    k.fp |= fp << x;
   }
 }
 
@@ -404,10 +422,10 @@ HEATC_SKIP_TARGET __attribute__((noinline)) uint32_t skip(const Config& c, uint8
       // nearly every plain word stops there), each key computed without a branch
       uint64_t hits = 0;
       for (uint64_t x = ws & k.fp & below(lim); x; x &= x - 1) {
-        const uint32_t at = first(x);
-        const uint64_t any_key = word_key(p + at, first(~(lm >> at)));
-        const uint32_t bit = (uint32_t)((any_key * HEATC_SKIP_KEY_MUL) >> filter_shift);
-        hits |= (uint64_t)(c.filter[bit >> 3] >> (bit & 7) & 1) << at;
+        const uint32_t at = (uint32_t)__builtin_ctzll(x);
+        // (a word looked at ends inside the block: the letters from `at` have a bit clear)
+        const uint64_t any_key = word_key(p + at, (uint32_t)__builtin_ctzll(~(lm >> at)));
+        hits |= filter_bit(c, (uint32_t)((any_key * HEATC_SKIP_KEY_MUL) >> filter_shift)) << at;
       }
       for (uint64_t x = hits; x; x &= x - 1) {
         const uint32_t at = first(x);
