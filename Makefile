@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long bench bench-learn bench-engines bench-pdf native abi clean
+.PHONY: demo test test-long bench bench-learn bench-engines bench-pdf native abi units clean
 
 # ENGINES=0 skips what the engine tests need (tests/test_engine_*.py then skip, saying why):
 # the engines extra, vLLM's CPU build (it pins the same CPU torch; the CUDA-linked torchvision,
@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 ENGINES ?= 1
 
 # (the native backend's C++ core is compiled by the install: a changed source reinstalls)
-$(STAMP): pyproject.toml setup.py cuda_bridge/include/heatc_core.h cuda_bridge/include/heatc_abi.h cuda_bridge/src/heatc_native.cpp
+$(STAMP): pyproject.toml setup.py cuda_bridge/include/heatc_core.h cuda_bridge/include/heatc_native_abi.h cuda_bridge/src/heatc_native.cpp
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -75,6 +75,10 @@ bench-pdf: $(STAMP)
 
 # The module ABI's generated readers (heatc_runtime/abi.py is the source; tests/test_abi.py
 # fails when they are stale).
+# The unit table of quantity(DIM), from pint's definitions (heatc/units/generate.py).
+units: $(STAMP)
+	$(BIN)/python -m heatc.units.generate
+
 abi: $(STAMP)
 	$(BIN)/python -c 'from heatc_runtime import abi; print(abi.js_module(), end="")' > runtime/js/abi.mjs
 	$(BIN)/python -c 'from heatc_runtime import abi; print(abi.c_header(), end="")' > cuda_bridge/include/heatc_abi.h

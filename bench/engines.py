@@ -7,6 +7,9 @@ token on top), the engine's hooks called (transformers: the LogitsProcessor, the
 StoppingCriteria with the token appended; vLLM: `update_state` and `apply`), the next token
 the text's. Reported: median, p99 and p99.9 of each step's wall-clock time; for guard also
 the time of one top-k over the same scores (what any sampler pays) and heatc's cost beyond it.
+Guard's scores are rewritten before each step; observe reads none, so they are left alone
+(`--cold` rewrites them too: what a model's step on the same CPU costs heatc in evicted
+caches; a model on a GPU leaves the CPU's caches to heatc).
 
 1. **Budgets** — the shipped medical heatmap (heatmaps/medical.yaml, built for the model's
    tokenizer), clinical notes (MTSamples) replayed, batch 1, 16, 64, 256, observe and guard
@@ -166,8 +169,12 @@ class Scores:
         return self.now
 
 
-def heatc_transformers(build: Path, tokenizer, backend: str, mode: str, tokens: np.ndarray, vocab: int) -> dict:
-    """One replay through the transformers adapter: per step the processor, then the criteria."""
+def heatc_transformers(build: Path, tokenizer, backend: str, mode: str, tokens: np.ndarray, vocab: int,
+                       cold: bool = False) -> dict:  # fmt: skip
+    """One replay through the transformers adapter: per step the processor, then the criteria.
+    Guard's scores are rewritten before each step (it reads and changes them); observe's only
+    with `cold` (it reads none; rewriting them evicts heatc's tables from the caches, as a
+    model's step on the same CPU would)."""
     import torch
 
     from heatc_runtime.engines.transformers import Checks
@@ -181,7 +188,7 @@ def heatc_transformers(build: Path, tokenizer, backend: str, mode: str, tokens: 
     steps, topk = [], []
     clock = time.perf_counter_ns
     for t in range(prompt, length):
-        s = scores.at(tokens[:, t])
+        s = scores.at(tokens[:, t]) if mode == "guard" or cold else scores.now
         a = clock()
         checks.processor(ids, s)
         b = clock()
@@ -200,8 +207,9 @@ def heatc_transformers(build: Path, tokenizer, backend: str, mode: str, tokens: 
     return out
 
 
-def heatc_vllm(build: Path, tokenizer, mode: str, tokens: np.ndarray, vocab: int) -> dict:
-    """One replay through the vLLM V1 processor (no engine): per step `update_state`, `apply`."""
+def heatc_vllm(build: Path, tokenizer, mode: str, tokens: np.ndarray, vocab: int, cold: bool = False) -> dict:
+    """One replay through the vLLM V1 processor (no engine): per step `update_state`, `apply`
+    (the scores as in `heatc_transformers`; guard's top-k timed on the same scores)."""
     from types import SimpleNamespace
 
     import torch
@@ -228,16 +236,23 @@ def heatc_vllm(build: Path, tokenizer, mode: str, tokens: np.ndarray, vocab: int
         params.append(p)
     proc.update_state(BatchUpdate(batch, [], [(i, params[i], None, outputs[i]) for i in range(batch)], []))
     scores = Scores(batch, vocab)
-    steps, clock = [], time.perf_counter_ns
+    steps, topk, clock = [], [], time.perf_counter_ns
     for t in range(length - 1):
-        s = scores.at(tokens[:, t + 1])
+        s = scores.at(tokens[:, t + 1]) if mode == "guard" or cold else scores.now
         for i in range(batch):
             outputs[i].append(int(tokens[i, t]))
         a = clock()
         proc.update_state(None)
         proc.apply(s)
         steps.append(clock() - a)
-    return {"step": _stats(steps[20:])}
+        if mode == "guard":
+            c = clock()
+            torch.topk(s, K, dim=-1)
+            topk.append(clock() - c)
+    out = {"step": _stats(steps[20:])}
+    if topk:
+        out["topk"] = _stats(topk[20:])
+    return out
 
 
 def xgrammar_peer(tokenizer, tokens: np.ndarray, vocab: int) -> dict:
@@ -334,6 +349,8 @@ def main() -> None:
     parser.add_argument("--backends", default="native,wasm", help="which backends (comma-separated)")
     parser.add_argument("--no-vllm", action="store_true", help="leave vLLM's processor out")
     parser.add_argument("--no-peers", action="store_true", help="leave xgrammar and llguidance out")
+    parser.add_argument("--cold", action="store_true",
+                        help="observe too with the scores rewritten before each step (caches evicted)")  # fmt: skip
     args = parser.parse_args()
     tokenizer, vocab, built = _load(args)
     batches = QUICK_BATCHES if args.quick else BATCHES
@@ -349,12 +366,12 @@ def main() -> None:
         tokens = streams(notes, batch, steps + 8, rng)
         for backend in backends:
             for mode in MODES:
-                r = heatc_transformers(built, tokenizer, backend, mode, tokens, vocab)
+                r = heatc_transformers(built, tokenizer, backend, mode, tokens, vocab, args.cold)
                 budget.append({"engine": "transformers", "backend": backend, "batch": batch, "mode": mode, **r})
                 _print_row(budget[-1])
         if not args.no_vllm:
             for mode in MODES:
-                r = heatc_vllm(built, tokenizer, mode, tokens, vocab)
+                r = heatc_vllm(built, tokenizer, mode, tokens, vocab, args.cold)
                 budget.append({"engine": "vllm", "backend": "native", "batch": batch, "mode": mode, **r})
                 _print_row(budget[-1])
     peers: list[dict] = []
@@ -379,8 +396,9 @@ def main() -> None:
     if args.markdown:
         from report import provenance, update
 
-        update(args.markdown, {"engines-budget": provenance("python bench/engines.py", machine())
-                               + _budget_table(budget), "engines-peers": _peers_table(peers)})  # fmt: skip
+        command = "python bench/engines.py" + (" --quick" if args.quick else "") + (" --cold" if args.cold else "")
+        update(args.markdown, {"engines-budget": provenance(command, machine(), note=f"; load average {load0:.1f}")
+                               + "\n\n" + _budget_table(budget), "engines-peers": _peers_table(peers)})  # fmt: skip
 
 
 def _beyond(row: dict) -> float:

@@ -88,6 +88,7 @@ def generate(module: Path, prompt: str, options: Options = Options(), *, model: 
 
     if engine not in ENGINES:
         raise GenerateError(f"heatc generate: unknown engine {engine!r} (engines: {', '.join(ENGINES)})")
+    _quiet_progress()
     try:
         folder = check_causal_lm(model) if model is not None else default_model_dir()
     except ModelError as e:
@@ -95,6 +96,24 @@ def generate(module: Path, prompt: str, options: Options = Options(), *, model: 
     run = _transformers if engine == "transformers" else _vllm
     name = folder.name if model is not None else "SmolLM2-135M-Instruct"
     return run(module, prompt, folder, options), name
+
+
+def _quiet_progress() -> None:
+    """No progress bars from transformers and the hub (converting and loading the model print
+    a dozen redrawn lines): the command prints its result, and errors."""
+    os.environ.setdefault("TQDM_DISABLE", "1")  # (the GGUF reader's bar is tqdm's own)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass  # (the engine's own import reports what is missing)
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    except ImportError:
+        pass
 
 
 def _transformers(module: Path, prompt: str, folder: Path, o: Options):

@@ -12,7 +12,15 @@ import hashlib
 from heatc import ir
 from heatc.wasm import ABI_MAJOR, ABI_MINOR
 from heatc.wasm.pack import Packed
-from heatc_runtime.abi import EVENT, SNAPSHOT
+from heatc_runtime.abi import (
+    EVENT,
+    HCT_DIGITS_BEFORE_DIGIT,
+    HCT_DIGITS_DECIMALS,
+    HCT_DIGITS_ON,
+    HCT_DIGITS_PERCENT,
+    HCT_DIGITS_YEARS,
+    SNAPSHOT,
+)
 from heatc_runtime.hct import HCT_MAGIC, HCT_VERSION, HEAD, PARAM, SECTION, VALUES
 
 _FIXED = (
@@ -56,6 +64,9 @@ def hct_params(program: ir.Program, packed: Packed) -> dict[str, int]:
         "n_channels": len(program.channels),
         "word_row": k["word_row"],
         "skip_log2": k["skip_log2"],
+        "skip_cjk": k["skip_cjk"],
+        "skip_weak": k["skip_weak"],
+        **_digit_runs(k),
     }
     for name in _FIXED:
         values[f"off_{name}"] = layout.field(name).offset
@@ -63,6 +74,22 @@ def hct_params(program: ir.Program, packed: Packed) -> dict[str, int]:
         values[f"off_{name}"] = layout.field(field).offset if field in names else 0
     assert tuple(values) == VALUES, "heatc.hct and heatc_runtime.hct disagree on the parameters"
     return values
+
+
+def _digit_runs(k: dict) -> dict[str, int]:
+    """The skipper's digit runs (heatc.wasm.digits.digit_runs, as pack() keeps them) as the
+    `skip_digits` bits and the `digit_extenders` bytes (heatc_runtime.abi, HCT_DIGITS_*)."""
+    if not k["skip_digits"]:
+        return {"skip_digits": 0, "digit_extenders": 0}
+    bits = HCT_DIGITS_ON
+    bits |= HCT_DIGITS_DECIMALS if k["digit_decimals"] else 0
+    bits |= HCT_DIGITS_PERCENT if k["digit_percent"] else 0
+    bits |= HCT_DIGITS_YEARS if k["digit_years"] else 0
+    extenders = 0
+    for i, c in enumerate(k["digit_extenders"]):
+        extenders |= (c & 0xFF) << (8 * i)
+        bits |= HCT_DIGITS_BEFORE_DIGIT << i if c > 0xFF else 0
+    return {"skip_digits": bits, "digit_extenders": extenders}
 
 
 def hct_bytes(program: ir.Program, packed: Packed, tier_ends: tuple[int, int]) -> bytes:

@@ -45,8 +45,10 @@ from heatc_runtime.abi import LEX_LITERAL0 as LEX_LITERAL0
 from heatc_runtime.abi import LEX_NONE as LEX_NONE
 from heatc_runtime.abi import OPS as OPS
 
-IR_VERSION = 7  # 7: Rule.observe, Program.policy; 6: Element.places, `places(v)` in requirements
-MAX_LEXEME = abi.MAX_LEXEME  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
+# 8: quantities (Element.convert and units, Capture.dimension); 7: Rule.observe, Program.policy;
+# 6: Element.places, `places(v)` in requirements
+IR_VERSION = 8
+MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
 MAX_ANCHOR_LEXEMES = 8
 MAX_ELEMENTS = 16
 MAX_GAP = 64
@@ -137,12 +139,19 @@ class Element:
     blocks: int = 0
     # capture slot of the digits the value writes after its decimal point (`places(v)`), or -1
     places: int = -1
+    # the unit of a quantity (`v:quantity(DIM)`): the capture slot whose number this element's
+    # lexeme converts to the dimension's base unit, or -1; and per accepted code, in the order
+    # of `accepts`, [pre, mul, div]: the slot becomes ((v + pre) * mul) / div (heatc.units)
+    convert: int = -1
+    units: list[list[float]] = field(default_factory=list)
 
 
 @dataclass
 class Capture:
     name: str
     kind: str  # "number" (float64 value) | "class" (class id, stored as float64)
+    # a quantity's dimension (its value is in the dimension's base unit), or ""; no backend reads it
+    dimension: str = ""
 
 
 @dataclass
@@ -418,7 +427,10 @@ def from_json(text: str) -> Program:
     d = json.loads(text)
     version = d.get("ir_version")
     if version != IR_VERSION:
-        raise IRVersionError(f"IR version {version} is not supported (this heatc reads version {IR_VERSION})")
+        raise IRVersionError(
+            f"IR version {version} is not supported (this heatc reads version {IR_VERSION}): "
+            "compile the rules again with this heatc"
+        )
     return Program(
         name=d["name"],
         title=d["title"],

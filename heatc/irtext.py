@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from heatc import ir
+from heatc import ir, units
 
 
 def describe(p: ir.Program) -> str:
@@ -49,6 +49,10 @@ def describe(p: ir.Program) -> str:
             cap = f" -> {r.captures[e.capture].name}" if e.capture >= 0 else ""
             cap += f", {r.captures[e.places].name}" if e.places >= 0 else ""
             gap = f"..{e.gap} " if e.gap else ""
+            if e.convert >= 0:  # a quantity's unit: many spellings, one line
+                c = r.captures[e.convert]
+                acc = f"{len(e.accepts)} units of {c.dimension}"
+                cap += f" converts {c.name} to {units.base_unit(c.dimension).shown}"
             lines.append(f"      e{j}: {gap}({acc}){cap}")
         for q in r.requirements:
             lines.append(f"      require {q.text}")

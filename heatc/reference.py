@@ -87,6 +87,8 @@ class _Tables:
     class_names: list[str]
     literal_class: list[int]
     domains: list[str]
+    # per rule and element, a quantity unit's conversion per accepted code ({} for others)
+    units: list[list[dict[int, tuple[float, float, float]]]]
 
 
 def _derive_tables(program: ir.Program) -> _Tables:
@@ -102,6 +104,7 @@ def _derive_tables(program: ir.Program) -> _Tables:
         [c.name for c in program.classes],
         [lit.class_id for lit in program.literals],
         list(dict.fromkeys(g.domain for g in program.anchor_groups)),
+        [[dict(zip(e.accepts, map(tuple, e.units), strict=False)) for e in r.elements] for r in program.rules],
     )
 
 
@@ -116,6 +119,7 @@ class Machine:
         t = _tables(program)
         self._accepts, self._starts, self._starting = t.accepts, t.starts, t.starting
         self._class_names, self._literal_class, self._domains = t.class_names, t.literal_class, t.domains
+        self._units = t.units
         self.reset()
 
     # -- life cycle --------------------------------------------------------------------
@@ -260,7 +264,12 @@ class Machine:
             slot = (slot + 1) & mask
         return -1
 
-    def _capture(self, t: _Thread, element: ir.Element, x: Lexeme) -> None:
+    def _capture(self, t: _Thread, element: ir.Element, x: Lexeme, units: dict) -> None:
+        if element.convert >= 0:
+            # a quantity's unit: the number captured before it, in the dimension's base unit,
+            # by exactly these three float64 operations (heatc.units; docs/semantics.md §3)
+            pre, mul, div = units[x.code]
+            t.caps[element.convert] = ((t.caps[element.convert] + pre) * mul) / div
         if element.capture >= 0:
             if x.code in NUMERIC_CODES:
                 t.caps[element.capture] = x.value
@@ -286,11 +295,11 @@ class Machine:
                 if i == k - 1:
                     slots[i] = None
                     done = _Thread(t.start, 0, list(t.caps))
-                    self._capture(done, element, x)
+                    self._capture(done, element, x, self._units[r][i])
                     self._complete(r, done, x.end)
                     continue
                 moved = _Thread(t.start, 0, list(t.caps))
-                self._capture(moved, element, x)
+                self._capture(moved, element, x, self._units[r][i])
                 slots[i + 1] = moved  # the newer thread wins
             if t.gaps < element.gap and not barrier and not kind & element.blocks:
                 t.gaps += 1
@@ -298,7 +307,7 @@ class Machine:
                 slots[i] = None
         if x.code in self._starts[r]:
             t = _Thread(x.start, 0, [0.0] * len(rule.captures))
-            self._capture(t, rule.elements[0], x)
+            self._capture(t, rule.elements[0], x, self._units[r][0])
             if k == 1:
                 self._complete(r, t, x.end)
             else:

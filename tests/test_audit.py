@@ -185,7 +185,7 @@ def test_report_content():
     assert zh["conflict"]["text"] == "通知期限为十五日" and zh["conflict"]["value"] == 15.0
     assert doc["confidence"] == pytest.approx(0.1) and doc["action"] == "escalate"
     failed = wasm_checker(compile_file(EXAMPLES / "medical.heat")).scan("Glucose 5000 mg/dL.").audit()
-    assert {e["failed"] for e in failed.to_json()["events"]} == {"v in [10, 2000]", "v in [0.5, 2000]"}
+    assert {e["failed"] for e in failed.to_json()["events"]} == {"v in [0.5 mmol/L, 2000 mg/dL]", "v in [0.5, 2000]"}
     # a report travels with what it needs to audit itself
     assert pickle.loads(pickle.dumps(checker.scan(text))).audit() == report
     with pytest.raises(ValueError, match="does not know its module and text"):

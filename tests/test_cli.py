@@ -45,7 +45,7 @@ def test_ir_json_round_trips():
     assert r.exit_code == 0
     program = ir.from_json(r.output)
     assert ir.to_json(program) == ir.to_json(ir.from_json(ir.to_json(program)))
-    assert [x.name for x in program.rules][:2] == ["glucose_mg_dl", "glucose_mmol_l"]
+    assert [x.name for x in program.rules][:2] == ["glucose_quantity", "blood_pressure_value"]
 
 
 def test_ir_listing():
@@ -67,11 +67,11 @@ def test_scan_json_document():
     assert r.exit_code == 3  # something was rejected
     doc = json.loads(r.output)
     assert doc["verdict"] == "REJECTED"
-    assert doc["rules"]["glucose_mg_dl"] == "REJECTED" and doc["rules"]["heart_rate_value"] == "CONFIRMED"
-    bad = next(e for e in doc["events"] if e["rule"] == "glucose_mg_dl")
+    assert doc["rules"]["glucose_quantity"] == "REJECTED" and doc["rules"]["heart_rate_value"] == "CONFIRMED"
+    bad = next(e for e in doc["events"] if e["rule"] == "glucose_quantity")
     assert bad == {
-        "kind": "match", "rule": "glucose_mg_dl", "verdict": "REJECTED", "bytes": [0, 18], "chars": [0, 18],
-        "text": "Glucose 5000 mg/dL", "captures": {"v": 5000.0}, "failed": "v in [10, 2000]",
+        "kind": "match", "rule": "glucose_quantity", "verdict": "REJECTED", "bytes": [0, 18], "chars": [0, 18],
+        "text": "Glucose 5000 mg/dL", "captures": {"v": 50.0}, "failed": "v in [0.5 mmol/L, 2000 mg/dL]",
     }  # fmt: skip
 
 
@@ -165,7 +165,7 @@ def test_build_a_rule_file_gives_a_build_directory(tmp_path):
 
     r = heatc("build", EXAMPLES / "medical.heat", "-o", tmp_path / "out")
     assert r.exit_code == 0, r.output
-    assert r.output.startswith(f"{tmp_path / 'out' / 'medical'} (written): 33 rules (tiers: 33 L2")
+    assert r.output.startswith(f"{tmp_path / 'out' / 'medical'} (written): 31 rules (tiers: 31 L2")
     assert "256 tokens (bytes)" in r.output
     d = tmp_path / "out" / "medical"
     assert sorted(p.name for p in d.iterdir()) == [
@@ -177,7 +177,7 @@ def test_build_a_rule_file_gives_a_build_directory(tmp_path):
     ]
     for backend in ("wasm", "native"):
         report = rt.load(d, backend=backend).scan("Glucose 5000 mg/dL.")
-        assert report.rejected == ["glucose_mg_dl", "glucose_value"]
+        assert report.rejected == ["glucose_quantity", "glucose_value"]
 
 
 def test_build_a_folder_of_rule_files_with_a_name_and_a_tokenizer(tmp_path):

@@ -85,7 +85,7 @@ def test_rows_of_different_lengths_report_what_scan_reports():
         got = reports[r]
         assert got.stream == text and got.tokens == tokens
         assert (got.events, got.verdicts) == (want.events, dict(want.verdicts))
-    assert reports[0].rejected == ["glucose_mg_dl", "glucose_value"] and reports[1].verdict is Verdict.CONFIRMED
+    assert reports[0].rejected == ["glucose_quantity", "glucose_value"] and reports[1].verdict is Verdict.CONFIRMED
     assert not d.live(3)
 
 
@@ -256,7 +256,7 @@ def test_finish_one_ends_one_row_alone():
     assert final[-1].final and final[-1].verdict is Verdict.REJECTED
     batch.reset(0)
     batch.feed_ids(np.array(ids(b".", b" mg/dL"), np.uint32))  # row 1 goes on
-    assert batch.finish()[1][-1].verdicts["glucose_mg_dl"] is Verdict.REJECTED
+    assert batch.finish()[1][-1].verdicts["glucose_quantity"] is Verdict.REJECTED
 
 
 def test_token_ids_outside_the_table_are_refused():

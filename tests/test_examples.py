@@ -45,12 +45,12 @@ def test_plausible_documents_pass(rules, text):
 def test_implausible_clinical_values_are_flagged():
     _, rejected = scan("medical", "discharge_summary_errors.txt")
     assert rejected == {
-        "temperature_fahrenheit": "temperature 389 °F",
+        "temperature_quantity": "temperature 389 °F",
         "temperature_value": "temperature 389",
         "blood_pressure_value": "BP 76/128",  # the last rejection of each rule is kept
         "blood_pressure_mm_hg": "410/95 mmHg",
         "potassium_value": "potassium 34",
-        "glucose_mg_dl": "glucose 3120 mg/dL",
+        "glucose_quantity": "glucose 3120 mg/dL",
         "glucose_value": "glucose 3120",
         "oxygen_saturation_value": "SpO2 106%",
     }
@@ -59,10 +59,10 @@ def test_implausible_clinical_values_are_flagged():
 def test_implausible_chinese_clinical_values_are_flagged():
     _, rejected = scan("medical", "clinic_note_zh_errors.txt")
     assert rejected == {
-        "temperature_celsius": "体温 63℃",
-        "glucose_mmol_l": "空腹血糖 186 毫摩尔/升",
+        "temperature_quantity": "体温 63℃",
+        "glucose_quantity": "空腹血糖 186 毫摩尔/升",
         "potassium_value": "血钾 42",
-        "hemoglobin_g_l": "血红蛋白 13.2 克/升",
+        "hemoglobin_quantity": "血红蛋白 13.2 克/升",
     }
 
 

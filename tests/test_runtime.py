@@ -38,7 +38,7 @@ def test_load_and_scan(medical_dir):
     checker = rt.load(medical_dir)
     report = checker.scan("Glucose 5000 mg/dL. Pulse 88.")
     assert report.verdict is rt.Verdict.REJECTED
-    assert report.rejected == ["glucose_mg_dl", "glucose_value"]
+    assert report.rejected == ["glucose_quantity", "glucose_value"]
     assert report.to_json()["events"][0]["failed"] == "v in [0.5, 2000]"
     # values decoded from the event buffer are plain Python floats, not numpy scalars
     first = report.events[0]

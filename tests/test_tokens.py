@@ -161,4 +161,4 @@ def test_a_batch_made_before_its_token_table():
     snaps += early.finish().get(0, [])
     events = [e for s in snaps for e in s.events]
     assert (events, dict(snaps[-1].verdicts)) == _feed_tokens(ids, table)
-    assert {e.name for e in events} == {"glucose_value", "glucose_mg_dl"}  # 5000 fails both
+    assert {e.name for e in events} == {"glucose_value", "glucose_quantity"}  # 5000 fails both

@@ -19,142 +19,20 @@
 #include "heatc_core.h"
 #include "heatc_kernels.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define HEATC_X86 1
-#endif
+#include "heatc_skipper.h"
 
 namespace heatc {
 
-static bool have_ssse3 = false;  // set at import: the skipper's swizzles need SSSE3's pshufb
-
-#if defined(HEATC_X86)
-// A port of the WASM kernel's skipper (kernel.wat.j2, $scan), ASCII part: 32 bytes a block,
-// letters, whitespace and plain bytes as bit masks, Teddy fingerprints then the exact word
-// table (heatc.wasm.skipper) to tell plain words from literals. It stops before digits,
-// non-ASCII bytes and weak starts (the automaton reads those: the same results, less skipped).
-__attribute__((target("ssse3,popcnt"))) static uint32_t skip_ssse3(const Program& g, const Io& io, uint8_t* s,
-                                                                    const uint8_t* in, uint32_t i, uint32_t len,
-                                                                    uint64_t* tok_start_io, uint64_t* lexemes_io) {
-  const uint8_t* plain_t = g.t + g.p[HEATC_P_T_SKIP_PLAIN];
-  const uint8_t* words = g.t + g.p[HEATC_P_T_SKIP_WORDS];
-  const uint32_t log2 = g.p[HEATC_P_SKIP_LOG2];
-  const uint8_t* table = words + ((size_t)1 << (log2 + 2));
-  const uint8_t* prefixes = table + 8 * ((size_t)1 << log2);
-  const uint32_t mask = (1u << log2) - 1;
-  const bool anchors = g.p[HEATC_P_ANCHOR_LEXEMES] != 0;
-  const __m128i plain_lo = _mm_loadu_si128((const __m128i*)(plain_t + (io.quiet ? 16 : 0)));
-  const __m128i plain_hi = _mm_loadu_si128((const __m128i*)(plain_t + 32));
-  const __m128i fp0l = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS));
-  const __m128i fp0h = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS + 16));
-  const __m128i fp1l = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS + 32));
-  const __m128i fp1h = _mm_loadu_si128((const __m128i*)(plain_t + HEATC_SKIP_WORD_FINGERPRINTS + 48));
-  const __m128i nib = _mm_set1_epi8(15), zero = _mm_setzero_si128();
-  uint64_t tok_start = *tok_start_io, lexemes = *lexemes_io;
-  const uint8_t* p = in + i;
-  const uint8_t* end = in + len;
-  auto spaces = [](__m128i v) {
-    return (uint32_t)_mm_movemask_epi8(_mm_or_si128(
-        _mm_cmpeq_epi8(v, _mm_set1_epi8(0x20)), _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8(0x77)), _mm_set1_epi8(-123))));
-  };
-  while (end - p >= 40) {
-    uint32_t lm = 0, om = 0, k = 0, fpm = 0;
-    for (int h = 0; h < 32; h += 16) {
-      __m128i v = _mm_loadu_si128((const __m128i*)(p + h));
-      __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), nib), lo = _mm_and_si128(v, nib);
-      lm |= (uint32_t)_mm_movemask_epi8(_mm_cmplt_epi8(
-                _mm_add_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8(0x1F)), _mm_set1_epi8(-102)))
-            << h;
-      __m128i pl = _mm_and_si128(_mm_shuffle_epi8(plain_lo, lo), _mm_shuffle_epi8(plain_hi, hi));
-      om |= (uint32_t)(~_mm_movemask_epi8(_mm_cmpeq_epi8(pl, zero)) & 0xFFFF) << h;
-      k |= spaces(v) << h;
-      __m128i x = _mm_loadu_si128((const __m128i*)(p + h + 1));
-      __m128i fa = _mm_and_si128(_mm_and_si128(_mm_shuffle_epi8(fp0l, lo), _mm_shuffle_epi8(fp0h, hi)),
-                                 _mm_and_si128(_mm_shuffle_epi8(fp1l, _mm_and_si128(x, nib)),
-                                               _mm_shuffle_epi8(fp1h, _mm_and_si128(_mm_srli_epi16(x, 4), nib))));
-      fpm |= (uint32_t)(~_mm_movemask_epi8(_mm_cmpeq_epi8(fa, zero)) & 0xFFFF) << h;
-    }
-    uint32_t ws_mask = k;  // whitespace, for the next-word test
-    uint32_t any = lm | om | k;
-    k = any == 0xFFFFFFFFu ? 32 : (uint32_t)__builtin_ctz(~any);  // the first byte that is none of these
-    uint32_t ws = lm & ~(lm << 1);                                    // word starts
-    uint32_t lim = k;
-    if (k == 32 && (lm >> 31)) lim = 31 - (uint32_t)__builtin_clz(ws);  // a word that may run past the block
-    uint32_t w = ws & fpm & (uint32_t)(((uint64_t)1 << lim) - 1);
-    while (w) {
-      uint32_t at = (uint32_t)__builtin_ctz(w);
-      w &= w - 1;
-      uint32_t rest = ~(lm >> at);
-      uint32_t n = rest ? (uint32_t)__builtin_ctz(rest) : 32 - at;
-      uint64_t key = ld<uint64_t>(p + at) | 0x2020202020202020ull;
-      if (n < 8) key &= ((uint64_t)1 << (8 * n)) - 1;
-      uint64_t any_key = key ^ ((uint64_t)n << 40);
-      uint32_t fslot = (uint32_t)((any_key * HEATC_SKIP_KEY_MUL) >> (64 - log2 - 5));
-      if (!(words[fslot >> 3] >> (fslot & 7) & 1)) continue;  // nearly every plain word stops here
-      uint32_t b = p[at + n];
-      if (b - 9 < 5) b = 0x20;
-      bool stop = false;
-      // the word with the byte after it (`mg` then `/`), then with any byte after it
-      for (int pass = 0; pass < 2 && !stop; pass++) {
-        uint64_t probe = pass == 0 ? key ^ ((uint64_t)(n | b << 8) << 40) : any_key;
-        uint32_t slot = (uint32_t)((probe * HEATC_SKIP_KEY_MUL) >> (64 - log2));
-        for (;;) {
-          uint64_t e = ld<uint64_t>(table + 8 * slot);
-          if (!e) break;
-          if (e == probe) {
-            stop = true;
-            if (pass == 0 && b == 0x20) {
-              // the first word of a multi-word literal: a plain word unless the next word
-              // begins as one of the literal's does (the slot's u16 prefixes; 0: can't tell)
-              uint64_t pre = ld<uint64_t>(prefixes + 8 * slot);
-              if (pre) {
-                uint32_t from = at + n, after = ~(ws_mask >> from);
-                uint32_t j = from + (after ? (uint32_t)__builtin_ctz(after) : 32 - from);
-                if (j < 32) {
-                  uint32_t next = ld<uint16_t>(p + j) | 0x2020;
-                  bool hit = false;
-                  for (int q = 0; q < 4; q++) hit |= (uint32_t)((pre >> (16 * q)) & 0xFFFF) == next;
-                  if (!hit) stop = false;
-                }
-              }
-            }
-            break;
-          }
-          slot = (slot + 1) & mask;
-        }
-      }
-      if (stop) {
-        lim = at;  // stop after counting what came before it
-        k = 0;
-        break;
-      }
-    }
-    uint32_t below = (uint32_t)(((uint64_t)1 << lim) - 1);
-    lexemes += (uint32_t)__builtin_popcount(om & below) + (uint32_t)__builtin_popcount(ws & below);
-    if (anchors) {
-      // skipped lexemes are in no anchor term: each breaks every run; the last ends at its highest byte
-      uint32_t lw = (om | lm) & below;
-      if (lw) {
-        st<uint32_t>(s + g.p[HEATC_P_OFF_ANCHOR_COUNT], 0);
-        st<uint64_t>(s + g.p[HEATC_P_OFF_LAST_END], tok_start + 32 - (uint32_t)__builtin_clz(lw));
-      }
-    }
-    p += lim;
-    tok_start += lim;
-    if (!(k == 32 && lim != 0)) break;  // go on after a whole block, or before a word that runs past it
-  }
-  *tok_start_io = tok_start;
-  *lexemes_io = lexemes;
-  return (uint32_t)(p - in);
-}
-#endif
+// the skipper's implementation for this machine (the fastest it has; `skipper(name)` picks another)
+static skip::Isa skip_isa = skip::ISA_NONE;
+static skip::SkipFn skip_fn = nullptr;
 
 uint32_t skip_plain(const Program& g, const Io& io, uint8_t* s, const uint8_t* in, uint32_t i, uint32_t len,
                     uint64_t* tok_start, uint64_t* lexemes) {
-#if defined(HEATC_X86)
-  if (have_ssse3) return skip_ssse3(g, io, s, in, i, len, tok_start, lexemes);
-#endif
-  return i;  // (no SIMD: the automaton reads everything)
+  if (!skip_fn) return i;  // (none: the automaton reads everything)
+  if (io.skip_configs)
+    return skip_fn(((const skip::Config*)io.skip_configs)[io.quiet != 0], s, in, i, len, tok_start, lexemes);
+  return skip_fn(skip::config(g, io.quiet != 0), s, in, i, len, tok_start, lexemes);
 }
 
 }  // namespace heatc
@@ -183,6 +61,9 @@ struct Module {
   uint64_t step_limit;  // the most steps one call may take (0: only the automatic budget, steps())
   PyObject* trap;      // the exception raised for a bad offset (heatc_runtime.ModuleTrap)
   uint8_t* scratch;    // guard's scratch slot (a state record and an event record), made when first needed
+  uint16_t* dfa16;     // the automaton's target states and states' accept words (heatc::Io::dfa16,
+  uint32_t* accepts;   // ::accepts), where it has at most 2^16 states; else null
+  heatc::skip::Config skip_configs[2];  // the skipper's view of the program, for a stream and a quiet one
 };
 
 struct Call {
@@ -207,22 +88,20 @@ int trap(Module* m, const char* what) {
 }
 
 uint32_t* ctl(Module* m) { return (uint32_t*)(m->mem + m->control); }
-// a word of the control block `c` (the ABI gives its fields as byte offsets)
-#define CTL(name) (c[HEATC_CTL_##name / 4])
 
 // the control block as pointers, each range checked
 int load_io(Module* m, heatc::Io& io, bool tokens) {
   uint32_t* c = ctl(m);
-  io.ev_cap = CTL(EV_CAP);
-  io.ev_count = CTL(EV_COUNT);
-  io.snap_cap = CTL(SNAP_CAP);
-  io.snap_count = CTL(SNAP_COUNT);
-  if (!in_mem(m, CTL(EV_PTR), (uint64_t)io.ev_cap * P(EVENT_SIZE)) || io.ev_count > io.ev_cap)
+  io.ev_cap = c[HEATC_CTL_EV_CAP];
+  io.ev_count = c[HEATC_CTL_EV_COUNT];
+  io.snap_cap = c[HEATC_CTL_SNAP_CAP];
+  io.snap_count = c[HEATC_CTL_SNAP_COUNT];
+  if (!in_mem(m, c[HEATC_CTL_EV_PTR], (uint64_t)io.ev_cap * P(EVENT_SIZE)) || io.ev_count > io.ev_cap)
     return trap(m, "event buffer");
-  if (!in_mem(m, CTL(SNAP_PTR), (uint64_t)io.snap_cap * P(SNAPSHOT_SIZE)) || io.snap_count > io.snap_cap)
+  if (!in_mem(m, c[HEATC_CTL_SNAP_PTR], (uint64_t)io.snap_cap * P(SNAPSHOT_SIZE)) || io.snap_count > io.snap_cap)
     return trap(m, "snapshot buffer");
-  io.ev = m->mem + CTL(EV_PTR);
-  io.snap = m->mem + CTL(SNAP_PTR);
+  io.ev = m->mem + c[HEATC_CTL_EV_PTR];
+  io.snap = m->mem + c[HEATC_CTL_SNAP_PTR];
   io.ev_keep = io.ev_cap;
   io.snap_keep = io.snap_cap;
   io.ev_scratch = nullptr;
@@ -230,18 +109,21 @@ int load_io(Module* m, heatc::Io& io, bool tokens) {
   io.tok_offsets = nullptr;
   io.tok_bytes = nullptr;
   io.tok_total = 0;
-  if (tokens && CTL(N_TOKENS)) {
-    if (!in_mem(m, CTL(TOK_OFFSETS), 4 * ((uint64_t)CTL(N_TOKENS) + 1)) ||
-        CTL(TOK_OFFSETS) % 4 || !in_mem(m, CTL(TOK_BYTES), 0))
+  if (tokens && c[HEATC_CTL_N_TOKENS]) {
+    if (!in_mem(m, c[HEATC_CTL_TOK_OFFSETS], 4 * ((uint64_t)c[HEATC_CTL_N_TOKENS] + 1)) ||
+        c[HEATC_CTL_TOK_OFFSETS] % 4 || !in_mem(m, c[HEATC_CTL_TOK_BYTES], 0))
       return trap(m, "token table");
-    io.n_tokens = CTL(N_TOKENS);
-    io.tok_offsets = (const uint32_t*)(m->mem + CTL(TOK_OFFSETS));
-    io.tok_bytes = m->mem + CTL(TOK_BYTES);
-    io.tok_total = (uint32_t)(m->size - CTL(TOK_BYTES));
+    io.n_tokens = c[HEATC_CTL_N_TOKENS];
+    io.tok_offsets = (const uint32_t*)(m->mem + c[HEATC_CTL_TOK_OFFSETS]);
+    io.tok_bytes = m->mem + c[HEATC_CTL_TOK_BYTES];
+    io.tok_total = (uint32_t)(m->size - c[HEATC_CTL_TOK_BYTES]);
   }
   io.status = 0;
   io.bad_index = 0;
-  io.quiet = CTL(QUIET);
+  io.quiet = c[HEATC_CTL_QUIET];
+  io.dfa16 = m->dfa16;
+  io.accepts = m->accepts;
+  io.skip_configs = P(SKIP_LOG2) ? m->skip_configs : nullptr;
   return 0;
 }
 
@@ -274,11 +156,11 @@ uint32_t token_bytes(const heatc::Io& io, uint32_t id) {
 
 void store_io(Module* m, const heatc::Io& io) {
   uint32_t* c = ctl(m);
-  CTL(EV_COUNT) = io.ev_count;
-  CTL(SNAP_COUNT) = io.snap_count;
+  c[HEATC_CTL_EV_COUNT] = io.ev_count;
+  c[HEATC_CTL_SNAP_COUNT] = io.snap_count;
   if (io.status) {
-    CTL(STATUS) = io.status;
-    CTL(BAD_INDEX) = io.bad_index;
+    c[HEATC_CTL_STATUS] = io.status;
+    c[HEATC_CTL_BAD_INDEX] = io.bad_index;
   }
 }
 
@@ -478,6 +360,21 @@ bool lexer_progresses(const heatc::Program& g) {
   return true;
 }
 
+// The bytes of the skipper's skip_plain section: its byte tables and word fingerprints, and
+// with CJK text its fingerprints, table and the continuation lists the table's kinds index
+// (kind k >= 3: list k - 3). Called with the CJK table inside the tables.
+uint64_t skip_plain_size(const Module* m) {
+  if (!P(SKIP_LOG2)) return 0;
+  if (!P(SKIP_CJK)) return HEATC_SKIP_WORD_FINGERPRINTS + 64;
+  const uint64_t slots = (uint64_t)1 << P(SKIP_CJK);
+  uint32_t lists = 0;
+  for (uint64_t i = 0; i < slots; i++) {
+    uint32_t kind = m->prog.t[P(T_SKIP_PLAIN) + HEATC_SKIP_CJK_TABLE + 4 * i + 3];
+    if (kind >= 3 && kind - 2 > lists) lists = kind - 2;
+  }
+  return HEATC_SKIP_CJK_TABLE + 4 * slots + 4 * HEATC_CJK_CONTINUATIONS * (uint64_t)lists;
+}
+
 // Every offset and index the core follows lies inside the tables and the state record, no
 // two parts of the state record overlap, every parameter is in its range, and the automaton
 // makes progress (docs/abi.md, "Checked at load").
@@ -496,8 +393,8 @@ const char* check_tables(const Module* m) {
   c.that(P(MAX_CAPTURES) <= 32, "the capture count is invalid");
   c.that(P(EVENT_SIZE) >= HEATC_EV_CAPTURES + 8 * P(MAX_CAPTURES) && P(EVENT_SIZE) % 8 == 0, "the event size is too small");
   c.that(P(EVENT_SIZE) <= HEATC_EV_CAPTURES + 8 * 4096, "the event size is too large");
-  c.that(P(SNAPSHOT_SIZE) >= HEATC_SNAP_VERDICTS + rules, "the snapshot size is too small");
-  c.that(P(SNAPSHOT_SIZE) <= HEATC_SNAP_VERDICTS + (uint64_t)rules + 4096 && P(SNAPSHOT_SIZE) % 8 == 0,
+  c.that(P(SNAPSHOT_SIZE) >= HEATC_SNAPSHOT_HEAD + rules, "the snapshot size is too small");
+  c.that(P(SNAPSHOT_SIZE) <= HEATC_SNAPSHOT_HEAD + (uint64_t)rules + 4096 && P(SNAPSHOT_SIZE) % 8 == 0,
          "the snapshot size is invalid");
   c.that(P(PLM) >= 1, "lexeme_events is 0");
   // (a lexeme completes at most every rule and opens every anchor group: heatc.hct)
@@ -508,13 +405,28 @@ const char* check_tables(const Module* m) {
   if (P(SKIP_LOG2)) {
     if (!c.that(P(SKIP_LOG2) <= 24 && P(MAX_LEXEME) >= 32, "the skipper's table size is invalid")) return c.problem;
     c.range(P(T_SKIP_PLAIN), HEATC_SKIP_WORD_FINGERPRINTS + 64, "the skipper's byte tables");
-    c.range(P(T_SKIP_WORDS), ((uint64_t)1 << (P(SKIP_LOG2) + 2)) + 17 * ((uint64_t)1 << P(SKIP_LOG2)), "the skipper's word table");
+    c.range(P(T_SKIP_WORDS), HEATC_SKIP_WORDS_SIZE * ((uint64_t)1 << P(SKIP_LOG2)), "the skipper's word table");
     if (!c.problem) {
       bool empty = false;
       for (uint32_t i = 0; i < (1u << P(SKIP_LOG2)) && !empty; i++)
-        empty = ld<uint64_t>(t + P(T_SKIP_WORDS) + ((uint64_t)1 << (P(SKIP_LOG2) + 2)) + 8 * i) == 0;
+        empty = ld<uint64_t>(t + P(T_SKIP_WORDS) + HEATC_SKIP_WORDS_SLOTS * ((uint64_t)1 << P(SKIP_LOG2)) + 8 * i) == 0;
       c.that(empty, "the skipper's word table has no empty slot");
     }
+    c.that(P(SKIP_WEAK) <= 1 && P(SKIP_CJK) <= 24, "the skipper's parameters are invalid");
+    c.that(P(SKIP_DIGITS) < (HEATC_DIGITS_BEFORE_DIGIT << HEATC_DIGIT_EXTENDERS_MAX), "the skipper's digit runs are invalid");
+    if (P(SKIP_CJK) && !c.problem) {
+      // the CJK table (u32 slots, one empty at least) and the continuation lists its kinds index
+      const uint64_t slots = (uint64_t)1 << P(SKIP_CJK);
+      if (c.range(P(T_SKIP_PLAIN), HEATC_SKIP_CJK_TABLE + 4 * slots, "the skipper's CJK table")) {
+        bool empty = false;
+        for (uint64_t i = 0; i < slots && !empty; i++) empty = ld<uint32_t>(t + P(T_SKIP_PLAIN) + HEATC_SKIP_CJK_TABLE + 4 * i) == 0;
+        c.that(empty, "the skipper's CJK table has no empty slot");
+        c.range(P(T_SKIP_PLAIN), skip_plain_size(m), "the skipper's CJK continuations");
+      }
+    }
+  } else {
+    c.that(!P(SKIP_CJK) && !P(SKIP_WEAK) && !P(SKIP_DIGITS) && !P(DIGIT_EXTENDERS),
+           "the skipper's parameters come without its tables");
   }
   // the state record's fields: inside it, aligned for their loads (a u64 on the GPU: 8)
   if (!c.range(P(T_RULE_OFF), 4 * (uint64_t)rules, "rule offsets")) return c.problem;
@@ -558,7 +470,7 @@ const char* check_tables(const Module* m) {
   const uint32_t A = P(ANCHOR_LEXEMES), groups = P(N_GROUPS);
   uint64_t domain_bytes = 0;
   if (A) {
-    c.that(A <= 8 && P(MAX_LEXEME) <= HEATC_RING_ENTRY - HEATC_AE_TEXT, "the anchor ring is invalid");
+    c.that(A <= 8 && P(MAX_LEXEME) <= HEATC_RING_ENTRY - HEATC_RING_TEXT, "the anchor ring is invalid");
     field(P(OFF_ANCHOR_COUNT), 4, "state field anchor_count");
     field(P(OFF_ANCHOR_HEAD), 4, "state field anchor_head");
     field(P(OFF_RING), (uint64_t)A * HEATC_RING_ENTRY, "state field anchor ring", 8);
@@ -620,10 +532,10 @@ const char* check_tables(const Module* m) {
   for (uint32_t i = 0; i < P(N_CN); i++) {
     uint32_t cp = ld<uint32_t>(t + P(T_CN_TABLE) + 8 * i), code = ld<uint32_t>(t + P(T_CN_TABLE) + 8 * i + 4);
     uint32_t kind = code >> 16, value = code & 0xFFFF;
-    bool ok = kind == HEATC_CN_KIND_DIGIT   ? value <= 9
-              : kind == HEATC_CN_KIND_SMALL ? value == 10 || value == 100 || value == 1000
-              : kind == HEATC_CN_KIND_BIG   ? value == 1 || value == 2
-                                       : kind == HEATC_CN_KIND_POINT && value == 0;
+    bool ok = kind == HEATC_CN_DIGIT   ? value <= 9
+              : kind == HEATC_CN_SMALL ? value == 10 || value == 100 || value == 1000
+              : kind == HEATC_CN_BIG   ? value == 1 || value == 2
+                                       : kind == HEATC_CN_POINT && value == 0;
     c.that(ok && (i == 0 || cp > ld<uint32_t>(t + P(T_CN_TABLE) + 8 * i - 8)), "the numeral table is invalid");
   }
   uint32_t n_starts = ld<uint32_t>(t + P(T_START_OFF) + 4 * codes);
@@ -649,7 +561,7 @@ const char* check_tables(const Module* m) {
       {P(T_ANCHOR_END_FILTER), A ? P(FILTER_BITS) / 8 : 0}, {P(T_ANCHOR_MEMBER_FILTER), A ? P(FILTER_BITS) / 8 : 0},
       {P(T_DOMAIN_INDEX), A ? 8 * (uint64_t)P(N_DOMAINS) : 0}, {P(T_DOMAIN_BYTES), domain_bytes}, {P(T_POW10), 8 * 400},
       {P(T_CN_TABLE), 8 * (uint64_t)P(N_CN)}, {P(T_SHA256_K), 256},
-      {P(T_SKIP_PLAIN), skip ? HEATC_SKIP_WORD_FINGERPRINTS + 64 : 0}, {P(T_SKIP_WORDS), skip ? 4 * skip + 17 * skip : 0}};
+      {P(T_SKIP_PLAIN), skip_plain_size(m)}, {P(T_SKIP_WORDS), skip ? HEATC_SKIP_WORDS_SIZE * skip : 0}};
   uint64_t rules_end = 0;
   c.that(!overlapping(extents, sizeof extents / sizeof *extents, P(T_RULES), m->tables_size, &rules_end),
          "two tables overlap");
@@ -659,58 +571,65 @@ const char* check_tables(const Module* m) {
   };
   for (uint32_t r = 0; r < rules && !c.problem; r++) {
     uint32_t at = ld<uint32_t>(t + P(T_RULE_OFF) + 4 * r);
-    if (!in_rules(at, HEATC_RULE_SIZE, "a rule record") || !c.that(at % 8 == 0, "a rule record is not aligned")) break;
+    if (!in_rules(at, HEATC_RULE_HEADER, "a rule record") || !c.that(at % 8 == 0, "a rule record is not aligned")) break;
     const uint8_t* rec = t + at;
     uint32_t k = ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS), nc = ld<uint32_t>(rec + HEATC_RULE_N_CAPTURES);
     int32_t gate = ld<int32_t>(rec + HEATC_RULE_GATE);
     // (an element captures at most its value and, for `places(v)`, the digits after its point)
     c.that(k >= 1 && k <= 16 && nc <= 2 * k && nc <= P(MAX_CAPTURES), "a rule's element or capture count is invalid");
     c.that(gate < (int32_t)groups, "a rule's gate is out of range");
-    c.that(ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE) == HEATC_TH_CAPTURES + 8 * nc, "a rule's slot size is wrong");
-    c.that(ld<uint32_t>(rec + HEATC_RULE_STATE_OFF) % 8 == 0 &&
-               ld<uint32_t>(rec + HEATC_RULE_STATE_OFF) + 8 + (uint64_t)(k - 1) * (16 + 8 * nc) <= ss,
+    c.that(ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE) == HEATC_THREAD_CAPTURES + 8 * nc, "a rule's slot size is wrong");
+    c.that(ld<uint32_t>(rec + HEATC_RULE_STATE) % 8 == 0 &&
+               ld<uint32_t>(rec + HEATC_RULE_STATE) + 8 + (uint64_t)(k - 1) * (16 + 8 * nc) <= ss,
            "a rule's state lies outside the state record");
     c.that(!ld<uint32_t>(rec + HEATC_RULE_LATE) || k >= 2, "a late-starting rule has one element");
     if (c.problem) break;
-    spans.add(ld<uint32_t>(rec + HEATC_RULE_STATE_OFF), 8 + (uint64_t)(k - 1) * (16 + 8 * nc), nullptr, r);
-    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS), HEATC_EL_SIZE * (uint64_t)k, "a rule's elements"))
+    spans.add(ld<uint32_t>(rec + HEATC_RULE_STATE), 8 + (uint64_t)(k - 1) * (16 + 8 * nc), nullptr, r);
+    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS), HEATC_ELEMENT * (uint64_t)k, "a rule's elements"))
       break;
     for (uint32_t i = 0; i < k; i++) {
-      const uint8_t* el = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) + HEATC_EL_SIZE * i;
-      int32_t cap = ld<int32_t>(el + HEATC_EL_CAPTURE), places = ld<int32_t>(el + HEATC_EL_PLACES);
-      c.that(cap < (int32_t)nc && places < (int32_t)nc && ld<uint32_t>(el + HEATC_EL_GAP) < 255,
+      const uint8_t* el = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) + HEATC_ELEMENT * i;
+      int32_t cap = ld<int32_t>(el + HEATC_ELEMENT_CAPTURE), places = ld<int32_t>(el + HEATC_ELEMENT_PLACES);
+      c.that(cap < (int32_t)nc && places < (int32_t)nc && ld<uint32_t>(el + HEATC_ELEMENT_GAP) < 255,
              "a rule element is invalid");
-      in_rules(at + (uint64_t)ld<uint32_t>(el + HEATC_EL_ACCEPTS), 4 * (uint64_t)ld<uint32_t>(el + HEATC_EL_N_ACCEPTS),
+      in_rules(at + (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS), 4 * (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS),
               "a rule element's accept list");
-      c.that(ld<uint32_t>(el + HEATC_EL_ACCEPTS) % 4 == 0, "a rule element's accept list is not aligned");
+      c.that(ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS) % 4 == 0, "a rule element's accept list is not aligned");
+      // a quantity's unit: the slot it converts, and its conversions (from the element record)
+      int32_t conv = ld<int32_t>(el + HEATC_ELEMENT_CONVERT);
+      c.that(conv < (int32_t)nc, "a rule element's converted capture is out of range");
+      if (conv >= 0)
+        in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) + HEATC_ELEMENT * (uint64_t)i +
+                     ld<uint32_t>(el + HEATC_ELEMENT_UNITS),
+                 HEATC_UNIT_CONVERSION * (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS), "a unit's conversions");
     }
     in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_BLOCKS), 4 * (uint64_t)k, "a rule's gap blocks");
     uint32_t nq = ld<uint32_t>(rec + HEATC_RULE_N_REQUIREMENTS), nu = ld<uint32_t>(rec + HEATC_RULE_N_CHANNELS);
-    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS), HEATC_REQ_SIZE * (uint64_t)nq,
+    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS), HEATC_REQUIREMENT * (uint64_t)nq,
                  "a rule's requirements") ||
         !c.that(ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS) % 8 == 0 && ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) % 4 == 0 &&
                     ld<uint32_t>(rec + HEATC_RULE_BLOCKS) % 4 == 0 && ld<uint32_t>(rec + HEATC_RULE_CHANNELS) % 4 == 0,
                 "a rule record's parts are not aligned"))
       break;
     for (uint32_t i = 0; i < nq; i++) {
-      const uint8_t* q = rec + ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS) + HEATC_REQ_SIZE * i;
+      const uint8_t* q = rec + ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS) + HEATC_REQUIREMENT * i;
       c.that(ld<uint32_t>(q) <= HEATC_OP_IN && ld<int32_t>(q + HEATC_REQ_LEFT) < (int32_t)nc &&
                  ld<int32_t>(q + HEATC_REQ_RIGHT) < (int32_t)nc,
              "a requirement is invalid");
     }
-    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_CHANNELS), HEATC_CU_SIZE * (uint64_t)nu, "a rule's channels"))
+    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_CHANNELS), HEATC_CHANNEL_USE * (uint64_t)nu, "a rule's channels"))
       break;
     for (uint32_t i = 0; i < nu; i++) {
-      const uint8_t* u = rec + ld<uint32_t>(rec + HEATC_RULE_CHANNELS) + HEATC_CU_SIZE * i;
-      uint32_t keys = ld<uint32_t>(u + HEATC_CU_N_KEYS);
-      int32_t key = ld<int32_t>(u + HEATC_CU_KEY);
+      const uint8_t* u = rec + ld<uint32_t>(rec + HEATC_RULE_CHANNELS) + HEATC_CHANNEL_USE * i;
+      uint32_t keys = ld<uint32_t>(u + HEATC_CHAN_N_KEYS);
+      int32_t key = ld<int32_t>(u + HEATC_CHAN_KEY);
       // the slots it reads: one per key class (or one), and a band's largest values after them
-      uint64_t slots = (key < 0 ? 1 : (uint64_t)keys) + (ld<uint32_t>(u + HEATC_CU_FACTOR) ? (keys > 1 ? keys : 1) : 0);
-      c.that(ld<uint32_t>(u + HEATC_CU_CAPTURE) < nc && key < (int32_t)nc && (key < 0 || keys >= 1) &&
-                 (uint64_t)ld<uint32_t>(u + HEATC_CU_CHANNEL) + slots <= P(N_CHANNELS),
+      uint64_t slots = (key < 0 ? 1 : (uint64_t)keys) + (ld<uint32_t>(u + HEATC_CHAN_FACTOR) ? (keys > 1 ? keys : 1) : 0);
+      c.that(ld<uint32_t>(u + HEATC_CHAN_CAPTURE) < nc && key < (int32_t)nc && (key < 0 || keys >= 1) &&
+                 (uint64_t)ld<uint32_t>(u + HEATC_CHAN_CHANNEL) + slots <= P(N_CHANNELS),
              "a channel use is invalid");
-      in_rules(at + (uint64_t)ld<uint32_t>(u + HEATC_CU_KEYS), 4 * (uint64_t)keys, "a channel use's key classes");
-      c.that(ld<uint32_t>(u + HEATC_CU_KEYS) % 4 == 0, "a channel use's key classes are not aligned");
+      in_rules(at + (uint64_t)ld<uint32_t>(u + HEATC_CHAN_KEYS), 4 * (uint64_t)keys, "a channel use's key classes");
+      c.that(ld<uint32_t>(u + HEATC_CHAN_KEYS) % 4 == 0, "a channel use's key classes are not aligned");
     }
   }
   if (c.problem) return c.problem;
@@ -737,7 +656,7 @@ const char* check_state(const Module* m, const uint8_t* s) {
     c.that(ld<uint32_t>(s + P(OFF_ANCHOR_COUNT)) <= A && ld<uint32_t>(s + P(OFF_ANCHOR_HEAD)) < A,
            "its anchor ring is out of range");
     for (uint32_t i = 0; i < A; i++)
-      c.that(s[P(OFF_RING) + i * HEATC_RING_ENTRY + HEATC_AE_LEN] <= cap, "its anchor ring is out of range");
+      c.that(s[P(OFF_RING) + i * HEATC_RING_ENTRY + HEATC_RING_LEN] <= cap, "its anchor ring is out of range");
   }
   uint32_t words = (P(N_RULES) + 63) / 64, active = 0;
   for (uint32_t w = 0; w < words; w++) {
@@ -825,6 +744,25 @@ PyMethodDef call_methods[] = {
 
 // ---- Module ----------------------------------------------------------------------------
 
+// The automaton of checked tables in fewer cache lines (heatc::Io::dfa16, ::accepts), where
+// it has at most 2^16 states: per transition its target state, at the tables' index (half
+// the bytes), and the states' accept words in an array of their own (in the tables each is
+// the last word of its state's row, hundreds of bytes from the transitions read). A scan of
+// a large rule set misses the cache less. false when out of memory.
+bool compact_dfa(Module* m) {
+  const heatc::Program& g = m->prog;
+  const uint32_t width = g.p[HEATC_P_DFA_WIDTH], words = g.p[HEATC_P_DFA_WORDS], states = words / width;
+  const uint8_t* dfa = g.t + g.p[HEATC_P_T_DFA];
+  if (states > 0x10000) return true;  // (the tables' words serve)
+  m->dfa16 = (uint16_t*)aligned_alloc(64, ((size_t)2 * words + 63) / 64 * 64);
+  m->accepts = (uint32_t*)aligned_alloc(64, ((size_t)4 * states + 63) / 64 * 64);
+  if (!m->dfa16 || !m->accepts) return false;
+  // (transitions are multiples of the width, checked at load; the accept column is never read as one)
+  for (uint32_t i = 0; i < words; i++) m->dfa16[i] = (uint16_t)(ld<uint32_t>(dfa + 4 * (uint64_t)i) / width);
+  for (uint32_t k = 0; k < states; k++) m->accepts[k] = ld<uint32_t>(dfa + 4 * ((uint64_t)k * width + width - 1));
+  return true;
+}
+
 PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
   static const char* names[] = {"tables", "params", "memory_bytes", "control", "trap", "steps", nullptr};
   Py_buffer tables;
@@ -843,6 +781,8 @@ PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
   m->mem = nullptr;
   m->step_limit = step_limit;
   m->scratch = nullptr;
+  m->dfa16 = nullptr;
+  m->accepts = nullptr;
   Py_INCREF(trap_type);
   m->trap = trap_type;
   PyObject* seq = PySequence_Fast(params, "params must be a sequence of ints");
@@ -877,6 +817,12 @@ PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
   heatc::whole_tables(m->prog);
   if (const char* problem = check_tables(m)) {
     PyErr_Format(PyExc_ValueError, "the tables are invalid: %s", problem);
+    goto fail;
+  }
+  if (P(SKIP_LOG2))
+    for (int quiet = 0; quiet < 2; quiet++) m->skip_configs[quiet] = heatc::skip::config(m->prog, quiet);
+  if (!compact_dfa(m)) {
+    PyErr_NoMemory();
     goto fail;
   }
   // one reservation, never moved: views into it stay valid as the visible size grows. It is
@@ -918,6 +864,8 @@ void module_dealloc(PyObject* self) {
   if (m->mem) munmap(m->mem, m->reserved);
   free(m->tables);
   free(m->scratch);
+  free(m->dfa16);
+  free(m->accepts);
   Py_XDECREF(m->trap);
   Py_TYPE(self)->tp_free(self);
 }
@@ -1314,6 +1262,7 @@ PyObject* op_check_tables(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Module m;  // (only its program and size: check_tables reads nothing else)
   memset((void*)&m, 0, sizeof m);
   m.prog.t = (const uint8_t*)b.buf;
+  heatc::whole_tables(m.prog);  // (check_tables reads rule records through the tier bases)
   m.tables_size = (uint32_t)b.len;
   PyObject* seq = PySequence_Fast(args[1], "params must be a sequence of ints");
   const char* problem = nullptr;
@@ -1331,7 +1280,47 @@ PyObject* op_check_tables(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyUnicode_FromString(problem);
 }
 
+// skipper() names the skipper's implementation in use; skipper(name) picks another ("none",
+// "scalar", and the instruction sets this machine runs: the tests run each) and returns it
+PyObject* op_skipper(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  using namespace heatc::skip;
+  if (nargs > 1) {
+    PyErr_SetString(PyExc_TypeError, "skipper([name])");
+    return nullptr;
+  }
+  if (nargs == 1) {
+    const char* name = PyUnicode_AsUTF8(args[0]);
+    if (!name) return nullptr;
+    int isa = ISA_NONE;
+    while (isa < N_ISA && strcmp(name, ISA_NAMES[isa])) isa++;
+    if (isa == N_ISA || (isa != ISA_NONE && !implementation((Isa)isa))) {
+      PyErr_Format(PyExc_ValueError, "no skipper %R on this machine (skippers() lists its own)", args[0]);
+      return nullptr;
+    }
+    heatc::skip_isa = (Isa)isa;
+    heatc::skip_fn = implementation((Isa)isa);
+  }
+  return PyUnicode_FromString(ISA_NAMES[heatc::skip_isa]);
+}
+
+// the skipper's implementations this machine runs, slowest first
+PyObject* op_skippers(PyObject*, PyObject* const*, Py_ssize_t) {
+  using namespace heatc::skip;
+  PyObject* out = PyList_New(0);
+  for (int isa = ISA_NONE; out && isa < N_ISA; isa++) {
+    if (isa != ISA_NONE && !implementation((Isa)isa)) continue;
+    PyObject* name = PyUnicode_FromString(ISA_NAMES[isa]);
+    if (!name || PyList_Append(out, name) < 0) Py_CLEAR(out);
+    Py_XDECREF(name);
+  }
+  return out;
+}
+
 PyMethodDef native_functions[] = {
+    {"skipper", (PyCFunction)(void (*)(void))op_skipper, METH_FASTCALL,
+     "skipper([name]): the idle-stretch skipper's implementation in use, after picking `name` if given"},
+    {"skippers", (PyCFunction)(void (*)(void))op_skippers, METH_FASTCALL,
+     "skippers(): the skipper's implementations this machine runs ('none' first, the fastest last)"},
     {"op_step", (PyCFunction)(void (*)(void))op_step, METH_FASTCALL,
      "op_step(program, tokens, states, ids, lengths, n, t_max, out, ev_keep, snap_keep, tails)"},
     {"op_text", (PyCFunction)(void (*)(void))op_text, METH_FASTCALL,
@@ -1369,10 +1358,11 @@ PyMODINIT_FUNC PyInit__native(void) {
   CallType.tp_dealloc = call_dealloc;
   CallType.tp_methods = call_methods;
   if (PyType_Ready(&ModuleType) < 0 || PyType_Ready(&CallType) < 0) return nullptr;
-#if defined(HEATC_X86)
+#if defined(HEATC_SKIP_X86)
   __builtin_cpu_init();
-  heatc::have_ssse3 = __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("popcnt");
 #endif
+  heatc::skip_isa = heatc::skip::best();
+  heatc::skip_fn = heatc::skip::implementation(heatc::skip_isa);
   PyObject* mod = PyModule_Create(&native_module);
   if (!mod) return nullptr;
   Py_INCREF(&ModuleType);

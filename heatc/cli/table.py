@@ -71,7 +71,13 @@ def fold(matches: Sequence[tuple[str, Event, float]]) -> list[list[tuple[str, Ev
         open_ = [j for j in open_ if matches[j][1].end > e.start]
         for j in open_:
             f = matches[j][1]
-            if values[i] & values[j] or (not values[i] and not values[j] and (f.start, f.end) == (e.start, e.end)):
+            # (a quantity reports its value in its base unit, "glucose 3120" and "glucose 3120
+            # mg/dL" two numbers: matches that start together read one value too)
+            if (
+                values[i] & values[j]
+                or (values[i] and values[j] and f.start == e.start)
+                or (not values[i] and not values[j] and (f.start, f.end) == (e.start, e.end))
+            ):
                 parent[root(i)] = root(j)
         open_.append(i)
     groups: dict[int, list[int]] = {}

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 from heatc.heatmap.format import Cell, Heatmap
-from heatc.heatmap.lower import margin_range
+from heatc.heatmap.lower import cell_range
 
 Range = tuple[float | None, float | None]  # None: a side the range leaves open
 SCORE_STEP = 0.005  # smaller score changes are rounding, not news
@@ -84,7 +84,7 @@ def _range(cell: Cell, hm: Heatmap) -> Range | None:
     if cell.stats is None:
         return None
     try:
-        return margin_range(cell.stats, hm.margin_spread, hm.margin_factor)
+        return cell_range(cell, hm)
     except ValueError:  # statistics without quantiles or bounds
         return None
 

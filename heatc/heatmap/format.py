@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from heatc import ir
+from heatc import ir, units
 from heatc.errors import Diagnostic, HeatError, SourceText
 from heatc.heatmap.yamlread import Reader, compose, describe, quote
 from heatc_runtime.files import UnreadableFile, read_file
@@ -65,6 +65,9 @@ class Cell:
     score: float
     support: int = 0
     unit: str | None = None
+    # a quantity cell: its value is read with any unit of this dimension (`v:quantity(DIM)`,
+    # docs/language.md) and its stats and range are in the dimension's base unit
+    dimension: str | None = None
     gap: int = 3
     check: str = "range"
     stats: Stats | None = None
@@ -88,7 +91,9 @@ class Cell:
 
     @property
     def id(self) -> str:
-        return "×".join([*self.pair, *([self.unit] if self.unit else [])])
+        return "×".join(
+            [*self.pair, *([self.unit] if self.unit else []), *([self.dimension] if self.dimension else [])]
+        )
 
     @property
     def reads_after(self) -> bool:
@@ -381,7 +386,7 @@ def _read_thresholds(r: Reader, top: dict, hm: Heatmap) -> None:
 
 CELL_FIELDS = (
     "pair", "unit", "score", "support", "gap", "check", "stats", "range", "channel", "when", "name", "description", "freq",
-    "false_alarms", "band", "places", "observe",
+    "false_alarms", "band", "places", "observe", "dimension",
 )  # fmt: skip
 STATS_FIELDS = ("n", "min", "max", "q01", "q05", "q50", "q95", "q99")
 
@@ -457,6 +462,17 @@ def _read_cell(r: Reader, node, i: int, refs: list) -> Cell | None:
         cell.unit = r.name(c["unit"][1], f"{fp}.unit")
         if cell.unit is not None:
             refs.append(("unit", cell.unit, _At(c["unit"][1]), f"{fp}.unit"))
+    if "dimension" in c:
+        dim = r.string(c["dimension"][1], f"{fp}.dimension")
+        if dim is not None and units.dimension(dim) is None:
+            names = list(units.dimensions())
+            r.error(c["dimension"][1], f"{fp}.dimension", f"unknown dimension {quote(dim)} (one of {', '.join(names)})")
+        elif dim is not None and (
+            "unit" in c or len(pair) != 2 or pair[1] != "number" or pair[0] in BUILTIN_CATEGORIES
+        ):
+            r.error(c["dimension"][1], f"{fp}.dimension", "a quantity cell is [keyword, number] with no unit")
+        else:
+            cell.dimension = dim
     if "gap" in c:
         g = r.number(c["gap"][1], f"{fp}.gap", 0, 64, integer=True)
         cell.gap = g if g is not None else cell.gap

@@ -3,7 +3,8 @@ of the DSL, next to the categories, anchors, triggers and hand-written rule file
 heatmap names. The result is a syntax tree, so `heatc lower` can print it as `.heat` source
 that a person reads, edits and commits. docs/heatmap.md describes the policy.
 
-Public surface: `lower(heatmap) -> Lowered`, `margin_range(stats, spread, factor)`, `round_out`.
+Public surface: `lower(heatmap) -> Lowered`, `margin_range(stats, spread, factor, additive)`,
+`cell_range(cell, heatmap)`, `readable(x, dimension)`, `round_out`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 
+from heatc import units
 from heatc.heatmap.format import BUILTIN_CATEGORIES, Cell, Heatmap, Stats
 from heatc.lang import ast
 from heatc.lang.parse import parse_file
@@ -39,17 +42,18 @@ def round_out(x: float, up: bool) -> float:
     return float(f"{digits}e{exponent}")  # the decimal itself, not digits × a rounded power of ten
 
 
-def margin_range(stats: Stats, spread: float, factor: float) -> tuple[float, float]:
+def margin_range(stats: Stats, spread: float, factor: float, additive: bool = False) -> tuple[float, float]:
     """The plausible range for values like the ones seen, from the 1st–99th percentile (min–max
     when the percentiles are missing). Positive quantities widen in log space — divided and
     multiplied by `factor` — which keeps a dropped decimal point or a wrong unit out while
     merely abnormal values pass; quantities that reach zero widen by `spread` × the width
-    on each side, never below 0 when no negative value was seen."""
+    on each side, never below 0 when no negative value was seen — and so do quantities on an
+    interval scale (`additive`: a temperature in kelvin, where twice the value is no slip)."""
     lo = stats.q01 if stats.q01 is not None else stats.min
     hi = stats.q99 if stats.q99 is not None else stats.max
     if lo is None or hi is None:
         raise ValueError("stats need q01 and q99, or min and max")
-    if lo > 0:
+    if lo > 0 and not additive:
         low, high = lo / factor, hi * factor
     else:
         width = hi - lo
@@ -57,6 +61,15 @@ def margin_range(stats: Stats, spread: float, factor: float) -> tuple[float, flo
         if (stats.min if stats.min is not None else lo) >= 0:
             low = max(low, 0.0)
     return round_out(low, up=False), round_out(high, up=True)
+
+
+def cell_range(cell: Cell, hm: Heatmap) -> tuple[float | None, float | None]:
+    """A range cell's range: its own, or the margin policy's around its stats (a quantity in
+    its base unit; on an interval scale, a temperature, widened additively)."""
+    if cell.range is not None:
+        return cell.range
+    additive = bool(cell.dimension) and any(u.offset for u in units.units() if u.dimension == cell.dimension)
+    return margin_range(cell.stats, hm.margin_spread, hm.margin_factor, additive)
 
 
 def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
@@ -94,6 +107,11 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
         ]
     elif value_first:  # a number and the unit after it: [number, mg_dl]
         elements = [ast.Element(_atom(first), capture=_name("v"), pos=here), ast.Element(_atom(second), pos=here)]
+    elif cell.dimension:  # a quantity, in any unit of its dimension: [metformin, number], mass
+        elements = [
+            ast.Element(_atom(first), pos=here),
+            ast.Element(ast.AtomQuantity(_name(cell.dimension), here), gap, _name("v"), here),
+        ]
     elif cell.check == "lock" and second not in BUILTIN_CATEGORIES:  # a class-valued channel
         elements = [ast.Element(_atom(first), pos=here), ast.Element(_atom(second), gap, _name("v"), here)]
     else:
@@ -104,13 +122,20 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
             elements.append(ast.Element(_unit_atom(cell, hm, _atom, here), unit_gap, pos=here))
     stmts.append(ast.MatchStmt(tuple(elements), here))
     if cell.check == "range":
-        lo, hi = cell.range if cell.range is not None else margin_range(cell.stats, hm.margin_spread, hm.margin_factor)
+        lo, hi = cell_range(cell, hm)
+        bound = _n
+        if cell.dimension:  # bounds in units a reader knows: [250 mg, 3 g], not [0.25, 3]
+
+            def bound(x: float, dim: str = cell.dimension) -> ast.Num:
+                value, unit = readable(x, dim)
+                return ast.Num(value, here, ast.Str(unit, here))
+
         if lo is None:  # an open side: the bound no error needs is left out
-            stmts.append(ast.RequireCmp(_name("v"), "<=", _n(hi), here))
+            stmts.append(ast.RequireCmp(_name("v"), "<=", bound(hi), here))
         elif hi is None:
-            stmts.append(ast.RequireCmp(_name("v"), ">=", _n(lo), here))
+            stmts.append(ast.RequireCmp(_name("v"), ">=", bound(lo), here))
         else:
-            stmts.append(ast.RequireIn(_name("v"), _n(lo), _n(hi), True, True, here))
+            stmts.append(ast.RequireIn(_name("v"), bound(lo), bound(hi), True, True, here))
         if cell.places is not None:  # written to a precision a slipped decimal point changes
             stmts.append(ast.RequireCmp(ast.Places(_name("v"), here), "<=", _n(cell.places), here))
         if cell.band is not None:  # and a document's values within a factor of each other
@@ -131,6 +156,38 @@ def _rule_for(cell: Cell, hm: Heatmap, name: str) -> ast.RuleDecl:
     )
 
 
+# units a bound is printed in: decimal multiples of the base unit, and the clinical scales of
+# temperature (no lb, oz, inch or psi: a learned range reads in metric units)
+_SHOWN = {
+    "mass": ("mcg", "mg", "g", "kg"),
+    "volume": ("µL", "mL", "L"),
+    "time": ("s", "min", "h", "d"),
+    "length": ("mm", "cm", "m", "km"),
+    "pressure": ("Pa", "kPa"),
+    "temperature": ("°C",),
+    "rate": ("/min",),
+    "mass_concentration": ("ng/mL", "mg/L", "mg/dL", "g/dL"),
+    "amount_concentration": ("nmol/L", "µmol/L", "mmol/L", "mol/L"),
+    "equivalent_concentration": ("µEq/L", "mEq/L", "Eq/L"),
+    "percent": ("%",),
+}
+
+
+def readable(x: float, dimension: str) -> tuple[float, str]:
+    """A value in a dimension's base unit as (value, unit) in the largest of the dimension's
+    printed units in which it is at least 1 (the smallest when none), exactly: the decimal
+    `x` is written as, divided by the unit's scale. The compiler converts it back with the
+    unit's own operations (heatc.units), which give `x` again for the values a range holds."""
+    shown = [units.find(u) for u in _SHOWN.get(dimension, ())] or [units.base_unit(dimension)]
+    exact = Fraction(repr(x))
+    best = shown[0]
+    for u in shown:
+        if exact / u.scale - u.offset >= 1:
+            best = u
+    value = exact / best.scale - best.offset
+    return float(value), best.shown
+
+
 def _unit_atom(cell: Cell, hm: Heatmap, atom: Callable[[str], ast.Atom], here: ast.Pos) -> ast.Atom:
     """The unit after a keyword cell's value. A `punct` category there says the value is
     written bare, ending an item: it or the heatmap's barrier follows the value ("sodium 138,
@@ -143,7 +200,7 @@ def _unit_atom(cell: Cell, hm: Heatmap, atom: Callable[[str], ast.Atom], here: a
 
 
 def _rule_name(cell: Cell, taken: set[str]) -> str:
-    parts = [p for p in (*cell.pair, cell.unit) if p and p not in ("number",)]
+    parts = [p for p in (*cell.pair, cell.unit, cell.dimension) if p and p not in ("number",)]
     base = cell.name or ("_".join(parts) if cell.pair[1] else f"any_{cell.pair[0]}") or "cell"
     name, k = base, 2
     while name in taken:

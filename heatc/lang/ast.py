@@ -37,10 +37,20 @@ class Str:
 
 @dataclass(frozen=True)
 class Num:
-    """A numeric constant."""
+    """A numeric constant; in a requirement or a `convert`, with the unit it is written in
+    (`250 mg`), if any."""
 
     value: float
     pos: Pos = _pos()
+    unit: Str | None = None
+    # the value in the base unit of the quantity it bounds: set by the compiler, which reads
+    # `const`; no part of the syntax (it takes no part in equality, the printer ignores it)
+    base: float | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def const(self) -> float:
+        """The value a requirement compares: in the base unit when the constant has a unit."""
+        return self.value if self.base is None else self.base
 
 
 @dataclass(frozen=True)
@@ -141,7 +151,15 @@ class AtomAny:
     pos: Pos = _pos()
 
 
-Atom = AtomClass | AtomLiteral | AtomNumber | AtomPercent | AtomDate | AtomAny
+@dataclass(frozen=True)
+class AtomQuantity:
+    """`quantity(DIM)`: a number and the unit after it, as a value in DIM's base unit."""
+
+    dimension: Name
+    pos: Pos = _pos()
+
+
+Atom = AtomClass | AtomLiteral | AtomNumber | AtomPercent | AtomDate | AtomAny | AtomQuantity
 
 
 @dataclass(frozen=True)
@@ -264,7 +282,18 @@ class PolicyDecl:
     pos: Pos = _pos()
 
 
-Decl = OptionsDecl | ClassDecl | AnchorDecl | TriggersDecl | RuleDecl | ExpectDecl | PolicyDecl
+@dataclass(frozen=True)
+class ConvertDecl:
+    """`convert ANALYTE 1 mmol/L = 18.016 mg/dL`: how one analyte's quantities of two
+    dimensions convert (both constants carry a unit)."""
+
+    analyte: Name
+    left: Num
+    right: Num
+    pos: Pos = _pos()
+
+
+Decl = OptionsDecl | ClassDecl | AnchorDecl | TriggersDecl | RuleDecl | ExpectDecl | PolicyDecl | ConvertDecl
 
 
 @dataclass(frozen=True)

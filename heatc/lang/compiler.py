@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from heatc import ir
@@ -20,6 +20,7 @@ from heatc.lang.anchors import build_anchor_table
 from heatc.lang.emit import emit_rules
 from heatc.lang.lexicon import LiteralConflictError, LiteralSpec, build_lexer
 from heatc.lang.parse import parse, read_source
+from heatc.lang.quantities import Quantities, add_unit_literals, class_names, quantities_used
 from heatc.lang.statements import check_statements
 from heatc.lang.unparse import format_string
 from heatc.lexing import (
@@ -70,6 +71,7 @@ class _Capture:
     kind: str  # number | class
     pos: ast.Pos
     key_classes: list[int] = field(default_factory=list)  # class ids a class capture can take
+    dimension: str = ""  # a quantity's (docs/language.md, "Quantities")
 
 
 def _places_operands(d: ast.RuleDecl) -> list[ast.Places]:
@@ -100,6 +102,7 @@ class _Compiler:
         self.chinese_numbers = False
         self._anchor_literals: dict[int, int] = {}
         self._sources: dict[str, SourceText] = {}
+        self.quantities = Quantities(self.error)
 
     def error(self, pos: ast.Pos, message: str, notes: list[str] | None = None) -> None:
         self.diags.append(self._source(pos.path).diagnostic(pos.line, pos.column, message, notes))
@@ -133,6 +136,10 @@ class _Compiler:
         for d in decls:
             if isinstance(d, ast.ClassDecl):
                 self._class(d)
+        self.quantities.converts([d for d in decls if isinstance(d, ast.ConvertDecl)], self.class_by_name)
+        first, used = quantities_used(decls)
+        if first is not None:
+            add_unit_literals(self, first, used)
         for d in decls:
             if isinstance(d, ast.AnchorDecl):
                 if d.name.text in self.anchors:
@@ -297,7 +304,7 @@ class _Compiler:
             seen[d.name.text] = d
             resolved = self._rule(d)
             if resolved is not None:
-                out.append((d, order, *resolved))
+                out.append((resolved[0], order, *resolved[1:]))
         return out
 
     def _rule(self, d: ast.RuleDecl):
@@ -325,7 +332,8 @@ class _Compiler:
                 matches[0].pos, f"a pattern has at most {ir.MAX_ELEMENTS} elements, this one has {len(elements)}"
             )
         captures: dict[str, _Capture] = {}
-        resolved_elements = []
+        resolved_elements: list[tuple] = []
+        analytes = class_names(elements)
         for i, e in enumerate(elements):
             if e.gap is not None:
                 g = e.gap.value
@@ -333,6 +341,20 @@ class _Compiler:
                     self.error(e.gap.pos, "a gap before the first element means nothing; remove it")
                 elif g != int(g) or not 0 <= g <= ir.MAX_GAP:
                     self.error(e.gap.pos, f"a gap must be a whole number from 0 to {ir.MAX_GAP}, got {e.gap.value:g}")
+            if isinstance(e.atom, ast.AtomQuantity):
+                q = self.quantities.element(e.atom, analytes, self._unit_codes())
+                if q is None:
+                    continue
+                if e.capture is not None and e.capture.text not in captures:
+                    captures[e.capture.text] = _Capture(e.capture.text, "number", e.capture.pos, [], q.dimension)
+                elif e.capture is not None:
+                    self.error(e.capture.pos, f'capture "{e.capture.text}" is bound twice in one pattern')
+                # the number, then right after it the unit, which converts the number's capture
+                resolved_elements.append((replace(e, atom=ast.AtomNumber(e.atom.pos)), q.value_codes))
+                if q.unit_codes:
+                    convert = (e.capture.text if e.capture is not None else None, q.conversions)
+                    resolved_elements.append((ast.Element(e.atom, None, None, e.atom.pos), q.unit_codes, convert))
+                continue
             accepts, kind, key_classes = self._atom(e.atom)
             if e.capture is not None:
                 if e.capture.text in captures:
@@ -349,12 +371,40 @@ class _Compiler:
                 else:
                     captures[e.capture.text] = _Capture(e.capture.text, kind, e.capture.pos, key_classes)
             resolved_elements.append((e, accepts))
-        check_statements(d, captures, self.error)
+        if len(resolved_elements) > ir.MAX_ELEMENTS >= len(elements):
+            self.error(
+                matches[0].pos,
+                f"a pattern has at most {ir.MAX_ELEMENTS} elements, this one has {len(resolved_elements)} "
+                "(a quantity is two: its number and its unit)",
+            )
+        before = len(self.diags)
+        d = self.quantities.constants(d, self.quantities.reaches(captures, elements, analytes))
+        if len(self.diags) == before:  # (a constant in a wrong unit would only mislead the checks)
+            check_statements(d, captures, self.error)
         # `places(v)` reads a slot of its own, after the pattern's captures, that v's element fills
         for o in _places_operands(d):
             if o.capture.text in captures and o.text not in captures:
                 captures[o.text] = _Capture(o.text, "number", o.pos)
-        return resolved_elements, captures
+        return d, resolved_elements, captures
+
+    def declared(self, text: str) -> bool:
+        """Whether the file declares a literal that matches `text` (in either case)."""
+        return _literal_key(text, True) in self.literal_by_key or _literal_key(text, False) in self.literal_by_key
+
+    def implicit_class(self, name: str, kind: str, pos: ast.Pos) -> int:
+        """The index of an anonymous class the compiler adds (named so no source name clashes)."""
+        if name not in self.class_by_name:
+            self.class_by_name[name] = len(self.classes)
+            self.classes.append(_Class(name, kind, False, [], pos, anonymous=True))
+        return self.class_by_name[name]
+
+    def _unit_codes(self) -> list[tuple[int, str]]:
+        """(lexeme code, text) of every literal of a unit class."""
+        return [
+            (ir.LEX_LITERAL0 + i, lit.text)
+            for i, lit in enumerate(self.literals)
+            if self.classes[lit.class_index].kind == "unit"
+        ]
 
     def _atom(self, atom: ast.Atom) -> tuple[list[int], str, list[int]]:
         """(accepted lexeme codes, capture kind, class ids) of an atom."""

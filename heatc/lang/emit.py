@@ -54,8 +54,8 @@ def emit_rules(
                         "in",
                         _operand(s.operand, cap_index),
                         ir.Operand(),
-                        s.low.value,
-                        s.high.value,
+                        s.low.const,
+                        s.high.const,
                         s.low_closed,
                         s.high_closed,
                         text=format_requirement(s),
@@ -100,7 +100,7 @@ def emit_rules(
                 uses.append(ir.ChannelUse(slot, cap_index[cap.name], text=f"lock {s.channel.text} = {cap.name}"))
         ir_elements = []
         before = 0  # the kinds the previous element accepts
-        for e, accepts in _with_years(elements, code_kinds):
+        for e, accepts, *unit in _with_years(elements, code_kinds):
             gap = _gap(e)
             capture = cap_index[e.capture.text] if e.capture is not None and e.capture.text in cap_index else -1
             places = cap_index.get(ast.places_capture_name(e.capture.text), -1) if e.capture is not None else -1
@@ -108,7 +108,13 @@ def emit_rules(
             for code in accepts:
                 kinds |= code_kinds[code]
             blocks = 0 if e.across or not gap else before | kinds
-            ir_elements.append(ir.Element(gap, sorted(set(accepts)), capture, blocks, places))
+            element = ir.Element(gap, sorted(set(accepts)), capture, blocks, places)
+            if unit and unit[0][0] is not None and unit[0][0] in cap_index:
+                # a quantity's unit: it converts the capture of the number before it
+                target, conversions = unit[0]
+                element.convert = cap_index[target]
+                element.units = [[c.pre, c.mul, c.div] for c in (conversions[code] for code in element.accepts)]
+            ir_elements.append(element)
             before = kinds
         lowered.append(
             ir.Rule(
@@ -119,7 +125,7 @@ def emit_rules(
                 source_order=order,
                 gate=gate,
                 elements=ir_elements,
-                captures=[ir.Capture(c.name, c.kind) for c in captures.values()],
+                captures=[ir.Capture(c.name, c.kind, c.dimension) for c in captures.values()],
                 requirements=requirements,
                 channels=uses,
                 observe=d.observe,
@@ -144,17 +150,17 @@ def _with_years(elements: list[tuple], code_kinds: list[int]) -> list[tuple]:
         return bool(accepts) and all(code_kinds[c] == ir.KIND_UNIT for c in accepts)
 
     out = []
-    for i, (e, accepts) in enumerate(elements):
+    for i, (e, accepts, *rest) in enumerate(elements):
         if ir.LEX_NUMBER in accepts and ir.LEX_DATE not in accepts:
             after = i + 1 < len(elements) and not _gap(elements[i + 1][0]) and unit(elements[i + 1][1])
             before = i > 0 and not _gap(e) and unit(elements[i - 1][1])
             if after or before:
                 accepts = [*accepts, ir.LEX_DATE]
-        out.append((e, accepts))
+        out.append((e, accepts, *rest))
     return out
 
 
 def _operand(o: ast.Operand, cap_index: dict[str, int]) -> ir.Operand:
     if isinstance(o, ast.CaptureRead):
         return ir.Operand(capture=cap_index[o.text])
-    return ir.Operand(const=o.value)
+    return ir.Operand(const=o.const)

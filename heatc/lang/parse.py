@@ -37,13 +37,15 @@ _TERMINAL_WORDS = {
     "LOW_BRACKET": '"[" or "("',
     "HIGH_BRACKET": '"]" or ")"',
     "GAP": 'a gap (".." or "...")',
+    "UNIT": "a unit (mg, mmol/L, °C, or one in quotes)",
+    "PERCENT_DIM": '"percent"',
     "$END": "the end of the file",
 }
 
 RESERVED_WORDS = frozenset(
     "ruleset options class anchor domain triggers at every barrier rule heat freq observe policy when match "
     "require in consistent per lock expect passes rejects number percent date exact unit keyword "
-    "constraint punct other".split()
+    "constraint punct other quantity convert".split()
 )
 
 
@@ -165,6 +167,11 @@ def _syntax_diagnostic(src: SourceText, e: lark.exceptions.UnexpectedInput):
             lines = src.text.splitlines() or [""]
             return src.diagnostic(
                 len(lines), len(lines[-1]) + 1, f"unexpected end of file, expected {_expected_phrase(expected)}"
+            )
+        if tok.type == "UNIT" and not re.match(r"[A-Za-z_]", str(tok)):
+            # (a unit may be almost any text, so a stray character reads as one where none fits)
+            return src.diagnostic(
+                tok.line, tok.column, f"unexpected character {str(tok)[0]!r}, expected {_expected_phrase(expected)}"
             )
         message = f"expected {_expected_phrase(expected)}, found {_describe_token(tok)}"
         notes = []
@@ -355,6 +362,32 @@ class _ToAst(Transformer):
 
     def atom_literal(self, meta, children):
         return ast.AtomLiteral(children[0], self._p(meta))
+
+    def quantity(self, meta, children):
+        tok = children[0]
+        dim = tok if isinstance(tok, ast.Name) else ast.Name(str(tok), self._p(tok))
+        return ast.AtomQuantity(dim, self._p(meta))
+
+    def bound(self, meta, children):
+        num = children[0]
+        return ast.Num(num.value, num.pos, children[1]) if len(children) > 1 else num
+
+    def unit(self, meta, children):
+        tok = children[0]
+        if isinstance(tok, ast.Str):
+            if not tok.text.strip():
+                raise self._error(tok.pos, "a unit cannot be empty")
+            return tok
+        return ast.Str(str(tok), self._p(tok))
+
+    def convert_decl(self, meta, children):
+        analyte, left, left_unit, right, right_unit = children
+        return ast.ConvertDecl(
+            analyte,
+            ast.Num(left.value, left.pos, left_unit),
+            ast.Num(right.value, right.pos, right_unit),
+            self._p(meta),
+        )
 
     def atom_number(self, meta, children):
         return ast.AtomNumber(self._p(meta))

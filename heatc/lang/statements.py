@@ -71,10 +71,10 @@ def _requirement(s: ast.RequireCmp | ast.RequireIn, captures: Mapping[str, Captu
         if cap is not None and cap.kind != "number":
             error(o.pos, f'"{o.text}" holds a class name, not a number; compare numbers only')
     for o in operands:
-        if isinstance(o, ast.Num) and not math.isfinite(o.value):
+        if isinstance(o, ast.Num) and not math.isfinite(o.const):
             error(o.pos, "a constant must be a finite number")
     if isinstance(s, ast.RequireIn):
-        lo, hi = s.low.value, s.high.value
+        lo, hi = s.low.const, s.high.const
         if not (math.isfinite(lo) and math.isfinite(hi)):
             error(s.low.pos, "interval bounds must be finite numbers")
         elif lo > hi or (lo == hi and not (s.low_closed and s.high_closed)):
@@ -110,13 +110,13 @@ _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 def _interval(s) -> tuple[str, float, bool, float, bool] | None:
     """(capture, lo, lo_closed, hi, hi_closed) for a requirement bounding one capture by constants."""
     if isinstance(s, ast.RequireIn) and isinstance(s.operand, ast.CaptureRead):
-        return (s.operand.text, s.low.value, s.low_closed, s.high.value, s.high_closed)
+        return (s.operand.text, s.low.const, s.low_closed, s.high.const, s.high_closed)
     if not isinstance(s, ast.RequireCmp):
         return None
     if isinstance(s.left, ast.CaptureRead) and isinstance(s.right, ast.Num):
-        name, op, c = s.left.text, s.op, s.right.value
+        name, op, c = s.left.text, s.op, s.right.const
     elif isinstance(s.right, ast.CaptureRead) and isinstance(s.left, ast.Num):
-        name, op, c = s.right.text, _FLIP[s.op], s.left.value
+        name, op, c = s.right.text, _FLIP[s.op], s.left.const
     else:
         return None
     inf = math.inf

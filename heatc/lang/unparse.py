@@ -7,7 +7,12 @@ Public surface: `format_file(tree)`, `format_number(x)`, `format_string(s)`,
 
 from __future__ import annotations
 
+import re
+
 from heatc.lang import ast
+
+# a unit written bare (grammar/heat.lark, UNIT); any other is quoted
+_BARE_UNIT = re.compile(r'[^\s,\[\]()={}<>!"#0-9+\-.][^\s,\[\]()={}<>!"#]*')
 
 
 def format_number(x: float) -> str:
@@ -39,8 +44,22 @@ def format_string(s: str) -> str:
     return "".join(out)
 
 
+def format_unit(unit: str) -> str:
+    """A unit as written after a constant: bare when the grammar reads it so, else quoted."""
+    return unit if _BARE_UNIT.fullmatch(unit) and unit not in _RESERVED else format_string(unit)
+
+
+# words the grammar reads as keywords where a unit may stand (after a constant)
+_RESERVED = frozenset("require match when consistent lock rule class expect".split())
+
+
+def format_constant(n: ast.Num) -> str:
+    """A constant with its unit, if any: `250 mg`."""
+    return format_number(n.value) + (" " + format_unit(n.unit.text) if n.unit is not None else "")
+
+
 def _operand(o: ast.Operand) -> str:
-    return o.text if isinstance(o, ast.CaptureRead) else format_number(o.value)
+    return o.text if isinstance(o, ast.CaptureRead) else format_constant(o)
 
 
 def format_requirement(stmt: ast.RequireCmp | ast.RequireIn) -> str:
@@ -49,7 +68,7 @@ def format_requirement(stmt: ast.RequireCmp | ast.RequireIn) -> str:
         return f"{_operand(stmt.left)} {stmt.op} {_operand(stmt.right)}"
     lo = "[" if stmt.low_closed else "("
     hi = "]" if stmt.high_closed else ")"
-    return f"{_operand(stmt.operand)} in {lo}{format_number(stmt.low.value)}, {format_number(stmt.high.value)}{hi}"
+    return f"{_operand(stmt.operand)} in {lo}{format_constant(stmt.low)}, {format_constant(stmt.high)}{hi}"
 
 
 def format_atom(a: ast.Atom) -> str:
@@ -63,6 +82,8 @@ def format_atom(a: ast.Atom) -> str:
         return "percent"
     if isinstance(a, ast.AtomDate):
         return "date"
+    if isinstance(a, ast.AtomQuantity):
+        return f"quantity({a.dimension.text})"
     return "(" + " | ".join(format_atom(o) for o in a.options) + ")"
 
 
@@ -134,6 +155,8 @@ def _decl(d: ast.Decl) -> str:
         return "\n".join(lines)
     if isinstance(d, ast.PolicyDecl):
         return f"policy pass {format_number(d.pass_at.value)} confirm {format_number(d.confirm_at.value)}"
+    if isinstance(d, ast.ConvertDecl):
+        return f"convert {d.analyte.text} {format_constant(d.left)} = {format_constant(d.right)}"
     if isinstance(d, ast.ExpectDecl):
         rules = (" " + _names(d.rules)) if d.rules else ""
         return f"expect {format_string(d.text.text)} {d.outcome}{rules}"

@@ -103,9 +103,11 @@ def without_groups(lexicon: Lexicon, *, several: bool) -> Lexicon:
 
 
 def cell_key(doc: dict) -> tuple[str, str, str, str]:
-    """A heatmap cell entry's identity: its pair, unit and check."""
+    """A heatmap cell entry's identity: its pair, unit (or a quantity's dimension, whose
+    values are in its base unit: never the same cell as the bare numbers) and check."""
     a, b = (*doc["pair"], "")[:2]  # (a value alone: `[date]`)
-    return a, b, doc.get("unit") or "", doc.get("check") or "range"
+    unit = doc.get("unit") or (f"quantity({doc['dimension']})" if doc.get("dimension") else "")
+    return a, b, unit, doc.get("check") or "range"
 
 
 def merge_cells(

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from heatc import ir
 from heatc.heatmap.format import Heatmap
-from heatc.heatmap.lower import Lowered, margin_range
+from heatc.heatmap.lower import Lowered, cell_range
 from heatc.tune.inputs import Event, Report
 
 Bounds = tuple[float | None, float | None]
@@ -48,9 +48,7 @@ def rule_infos(hm: Heatmap, lowered: Lowered, program: ir.Program) -> dict[str, 
         cell = hm.cells[index]
         bounds, text = None, ""
         if cell.check == "range":
-            bounds = (
-                cell.range if cell.range is not None else margin_range(cell.stats, hm.margin_spread, hm.margin_factor)
-            )
+            bounds = cell_range(cell, hm)
             text = r.requirements[0].text  # (lowering writes the range first)
         out[r.name] = RuleInfo(r.name, index, r.heat, cell.check, bounds, text, cell.places)
     return out

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from heatc import ir
+from heatc import ir, units
 from heatc.backends import open_session, run_document
 from heatc.lang.lexicon import DATE_YEARS
 from heatc.lexing import lex
@@ -159,6 +159,9 @@ def _cases(draw, program: ir.Program, rule: ir.Rule, fillers: list[bytes]) -> Ca
                 values[element.places] = float(len(digits.partition(".")[2]))
         else:
             parts.append(draw(_literal_spellings(program, code)))
+            if element.convert >= 0:  # a quantity's unit: the number before it, in the base unit
+                pre, mul, div = element.units[element.accepts.index(code)]
+                values[element.convert] = units.convert(values[element.convert], units.Conversion(pre, mul, div))
         placed.append((at, at + len(parts[-1]), code))
     parts.append(draw(st.sampled_from([b"", b" ", b"\n", b" and more text"])))
     text = b"".join(parts)

@@ -32,6 +32,7 @@ from heatc_runtime.abi import (
     REQUIREMENT,
     RULE,
     THREAD,
+    UNIT_CONVERSION,
 )
 
 OP_CODES = {op: i for i, op in enumerate(OPS)}
@@ -89,15 +90,28 @@ def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
     k, nc = len(rule.elements), len(rule.captures)
     elements_rel = RULE.size
     accepts_rel = elements_rel + ELEMENT.size * k
+    n_accepts = sum(len(e.accepts) for e in rule.elements)
+    # binding: per element, the lexeme kinds its gap never skips (ir.Element.blocks)
+    blocks_rel = accepts_rel + 4 * n_accepts
+    # a quantity unit's conversions (ir.Element.units), 8-aligned, after the blocks
+    units_rel = blocks_rel + 4 * k
+    units_rel += -units_rel % 8
     accepts: list[int] = []
     element_bytes = b""
-    for e in rule.elements:
-        element_bytes += ELEMENT.struct.pack(e.gap, accepts_rel + 4 * len(accepts), len(e.accepts), e.capture, e.places)
+    unit_bytes = b""
+    for i, e in enumerate(rule.elements):
+        units_at = 0  # from the element record (none: 0)
+        if e.convert >= 0:
+            units_at = units_rel + len(unit_bytes) - (elements_rel + ELEMENT.size * i)
+            for code, (pre, mul, div) in zip(e.accepts, e.units, strict=True):
+                unit_bytes += UNIT_CONVERSION.struct.pack(code, 0, pre, mul, div)
+        element_bytes += ELEMENT.struct.pack(
+            e.gap, accepts_rel + 4 * len(accepts), len(e.accepts), e.capture, e.places, e.convert, units_at
+        )
         accepts += e.accepts
-    accept_bytes = _u32s(accepts)
-    # binding: per element, the lexeme kinds its gap never skips (ir.Element.blocks)
-    blocks_rel = accepts_rel + len(accept_bytes)
-    accept_bytes += _u32s([e.blocks for e in rule.elements])
+    accept_bytes = _u32s(accepts) + _u32s([e.blocks for e in rule.elements])
+    if unit_bytes:
+        accept_bytes += b"\0" * (units_rel - blocks_rel - 4 * k) + unit_bytes
     reqs_rel = accepts_rel + len(accept_bytes)
     reqs_rel += -reqs_rel % 16
     req_bytes = b""

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from heatc import ir
 from heatc.lang.lexicon import MONTH_ABBREVIATIONS, MONTH_FOLLOWERS, MONTH_NAMES
 from heatc.wasm.digits import ASCII_WHITESPACE, digit_runs, years_pass_as_numbers
-from heatc_runtime.abi import FLAG_LOOK, SKIP_KEY_MUL, SKIP_WORD_FINGERPRINTS
+from heatc_runtime.abi import FLAG_LOOK
+
+SKIP_KEY_MUL = 0x9E3779B97F4A7C15
 
 
 def skip_word_key(word: bytes, next_byte: int = 0) -> int:
@@ -198,7 +200,7 @@ def skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
 SKIP_PLAIN_QUIET = 16
 SKIP_NIBBLE_BITS = 32
 WORD_FINGERPRINT_BUCKETS = 8
-assert SKIP_WORD_FINGERPRINTS == 48  # (the module ABI's: the C++ core reads them there too)
+SKIP_WORD_FINGERPRINTS = 48
 SKIP_CJK_FINGERPRINTS = SKIP_WORD_FINGERPRINTS + 2 * 2 * 16 * WORD_FINGERPRINT_BUCKETS // 8
 SKIP_CJK_TABLE = SKIP_CJK_FINGERPRINTS + 3 * 4 * 16
 

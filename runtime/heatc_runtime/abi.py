@@ -6,13 +6,12 @@ a kernel reads, status and verdict codes.
 Every reader takes it from here: this runtime (checker, batch, records); the compiler
 (`heatc.ir`'s codes and state layout, `heatc.wasm`'s pack and codegen, and the kernel
 template, rendered with `constants()`); the Node.js host, through runtime/js/abi.mjs
-(`js_module()`); C and C++, the native and CUDA core included, through
-cuda_bridge/include/heatc_abi.h (`c_header()`). Both files are generated (`make abi` writes
-them) and tests/test_abi.py checks that they are current and that every reader agrees.
+(`js_module()`); C and C++, through cuda_bridge/include/heatc_abi.h (`c_header()`). Both
+files are generated (`make abi` writes them) and tests/test_abi.py checks that they are
+current and that every reader agrees.
 
 Public surface: the constants below, `Record`, `check_abi(where, major, minor)`,
-`constants() -> dict[str, int]`, `HASH_CONSTANTS`, `core_constants() -> dict[str, int]`,
-`js_module() -> str`, `c_header() -> str`.
+`constants() -> dict[str, int]`, `js_module() -> str`, `c_header() -> str`.
 """
 
 from __future__ import annotations
@@ -23,7 +22,9 @@ import struct
 from .errors import ModuleError
 
 #: The ABI this runtime speaks: same major, minor up to this one.
-ABI_MAJOR = 2  # 2: ELEMENT.places, `places(v)` (the element record grew: 1.x tables do not read)
+# 3: ELEMENT.convert and .units, UNIT_CONVERSION (quantities: the element record grew again);
+# 2: ELEMENT.places, `places(v)` (the element record grew: 1.x tables do not read)
+ABI_MAJOR = 3
 ABI_MINOR = 0
 
 # --- the memory map: fixed regions below the tables ----------------------------------------
@@ -167,10 +168,6 @@ KIND_PUNCT = 16
 
 #: A two-digit year of a date below this is in the 2000s, else in the 1900s (POSIX %y).
 YEAR_PIVOT = 69
-#: The longest lexeme in bytes: the lexer's look-back buffer, an anchor ring entry's text.
-MAX_LEXEME = 64
-#: An anchor ring entry's size in a state record (entries are 8-aligned).
-RING_ENTRY = -(-(ANCHOR_ENTRY.size + MAX_LEXEME) // 8) * 8
 
 #: Kernel-only (set by the packer, not the IR): the code may begin a late-starting rule, so
 #: a kernel keeps such a lexeme as its look-behind (heatc.ir.starts_late).
@@ -185,14 +182,6 @@ _OP_NAMES = ("LT", "LE", "GT", "GE", "EQ", "NE", "IN")
 DFA_CODE_MASK = 0x7FFF
 DFA_BOUNDARY = 0x8000
 DFA_FALLBACK_SHIFT = 16
-
-#: The anchor prefilter's hash, FNV-1a-64 (heatc.lexing.anchor_filter_hash).
-FNV_OFFSET = 0xCBF29CE484222325
-FNV_PRIME = 0x100000001B3
-#: The word skipper (heatc.wasm.skipper): a word key's multiplier into its table's slot, and
-#: where the word fingerprints lie in the `skip_plain` section.
-SKIP_KEY_MUL = 0x9E3779B97F4A7C15
-SKIP_WORD_FINGERPRINTS = 48
 
 #: The Chinese-numeral table: (codepoint, kind << 16 | value), sorted by codepoint.
 CN_ENTRY = Record("cn_entry", "CNE", (("codepoint", "I"), ("code", "I")))
@@ -209,9 +198,17 @@ RULE = Record("rule", "RULE", (
     ("late", "I"), ("blocks", "I"),
 ))  # fmt: skip
 #: `places`: the capture slot that takes the digits the value writes after its point, or -1.
-ELEMENT = Record(
-    "element", "EL", (("gap", "I"), ("accepts", "I"), ("n_accepts", "I"), ("capture", "i"), ("places", "i"))
-)
+#: `convert`: for a quantity's unit, the capture slot its lexeme converts, or -1; `units` then
+#: the offset *from this element record* of its `n_accepts` UNIT_CONVERSION records.
+ELEMENT = Record("element", "EL", (
+    ("gap", "I"), ("accepts", "I"), ("n_accepts", "I"), ("capture", "i"), ("places", "i"), ("convert", "i"),
+    ("units", "I"),
+))  # fmt: skip
+#: A quantity unit's conversion (heatc.units): the slot becomes ((v + pre) * mul) / div when
+#: the element accepts lexeme `code`; 8-aligned.
+UNIT_CONVERSION = Record("unit_conversion", "UC", (
+    ("code", "I"), ("_pad", "I"), ("pre", "d"), ("mul", "d"), ("div", "d"),
+))  # fmt: skip
 #: low ≤ v ≤ high for `in`, each bound's `closed` an all-ones or zero u64 (one v128 mask).
 REQUIREMENT = Record("requirement", "REQ", (
     ("op", "I"), ("left", "i"), ("right", "i"), ("_pad", "I"), ("left_const", "d"), ("right_const", "d"),
@@ -238,7 +235,7 @@ HCT_PARAM = Record("hct_param", "HCTP", (("name", "24s"), ("value", "I")))
 HCT_VALUES = (
     "state_size", "event_size", "snapshot_size", "n_rules", "n_codes", "dfa_width", "dfa_words", "max_lexeme",
     "plm", "window", "late", "anchor_lexemes", "n_groups", "anchor_size", "filter_bits", "n_domains", "n_cn",
-    "max_captures", "n_channels", "word_row", "skip_log2",
+    "max_captures", "n_channels", "word_row", "skip_log2", "skip_cjk", "skip_weak", "skip_digits", "digit_extenders",
     "off_pos", "off_lexemes", "off_tokens", "off_matches", "off_rejections", "off_tok_start", "off_last_end",
     "off_dfa_state", "off_buf_len", "off_last_tok", "off_last_len", "off_pend_tok", "off_pend_fallback",
     "off_pend_len", "off_flags", "off_pending_events", "off_n_active", "off_buf", "off_active_rules",
@@ -253,11 +250,21 @@ HCT_TABLES = (
 )  # fmt: skip
 #: Sections only some programs have (0 when absent: the skipper's, heatc.wasm.skipper).
 HCT_OPTIONAL_TABLES = ("skip_plain", "skip_words")
+#: Parameters a file may lack (0 when absent: a rules.hct written before them runs without
+#: those parts of the skipper): its CJK table's log2 size, whether it has weak starts, its
+#: digit runs (HCT_DIGITS_* bits) and the bytes that may extend a number (one a byte, low first).
+HCT_OPTIONAL_VALUES = ("skip_cjk", "skip_weak", "skip_digits", "digit_extenders")
+#: `skip_digits`: digit runs are counted; with one `.` between digits; a `%` right after a run;
+#: stopping before a year written alone; and, shifted left by i, extender i (byte i of
+#: `digit_extenders`) extends a number only when a digit follows (heatc.wasm.digits.digit_runs)
+HCT_DIGITS_ON, HCT_DIGITS_DECIMALS, HCT_DIGITS_PERCENT, HCT_DIGITS_YEARS = 1, 2, 4, 8
+HCT_DIGITS_BEFORE_DIGIT = 16
 #: The order of a core's parameter array (heatc_program.p; HEATC_P_<NAME> in C).
 HCT_PARAMS = HCT_VALUES + tuple(f"t_{name}" for name in HCT_TABLES)
 
 RECORDS = (CONTROL_BLOCK, EVENT, SNAPSHOT, STATE_HEAD, RULE_STATE, THREAD, CHANNEL_STATE, ANCHOR_ENTRY,
-           CN_ENTRY, DOMAIN_ENTRY, RULE, ELEMENT, REQUIREMENT, CHANNEL_USE, HCT_HEADER, HCT_SECTION, HCT_PARAM)  # fmt: skip
+           CN_ENTRY, DOMAIN_ENTRY, RULE, ELEMENT, UNIT_CONVERSION, REQUIREMENT, CHANNEL_USE, HCT_HEADER, HCT_SECTION,
+           HCT_PARAM)  # fmt: skip
 
 
 def constants() -> dict[str, int]:
@@ -273,8 +280,7 @@ def constants() -> dict[str, int]:
         {f"VERDICT_{name}": code for code, name in enumerate(VERDICT_NAMES)},
         {"VERDICT_NONE": VERDICT_NONE, "STATE_FINISHED": STATE_FINISHED},
         {name: value for name, value in globals().items() if name.startswith(("LEX_", "FLAG_", "CN_KIND_", "KIND_"))},
-        {"YEAR_PIVOT": YEAR_PIVOT, "MAX_LEXEME": MAX_LEXEME, "RING_ENTRY": RING_ENTRY},
-        {"SKIP_WORD_FINGERPRINTS": SKIP_WORD_FINGERPRINTS},
+        {"YEAR_PIVOT": YEAR_PIVOT},
         {f"OP_{name}": code for code, name in enumerate(_OP_NAMES)},
         {"DFA_CODE_MASK": DFA_CODE_MASK, "DFA_BOUNDARY": DFA_BOUNDARY, "DFA_FALLBACK_SHIFT": DFA_FALLBACK_SHIFT},
     ]
@@ -336,48 +342,10 @@ def _c_struct(record: Record) -> list[str]:
     return out
 
 
-#: The 64-bit constants a core reads (C writes them as `…ull`; JavaScript has no such number).
-HASH_CONSTANTS = {"SKIP_KEY_MUL": SKIP_KEY_MUL, "FNV_OFFSET": FNV_OFFSET, "FNV_PRIME": FNV_PRIME}
-
-
-def _c_string(data: bytes) -> str:
-    if any(b < 0x20 or b > 0x7E or b in b'"\\' for b in data):
-        raise ValueError(f"not a plain C string: {data!r}")
-    return '"' + data.decode("ascii") + '"'
-
-
-def core_constants() -> dict[str, int]:
-    """The C++ core's constants besides the module ABI's: the torch ops' output rows, kernel
-    arguments and block size (heatc_runtime.cuda.layout) and guard's decision
-    (heatc_runtime.engines.guarding). Imported here, not at the top, because both modules
-    import this one."""
-    from .cuda import layout
-    from .engines import guarding
-
-    return (
-        {f"OUT_{name.upper()}": offset for name, offset in layout.OUT_OFFSETS.items()}
-        | {"OUT_HEAD": layout.OUT_HEAD, "OUT_STATUS_NO_ROOM": layout.OUT_STATUS_NO_ROOM,
-           "OUT_STATUS_BAD_TEXT": layout.OUT_STATUS_BAD_TEXT}
-        | {"MASK_ALLOWED": layout.MASK_ALLOWED, "MASK_REJECTED": layout.MASK_REJECTED,
-           "MASK_REFUSED": layout.MASK_REFUSED, "MASK_UNTRIED": layout.MASK_UNTRIED}
-        | {"PROGRAM_BYTES": layout.PROGRAM.size, "PROGRAM_BASE": layout.PROGRAM_BASE,
-           "TOKENS_BYTES": layout.TOKENS.size, "BLOCK": layout.BLOCK}
-        | {"GUARD_TAIL": guarding.TAIL, "GUARD_N_PROBES": len(guarding.PROBES),
-           "VALUE_BEGINS": guarding.VALUE_BEGINS, "VALUE_ENDS": guarding.VALUE_ENDS}
-    )  # fmt: skip
-
-
 def c_header() -> str:
-    """cuda_bridge/include/heatc_abi.h, the one C header: what C and C++ hosts read and what
-    the C++ core (native and CUDA) includes. A `#define HEATC_…` per constant (`constants()`,
-    `HASH_CONSTANTS`, `core_constants()`, guard's probe strings), `HEATC_P_<NAME>` indexing
-    the per-program parameters (`HCT_PARAMS`), and a struct per record that C lays out alike.
-    Per-program offsets (the state record past its head) are in rules.hct and the manifest."""
-    from .engines import guarding  # (it imports this module)
-
-    def define(name: str, value: int) -> str:
-        return f"#define HEATC_{name} ({value})" if value < 0 else f"#define HEATC_{name} {value}u"
-
+    """cuda_bridge/include/heatc_abi.h: the ABI for C and C++ (a `#define HEATC_…` per
+    constant, and a struct per record that C lays out alike). Per-program offsets (the state
+    record past its head) are in each module's manifest, not here."""
     out = [
         f"/* The heatc module ABI {ABI_MAJOR}.{ABI_MINOR} (docs/abi.md), "
         + _GENERATED.format(how="c_header()")
@@ -385,42 +353,24 @@ def c_header() -> str:
         "#ifndef HEATC_ABI_H",
         "#define HEATC_ABI_H",
         "",
-        "/* NVRTC has no C library headers: the core defines the integer types it uses. */",
-        "#if !defined(__CUDACC_RTC__)",
         "#include <stddef.h>",
         "#include <stdint.h>",
-        "#endif",
         "",
-        "/* the module ABI (heatc_runtime.abi.constants()) */",
-    ]
-    out += [define(name, value) for name, value in constants().items()]
-    out.append(f"#define HEATC_HCT_MAGIC {_c_string(HCT_MAGIC)}")
-    for i, op in enumerate(OPS):
-        out.append(f"#define HEATC_OP_{_OP_NAMES[i]}_TEXT {_c_string(op.encode())}")
-    out += ["", "/* 64-bit hashing constants (heatc_runtime.abi.HASH_CONSTANTS) */"]
-    out += [f"#define HEATC_{name} 0x{value:016X}ull" for name, value in HASH_CONSTANTS.items()]
-    out += ["", "/* the torch ops' rows and arguments, guard's decision (heatc_runtime.abi.core_constants()) */"]
-    out += [define(name, value) for name, value in core_constants().items()]
-    out.append(f"#define HEATC_GUARD_PROBE_TEXT {_c_string(b''.join(guarding.PROBES))}")
-    out.append(f"#define HEATC_GUARD_PROBE_LENGTHS {{{', '.join(str(len(p)) for p in guarding.PROBES)}}}")
-    out.append(f"#define HEATC_GUARD_AS_NUMBER {_c_string(guarding.AS_NUMBER)}")
-    out.append(f"#define HEATC_GUARD_CENTURIES {_c_string(b''.join(guarding.YEAR_CENTURIES))}")
-    out += ["", "/* per-program parameters: indexes into heatc_program.p, from rules.hct (HCT_PARAMS) */", "enum {"]
-    out += [f"  HEATC_P_{name.upper()} = {i}," for i, name in enumerate(HCT_PARAMS)]
-    out += [f"  HEATC_N_PARAMS = {len(HCT_PARAMS)}", "};"]
-    out += [
-        "",
-        "/* the records as C structs, for C and C++ hosts (the core reads fields by offset) */",
-        "#if !defined(__CUDACC_RTC__)",
         "#ifdef __cplusplus",
         "#define HEATC_STATIC_ASSERT(cond, what) static_assert(cond, what)",
         "#else",
         "#define HEATC_STATIC_ASSERT(cond, what) _Static_assert(cond, what)",
         "#endif",
+        "",
     ]
+    out += [f"#define HEATC_{name} ({value})" if value < 0 else f"#define HEATC_{name} {value}"
+            for name, value in constants().items()]  # fmt: skip
+    out.append(f'#define HEATC_HCT_MAGIC "{HCT_MAGIC.decode()}"')
+    for i, op in enumerate(OPS):
+        out.append(f'#define HEATC_OP_{_OP_NAMES[i]}_TEXT "{op}"')
     for record in RECORDS:
         lines = _c_struct(record)
         if lines:
             out += ["", *lines]
-    out += ["#endif", "", "#endif /* HEATC_ABI_H */"]
+    out += ["", "#endif /* HEATC_ABI_H */"]
     return "\n".join(out) + "\n"

@@ -4,7 +4,7 @@ as the WASM module's data segment.
 
 The parameters are what a core needs besides the tables: the state record's field offsets,
 record sizes and the program's constants. `PARAMS` is their order in the C core's
-`heatc_program.p` array (the generated cuda_bridge/include/heatc_abi.h numbers them
+`heatc_program.p` array (the generated cuda_bridge/include/heatc_native_abi.h numbers them
 `HEATC_P_<NAME>`); `read_hct` returns them in that order.
 
 Checked here, before a core sees the file (docs/abi.md, "Checked at load"): the header — its
@@ -15,7 +15,7 @@ overlapping, what the tables hold — is checked by the core's own `check_tables
 (cuda_bridge/src/heatc_native.cpp), when the native backend or the CUDA ops load the tables.
 
 Public surface: `check_against_manifest(hct, manifest, where)`, `HCT_MAGIC`, `HCT_VERSION`, `HEAD`, `SECTION`, `PARAM`, `VALUES`, `TABLES`,
-`OPTIONAL_TABLES`, `PARAMS`, `Hct`, `read_hct(data, where)`.
+`OPTIONAL_TABLES`, `OPTIONAL_VALUES`, `PARAMS`, `Hct`, `read_hct(data, where)`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .abi import (
     HCT_HEADER,
     HCT_MAGIC,
     HCT_OPTIONAL_TABLES,
+    HCT_OPTIONAL_VALUES,
     HCT_PARAM,
     HCT_PARAMS,
     HCT_SECTION,
@@ -42,6 +43,7 @@ from .errors import ModuleError
 # the format is the ABI's (heatc_runtime.abi, "rules.hct"): these names are its own
 HEAD, SECTION, PARAM = HCT_HEADER.struct, HCT_SECTION.struct, HCT_PARAM.struct
 VALUES, TABLES, OPTIONAL_TABLES, PARAMS = HCT_VALUES, HCT_TABLES, HCT_OPTIONAL_TABLES, HCT_PARAMS
+OPTIONAL_VALUES = HCT_OPTIONAL_VALUES
 # (room for sections and parameters a later minor version adds; a count past it is corruption)
 MAX_SECTIONS, MAX_VALUES = 4 * len(HCT_TABLES), 4 * len(HCT_VALUES)
 
@@ -104,7 +106,7 @@ def read_hct(data: bytes, where: str = "rules.hct") -> Hct:
             value = sections.get(name[2:][:16], 0 if name[2:] in OPTIONAL_TABLES else None)
             what = "section"
         else:
-            value = values.get(name)
+            value = values.get(name, 0 if name in OPTIONAL_VALUES else None)
             what = "parameter"
         if value is None:
             raise ModuleError(f"{where}: no {what} {name.removeprefix('t_')!r}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 
 from .abi import EVENT, EVENT_ANCHOR, SNAPSHOT
+from .errors import ModuleError
 from .report import Conflict, Event, Snapshot, Verdict, VerdictMap
 
 _VERDICTS = tuple(Verdict)  # by value: indexing is cheaper than calling the enum
@@ -61,6 +62,13 @@ class RecordDecoder:
         # fields one by one microseconds per event
         return [(rec[0], self.event(rec)) for rec in self.event_record.iter_unpack(raw)]
 
+    @staticmethod
+    def _malformed(rec: tuple, why: Exception) -> ModuleError:
+        # (a module heatc compiled never writes one: this one was changed after the build)
+        fields = "seq, kind, verdict, pad, rule or group, failed, start, end, conflict"
+        return ModuleError(f"the module wrote a malformed event record ({fields}: {rec[:9]}): "
+                           f"{type(why).__name__}: {why}")  # fmt: skip
+
     def scan_events(self, runs: list[bytes]) -> list[Event]:
         """The events of a scan's runs of records. The common event (a match whose captures
         are all numbers, no failed requirement, no conflict) is built here inline: a method
@@ -69,24 +77,37 @@ class RecordDecoder:
         rules, number_names, verdicts, general = self.rule_names, self._number_names, _VERDICTS, self.event
         out: list[Event] = []
         add = out.append
-        for raw in runs:
-            for rec in self.event_record.iter_unpack(raw):
-                r = rec[4]
-                # (an anchor event's index is its group's, which may be past the last rule)
-                if rec[1] or rec[5] >= 0 or rec[8] >= 0 or (names := number_names[r]) is None:
-                    add(general(rec))
-                    continue
-                event = new(event_type)
-                set_dict(event, "__dict__", {
-                    "kind": "match", "name": rules[r], "start": rec[6], "end": rec[7], "verdict": verdicts[rec[2]],
-                    "captures": ((names[0], rec[13]),) if len(names) == 1 else tuple(zip(names, rec[13:])),  # noqa: B905
-                    "failed": None, "conflict": None,
-                })  # fmt: skip
-                add(event)
+        rec: tuple = ()
+        try:
+            for raw in runs:
+                for rec in self.event_record.iter_unpack(raw):
+                    r = rec[4]
+                    # (an anchor event's index is its group's, which may be past the last rule)
+                    if rec[1] or rec[5] != -1 or rec[8] != -1 or (names := number_names[r]) is None:
+                        add(general(rec))
+                        continue
+                    event = new(event_type)
+                    set_dict(event, "__dict__", {
+                        "kind": "match", "name": rules[r], "start": rec[6], "end": rec[7], "verdict": verdicts[rec[2]],
+                        "captures": ((names[0], rec[13]),) if len(names) == 1 else tuple(zip(names, rec[13:])),  # noqa: B905
+                        "failed": None, "conflict": None,
+                    })  # fmt: skip
+                    add(event)
+        except (IndexError, KeyError, ValueError, TypeError) as e:  # (a record out of the tables)
+            raise self._malformed(rec, e) from None
         return out
 
     def event(self, rec: tuple) -> Event:
-        """One event record, as a tuple in the order of `event_record`'s fields."""
+        """One event record, as a tuple in the order of `event_record`'s fields. A record no
+        heatc module writes (an index out of its table) raises ModuleError."""
+        try:
+            if rec[5] < -1 or rec[8] < -1:  # (-1: none; Python would read -2 as the second last)
+                raise IndexError("a negative index")
+            return self._event(rec)
+        except (IndexError, KeyError, ValueError, TypeError, OverflowError) as e:
+            raise self._malformed(rec, e) from None
+
+    def _event(self, rec: tuple) -> Event:
         _seq, kind, verdict, _pad, r, failed, start, end, conflict, _pad2, cvalue, cstart, cend = rec[:13]
         caps = rec[13:]  # room for the most captures of any rule
         if kind == EVENT_ANCHOR:

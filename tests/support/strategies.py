@@ -80,6 +80,15 @@ PLAIN_SEPARATORS = [
 ]
 SEPARATORS = [" ", " ", " ", "  ", "\n", "\t", ",", ":", "-", "，", "\u3000", "\u00a0", ""]
 CONSTANTS = [0, 0.25, 3.5, 5, 7, 8, 12, 15, 20, 24, 30, 36, 120, 1234, 2000, 2024, 300000, 150000000]
+# quantities (`v:quantity(DIM)`): per dimension, units a bound is written in and spellings of
+# its units and others' that a generated text holds (affine temperatures, prefixes, Chinese)
+QUANTITIES = {
+    "mass": ["mg", "g", "mcg", "kg"],
+    "temperature": ["°C", "°F", "K"],
+    "rate": ["/min", "bpm", "/h"],
+}
+UNIT_PIECES = ["mg", "MG", "g", "mcg", "µg", "kg", "毫克", "°C", "℃", "°F", "F", "C", "K", "bpm", "/min", "/h",
+               "per minute", "mL", "mg/kg", "mmol/L", "lb"]  # fmt: skip
 ANCHOR_TERMS = [
     "blood sugar",
     "covered borrower",
@@ -146,6 +155,8 @@ def rule_sets(draw, max_rules: int = 5) -> GeneratedRules:
     for r in range(n_rules):
         lines.append(draw(_rule(f"r{r}", class_names, literals, anchors)))
     pieces = list(literals) + NUMBER_PIECES + DATE_PIECES + WORD_PIECES + ANCHOR_TERMS
+    if "quantity(" in "\n".join(lines):
+        pieces += UNIT_PIECES
     pieces += [x.upper() for x in literals if x.isascii()]
     # a space in a literal matches any run of ASCII whitespace
     pieces += [x.replace(" ", ws) for x in literals if " " in x for ws in ("\t", "\r\n", " \x0b\x0c")]
@@ -158,9 +169,17 @@ def _rule(draw, name: str, class_names: list[str], literals: list[str], anchors:
     elements = []
     numeric: list[str] = []
     symbolic: list[str] = []  # class captures
+    quantities: list[tuple[str, str]] = []  # (capture, dimension)
     for i in range(n):
-        kind = draw(st.sampled_from(["class", "number", "percent", "date", "literal", "any", "numeric_any"]))
-        if kind == "class":
+        kind = draw(
+            st.sampled_from(["class", "number", "percent", "date", "literal", "any", "numeric_any", "quantity"])
+        )
+        if kind == "quantity" and draw(st.booleans()):  # (half as often: 300 unit literals compile slowly)
+            kind = "number"
+        if kind == "quantity":
+            dim = draw(st.sampled_from(sorted(QUANTITIES)))
+            atom, cap_kind = f"quantity({dim})", "quantity"
+        elif kind == "class":
             atom, cap_kind = draw(st.sampled_from(class_names)), "class"
         elif kind == "literal":
             atom, cap_kind = _q(draw(st.sampled_from(literals))), "class"
@@ -175,7 +194,10 @@ def _rule(draw, name: str, class_names: list[str], literals: list[str], anchors:
         if draw(st.integers(0, 2)) > 0:
             cname = f"v{i}"
             capture = f"{cname}:"
-            (numeric if cap_kind == "number" else symbolic).append(cname)
+            if cap_kind == "quantity":
+                quantities.append((cname, dim))
+            else:
+                (numeric if cap_kind == "number" else symbolic).append(cname)
         dots = draw(st.sampled_from(["..", "..", "..."]))  # binding gaps, and gaps that reach across
         gap = f"{dots}{draw(st.integers(0, 4))} " if i > 0 and draw(st.booleans()) else ""
         elements.append(f"{gap}{capture}{atom}")
@@ -200,6 +222,14 @@ def _rule(draw, name: str, class_names: list[str], literals: list[str], anchors:
         if draw(st.integers(0, 4)) == 0:  # the digits after its point ("0.25" has 2, "三点五" 1)
             op = draw(st.sampled_from(["<", "<=", "==", ">="]))
             body.append(f"require places({v}) {op} {draw(st.sampled_from([0, 1, 2]))}")
+    for v, dim in quantities:  # bounds in a unit of the dimension, or one value throughout
+        choice = draw(st.integers(0, 2))
+        if choice == 0:
+            lo, hi = sorted(draw(st.lists(st.sampled_from(CONSTANTS), min_size=2, max_size=2)))
+            unit = draw(st.sampled_from(QUANTITIES[dim]))  # (one unit: an affine one keeps lo <= hi)
+            body.append(f"require {v} in [{lo} {unit}, {hi} {unit}]")
+        elif choice == 1:
+            body.append(f"consistent {v}")
     if len(numeric) >= 2 and draw(st.booleans()):
         body.append(f"require {numeric[0]} {draw(st.sampled_from(['<', '>', '==', '!=']))} {numeric[1]}")
     if symbolic and draw(st.integers(0, 3)) == 0:

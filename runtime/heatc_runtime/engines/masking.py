@@ -51,10 +51,18 @@ def guard_scores(driver: Driver, scores: torch.Tensor, rows: np.ndarray, index: 
     vals, cands = values.numpy(force=True), ids.numpy(force=True)
     usable = np.isfinite(vals)
     if drafts is None:
-        step = driver.guard(rows, cands.astype(np.int64), usable, greedy)
+        step = driver.guard(rows, cands, usable, greedy)
     else:
-        step = driver.guard_drafts(rows, drafts, cands.astype(np.int64), usable, greedy)
+        step = driver.guard_drafts(rows, drafts, cands, usable, greedy)
     ok, force, leave = step.ok, step.force, step.leave
+    if (
+        greedy
+        and ok[:, 0].all()
+        and force.max(initial=-1) < 0
+        and not leave.any()
+        and (k == 1 or (vals[:, 1] < vals[:, 0]).all())
+    ):
+        return scores  # (the common greedy step: every row's first choice passed, and nothing ties with it)
     untried = step.untried if step.untried is not None else np.zeros_like(ok)
     at = np.arange(len(rows)) if whole else index
     special = (force != -1) | leave

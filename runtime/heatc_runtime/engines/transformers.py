@@ -296,15 +296,18 @@ class Checks:
 
 
 def _no_model_wrote(scores: torch.Tensor) -> bool:
-    """All of a row's scores equal, in every row: three of them compared first, the whole rows
-    only when those are. (Not on a device: reading the answer back would wait for it; prompt
-    lookup runs on the host backends.)"""
+    """All of a row's scores equal, in every row: three of them compared first (in numpy, on a
+    view: a few torch calls would cost tens of µs, a step's budget), the whole rows only when
+    those are. (Not on a device: reading the answer back would wait for it; prompt lookup runs
+    on the host backends.)"""
     if scores.device.type != "cpu" or scores.shape[1] < 2:
         return False
-    a = scores[:, 0]
-    if not bool(((scores[:, 1] == a) & (scores[:, -1] == a)).all()):
+    s = scores.detach()
+    s = s.numpy() if s.dtype in (torch.float32, torch.float64, torch.float16) else s.float().numpy()
+    a = s[:, 0]
+    if not ((s[:, 1] == a).all() and (s[:, -1] == a).all()):
         return False
-    return bool((scores.amax(dim=-1) == scores.amin(dim=-1)).all())
+    return bool((s.max(axis=-1) == s.min(axis=-1)).all())
 
 
 class HeatcLogitsProcessor(LogitsProcessor):
