@@ -46,7 +46,7 @@ setup(
             depends=[
                 "cuda_bridge/include/heatc_core.h",
                 "cuda_bridge/include/heatc_kernels.h",
-                "cuda_bridge/include/heatc_native_abi.h",
+                "cuda_bridge/include/heatc_abi.h",
                 "cuda_bridge/src/heatc_skipper.h",
                 "cuda_bridge/src/heatc_skipper_isa.h",
             ],

@@ -48,7 +48,7 @@ from heatc_runtime.abi import OPS as OPS
 # 8: quantities (Element.convert and units, Capture.dimension); 7: Rule.observe, Program.policy;
 # 6: Element.places, `places(v)` in requirements
 IR_VERSION = 8
-MAX_LEXEME = 64  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
+MAX_LEXEME = abi.MAX_LEXEME  # bytes; the lexer's look-back buffer (docs/semantics.md §1)
 MAX_ANCHOR_LEXEMES = 8
 MAX_ELEMENTS = 16
 MAX_GAP = 64

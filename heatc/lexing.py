@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from heatc import ir
 from heatc.numbers import date_value, number_places, number_value
+from heatc_runtime.abi import FNV_OFFSET, FNV_PRIME  # (kernels hash anchors too: the ABI's)
 
 _ASCII_LETTER = bytes(1 if (65 <= b <= 90 or 97 <= b <= 122) else 0 for b in range(256))
 _ASCII_ALNUM = bytes(1 if _ASCII_LETTER[b] or 48 <= b <= 57 else 0 for b in range(256))
@@ -163,10 +164,6 @@ def join_anchor_run(parts: list[tuple[bool, bytes]]) -> bytes:
     for space_before, text in parts[1:]:
         out += (b" " if space_before else b"") + text
     return out
-
-
-FNV_OFFSET = 0xCBF29CE484222325
-FNV_PRIME = 0x100000001B3
 
 
 def fnv1a64(data) -> int:

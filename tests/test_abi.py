@@ -1,7 +1,7 @@
 """The module ABI is defined once, in heatc_runtime.abi, and every reader agrees with it: the
 kernel template (named constants only, and what it renders), the packer, the state layout,
-the record decoder, the Node.js host (through the generated runtime/js/abi.mjs) and C/C++
-(through the generated cuda_bridge/include/heatc_abi.h)."""
+the record decoder, the Node.js host (through the generated runtime/js/abi.mjs) and C/C++,
+the native and CUDA core included (through the generated cuda_bridge/include/heatc_abi.h)."""
 
 import json
 import re
@@ -260,7 +260,9 @@ def test_node_reads_the_abi_module():
 def test_the_c_header_compiles_and_agrees(tmp_path, compiler):
     exe = shutil.which(compiler)
     lines = [f'#include "{C_ABI}"', "#include <stdio.h>", "int main(void) {"]
-    lines += [f'  printf("{name} %lld\\n", (long long)HEATC_{name});' for name in abi.constants()]
+    numbers = abi.constants() | abi.core_constants() | abi.HASH_CONSTANTS
+    lines += [f'  printf("{name} %llu\\n", (unsigned long long)HEATC_{name});' for name in numbers]
+    lines += [f'  printf("P_{name.upper()} %d\\n", (int)HEATC_P_{name.upper()});' for name in abi.HCT_PARAMS]
     lines += ['  printf("HCT_MAGIC %s\\n", HEATC_HCT_MAGIC);', "  return 0;", "}"]
     src = tmp_path / ("main.c" if compiler == "gcc" else "main.cpp")
     src.write_text("\n".join(lines) + "\n")
@@ -270,4 +272,21 @@ def test_the_c_header_compiles_and_agrees(tmp_path, compiler):
     out = subprocess.run([str(tmp_path / "main")], capture_output=True, text=True, check=True).stdout
     got = dict(line.split(" ", 1) for line in out.splitlines())
     assert got.pop("HCT_MAGIC") == abi.HCT_MAGIC.decode()
-    assert {k: int(v) for k, v in got.items()} == abi.constants()
+    want = {name: value % (1 << 64) for name, value in numbers.items()}  # (NO_INDEX, -1, printed unsigned)
+    want |= {f"P_{name.upper()}": i for i, name in enumerate(abi.HCT_PARAMS)}
+    assert {k: int(v) for k, v in got.items()} == want
+
+
+def test_the_core_includes_the_one_generated_header():
+    """The C++ core reads every ABI constant from heatc_abi.h, the one generated header: no
+    other header is generated, and no number of the ABI is defined in the core by hand."""
+    bridge = REPO / "cuda_bridge"
+    generated = [p.name for p in sorted(bridge.glob("*/*.h")) if "do not edit" in p.read_text(encoding="utf-8")]
+    assert generated == ["heatc_abi.h"]
+    assert '#include "heatc_abi.h"' in (bridge / "include" / "heatc_core.h").read_text(encoding="utf-8")
+    names = set(abi.constants()) | set(abi.core_constants()) | set(abi.HASH_CONSTANTS)
+    for source in [*bridge.glob("*/*.h"), *bridge.glob("*/*.c*")]:
+        if source.name == "heatc_abi.h":
+            continue
+        defined = set(re.findall(r"#define HEATC_(\w+)", source.read_text(encoding="utf-8")))
+        assert not defined & names, f"{source.name} defines ABI constants by hand: {sorted(defined & names)}"

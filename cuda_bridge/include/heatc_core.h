@@ -39,7 +39,7 @@ typedef long long int64_t;
 #include <stdint.h>
 #endif
 
-#include "heatc_native_abi.h"
+#include "heatc_abi.h"
 
 #if !defined(__CUDA_ARCH__) && defined(__SSE2__)
 #include <emmintrin.h>
@@ -229,7 +229,7 @@ HEATC_HD HEATC_INLINE bool look_thread(const Program& g, const uint8_t* s, const
 
 HEATC_HD HEATC_INLINE uint32_t verdict(const Program& g, const uint8_t* s, uint32_t r) {
   const uint8_t* rec = rule_rec(g, r);
-  if (ld<uint32_t>(s + ld<uint32_t>(rec + HEATC_RULE_STATE))) return 2;
+  if (ld<uint32_t>(s + ld<uint32_t>(rec + HEATC_RULE_STATE_OFF))) return 2;
   uint64_t word = ld<uint64_t>(s + HP(OFF_ACTIVE_RULES) + 8 * (r >> 6));
   if (word >> (r & 63) & 1) return 1;
   return look_thread(g, s, rec, SF(uint64_t, LEXEMES)) ? 1 : 0;
@@ -256,7 +256,7 @@ HEATC_HD HEATC_CALL void verdicts_part(const Program& g, const uint8_t* s, uint8
     HEATC_UNROLL
     for (uint32_t i = 0; i < 8; i++) rec[i] = rule_rec(g, r0 + i);
     HEATC_UNROLL
-    for (uint32_t i = 0; i < 8; i++) state[i] = ld<uint32_t>(rec[i] + HEATC_RULE_STATE);
+    for (uint32_t i = 0; i < 8; i++) state[i] = ld<uint32_t>(rec[i] + HEATC_RULE_STATE_OFF);
     HEATC_UNROLL
     for (uint32_t i = 0; i < 8; i++) rejected[i] = ld<uint32_t>(s + state[i]);
     // (eight rules from a multiple of 8 share one word of the active bits)
@@ -358,7 +358,7 @@ HEATC_HD HEATC_CALL void publish(const Program& g, Io& io, uint8_t* s, uint32_t 
   st<uint64_t>(o + 32, SF(uint64_t, TOKENS));
   st<uint64_t>(o + 40, SF(uint64_t, MATCHES));
   st<uint64_t>(o + 48, SF(uint64_t, REJECTIONS));
-  snapshot_verdicts(g, io, s, o + HEATC_SNAPSHOT_HEAD);
+  snapshot_verdicts(g, io, s, o + HEATC_SNAP_VERDICTS);
   SSET(uint32_t, PENDING_EVENTS, 0);
 }
 
@@ -463,8 +463,8 @@ HEATC_HD HEATC_CALL double number_value(const Program& g, const uint8_t* p, uint
         continue;
       }
       uint32_t code = cn(g, cp), kind = code >> 16, value = code & 0xFFFF;
-      if (kind == HEATC_CN_SMALL) e += value == 10 ? 1 : value == 100 ? 2 : 3;
-      if (kind == HEATC_CN_BIG) e += (int32_t)(value << 2);
+      if (kind == HEATC_CN_KIND_SMALL) e += value == 10 ? 1 : value == 100 ? 2 : 3;
+      if (kind == HEATC_CN_KIND_BIG) e += (int32_t)(value << 2);
     }
     places = (uint32_t)k;
     return scale(g, m, e - k);
@@ -476,20 +476,20 @@ HEATC_HD HEATC_CALL double number_value(const Program& g, const uint8_t* p, uint
     uint32_t cp = decode(p, &n);
     p += n;
     uint32_t code = cn(g, cp), kind = code >> 16, value = code & 0xFFFF;
-    if (kind == HEATC_CN_POINT) {
+    if (kind == HEATC_CN_KIND_POINT) {
       frac = 1;
       break;
     }
-    if (kind == HEATC_CN_DIGIT) {
+    if (kind == HEATC_CN_KIND_DIGIT) {
       digits = digits * 10.0 + (double)value;
       seen = true;
     }
-    if (kind == HEATC_CN_SMALL) {
+    if (kind == HEATC_CN_KIND_SMALL) {
       section = section + (seen ? digits : 1.0) * (double)value;
       digits = 0.0;
       seen = false;
     }
-    if (kind == HEATC_CN_BIG) {
+    if (kind == HEATC_CN_KIND_BIG) {
       if (value == 1)
         total = total + (section + digits) * 10000.0;
       else
@@ -687,7 +687,7 @@ HEATC_HD HEATC_CALL void anchor_step(const Program& g, Io& io, uint8_t* s, uint3
     uint32_t b = buf[i];
     if (b == 32 || b - 9 < 5) {
       if (!in_space) {
-        e[HEATC_RING_TEXT + out++] = 32;
+        e[HEATC_AE_TEXT + out++] = 32;
         h = fnv(h, 32);
       }
       in_space = true;
@@ -695,7 +695,7 @@ HEATC_HD HEATC_CALL void anchor_step(const Program& g, Io& io, uint8_t* s, uint3
     }
     in_space = false;
     if (is_letter(b)) b |= 32;
-    e[HEATC_RING_TEXT + out++] = (uint8_t)b;
+    e[HEATC_AE_TEXT + out++] = (uint8_t)b;
     h = fnv(h, b);
   }
   uint32_t flags = HT(CODE_FLAGS)[code];
@@ -714,15 +714,15 @@ HEATC_HD HEATC_CALL void anchor_step(const Program& g, Io& io, uint8_t* s, uint3
   count++;
   SSET(uint32_t, ANCHOR_COUNT, count);
   st<uint64_t>(e, start);
-  e[HEATC_RING_SPACE] = (uint8_t)space;
-  e[HEATC_RING_LEN] = (uint8_t)out;
+  e[HEATC_AE_SPACE_BEFORE] = (uint8_t)space;
+  e[HEATC_AE_LEN] = (uint8_t)out;
   // a lexeme that ends no term ends no run worth looking up
   if (!(literal ? (flags & HEATC_FLAG_ANCHOR_END) != 0 : filter_hit(g, HT(ANCHOR_END_FILTER), h))) return;
   // runs ending here, shortest first; the filter hash grows backwards over reversed bytes
   h = HEATC_FNV_OFFSET;
   for (uint32_t n = 1; n <= count; n++) {
     uint8_t* first = ring_entry(g, s, count - n);
-    for (uint32_t i = first[HEATC_RING_LEN]; i > 0; i--) h = fnv(h, first[HEATC_RING_TEXT + i - 1]);
+    for (uint32_t i = first[HEATC_AE_LEN]; i > 0; i--) h = fnv(h, first[HEATC_AE_TEXT + i - 1]);
     if (filter_hit(g, HT(ANCHOR_FILTER), h)) {
       for (uint32_t d = 0; d < HP(N_DOMAINS); d++) {
         const uint8_t* di = HT(DOMAIN_INDEX) + 8 * d;
@@ -733,11 +733,11 @@ HEATC_HD HEATC_CALL void anchor_step(const Program& g, Io& io, uint8_t* s, uint3
         sha_put(g, c, &sep, 1);
         for (uint32_t j = count - n; j < count; j++) {
           uint8_t* x = ring_entry(g, s, j);
-          if (j > count - n && x[HEATC_RING_SPACE]) {
+          if (j > count - n && x[HEATC_AE_SPACE_BEFORE]) {
             sep = 32;
             sha_put(g, c, &sep, 1);
           }
-          sha_put(g, c, x + HEATC_RING_TEXT, x[HEATC_RING_LEN]);
+          sha_put(g, c, x + HEATC_AE_TEXT, x[HEATC_AE_LEN]);
         }
         int32_t grp = anchor_lookup(g, sha_key(g, c));
         if (grp < 0) continue;
@@ -747,14 +747,14 @@ HEATC_HD HEATC_CALL void anchor_step(const Program& g, Io& io, uint8_t* s, uint3
         uint8_t* ev = new_event(g, io, s, seq);
         ev[HEATC_EV_KIND] = 1;
         ev[HEATC_EV_VERDICT] = 255;
-        st<uint32_t>(ev + HEATC_EV_RULE, (uint32_t)grp);
+        st<uint32_t>(ev + HEATC_EV_INDEX, (uint32_t)grp);
         st<int32_t>(ev + HEATC_EV_FAILED, -1);
         st<uint64_t>(ev + HEATC_EV_START, ld<uint64_t>(first));
         st<uint64_t>(ev + HEATC_EV_END, end);
         st<int32_t>(ev + HEATC_EV_CONFLICT, -1);
       }
     }
-    if (first[HEATC_RING_SPACE]) h = fnv(h, 32);
+    if (first[HEATC_AE_SPACE_BEFORE]) h = fnv(h, 32);
   }
 }
 
@@ -766,8 +766,8 @@ HEATC_HD HEATC_INLINE bool gate_open(const Program& g, const uint8_t* s, int32_t
 
 // does element `el` of rule `rec` accept token `code`? (binary search of its sorted list)
 HEATC_HD HEATC_CALL bool accepts(const uint8_t* rec, const uint8_t* el, uint32_t code) {
-  const uint8_t* ap = rec + ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS);
-  uint32_t lo = 0, hi = ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS);
+  const uint8_t* ap = rec + ld<uint32_t>(el + HEATC_EL_ACCEPTS);
+  uint32_t lo = 0, hi = ld<uint32_t>(el + HEATC_EL_N_ACCEPTS);
   while (lo < hi) {
     uint32_t mid = (lo + hi) >> 1;
     uint32_t x = u32at(ap, mid);
@@ -784,16 +784,16 @@ HEATC_HD HEATC_CALL bool accepts(const uint8_t* rec, const uint8_t* el, uint32_t
 // dimension's base unit by the conversion of `code` — ((v + pre) * mul) / div, three float64
 // operations in this order, never fused (heatc.units; docs/semantics.md §3)
 HEATC_HD HEATC_INLINE void convert_unit(uint8_t* thread, const uint8_t* el, uint32_t code) {
-  int32_t c = ld<int32_t>(el + HEATC_ELEMENT_CONVERT);
+  int32_t c = ld<int32_t>(el + HEATC_EL_CONVERT);
   if (c < 0) return;
-  const uint8_t* u = el + ld<uint32_t>(el + HEATC_ELEMENT_UNITS);
-  uint32_t n = ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS);
-  for (uint32_t i = 0; i < n; i++, u += HEATC_UNIT_CONVERSION) {
-    if (ld<uint32_t>(u + HEATC_CONV_CODE) != code) continue;
-    uint8_t* slot = thread + HEATC_THREAD_CAPTURES + 8 * (uint32_t)c;
-    double v = ld<double>(slot) + ld<double>(u + HEATC_CONV_PRE);
-    v = v * ld<double>(u + HEATC_CONV_MUL);
-    st<double>(slot, v / ld<double>(u + HEATC_CONV_DIV));
+  const uint8_t* u = el + ld<uint32_t>(el + HEATC_EL_UNITS);
+  uint32_t n = ld<uint32_t>(el + HEATC_EL_N_ACCEPTS);
+  for (uint32_t i = 0; i < n; i++, u += HEATC_UC_SIZE) {
+    if (ld<uint32_t>(u + HEATC_UC_CODE) != code) continue;
+    uint8_t* slot = thread + HEATC_TH_CAPTURES + 8 * (uint32_t)c;
+    double v = ld<double>(slot) + ld<double>(u + HEATC_UC_PRE);
+    v = v * ld<double>(u + HEATC_UC_MUL);
+    st<double>(slot, v / ld<double>(u + HEATC_UC_DIV));
     return;
   }
 }
@@ -801,16 +801,16 @@ HEATC_HD HEATC_INLINE void convert_unit(uint8_t* thread, const uint8_t* el, uint
 HEATC_HD HEATC_INLINE void capture(const Program& g, uint8_t* thread, const uint8_t* el, uint32_t code, double value,
                                    uint32_t places) {
   convert_unit(thread, el, code);
-  int32_t pc = ld<int32_t>(el + HEATC_ELEMENT_PLACES);
-  if (pc >= 0) st<double>(thread + HEATC_THREAD_CAPTURES + 8 * pc, (double)places);
-  int32_t c = ld<int32_t>(el + HEATC_ELEMENT_CAPTURE);
+  int32_t pc = ld<int32_t>(el + HEATC_EL_PLACES);
+  if (pc >= 0) st<double>(thread + HEATC_TH_CAPTURES + 8 * pc, (double)places);
+  int32_t c = ld<int32_t>(el + HEATC_EL_CAPTURE);
   if (c < 0) return;
   double v = code >= HEATC_LEX_LITERAL0 ? (double)u32at(HT(LITERAL_CLASS), code - HEATC_LEX_LITERAL0) : value;
-  st<double>(thread + HEATC_THREAD_CAPTURES + 8 * c, v);
+  st<double>(thread + HEATC_TH_CAPTURES + 8 * c, v);
 }
 
 HEATC_HD HEATC_INLINE double operand(const uint8_t* thread, int32_t cap, double c) {
-  return cap >= 0 ? ld<double>(thread + HEATC_THREAD_CAPTURES + 8 * cap) : c;
+  return cap >= 0 ? ld<double>(thread + HEATC_TH_CAPTURES + 8 * cap) : c;
 }
 
 HEATC_HD HEATC_CALL bool holds(const uint8_t* q, const uint8_t* thread) {
@@ -818,8 +818,8 @@ HEATC_HD HEATC_CALL bool holds(const uint8_t* q, const uint8_t* thread) {
   double a = operand(thread, ld<int32_t>(q + HEATC_REQ_LEFT), ld<double>(q + HEATC_REQ_LEFT_CONST));
   if (op == HEATC_OP_IN) {
     double lo = ld<double>(q + HEATC_REQ_LOW), hi = ld<double>(q + HEATC_REQ_HIGH);
-    bool lo_ok = ld<uint64_t>(q + HEATC_REQ_CLOSED) ? lo <= a : lo < a;
-    bool hi_ok = ld<uint64_t>(q + HEATC_REQ_CLOSED + 8) ? a <= hi : a < hi;
+    bool lo_ok = ld<uint64_t>(q + HEATC_REQ_LOW_CLOSED) ? lo <= a : lo < a;
+    bool hi_ok = ld<uint64_t>(q + HEATC_REQ_HIGH_CLOSED) ? a <= hi : a < hi;
     return lo_ok && hi_ok;
   }
   double b = operand(thread, ld<int32_t>(q + HEATC_REQ_RIGHT), ld<double>(q + HEATC_REQ_RIGHT_CONST));
@@ -834,12 +834,12 @@ HEATC_HD HEATC_CALL bool holds(const uint8_t* q, const uint8_t* thread) {
 }
 
 HEATC_HD HEATC_CALL uint32_t channel_slot(const uint8_t* rec, const uint8_t* u, const uint8_t* thread) {
-  int32_t key = ld<int32_t>(u + HEATC_CHAN_KEY);
-  uint32_t base = ld<uint32_t>(u + HEATC_CHAN_CHANNEL);
+  int32_t key = ld<int32_t>(u + HEATC_CU_KEY);
+  uint32_t base = ld<uint32_t>(u + HEATC_CU_CHANNEL);
   if (key < 0) return base;
-  uint32_t cls = (uint32_t)ld<double>(thread + HEATC_THREAD_CAPTURES + 8 * key);
-  const uint8_t* keys = rec + ld<uint32_t>(u + HEATC_CHAN_KEYS);
-  uint32_t n = ld<uint32_t>(u + HEATC_CHAN_N_KEYS), i = 0;
+  uint32_t cls = (uint32_t)ld<double>(thread + HEATC_TH_CAPTURES + 8 * key);
+  const uint8_t* keys = rec + ld<uint32_t>(u + HEATC_CU_KEYS);
+  uint32_t n = ld<uint32_t>(u + HEATC_CU_N_KEYS), i = 0;
   // (a key capture always holds one of the key classes: the element accepts only those;
   // the bound keeps a corrupt state inside the table)
   while (i + 1 < n && u32at(keys, i) != cls) i++;
@@ -848,7 +848,7 @@ HEATC_HD HEATC_CALL uint32_t channel_slot(const uint8_t* rec, const uint8_t* u, 
 
 // a band's largest value is this many slots after its smallest: one per key class (docs/ir.md)
 HEATC_HD HEATC_INLINE uint32_t band_span(const uint8_t* u) {
-  uint32_t n = ld<uint32_t>(u + HEATC_CHAN_N_KEYS);
+  uint32_t n = ld<uint32_t>(u + HEATC_CU_N_KEYS);
   return n > 1 ? n : 1;
 }
 
@@ -862,10 +862,10 @@ HEATC_HD HEATC_INLINE void set_channel(uint8_t* ch, double v, uint64_t start, ui
 HEATC_HD HEATC_CALL void complete(const Program& g, Io& io, uint8_t* s, uint32_t seq, uint32_t r, const uint8_t* rec,
                               const uint8_t* thread, uint64_t end) {
   int32_t failed = -1, conflict = -1;
-  uint8_t* rs = s + ld<uint32_t>(rec + HEATC_RULE_STATE);
+  uint8_t* rs = s + ld<uint32_t>(rec + HEATC_RULE_STATE_OFF);
   const uint8_t* q = rec + ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS);
   uint32_t n = ld<uint32_t>(rec + HEATC_RULE_N_REQUIREMENTS);
-  for (uint32_t i = 0; i < n; i++, q += HEATC_REQUIREMENT) {
+  for (uint32_t i = 0; i < n; i++, q += HEATC_REQ_SIZE) {
     if (!holds(q, thread)) {
       failed = (int32_t)i;
       break;
@@ -876,11 +876,11 @@ HEATC_HD HEATC_CALL void complete(const Program& g, Io& io, uint8_t* s, uint32_t
   n = ld<uint32_t>(rec + HEATC_RULE_N_CHANNELS);
   if (failed < 0) {
     const uint8_t* u = uses;
-    for (uint32_t i = 0; i < n; i++, u += HEATC_CHANNEL_USE) {
+    for (uint32_t i = 0; i < n; i++, u += HEATC_CU_SIZE) {
       uint32_t slot = channel_slot(rec, u, thread);
       uint8_t* ch = channels + 32 * slot;
-      double v = ld<double>(thread + HEATC_THREAD_CAPTURES + 8 * ld<uint32_t>(u + HEATC_CHAN_CAPTURE));
-      uint32_t factor = ld<uint32_t>(u + HEATC_CHAN_FACTOR);
+      double v = ld<double>(thread + HEATC_TH_CAPTURES + 8 * ld<uint32_t>(u + HEATC_CU_CAPTURE));
+      uint32_t factor = ld<uint32_t>(u + HEATC_CU_FACTOR);
       if (factor == 0) {
         if (ld<uint64_t>(ch) != 0 && ld<double>(ch + 8) != v) {
           conflict = (int32_t)slot;
@@ -903,12 +903,12 @@ HEATC_HD HEATC_CALL void complete(const Program& g, Io& io, uint8_t* s, uint32_t
   }
   if (failed < 0 && conflict < 0) {
     const uint8_t* u = uses;
-    for (uint32_t i = 0; i < n; i++, u += HEATC_CHANNEL_USE) {
+    for (uint32_t i = 0; i < n; i++, u += HEATC_CU_SIZE) {
       uint32_t slot = channel_slot(rec, u, thread);
       uint8_t* ch = channels + 32 * slot;
-      double v = ld<double>(thread + HEATC_THREAD_CAPTURES + 8 * ld<uint32_t>(u + HEATC_CHAN_CAPTURE));
-      uint64_t start = ld<uint64_t>(thread + HEATC_THREAD_START);
-      if (ld<uint32_t>(u + HEATC_CHAN_FACTOR) == 0) {
+      double v = ld<double>(thread + HEATC_TH_CAPTURES + 8 * ld<uint32_t>(u + HEATC_CU_CAPTURE));
+      uint64_t start = ld<uint64_t>(thread + HEATC_TH_START);
+      if (ld<uint32_t>(u + HEATC_CU_FACTOR) == 0) {
         if (ld<uint64_t>(ch) == 0) set_channel(ch, v, start, end);
       } else if (v > 0) {
         if (ld<uint64_t>(ch) == 0 || v < ld<double>(ch + 8)) set_channel(ch, v, start, end);
@@ -924,9 +924,9 @@ HEATC_HD HEATC_CALL void complete(const Program& g, Io& io, uint8_t* s, uint32_t
   SSET(uint64_t, MATCHES, SF(uint64_t, MATCHES) + 1);
   uint8_t* ev = new_event(g, io, s, seq);
   ev[HEATC_EV_VERDICT] = (failed < 0 && conflict < 0) ? 0 : 2;
-  st<uint32_t>(ev + HEATC_EV_RULE, r);
+  st<uint32_t>(ev + HEATC_EV_INDEX, r);
   st<int32_t>(ev + HEATC_EV_FAILED, failed);
-  st<uint64_t>(ev + HEATC_EV_START, ld<uint64_t>(thread + HEATC_THREAD_START));
+  st<uint64_t>(ev + HEATC_EV_START, ld<uint64_t>(thread + HEATC_TH_START));
   st<uint64_t>(ev + HEATC_EV_END, end);
   st<int32_t>(ev + HEATC_EV_CONFLICT, conflict);
   if (conflict >= 0) {
@@ -935,7 +935,7 @@ HEATC_HD HEATC_CALL void complete(const Program& g, Io& io, uint8_t* s, uint32_t
     st<uint64_t>(ev + HEATC_EV_CONFLICT_START, ld<uint64_t>(ch + 16));
     st<uint64_t>(ev + HEATC_EV_CONFLICT_END, ld<uint64_t>(ch + 24));
   }
-  copy(ev + HEATC_EV_CAPTURES, thread + HEATC_THREAD_CAPTURES, 8 * ld<uint32_t>(rec + HEATC_RULE_N_CAPTURES));
+  copy(ev + HEATC_EV_CAPTURES, thread + HEATC_TH_CAPTURES, 8 * ld<uint32_t>(rec + HEATC_RULE_N_CAPTURES));
 }
 
 // one rule's step for one lexeme (docs/semantics.md §3)
@@ -947,7 +947,7 @@ HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_
   if (gate >= 0 && !gate_open(g, s, gate)) return;
   uint32_t k = ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS);
   uint32_t ss = ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE);
-  uint8_t* slots = s + ld<uint32_t>(rec + HEATC_RULE_STATE) + 8;
+  uint8_t* slots = s + ld<uint32_t>(rec + HEATC_RULE_STATE_OFF) + 8;
   const uint8_t* els = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS);
   // per element, the lexeme kinds its gap never skips (binding: docs/semantics.md §3)
   const uint8_t* blocks = rec + ld<uint32_t>(rec + HEATC_RULE_BLOCKS);
@@ -962,52 +962,52 @@ HEATC_HD HEATC_CALL void step_rule(const Program& g, Io& io, uint8_t* s, uint32_
     uint32_t lplaces;
     double lvalue = lexeme_value(g, s + HP(OFF_LOOK_BUF), SF(uint32_t, LOOK_LEN), lcode, lplaces);
     zero(slots, ss);
-    slots[HEATC_THREAD_ACTIVE] = 1;
-    st<uint64_t>(slots + HEATC_THREAD_START, SF(uint64_t, LOOK_START));
+    slots[HEATC_TH_ACTIVE] = 1;
+    st<uint64_t>(slots + HEATC_TH_START, SF(uint64_t, LOOK_START));
     capture(g, slots, els, lcode, lvalue, lplaces);
   }
   // threads, last slot first, so an advance is not processed twice in one lexeme
   for (uint32_t i = k - 1; i >= 1; i--) {
     uint8_t* slot = slots + (i - 1) * ss;
-    if (!slot[HEATC_THREAD_ACTIVE]) continue;
-    const uint8_t* el = els + HEATC_ELEMENT * i;
+    if (!slot[HEATC_TH_ACTIVE]) continue;
+    const uint8_t* el = els + HEATC_EL_SIZE * i;
     if (accepts(rec, el, code)) {
       if (i == k - 1) {
         capture(g, slot, el, code, value, places);
         complete(g, io, s, seq, r, rec, slot, end);
-        slot[HEATC_THREAD_ACTIVE] = 0;
+        slot[HEATC_TH_ACTIVE] = 0;
         continue;
       }
       // a copy advances; the newer thread replaces whatever stayed in the next slot
       copy(slot + ss, slot, ss);
-      slot[ss + HEATC_THREAD_GAPS] = 0;
+      slot[ss + HEATC_TH_GAPS] = 0;
       capture(g, slot + ss, el, code, value, places);
     }
-    uint32_t gaps = slot[HEATC_THREAD_GAPS];
-    if (gaps < ld<uint32_t>(el + HEATC_ELEMENT_GAP) && !barrier && !(kind & u32at(blocks, i)))
-      slot[HEATC_THREAD_GAPS] = (uint8_t)(gaps + 1);
+    uint32_t gaps = slot[HEATC_TH_GAPS];
+    if (gaps < ld<uint32_t>(el + HEATC_EL_GAP) && !barrier && !(kind & u32at(blocks, i)))
+      slot[HEATC_TH_GAPS] = (uint8_t)(gaps + 1);
     else
-      slot[HEATC_THREAD_ACTIVE] = 0;
+      slot[HEATC_TH_ACTIVE] = 0;
   }
   // a new thread at this lexeme (a late-starting rule's lexeme is kept as the look-behind)
   if (!late && accepts(rec, els, code)) {
     if (k == 1) {
       // (a one-element rule captures at most a value and its places: the tables are checked for it)
-      uint8_t tmp[HEATC_THREAD_CAPTURES + 16];
+      uint8_t tmp[HEATC_TH_CAPTURES + 16];
       zero(tmp, sizeof tmp);
-      st<uint64_t>(tmp + HEATC_THREAD_START, start);
+      st<uint64_t>(tmp + HEATC_TH_START, start);
       capture(g, tmp, els, code, value, places);
       complete(g, io, s, seq, r, rec, tmp, end);
     } else {
       zero(slots, ss);
-      slots[HEATC_THREAD_ACTIVE] = 1;
-      st<uint64_t>(slots + HEATC_THREAD_START, start);
+      slots[HEATC_TH_ACTIVE] = 1;
+      st<uint64_t>(slots + HEATC_TH_START, start);
       capture(g, slots, els, code, value, places);
     }
   }
   // keep the rule's bit in active_rules in step with its slots
   bool live = false;
-  for (uint32_t i = 1; i < k && !live; i++) live = slots[(i - 1) * ss + HEATC_THREAD_ACTIVE] != 0;
+  for (uint32_t i = 1; i < k && !live; i++) live = slots[(i - 1) * ss + HEATC_TH_ACTIVE] != 0;
   uint8_t* word = s + HP(OFF_ACTIVE_RULES) + 8 * (r >> 6);
   uint64_t bit = (uint64_t)1 << (r & 63), w = ld<uint64_t>(word);
   SSET(uint32_t, N_ACTIVE, SF(uint32_t, N_ACTIVE) + (uint32_t)live - (uint32_t)((w & bit) != 0));
@@ -1075,20 +1075,20 @@ HEATC_HD HEATC_CALL uint32_t age(const Program& g, uint8_t* s, uint32_t k) {
     const uint8_t* rec = rule_rec(g, r);
     uint32_t n = ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS);
     uint32_t ss = ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE);
-    uint8_t* slots = s + ld<uint32_t>(rec + HEATC_RULE_STATE) + 8;
+    uint8_t* slots = s + ld<uint32_t>(rec + HEATC_RULE_STATE_OFF) + 8;
     const uint8_t* els = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS);
     bool live = false;
     for (uint32_t i = 1; i < n; i++) {
       uint8_t* slot = slots + (i - 1) * ss;
-      if (!slot[HEATC_THREAD_ACTIVE]) continue;
-      uint32_t gap = ld<uint32_t>(els + HEATC_ELEMENT * i + HEATC_ELEMENT_GAP);
-      uint32_t a = slot[HEATC_THREAD_GAPS] + k;
+      if (!slot[HEATC_TH_ACTIVE]) continue;
+      uint32_t gap = ld<uint32_t>(els + HEATC_EL_SIZE * i + HEATC_EL_GAP);
+      uint32_t a = slot[HEATC_TH_GAPS] + k;
       if (a <= gap) {
-        slot[HEATC_THREAD_GAPS] = (uint8_t)a;
+        slot[HEATC_TH_GAPS] = (uint8_t)a;
         live = true;
         if (gap + 1 - a > budget) budget = gap + 1 - a;
       } else {
-        slot[HEATC_THREAD_ACTIVE] = 0;
+        slot[HEATC_TH_ACTIVE] = 0;
       }
     }
     if (!live) {
@@ -1445,7 +1445,7 @@ HEATC_HD HEATC_CALL uint32_t finish(const Program& g, Io& io, uint8_t* s, uint32
   ActiveRules each = active_rules(g);
   while (next_active(g, s, each, r)) {
     const uint8_t* rec = rule_rec(g, r);
-    zero(s + ld<uint32_t>(rec + HEATC_RULE_STATE) + 8,
+    zero(s + ld<uint32_t>(rec + HEATC_RULE_STATE_OFF) + 8,
          (ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS) - 1) * ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE));
   }
   zero(s + HP(OFF_ACTIVE_RULES), 8 * each.words);

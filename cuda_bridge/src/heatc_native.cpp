@@ -89,20 +89,22 @@ int trap(Module* m, const char* what) {
 }
 
 uint32_t* ctl(Module* m) { return (uint32_t*)(m->mem + m->control); }
+// a word of the control block `c` (the ABI gives its fields as byte offsets)
+#define CTL(name) (c[HEATC_CTL_##name / 4])
 
 // the control block as pointers, each range checked
 int load_io(Module* m, heatc::Io& io, bool tokens) {
   uint32_t* c = ctl(m);
-  io.ev_cap = c[HEATC_CTL_EV_CAP];
-  io.ev_count = c[HEATC_CTL_EV_COUNT];
-  io.snap_cap = c[HEATC_CTL_SNAP_CAP];
-  io.snap_count = c[HEATC_CTL_SNAP_COUNT];
-  if (!in_mem(m, c[HEATC_CTL_EV_PTR], (uint64_t)io.ev_cap * P(EVENT_SIZE)) || io.ev_count > io.ev_cap)
+  io.ev_cap = CTL(EV_CAP);
+  io.ev_count = CTL(EV_COUNT);
+  io.snap_cap = CTL(SNAP_CAP);
+  io.snap_count = CTL(SNAP_COUNT);
+  if (!in_mem(m, CTL(EV_PTR), (uint64_t)io.ev_cap * P(EVENT_SIZE)) || io.ev_count > io.ev_cap)
     return trap(m, "event buffer");
-  if (!in_mem(m, c[HEATC_CTL_SNAP_PTR], (uint64_t)io.snap_cap * P(SNAPSHOT_SIZE)) || io.snap_count > io.snap_cap)
+  if (!in_mem(m, CTL(SNAP_PTR), (uint64_t)io.snap_cap * P(SNAPSHOT_SIZE)) || io.snap_count > io.snap_cap)
     return trap(m, "snapshot buffer");
-  io.ev = m->mem + c[HEATC_CTL_EV_PTR];
-  io.snap = m->mem + c[HEATC_CTL_SNAP_PTR];
+  io.ev = m->mem + CTL(EV_PTR);
+  io.snap = m->mem + CTL(SNAP_PTR);
   io.ev_keep = io.ev_cap;
   io.snap_keep = io.snap_cap;
   io.ev_scratch = nullptr;
@@ -110,18 +112,18 @@ int load_io(Module* m, heatc::Io& io, bool tokens) {
   io.tok_offsets = nullptr;
   io.tok_bytes = nullptr;
   io.tok_total = 0;
-  if (tokens && c[HEATC_CTL_N_TOKENS]) {
-    if (!in_mem(m, c[HEATC_CTL_TOK_OFFSETS], 4 * ((uint64_t)c[HEATC_CTL_N_TOKENS] + 1)) ||
-        c[HEATC_CTL_TOK_OFFSETS] % 4 || !in_mem(m, c[HEATC_CTL_TOK_BYTES], 0))
+  if (tokens && CTL(N_TOKENS)) {
+    if (!in_mem(m, CTL(TOK_OFFSETS), 4 * ((uint64_t)CTL(N_TOKENS) + 1)) ||
+        CTL(TOK_OFFSETS) % 4 || !in_mem(m, CTL(TOK_BYTES), 0))
       return trap(m, "token table");
-    io.n_tokens = c[HEATC_CTL_N_TOKENS];
-    io.tok_offsets = (const uint32_t*)(m->mem + c[HEATC_CTL_TOK_OFFSETS]);
-    io.tok_bytes = m->mem + c[HEATC_CTL_TOK_BYTES];
-    io.tok_total = (uint32_t)(m->size - c[HEATC_CTL_TOK_BYTES]);
+    io.n_tokens = CTL(N_TOKENS);
+    io.tok_offsets = (const uint32_t*)(m->mem + CTL(TOK_OFFSETS));
+    io.tok_bytes = m->mem + CTL(TOK_BYTES);
+    io.tok_total = (uint32_t)(m->size - CTL(TOK_BYTES));
   }
   io.status = 0;
   io.bad_index = 0;
-  io.quiet = c[HEATC_CTL_QUIET];
+  io.quiet = CTL(QUIET);
   io.dfa16 = m->dfa16;
   io.rule_states = m->rule_states;
   io.accepts = m->accepts;
@@ -158,11 +160,11 @@ uint32_t token_bytes(const heatc::Io& io, uint32_t id) {
 
 void store_io(Module* m, const heatc::Io& io) {
   uint32_t* c = ctl(m);
-  c[HEATC_CTL_EV_COUNT] = io.ev_count;
-  c[HEATC_CTL_SNAP_COUNT] = io.snap_count;
+  CTL(EV_COUNT) = io.ev_count;
+  CTL(SNAP_COUNT) = io.snap_count;
   if (io.status) {
-    c[HEATC_CTL_STATUS] = io.status;
-    c[HEATC_CTL_BAD_INDEX] = io.bad_index;
+    CTL(STATUS) = io.status;
+    CTL(BAD_INDEX) = io.bad_index;
   }
 }
 
@@ -395,8 +397,8 @@ const char* check_tables(const Module* m) {
   c.that(P(MAX_CAPTURES) <= 32, "the capture count is invalid");
   c.that(P(EVENT_SIZE) >= HEATC_EV_CAPTURES + 8 * P(MAX_CAPTURES) && P(EVENT_SIZE) % 8 == 0, "the event size is too small");
   c.that(P(EVENT_SIZE) <= HEATC_EV_CAPTURES + 8 * 4096, "the event size is too large");
-  c.that(P(SNAPSHOT_SIZE) >= HEATC_SNAPSHOT_HEAD + rules, "the snapshot size is too small");
-  c.that(P(SNAPSHOT_SIZE) <= HEATC_SNAPSHOT_HEAD + (uint64_t)rules + 4096 && P(SNAPSHOT_SIZE) % 8 == 0,
+  c.that(P(SNAPSHOT_SIZE) >= HEATC_SNAP_VERDICTS + rules, "the snapshot size is too small");
+  c.that(P(SNAPSHOT_SIZE) <= HEATC_SNAP_VERDICTS + (uint64_t)rules + 4096 && P(SNAPSHOT_SIZE) % 8 == 0,
          "the snapshot size is invalid");
   c.that(P(PLM) >= 1, "lexeme_events is 0");
   // (a lexeme completes at most every rule and opens every anchor group: heatc.hct)
@@ -415,7 +417,7 @@ const char* check_tables(const Module* m) {
       c.that(empty, "the skipper's word table has no empty slot");
     }
     c.that(P(SKIP_WEAK) <= 1 && P(SKIP_CJK) <= 24, "the skipper's parameters are invalid");
-    c.that(P(SKIP_DIGITS) < (HEATC_DIGITS_BEFORE_DIGIT << HEATC_DIGIT_EXTENDERS_MAX), "the skipper's digit runs are invalid");
+    c.that(P(SKIP_DIGITS) < (HEATC_HCT_DIGITS_BEFORE_DIGIT << HEATC_DIGIT_EXTENDERS_MAX), "the skipper's digit runs are invalid");
     if (P(SKIP_CJK) && !c.problem) {
       // the CJK table (u32 slots, one empty at least) and the continuation lists its kinds index
       const uint64_t slots = (uint64_t)1 << P(SKIP_CJK);
@@ -472,7 +474,7 @@ const char* check_tables(const Module* m) {
   const uint32_t A = P(ANCHOR_LEXEMES), groups = P(N_GROUPS);
   uint64_t domain_bytes = 0;
   if (A) {
-    c.that(A <= 8 && P(MAX_LEXEME) <= HEATC_RING_ENTRY - HEATC_RING_TEXT, "the anchor ring is invalid");
+    c.that(A <= 8 && P(MAX_LEXEME) <= HEATC_RING_ENTRY - HEATC_AE_TEXT, "the anchor ring is invalid");
     field(P(OFF_ANCHOR_COUNT), 4, "state field anchor_count");
     field(P(OFF_ANCHOR_HEAD), 4, "state field anchor_head");
     field(P(OFF_RING), (uint64_t)A * HEATC_RING_ENTRY, "state field anchor ring", 8);
@@ -534,10 +536,10 @@ const char* check_tables(const Module* m) {
   for (uint32_t i = 0; i < P(N_CN); i++) {
     uint32_t cp = ld<uint32_t>(t + P(T_CN_TABLE) + 8 * i), code = ld<uint32_t>(t + P(T_CN_TABLE) + 8 * i + 4);
     uint32_t kind = code >> 16, value = code & 0xFFFF;
-    bool ok = kind == HEATC_CN_DIGIT   ? value <= 9
-              : kind == HEATC_CN_SMALL ? value == 10 || value == 100 || value == 1000
-              : kind == HEATC_CN_BIG   ? value == 1 || value == 2
-                                       : kind == HEATC_CN_POINT && value == 0;
+    bool ok = kind == HEATC_CN_KIND_DIGIT   ? value <= 9
+              : kind == HEATC_CN_KIND_SMALL ? value == 10 || value == 100 || value == 1000
+              : kind == HEATC_CN_KIND_BIG   ? value == 1 || value == 2
+                                       : kind == HEATC_CN_KIND_POINT && value == 0;
     c.that(ok && (i == 0 || cp > ld<uint32_t>(t + P(T_CN_TABLE) + 8 * i - 8)), "the numeral table is invalid");
   }
   uint32_t n_starts = ld<uint32_t>(t + P(T_START_OFF) + 4 * codes);
@@ -573,65 +575,65 @@ const char* check_tables(const Module* m) {
   };
   for (uint32_t r = 0; r < rules && !c.problem; r++) {
     uint32_t at = ld<uint32_t>(t + P(T_RULE_OFF) + 4 * r);
-    if (!in_rules(at, HEATC_RULE_HEADER, "a rule record") || !c.that(at % 8 == 0, "a rule record is not aligned")) break;
+    if (!in_rules(at, HEATC_RULE_SIZE, "a rule record") || !c.that(at % 8 == 0, "a rule record is not aligned")) break;
     const uint8_t* rec = t + at;
     uint32_t k = ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS), nc = ld<uint32_t>(rec + HEATC_RULE_N_CAPTURES);
     int32_t gate = ld<int32_t>(rec + HEATC_RULE_GATE);
     // (an element captures at most its value and, for `places(v)`, the digits after its point)
     c.that(k >= 1 && k <= 16 && nc <= 2 * k && nc <= P(MAX_CAPTURES), "a rule's element or capture count is invalid");
     c.that(gate < (int32_t)groups, "a rule's gate is out of range");
-    c.that(ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE) == HEATC_THREAD_CAPTURES + 8 * nc, "a rule's slot size is wrong");
-    c.that(ld<uint32_t>(rec + HEATC_RULE_STATE) % 8 == 0 &&
-               ld<uint32_t>(rec + HEATC_RULE_STATE) + 8 + (uint64_t)(k - 1) * (16 + 8 * nc) <= ss,
+    c.that(ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE) == HEATC_TH_CAPTURES + 8 * nc, "a rule's slot size is wrong");
+    c.that(ld<uint32_t>(rec + HEATC_RULE_STATE_OFF) % 8 == 0 &&
+               ld<uint32_t>(rec + HEATC_RULE_STATE_OFF) + 8 + (uint64_t)(k - 1) * (16 + 8 * nc) <= ss,
            "a rule's state lies outside the state record");
     c.that(!ld<uint32_t>(rec + HEATC_RULE_LATE) || k >= 2, "a late-starting rule has one element");
     if (c.problem) break;
-    spans.add(ld<uint32_t>(rec + HEATC_RULE_STATE), 8 + (uint64_t)(k - 1) * (16 + 8 * nc), nullptr, r);
-    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS), HEATC_ELEMENT * (uint64_t)k, "a rule's elements"))
+    spans.add(ld<uint32_t>(rec + HEATC_RULE_STATE_OFF), 8 + (uint64_t)(k - 1) * (16 + 8 * nc), nullptr, r);
+    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS), HEATC_EL_SIZE * (uint64_t)k, "a rule's elements"))
       break;
     for (uint32_t i = 0; i < k; i++) {
-      const uint8_t* el = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) + HEATC_ELEMENT * i;
-      int32_t cap = ld<int32_t>(el + HEATC_ELEMENT_CAPTURE), places = ld<int32_t>(el + HEATC_ELEMENT_PLACES);
-      c.that(cap < (int32_t)nc && places < (int32_t)nc && ld<uint32_t>(el + HEATC_ELEMENT_GAP) < 255,
+      const uint8_t* el = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) + HEATC_EL_SIZE * i;
+      int32_t cap = ld<int32_t>(el + HEATC_EL_CAPTURE), places = ld<int32_t>(el + HEATC_EL_PLACES);
+      c.that(cap < (int32_t)nc && places < (int32_t)nc && ld<uint32_t>(el + HEATC_EL_GAP) < 255,
              "a rule element is invalid");
-      in_rules(at + (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS), 4 * (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS),
+      in_rules(at + (uint64_t)ld<uint32_t>(el + HEATC_EL_ACCEPTS), 4 * (uint64_t)ld<uint32_t>(el + HEATC_EL_N_ACCEPTS),
               "a rule element's accept list");
-      c.that(ld<uint32_t>(el + HEATC_ELEMENT_ACCEPTS) % 4 == 0, "a rule element's accept list is not aligned");
+      c.that(ld<uint32_t>(el + HEATC_EL_ACCEPTS) % 4 == 0, "a rule element's accept list is not aligned");
       // a quantity's unit: the slot it converts, and its conversions (from the element record)
-      int32_t conv = ld<int32_t>(el + HEATC_ELEMENT_CONVERT);
+      int32_t conv = ld<int32_t>(el + HEATC_EL_CONVERT);
       c.that(conv < (int32_t)nc, "a rule element's converted capture is out of range");
       if (conv >= 0)
-        in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) + HEATC_ELEMENT * (uint64_t)i +
-                     ld<uint32_t>(el + HEATC_ELEMENT_UNITS),
-                 HEATC_UNIT_CONVERSION * (uint64_t)ld<uint32_t>(el + HEATC_ELEMENT_N_ACCEPTS), "a unit's conversions");
+        in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) + HEATC_EL_SIZE * (uint64_t)i +
+                     ld<uint32_t>(el + HEATC_EL_UNITS),
+                 HEATC_UC_SIZE * (uint64_t)ld<uint32_t>(el + HEATC_EL_N_ACCEPTS), "a unit's conversions");
     }
     in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_BLOCKS), 4 * (uint64_t)k, "a rule's gap blocks");
     uint32_t nq = ld<uint32_t>(rec + HEATC_RULE_N_REQUIREMENTS), nu = ld<uint32_t>(rec + HEATC_RULE_N_CHANNELS);
-    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS), HEATC_REQUIREMENT * (uint64_t)nq,
+    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS), HEATC_REQ_SIZE * (uint64_t)nq,
                  "a rule's requirements") ||
         !c.that(ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS) % 8 == 0 && ld<uint32_t>(rec + HEATC_RULE_ELEMENTS) % 4 == 0 &&
                     ld<uint32_t>(rec + HEATC_RULE_BLOCKS) % 4 == 0 && ld<uint32_t>(rec + HEATC_RULE_CHANNELS) % 4 == 0,
                 "a rule record's parts are not aligned"))
       break;
     for (uint32_t i = 0; i < nq; i++) {
-      const uint8_t* q = rec + ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS) + HEATC_REQUIREMENT * i;
+      const uint8_t* q = rec + ld<uint32_t>(rec + HEATC_RULE_REQUIREMENTS) + HEATC_REQ_SIZE * i;
       c.that(ld<uint32_t>(q) <= HEATC_OP_IN && ld<int32_t>(q + HEATC_REQ_LEFT) < (int32_t)nc &&
                  ld<int32_t>(q + HEATC_REQ_RIGHT) < (int32_t)nc,
              "a requirement is invalid");
     }
-    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_CHANNELS), HEATC_CHANNEL_USE * (uint64_t)nu, "a rule's channels"))
+    if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_CHANNELS), HEATC_CU_SIZE * (uint64_t)nu, "a rule's channels"))
       break;
     for (uint32_t i = 0; i < nu; i++) {
-      const uint8_t* u = rec + ld<uint32_t>(rec + HEATC_RULE_CHANNELS) + HEATC_CHANNEL_USE * i;
-      uint32_t keys = ld<uint32_t>(u + HEATC_CHAN_N_KEYS);
-      int32_t key = ld<int32_t>(u + HEATC_CHAN_KEY);
+      const uint8_t* u = rec + ld<uint32_t>(rec + HEATC_RULE_CHANNELS) + HEATC_CU_SIZE * i;
+      uint32_t keys = ld<uint32_t>(u + HEATC_CU_N_KEYS);
+      int32_t key = ld<int32_t>(u + HEATC_CU_KEY);
       // the slots it reads: one per key class (or one), and a band's largest values after them
-      uint64_t slots = (key < 0 ? 1 : (uint64_t)keys) + (ld<uint32_t>(u + HEATC_CHAN_FACTOR) ? (keys > 1 ? keys : 1) : 0);
-      c.that(ld<uint32_t>(u + HEATC_CHAN_CAPTURE) < nc && key < (int32_t)nc && (key < 0 || keys >= 1) &&
-                 (uint64_t)ld<uint32_t>(u + HEATC_CHAN_CHANNEL) + slots <= P(N_CHANNELS),
+      uint64_t slots = (key < 0 ? 1 : (uint64_t)keys) + (ld<uint32_t>(u + HEATC_CU_FACTOR) ? (keys > 1 ? keys : 1) : 0);
+      c.that(ld<uint32_t>(u + HEATC_CU_CAPTURE) < nc && key < (int32_t)nc && (key < 0 || keys >= 1) &&
+                 (uint64_t)ld<uint32_t>(u + HEATC_CU_CHANNEL) + slots <= P(N_CHANNELS),
              "a channel use is invalid");
-      in_rules(at + (uint64_t)ld<uint32_t>(u + HEATC_CHAN_KEYS), 4 * (uint64_t)keys, "a channel use's key classes");
-      c.that(ld<uint32_t>(u + HEATC_CHAN_KEYS) % 4 == 0, "a channel use's key classes are not aligned");
+      in_rules(at + (uint64_t)ld<uint32_t>(u + HEATC_CU_KEYS), 4 * (uint64_t)keys, "a channel use's key classes");
+      c.that(ld<uint32_t>(u + HEATC_CU_KEYS) % 4 == 0, "a channel use's key classes are not aligned");
     }
   }
   if (c.problem) return c.problem;
@@ -658,7 +660,7 @@ const char* check_state(const Module* m, const uint8_t* s) {
     c.that(ld<uint32_t>(s + P(OFF_ANCHOR_COUNT)) <= A && ld<uint32_t>(s + P(OFF_ANCHOR_HEAD)) < A,
            "its anchor ring is out of range");
     for (uint32_t i = 0; i < A; i++)
-      c.that(s[P(OFF_RING) + i * HEATC_RING_ENTRY + HEATC_RING_LEN] <= cap, "its anchor ring is out of range");
+      c.that(s[P(OFF_RING) + i * HEATC_RING_ENTRY + HEATC_AE_LEN] <= cap, "its anchor ring is out of range");
   }
   uint32_t words = (P(N_RULES) + 63) / 64, active = 0;
   for (uint32_t w = 0; w < words; w++) {
@@ -835,7 +837,7 @@ PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
   }
   for (uint32_t r = 0; r < P(N_RULES); r++) {
     const uint8_t* rec = heatc::rule_rec(m->prog, r);
-    m->rule_states[r] = ld<uint32_t>(rec + HEATC_RULE_STATE) | (P(LATE) && ld<uint32_t>(rec + HEATC_RULE_LATE) ? 1u << 31 : 0);
+    m->rule_states[r] = ld<uint32_t>(rec + HEATC_RULE_STATE_OFF) | (P(LATE) && ld<uint32_t>(rec + HEATC_RULE_LATE) ? 1u << 31 : 0);
   }
   // one reservation, never moved: views into it stay valid as the visible size grows. It is
   // inaccessible but for what has been grown into (commit): only that counts as the process's

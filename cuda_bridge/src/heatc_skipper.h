@@ -85,17 +85,17 @@ HEATC_INLINE Config config(const Program& g, bool quiet) {
   c.cjk_table = c.plain + HEATC_SKIP_CJK_TABLE;
   c.cjk_lists = c.cjk_table + 4 * (c.cjk_mask + 1);
   const uint32_t d = p[HEATC_P_SKIP_DIGITS];
-  c.digits = (d & HEATC_DIGITS_ON) != 0;
-  c.decimals = c.digits && (d & HEATC_DIGITS_DECIMALS);
-  c.percent = c.digits && (d & HEATC_DIGITS_PERCENT);
-  c.years = c.digits && (d & HEATC_DIGITS_YEARS);
+  c.digits = (d & HEATC_HCT_DIGITS_ON) != 0;
+  c.decimals = c.digits && (d & HEATC_HCT_DIGITS_DECIMALS);
+  c.percent = c.digits && (d & HEATC_HCT_DIGITS_PERCENT);
+  c.years = c.digits && (d & HEATC_HCT_DIGITS_YEARS);
   // a counted number is kept as the look-behind of late-starting rules that read numbers
   c.number_look = c.digits && p[HEATC_P_LATE] && (g.t[p[HEATC_P_T_CODE_FLAGS] + HEATC_LEX_NUMBER] & HEATC_FLAG_LOOK);
   c.n_always = c.n_before = 0;
   for (uint32_t i = 0; i < HEATC_DIGIT_EXTENDERS_MAX && c.digits; i++) {
     uint8_t b = (uint8_t)(p[HEATC_P_DIGIT_EXTENDERS] >> (8 * i));
     if (!b) break;
-    if (d & (HEATC_DIGITS_BEFORE_DIGIT << i))
+    if (d & (HEATC_HCT_DIGITS_BEFORE_DIGIT << i))
       c.before[c.n_before++] = b;
     else
       c.always[c.n_always++] = b;

@@ -17,19 +17,8 @@ import wasmtime
 
 from heatc import ir
 from heatc.version import __version__
-from heatc.wasm.digits import DIGIT_RUN_MAX
 from heatc.wasm.pack import Packed, pack
-from heatc.wasm.skipper import (
-    CJK_CONTINUATIONS,
-    CJK_KEY_MUL,
-    SKIP_CJK_FINGERPRINTS,
-    SKIP_CJK_TABLE,
-    SKIP_KEY_MUL,
-    SKIP_NIBBLE_BITS,
-    SKIP_PLAIN_QUIET,
-    SKIP_WORD_FINGERPRINTS,
-    word_table_layout,
-)
+from heatc.wasm.skipper import word_table_layout
 from heatc_runtime import abi
 from heatc_runtime.abi import ABI_MAJOR, ABI_MINOR, PAGE, SCRATCH, TABLES_ALIGN
 
@@ -125,7 +114,7 @@ def kernel_switches(program: ir.Program, packed: Packed | None = None) -> dict[s
 def _constants(program: ir.Program, packed: Packed) -> tuple[dict, dict[str, int]]:
     """The template's `C` (this program's constants and switches, the data segment apart) and
     `F` (its state-record offsets)."""
-    assert DIGIT_RUN_MAX == 8, "the kernel's test for long digit runs is written for 8"
+    assert abi.DIGIT_RUN_MAX == 8, "the kernel's test for long digit runs is written for 8"
     fields, state_size, ring_entry = _layout_consts(program)
     k = packed.consts
     max_captures = max(1, k["max_captures"])
@@ -158,11 +147,11 @@ def _constants(program: ir.Program, packed: Packed) -> tuple[dict, dict[str, int
         "BULK_AGING": int(bool(program.rules) and not a),
         "LATE": k["late"],
         "SKIP_CJK": k["skip_cjk"],
-        "SKIP_PLAIN_QUIET": SKIP_PLAIN_QUIET,
-        "SKIP_NIBBLE_BITS": SKIP_NIBBLE_BITS,
-        "SKIP_WORD_FINGERPRINTS": SKIP_WORD_FINGERPRINTS,
-        "SKIP_CJK_FINGERPRINTS": SKIP_CJK_FINGERPRINTS,
-        "SKIP_CJK_TABLE": SKIP_CJK_TABLE,
+        "SKIP_PLAIN_QUIET": abi.SKIP_PLAIN_QUIET,
+        "SKIP_NIBBLE_BITS": abi.SKIP_NIBBLE_BITS,
+        "SKIP_WORD_FINGERPRINTS": abi.SKIP_WORD_FINGERPRINTS,
+        "SKIP_CJK_FINGERPRINTS": abi.SKIP_CJK_FINGERPRINTS,
+        "SKIP_CJK_TABLE": abi.SKIP_CJK_TABLE,
         "SKIP_WEAK": k["skip_weak"],
         "SKIP_DIGITS": k["skip_digits"],
         "NUMBER_LOOK": k["number_look"],
@@ -175,9 +164,9 @@ def _constants(program: ir.Program, packed: Packed) -> tuple[dict, dict[str, int
         "DIGIT_DECIMALS": k["digit_decimals"],
         "DIGIT_PERCENT": k["digit_percent"],
         "DIGIT_YEARS": k["digit_years"],
-        "CJK_CONTINUATIONS": CJK_CONTINUATIONS,
-        "CJK_KEY_MUL": CJK_KEY_MUL - (1 << 32) if CJK_KEY_MUL >= 1 << 31 else CJK_KEY_MUL,
-        "SKIP_KEY_MUL": SKIP_KEY_MUL - (1 << 64) if SKIP_KEY_MUL >= 1 << 63 else SKIP_KEY_MUL,
+        "CJK_CONTINUATIONS": abi.CJK_CONTINUATIONS,
+        "CJK_KEY_MUL": abi.CJK_KEY_MUL - (1 << 32) if abi.CJK_KEY_MUL >= 1 << 31 else abi.CJK_KEY_MUL,
+        "SKIP_KEY_MUL": abi.SKIP_KEY_MUL - (1 << 64) if abi.SKIP_KEY_MUL >= 1 << 63 else abi.SKIP_KEY_MUL,
         "MAX_LEXEME": program.lexer.max_lexeme,
         "N_CN": k["n_cn"],
         "ANCHORS": bool(a),

@@ -9,20 +9,17 @@ Public surface: `digit_runs(lexer, flags, plain, step, years)`, `years_pass_as_n
 from __future__ import annotations
 
 from heatc import ir
-from heatc_runtime.abi import FLAG_LOOK
+from heatc_runtime.abi import DIGIT_EXTENDERS_MAX, DIGIT_RUN_MAX, FLAG_LOOK, YEAR_HEADS
 
 ASCII_WHITESPACE = b" \t\n\v\f\r"
 
-# the longest run of ASCII digits a skipper counts as a number (the kernel copies its bytes
-# with one i64 load and store)
-DIGIT_RUN_MAX = 8
-# the most plain bytes that may extend a number for the skipper to count digit runs (the
-# kernel compares a block's bytes with each)
-DIGIT_EXTENDERS_MAX = 4
-# a year written alone is four digits beginning so (1900–2199, docs/semantics.md): where years
-# do not pass as numbers, the kernel's skipper stops before a run of four digits that begins
-# with one of these (`digit_runs` checks that the lexer reads no other digit run as a date)
-YEAR_HEADS = (b"19", b"20", b"21")
+# (the module ABI's, heatc_runtime.abi: kernels read them) DIGIT_RUN_MAX: the longest run of
+# ASCII digits a skipper counts as a number (the kernel copies its bytes with one i64 load and
+# store); DIGIT_EXTENDERS_MAX: the most plain bytes that may extend a number for the skipper
+# to count digit runs (the kernel compares a block's bytes with each); YEAR_HEADS: a year
+# written alone is four digits beginning so (1900–2199, docs/semantics.md): where years do not
+# pass as numbers, the kernel's skipper stops before a run of four digits that begins with one
+# of these (`digit_runs` checks that the lexer reads no other digit run as a date)
 YEAR_DIGITS = 4
 
 

@@ -21,9 +21,20 @@ from dataclasses import dataclass
 from heatc import ir
 from heatc.lang.lexicon import MONTH_ABBREVIATIONS, MONTH_FOLLOWERS, MONTH_NAMES
 from heatc.wasm.digits import ASCII_WHITESPACE, digit_runs, years_pass_as_numbers
-from heatc_runtime.abi import FLAG_LOOK
-
-SKIP_KEY_MUL = 0x9E3779B97F4A7C15
+from heatc_runtime.abi import (  # (the tables' layout is the module ABI's: kernels read it)
+    CJK_CONTINUATIONS,
+    CJK_KEY_MUL,
+    FLAG_LOOK,
+    SKIP_CJK_FINGERPRINTS,
+    SKIP_CJK_TABLE,
+    SKIP_KEY_MUL,
+    SKIP_NIBBLE_BITS,
+    SKIP_PLAIN_QUIET,
+    SKIP_WORD_FINGERPRINTS,
+    SKIP_WORDS_PER_SLOT,
+    WEAK_HORIZON_MAX,
+    WORD_FINGERPRINT_BUCKETS,
+)
 
 
 def skip_word_key(word: bytes, next_byte: int = 0) -> int:
@@ -194,26 +205,16 @@ def skip_tables(p: ir.Program, flags: list[int]) -> SkipTables | None:
     return SkipTables(plain_bytes, words, log2, cjk[2] if cjk else 0, digits, any(weak_bytes))
 
 
-# where the skipper's tables lie in its `skip_plain` section (the kernel reads them there):
-# the plain-byte nibble table for any stream at 0, for a quiet stream at SKIP_PLAIN_QUIET, a
-# high nibble's bit (1, 2, 4 … 128, then zeros) at SKIP_NIBBLE_BITS, then the fingerprints
-SKIP_PLAIN_QUIET = 16
-SKIP_NIBBLE_BITS = 32
-WORD_FINGERPRINT_BUCKETS = 8
-SKIP_WORD_FINGERPRINTS = 48
-SKIP_CJK_FINGERPRINTS = SKIP_WORD_FINGERPRINTS + 2 * 2 * 16 * WORD_FINGERPRINT_BUCKETS // 8
-SKIP_CJK_TABLE = SKIP_CJK_FINGERPRINTS + 3 * 4 * 16
+# where the skipper's tables lie in its `skip_plain` section: heatc_runtime.abi (SKIP_*)
 
 
 def word_table_layout(log2: int) -> dict[str, int]:
     """Where the parts of the `skip_words` section lie (from its start) for a word table of
     2^log2 slots: the filter bits, the u64 keys, the u64 next-word prefixes, the horizons."""
-    n = 1 << log2
-    return {"filter": 0, "slots": n * 4, "nexts": n * 12, "horizons": n * 20, "size": n * 21}
+    return {part: (1 << log2) * per_slot for part, per_slot in SKIP_WORDS_PER_SLOT.items()}
 
 
-# the longest gap a weak start's horizon may cover (horizons are kept in a byte)
-WEAK_HORIZON_MAX = 255
+# (WEAK_HORIZON_MAX: the longest gap a weak start's horizon may cover; horizons are a byte)
 
 
 def _weak_starts(p: ir.Program, flags: list[int], plain_codes: set[int]) -> dict[int, int]:
@@ -280,10 +281,8 @@ def _open_table(entries: dict[int, int], slot_of) -> tuple[list[int], int]:
 
 
 CJK_LEADS = [*range(0xE1, 0xED), 0xEE, 0xEF]  # three-byte leads with no invalid second bytes
-CJK_KEY_MUL = 0x9E3779B1
-# at most this many characters may extend a plain-unless character (a Chinese numeral: the
-# 32 other numerals, multipliers and 点); a kernel compares them four at a time
-CJK_CONTINUATIONS = 40
+# at most CJK_CONTINUATIONS characters may extend a plain-unless character (a Chinese
+# numeral: the 32 other numerals, multipliers and 点); a kernel compares them four at a time
 
 
 def cjk_slot(key: int, log2: int) -> int:

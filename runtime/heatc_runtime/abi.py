@@ -6,12 +6,13 @@ a kernel reads, status and verdict codes.
 Every reader takes it from here: this runtime (checker, batch, records); the compiler
 (`heatc.ir`'s codes and state layout, `heatc.wasm`'s pack and codegen, and the kernel
 template, rendered with `constants()`); the Node.js host, through runtime/js/abi.mjs
-(`js_module()`); C and C++, through cuda_bridge/include/heatc_abi.h (`c_header()`). Both
-files are generated (`make abi` writes them) and tests/test_abi.py checks that they are
-current and that every reader agrees.
+(`js_module()`); C and C++, the native and CUDA core included, through
+cuda_bridge/include/heatc_abi.h (`c_header()`). Both files are generated (`make abi` writes
+them) and tests/test_abi.py checks that they are current and that every reader agrees.
 
 Public surface: the constants below, `Record`, `check_abi(where, major, minor)`,
-`constants() -> dict[str, int]`, `js_module() -> str`, `c_header() -> str`.
+`constants() -> dict[str, int]`, `HASH_CONSTANTS`, `core_constants() -> dict[str, int]`,
+`js_module() -> str`, `c_header() -> str`.
 """
 
 from __future__ import annotations
@@ -136,9 +137,13 @@ THREAD = Record(
 )
 #: A channel slot: whether it is set, its value, the span of the match that set it.
 CHANNEL_STATE = Record("channel_state", "CH", (("set", "Q"), ("value", "d"), ("start", "Q"), ("end", "Q")))
+#: The longest lexeme in bytes: the lexer's look-back buffer, an anchor ring entry's text.
+MAX_LEXEME = 64
 #: An entry of the anchor ring: span start, whitespace before it, text length; the
 #: normalised text follows (max_lexeme bytes; entries 8-aligned).
 ANCHOR_ENTRY = Record("anchor_entry", "AE", (("start", "Q"), ("space_before", "B"), ("len", "B")), tail="text")
+#: An anchor ring entry's size in a state record: the entry and MAX_LEXEME bytes, 8-aligned.
+RING_ENTRY = -(-(ANCHOR_ENTRY.size + MAX_LEXEME) // 8) * 8
 
 # --- codes the kernel reads from the tables -------------------------------------------------
 
@@ -182,6 +187,37 @@ _OP_NAMES = ("LT", "LE", "GT", "GE", "EQ", "NE", "IN")
 DFA_CODE_MASK = 0x7FFF
 DFA_BOUNDARY = 0x8000
 DFA_FALLBACK_SHIFT = 16
+
+# --- the skipper's tables (heatc.wasm.skipper writes them; kernels read them) --------------
+
+#: The `skip_plain` section: the plain-byte nibble table for any stream at 0, for a quiet
+#: stream at SKIP_PLAIN_QUIET, a high nibble's bit (1, 2, 4 … 128, then zeros) at
+#: SKIP_NIBBLE_BITS, then the word fingerprints, the CJK fingerprints and the CJK table.
+SKIP_PLAIN_QUIET = 16
+SKIP_NIBBLE_BITS = 32
+WORD_FINGERPRINT_BUCKETS = 8
+SKIP_WORD_FINGERPRINTS = 48
+SKIP_CJK_FINGERPRINTS = SKIP_WORD_FINGERPRINTS + 2 * 2 * 16 * WORD_FINGERPRINT_BUCKETS // 8
+SKIP_CJK_TABLE = SKIP_CJK_FINGERPRINTS + 3 * 4 * 16
+#: The `skip_words` section of a table of 2^log2 slots: each part at slots × its bytes per
+#: slot from the section's start (the filter bits, the u64 keys, the u64 next-word prefixes,
+#: the horizons; `size` the whole).
+SKIP_WORDS_PER_SLOT = {"filter": 0, "slots": 4, "nexts": 12, "horizons": 20, "size": 21}
+#: A word key's multiplier into its table's slot (64-bit: `HASH_CONSTANTS`), a CJK key's.
+SKIP_KEY_MUL = 0x9E3779B97F4A7C15
+CJK_KEY_MUL = 0x9E3779B1
+#: The three-byte continuations a CJK table entry lists; the longest gap a weak start's
+#: horizon covers (a byte).
+CJK_CONTINUATIONS = 40
+WEAK_HORIZON_MAX = 255
+#: Digit runs: the longest a skipper counts as a number (one i64 load), the most plain bytes
+#: that may extend a number, the heads of a year written alone (1900–2199).
+DIGIT_RUN_MAX = 8
+DIGIT_EXTENDERS_MAX = 4
+YEAR_HEADS = (b"19", b"20", b"21")
+#: The anchor prefilter's hash, FNV-1a-64 (heatc.lexing.anchor_filter_hash).
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
 
 #: The Chinese-numeral table: (codepoint, kind << 16 | value), sorted by codepoint.
 CN_ENTRY = Record("cn_entry", "CNE", (("codepoint", "I"), ("code", "I")))
@@ -280,7 +316,15 @@ def constants() -> dict[str, int]:
         {f"VERDICT_{name}": code for code, name in enumerate(VERDICT_NAMES)},
         {"VERDICT_NONE": VERDICT_NONE, "STATE_FINISHED": STATE_FINISHED},
         {name: value for name, value in globals().items() if name.startswith(("LEX_", "FLAG_", "CN_KIND_", "KIND_"))},
-        {"YEAR_PIVOT": YEAR_PIVOT},
+        {"YEAR_PIVOT": YEAR_PIVOT, "MAX_LEXEME": MAX_LEXEME, "RING_ENTRY": RING_ENTRY},
+        {
+            name: value
+            for name, value in globals().items()
+            if name.startswith(("SKIP_", "CJK_", "WEAK_", "DIGIT_", "HCT_DIGITS_"))
+            and isinstance(value, int)
+            and name != "SKIP_KEY_MUL"
+        },
+        {f"SKIP_WORDS_{part.upper()}": per for part, per in SKIP_WORDS_PER_SLOT.items()},
         {f"OP_{name}": code for code, name in enumerate(_OP_NAMES)},
         {"DFA_CODE_MASK": DFA_CODE_MASK, "DFA_BOUNDARY": DFA_BOUNDARY, "DFA_FALLBACK_SHIFT": DFA_FALLBACK_SHIFT},
     ]
@@ -342,10 +386,51 @@ def _c_struct(record: Record) -> list[str]:
     return out
 
 
+#: The 64-bit constants a core reads (C writes them as `…ull`; JavaScript has no such number).
+HASH_CONSTANTS = {"SKIP_KEY_MUL": SKIP_KEY_MUL, "FNV_OFFSET": FNV_OFFSET, "FNV_PRIME": FNV_PRIME}
+
+
+def _c_string(data: bytes) -> str:
+    if any(b < 0x20 or b > 0x7E or b in b'"\\' for b in data):
+        raise ValueError(f"not a plain C string: {data!r}")
+    return '"' + data.decode("ascii") + '"'
+
+
+def core_constants() -> dict[str, int]:
+    """The C++ core's constants besides the module ABI's: the torch ops' output rows, kernel
+    arguments and block size (heatc_runtime.cuda.layout) and guard's decision
+    (heatc_runtime.engines.guarding). Imported here, not at the top, because both modules
+    import this one."""
+    from .cuda import layout
+    from .engines import guarding
+
+    return (
+        {f"OUT_{name.upper()}": offset for name, offset in layout.OUT_OFFSETS.items()}
+        | {"OUT_HEAD": layout.OUT_HEAD, "OUT_STATUS_NO_ROOM": layout.OUT_STATUS_NO_ROOM,
+           "OUT_STATUS_BAD_TEXT": layout.OUT_STATUS_BAD_TEXT}
+        | {"MASK_ALLOWED": layout.MASK_ALLOWED, "MASK_REJECTED": layout.MASK_REJECTED,
+           "MASK_REFUSED": layout.MASK_REFUSED, "MASK_UNTRIED": layout.MASK_UNTRIED}
+        | {"PROGRAM_BYTES": layout.PROGRAM.size, "PROGRAM_BASE": layout.PROGRAM_BASE,
+           "TOKENS_BYTES": layout.TOKENS.size, "BLOCK": layout.BLOCK}
+        | {"GUARD_TAIL": guarding.TAIL, "GUARD_N_PROBES": len(guarding.PROBES),
+           "VALUE_BEGINS": guarding.VALUE_BEGINS, "VALUE_ENDS": guarding.VALUE_ENDS}
+    )  # fmt: skip
+
+
 def c_header() -> str:
-    """cuda_bridge/include/heatc_abi.h: the ABI for C and C++ (a `#define HEATC_…` per
-    constant, and a struct per record that C lays out alike). Per-program offsets (the state
-    record past its head) are in each module's manifest, not here."""
+    """cuda_bridge/include/heatc_abi.h, the one C header: what C and C++ hosts read and what
+    the C++ core (native and CUDA) includes. A `#define HEATC_…` per constant (`constants()`,
+    `HASH_CONSTANTS`, `core_constants()`, guard's probe strings), `HEATC_P_<NAME>` indexing
+    the per-program parameters (`HCT_PARAMS`), and a struct per record that C lays out alike.
+    Per-program offsets (the state record past its head) are in rules.hct and the manifest."""
+    from .engines import guarding  # (it imports this module)
+
+    # the core's digit runs and year heads are written for these (cuda_bridge/include/heatc_core.h)
+    assert DIGIT_RUN_MAX == 8 and YEAR_HEADS == (b"19", b"20", b"21"), "change the core's digit runs with these"
+
+    def define(name: str, value: int) -> str:
+        return f"#define HEATC_{name} ({value})" if value < 0 else f"#define HEATC_{name} {value}u"
+
     out = [
         f"/* The heatc module ABI {ABI_MAJOR}.{ABI_MINOR} (docs/abi.md), "
         + _GENERATED.format(how="c_header()")
@@ -353,24 +438,42 @@ def c_header() -> str:
         "#ifndef HEATC_ABI_H",
         "#define HEATC_ABI_H",
         "",
+        "/* NVRTC has no C library headers: the core defines the integer types it uses. */",
+        "#if !defined(__CUDACC_RTC__)",
         "#include <stddef.h>",
         "#include <stdint.h>",
+        "#endif",
         "",
+        "/* the module ABI (heatc_runtime.abi.constants()) */",
+    ]
+    out += [define(name, value) for name, value in constants().items()]
+    out.append(f"#define HEATC_HCT_MAGIC {_c_string(HCT_MAGIC)}")
+    for i, op in enumerate(OPS):
+        out.append(f"#define HEATC_OP_{_OP_NAMES[i]}_TEXT {_c_string(op.encode())}")
+    out += ["", "/* 64-bit hashing constants (heatc_runtime.abi.HASH_CONSTANTS) */"]
+    out += [f"#define HEATC_{name} 0x{value:016X}ull" for name, value in HASH_CONSTANTS.items()]
+    out += ["", "/* the torch ops' rows and arguments, guard's decision (heatc_runtime.abi.core_constants()) */"]
+    out += [define(name, value) for name, value in core_constants().items()]
+    out.append(f"#define HEATC_GUARD_PROBE_TEXT {_c_string(b''.join(guarding.PROBES))}")
+    out.append(f"#define HEATC_GUARD_PROBE_LENGTHS {{{', '.join(str(len(p)) for p in guarding.PROBES)}}}")
+    out.append(f"#define HEATC_GUARD_AS_NUMBER {_c_string(guarding.AS_NUMBER)}")
+    out.append(f"#define HEATC_GUARD_CENTURIES {_c_string(b''.join(guarding.YEAR_CENTURIES))}")
+    out += ["", "/* per-program parameters: indexes into heatc_program.p, from rules.hct (HCT_PARAMS) */", "enum {"]
+    out += [f"  HEATC_P_{name.upper()} = {i}," for i, name in enumerate(HCT_PARAMS)]
+    out += [f"  HEATC_N_PARAMS = {len(HCT_PARAMS)}", "};"]
+    out += [
+        "",
+        "/* the records as C structs, for C and C++ hosts (the core reads fields by offset) */",
+        "#if !defined(__CUDACC_RTC__)",
         "#ifdef __cplusplus",
         "#define HEATC_STATIC_ASSERT(cond, what) static_assert(cond, what)",
         "#else",
         "#define HEATC_STATIC_ASSERT(cond, what) _Static_assert(cond, what)",
         "#endif",
-        "",
     ]
-    out += [f"#define HEATC_{name} ({value})" if value < 0 else f"#define HEATC_{name} {value}"
-            for name, value in constants().items()]  # fmt: skip
-    out.append(f'#define HEATC_HCT_MAGIC "{HCT_MAGIC.decode()}"')
-    for i, op in enumerate(OPS):
-        out.append(f'#define HEATC_OP_{_OP_NAMES[i]}_TEXT "{op}"')
     for record in RECORDS:
         lines = _c_struct(record)
         if lines:
             out += ["", *lines]
-    out += ["", "#endif /* HEATC_ABI_H */"]
+    out += ["#endif", "", "#endif /* HEATC_ABI_H */"]
     return "\n".join(out) + "\n"

@@ -4,7 +4,7 @@ as the WASM module's data segment.
 
 The parameters are what a core needs besides the tables: the state record's field offsets,
 record sizes and the program's constants. `PARAMS` is their order in the C core's
-`heatc_program.p` array (the generated cuda_bridge/include/heatc_native_abi.h numbers them
+`heatc_program.p` array (the generated cuda_bridge/include/heatc_abi.h numbers them
 `HEATC_P_<NAME>`); `read_hct` returns them in that order.
 
 Checked here, before a core sees the file (docs/abi.md, "Checked at load"): the header — its

@@ -25,16 +25,14 @@ import threading
 
 import numpy as np
 
-from .abi import CONTROL_FIELDS
+from .abi import CONTROL, CONTROL_FIELDS, PAGE
 from .checker import CLOSED, Checker
 from .errors import ModuleError, ModuleTrap
 from .extension import native_extension
 from .hct import Hct, check_against_manifest
 from .limits import Limits
 
-CONTROL = 256  # the control block's offset; the memory below it stays unused (0 is no buffer)
 HEAP_BASE = 512
-PAGE = 65536
 
 
 class NativeChecker(Checker):

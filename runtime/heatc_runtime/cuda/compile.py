@@ -24,7 +24,7 @@ from ..errors import ModuleError
 #: The kernels' entry points (extern "C" in heatc_step.cu).
 KERNELS = ("heatc_step", "heatc_text", "heatc_guard", "heatc_mark")
 KERNEL_FILE = "heatc_step.cu"
-HEADERS = ("heatc_kernels.h", "heatc_core.h", "heatc_native_abi.h")
+HEADERS = ("heatc_kernels.h", "heatc_core.h", "heatc_abi.h")
 SOURCE_FILES = (KERNEL_FILE, *HEADERS)
 #: NVRTC options. --fmad=false: float64 values must never be fused (docs/semantics.md §2).
 OPTIONS = ("--std=c++17", "--fmad=false")

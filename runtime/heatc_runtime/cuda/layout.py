@@ -1,7 +1,7 @@
 """The torch ops' records (docs/cuda.md): the per-sequence output row, the guard's mask
 codes, the two structs the kernels take by value — `heatc::Program` (the tables' tiers and
 rules.hct's parameters) and `heatc::Tokens` (the token table) — and the threads a block of
-every launch. Defined here once; the C header (heatc.native_header) and the kernels'
+every launch. Defined here once; the C header (heatc_runtime.abi.c_header) and the kernels'
 static_asserts take them from here.
 
 Public surface: `OUT`, `OUT_HEAD`, `OUT_FIELDS`, `OUT_OFFSETS`, `OUT_STATUS_NO_ROOM`,
