@@ -390,8 +390,7 @@ class Driver:
         if force.max(initial=-1) >= 0 or k.min(initial=width) < width:
             usable = usable & (np.arange(width)[None, :] < k[:, None]) & (force < 0)[:, None]
         # (the common step: every candidate usable, none forced — no masking pass over them)
-        cands = candidates.astype(np.int64, copy=False) if usable.all() else np.where(usable, candidates, -1)
-        cands = np.ascontiguousarray(cands, dtype=np.int64)
+        cands = np.ascontiguousarray(candidates if usable.all() else np.where(usable, candidates, -1), dtype=np.int64)
         tails = np.ascontiguousarray(self._tails[rows])
         mask = self._decide(self.batch, self._lookahead, rows, cands, usable, tails, greedy)
         ok = mask == MASK_ALLOWED
