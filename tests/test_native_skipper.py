@@ -48,6 +48,25 @@ SKIPPERS = native_extension().skippers()
 BLOCK = 64  # the skipper's block (heatc_skipper.h); it reads 8 bytes past one
 DATA = REPO.parent / "shared" / "data"
 EXAMPLES = {name: compile_file(REPO / "examples" / f"{name}.heat") for name in ("medical", "legal", "finance")}
+LEARNED = {name: compile_heatmap(REPO / "heatmaps" / f"{name}.yaml")[0] for name in EXAMPLES}
+# keywords that start only late-starting rules on numbers ("of" of `v:percent of`, as the
+# learned heatmaps have it): the skipper counts one as a plain word after a word or a plain
+# byte, and stops before it after a number, a percentage or a date
+LATE_ONLY = """ruleset late_only
+class of_word other = "of"
+class per_word other = "per"
+class u unit = "mg", "bpm"
+class kw keyword = "rate"
+rule share { match v:percent of_word
+  require v <= 50 }
+rule ratio { match v:(number | date) per_word
+  require v < 10 }
+rule dose { match v:number u
+  require v < 500 }
+rule rate_of { match kw ..2 v:number
+  require v < 100 }
+"""
+PROGRAMS = {**EXAMPLES, "late_only": compile_cached(LATE_ONLY)}
 
 # plain words the skipper passes, to put a snippet anywhere in or after a block
 FILLER = (
@@ -69,6 +88,10 @@ SNIPPETS = {
     "finance": [
         "年化利率不超过24%", "利率 36%", "贷款 3.25万元", "APR of 36%", "rate 12.5%", "一千零五 元", "１２．５%",
         "民间借贷 利率 24%", "FY2024 Q3 revenue 1,234", "in 2019 the", "🙂 利率 8%",
+    ],
+    "late_only": [
+        "60% of the", "the rest of it", "of of", "5 of 7", "2019 per day", "12 per", ". of", "1,000 of",
+        "rate of 250", "36.5 % of", "OF", "ofs", "of-", "3 per 4 per 5", "(of)", "é of", "7 mg of 40 bpm",
     ],
 }  # fmt: skip
 
@@ -185,7 +208,7 @@ def test_matches_at_every_offset_around_the_blocks(name):
     """Each snippet after 0 to 2 blocks + 9 bytes of plain words (so at every offset in a
     block and across its end), with plain words after it: each skipper scans it as the
     reference does, and fed in two pieces cut inside the snippet."""
-    program = EXAMPLES[name]
+    program = PROGRAMS[name]
     for snippet in SNIPPETS[name]:
         for k in range(2 * BLOCK + 10):
             text = (FILLER[:k] + snippet + " " + FILLER).encode()
@@ -210,7 +233,7 @@ def test_numbers_and_characters_cut_at_every_byte(name):
     """A stretch of each rule set's snippets (digit runs with points, commas and `%`, years,
     CJK characters and numerals, weak starts) fed in two pieces cut at every byte: the
     reference's snapshots and, after each piece, the automaton's state, with each skipper."""
-    program = EXAMPLES[name]
+    program = PROGRAMS[name]
     text = (FILLER + " ".join(SNIPPETS[name]) + " " + FILLER).encode()
     for cut in range(len(FILLER) - 8, len(text) - len(FILLER) + 8):
         _agrees_everywhere(program, text, [text[:cut], text[cut:]])
@@ -226,12 +249,14 @@ def _corpus(name: str, size: int) -> bytes:
 
 
 @pytest.mark.skipif(not DATA.exists(), reason=f"the shared corpora are not at {DATA}")
+@pytest.mark.parametrize("learned", [False, True], ids=["examples", "learned"])
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_real_documents(name):
-    """A slice of each domain's corpus (bench/run.py's): the reference's report on 40 KB from
+def test_real_documents(name, learned):
+    """A slice of each domain's corpus (bench/run.py's), with its hand-written rules and its
+    learned heatmap: the reference's report on 40 KB from
     several places, and WASM's (which the differential tests hold to the reference) on
     600 KB, with each skipper; and the 40 KB fed in 1,000-byte pieces."""
-    program = EXAMPLES[name]
+    program = (LEARNED if learned else EXAMPLES)[name]
     text = _corpus(name, 600_000)
     want = wasm_checker(program).scan(text)
     for start in (0, len(text) // 3, len(text) - 40_000):
@@ -282,7 +307,7 @@ def _check_programs():
     heatmaps: each part of the skipper (digit runs of each kind, weak starts, CJK text, anchors)."""
     out = [compile_cached(features.rule_set(e["recipe"])) for e in features._matrix()]
     out += list(EXAMPLES.values())
-    out += [compile_heatmap(REPO / "heatmaps" / f"{name}.yaml")[0] for name in sorted(EXAMPLES)]
+    out += [*LEARNED.values(), PROGRAMS["late_only"]]
     return [p for p in out if pack(p).consts["skip_log2"]]
 
 
