@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -237,6 +238,47 @@ def test_numbers_and_characters_cut_at_every_byte(name):
     text = (FILLER + " ".join(SNIPPETS[name]) + " " + FILLER).encode()
     for cut in range(len(FILLER) - 8, len(text) - len(FILLER) + 8):
         _agrees_everywhere(program, text, [text[:cut], text[cut:]])
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_steps_through_a_token_table_equal_one_scan(name):
+    """The snippets' text stepped a token at a time through a token table (tokens of 1 to 150
+    bytes: long ones let the skipper run inside a step), with each skipper: every snapshot is
+    the reference's for the same tokens; all their events together are the events of one
+    scan of the text, the final verdicts its verdicts; and the state after the last step is
+    the one feeding the whole text in one piece leaves (the token count apart)."""
+    program = PROGRAMS[name]
+    text = (FILLER + " ".join(SNIPPETS[name]) + " " + FILLER + " ".join(SNIPPETS[name])).encode()
+    rng = random.Random(len(text))
+    cuts = [0]
+    while cuts[-1] < len(text):
+        cuts.append(min(len(text), cuts[-1] + rng.choice([1, 2, 3, 5, 8, 40, 72, 100, 150])))
+    tokens = [text[a:b] for a, b in itertools.pairwise(cuts)]
+    vocabulary = sorted(set(tokens))
+    ids = [vocabulary.index(t) for t in tokens]
+    want = _snaps(program, tokens)
+    scanned = reference_scan(program, text)
+    layout = ir.state_layout(program)
+    tokens_at = layout.field("tokens").offset
+
+    def without_tokens(state: bytes) -> bytes:
+        return state[:tokens_at] + bytes(8) + state[tokens_at + 8 :]
+
+    for s in SKIPPERS:
+        with skipper(s):
+            checker = native_checker(program)
+            checker.set_token_table(vocabulary)
+            with checker.batch(1) as b:
+                got = [snapshot_fields(x) for i in ids for x in b.feed_ids([i]).get(0, [])]
+                stepped = _meaningful(program, b.state(0))
+                got += [snapshot_fields(x) for x in b.finish().get(0, [])]
+            assert got == want, f"skipper {s}"
+            assert [e for snap in got for e in snap[0]] == scanned[0], f"skipper {s}: the events differ from a scan's"
+            assert got[-1][1] == scanned[1], f"skipper {s}: the verdicts differ from a scan's"
+            with checker.batch(1) as b:
+                b.feed_text(0, text)
+                whole = _meaningful(program, b.state(0))
+            assert without_tokens(stepped) == without_tokens(whole), f"skipper {s}: stepping left another state"
 
 
 def _corpus(name: str, size: int) -> bytes:
