@@ -14,7 +14,8 @@ STAMP := $(VENV)/.installed
 ENGINES ?= 1
 
 # (the native backend's C++ core is compiled by the install: a changed source reinstalls)
-$(STAMP): pyproject.toml setup.py cuda_bridge/include/heatc_core.h cuda_bridge/include/heatc_native_abi.h cuda_bridge/src/heatc_native.cpp
+$(STAMP): pyproject.toml setup.py cuda_bridge/include/heatc_core.h cuda_bridge/include/heatc_native_abi.h cuda_bridge/src/heatc_native.cpp \
+		cuda_bridge/src/heatc_skipper.h cuda_bridge/src/heatc_skipper_isa.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -45,7 +46,7 @@ test: $(STAMP)
 # The long property profile (docs/testing.md): 100,000 examples per property.
 test-long: $(STAMP)
 	HYPOTHESIS_PROFILE=long HEATC_DIFF_EXAMPLES=100000 $(BIN)/python -m pytest tests/test_reference.py tests/test_lexer.py \
-		tests/test_numbers.py tests/test_printer.py tests/test_wasm_differential.py
+		tests/test_numbers.py tests/test_printer.py tests/test_wasm_differential.py tests/test_native_skipper.py
 	HEATC_FUZZ_MUTANTS=100000 HEATC_STATEFUL_EXAMPLES=5000 HEATC_FAULT_KILLS=200 HEATC_HCT_MUTANTS=5000 \
 		$(BIN)/python -m pytest tests/test_fuzz.py tests/test_runtime_stateful.py tests/test_faults_build.py \
 		tests/test_faults_native.py
