@@ -46,7 +46,7 @@ test: $(STAMP)
 # The long property profile (docs/testing.md): 100,000 examples per property.
 test-long: $(STAMP)
 	HYPOTHESIS_PROFILE=long HEATC_DIFF_EXAMPLES=100000 $(BIN)/python -m pytest tests/test_reference.py tests/test_lexer.py \
-		tests/test_numbers.py tests/test_printer.py tests/test_wasm_differential.py
+		tests/test_numbers.py tests/test_printer.py tests/test_wasm_differential.py tests/test_native_skipper.py
 	HEATC_FUZZ_MUTANTS=100000 HEATC_STATEFUL_EXAMPLES=5000 HEATC_FAULT_KILLS=200 HEATC_HCT_MUTANTS=5000 \
 		$(BIN)/python -m pytest tests/test_fuzz.py tests/test_runtime_stateful.py tests/test_faults_build.py \
 		tests/test_faults_native.py

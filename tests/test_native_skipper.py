@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -48,6 +49,25 @@ SKIPPERS = native_extension().skippers()
 BLOCK = 64  # the skipper's block (heatc_skipper.h); it reads 8 bytes past one
 DATA = REPO.parent / "shared" / "data"
 EXAMPLES = {name: compile_file(REPO / "examples" / f"{name}.heat") for name in ("medical", "legal", "finance")}
+LEARNED = {name: compile_heatmap(REPO / "heatmaps" / f"{name}.yaml")[0] for name in EXAMPLES}
+# keywords that start only late-starting rules on numbers ("of" of `v:percent of`, as the
+# learned heatmaps have it): the skipper counts one as a plain word after a word or a plain
+# byte, and stops before it after a number, a percentage or a date
+LATE_ONLY = """ruleset late_only
+class of_word other = "of"
+class per_word other = "per"
+class u unit = "mg", "bpm"
+class kw keyword = "rate"
+rule share { match v:percent of_word
+  require v <= 50 }
+rule ratio { match v:(number | date) per_word
+  require v < 10 }
+rule dose { match v:number u
+  require v < 500 }
+rule rate_of { match kw ..2 v:number
+  require v < 100 }
+"""
+PROGRAMS = {**EXAMPLES, "late_only": compile_cached(LATE_ONLY)}
 
 # plain words the skipper passes, to put a snippet anywhere in or after a block
 FILLER = (
@@ -69,6 +89,10 @@ SNIPPETS = {
     "finance": [
         "年化利率不超过24%", "利率 36%", "贷款 3.25万元", "APR of 36%", "rate 12.5%", "一千零五 元", "１２．５%",
         "民间借贷 利率 24%", "FY2024 Q3 revenue 1,234", "in 2019 the", "🙂 利率 8%",
+    ],
+    "late_only": [
+        "60% of the", "the rest of it", "of of", "5 of 7", "2019 per day", "12 per", ". of", "1,000 of",
+        "rate of 250", "36.5 % of", "OF", "ofs", "of-", "3 per 4 per 5", "(of)", "é of", "7 mg of 40 bpm",
     ],
 }  # fmt: skip
 
@@ -185,7 +209,7 @@ def test_matches_at_every_offset_around_the_blocks(name):
     """Each snippet after 0 to 2 blocks + 9 bytes of plain words (so at every offset in a
     block and across its end), with plain words after it: each skipper scans it as the
     reference does, and fed in two pieces cut inside the snippet."""
-    program = EXAMPLES[name]
+    program = PROGRAMS[name]
     for snippet in SNIPPETS[name]:
         for k in range(2 * BLOCK + 10):
             text = (FILLER[:k] + snippet + " " + FILLER).encode()
@@ -210,10 +234,51 @@ def test_numbers_and_characters_cut_at_every_byte(name):
     """A stretch of each rule set's snippets (digit runs with points, commas and `%`, years,
     CJK characters and numerals, weak starts) fed in two pieces cut at every byte: the
     reference's snapshots and, after each piece, the automaton's state, with each skipper."""
-    program = EXAMPLES[name]
+    program = PROGRAMS[name]
     text = (FILLER + " ".join(SNIPPETS[name]) + " " + FILLER).encode()
     for cut in range(len(FILLER) - 8, len(text) - len(FILLER) + 8):
         _agrees_everywhere(program, text, [text[:cut], text[cut:]])
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_steps_through_a_token_table_equal_one_scan(name):
+    """The snippets' text stepped a token at a time through a token table (tokens of 1 to 150
+    bytes: long ones let the skipper run inside a step), with each skipper: every snapshot is
+    the reference's for the same tokens; all their events together are the events of one
+    scan of the text, the final verdicts its verdicts; and the state after the last step is
+    the one feeding the whole text in one piece leaves (the token count apart)."""
+    program = PROGRAMS[name]
+    text = (FILLER + " ".join(SNIPPETS[name]) + " " + FILLER + " ".join(SNIPPETS[name])).encode()
+    rng = random.Random(len(text))
+    cuts = [0]
+    while cuts[-1] < len(text):
+        cuts.append(min(len(text), cuts[-1] + rng.choice([1, 2, 3, 5, 8, 40, 72, 100, 150])))
+    tokens = [text[a:b] for a, b in itertools.pairwise(cuts)]
+    vocabulary = sorted(set(tokens))
+    ids = [vocabulary.index(t) for t in tokens]
+    want = _snaps(program, tokens)
+    scanned = reference_scan(program, text)
+    layout = ir.state_layout(program)
+    tokens_at = layout.field("tokens").offset
+
+    def without_tokens(state: bytes) -> bytes:
+        return state[:tokens_at] + bytes(8) + state[tokens_at + 8 :]
+
+    for s in SKIPPERS:
+        with skipper(s):
+            checker = native_checker(program)
+            checker.set_token_table(vocabulary)
+            with checker.batch(1) as b:
+                got = [snapshot_fields(x) for i in ids for x in b.feed_ids([i]).get(0, [])]
+                stepped = _meaningful(program, b.state(0))
+                got += [snapshot_fields(x) for x in b.finish().get(0, [])]
+            assert got == want, f"skipper {s}"
+            assert [e for snap in got for e in snap[0]] == scanned[0], f"skipper {s}: the events differ from a scan's"
+            assert got[-1][1] == scanned[1], f"skipper {s}: the verdicts differ from a scan's"
+            with checker.batch(1) as b:
+                b.feed_text(0, text)
+                whole = _meaningful(program, b.state(0))
+            assert without_tokens(stepped) == without_tokens(whole), f"skipper {s}: stepping left another state"
 
 
 def _corpus(name: str, size: int) -> bytes:
@@ -226,12 +291,14 @@ def _corpus(name: str, size: int) -> bytes:
 
 
 @pytest.mark.skipif(not DATA.exists(), reason=f"the shared corpora are not at {DATA}")
+@pytest.mark.parametrize("learned", [False, True], ids=["examples", "learned"])
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_real_documents(name):
-    """A slice of each domain's corpus (bench/run.py's): the reference's report on 40 KB from
+def test_real_documents(name, learned):
+    """A slice of each domain's corpus (bench/run.py's), with its hand-written rules and its
+    learned heatmap: the reference's report on 40 KB from
     several places, and WASM's (which the differential tests hold to the reference) on
     600 KB, with each skipper; and the 40 KB fed in 1,000-byte pieces."""
-    program = EXAMPLES[name]
+    program = (LEARNED if learned else EXAMPLES)[name]
     text = _corpus(name, 600_000)
     want = wasm_checker(program).scan(text)
     for start in (0, len(text) // 3, len(text) - 40_000):
@@ -282,7 +349,7 @@ def _check_programs():
     heatmaps: each part of the skipper (digit runs of each kind, weak starts, CJK text, anchors)."""
     out = [compile_cached(features.rule_set(e["recipe"])) for e in features._matrix()]
     out += list(EXAMPLES.values())
-    out += [compile_heatmap(REPO / "heatmaps" / f"{name}.yaml")[0] for name in sorted(EXAMPLES)]
+    out += [*LEARNED.values(), PROGRAMS["late_only"]]
     return [p for p in out if pack(p).consts["skip_log2"]]
 
 

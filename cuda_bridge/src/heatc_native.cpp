@@ -65,6 +65,7 @@ struct Module {
   uint16_t* dfa16;     // the automaton's target states and states' accept words (heatc::Io::dfa16,
   uint32_t* accepts;   // ::accepts), where it has at most 2^16 states; else null
   heatc::skip::Config skip_configs[2];  // the skipper's view of the program, for a stream and a quiet one
+  uint8_t* late_only;  // its late-only keywords (skip::late_only_codes), a byte per code; null if none
 };
 
 struct Call {
@@ -788,6 +789,7 @@ PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
   m->dfa16 = nullptr;
   m->accepts = nullptr;
   m->rule_states = nullptr;
+  m->late_only = nullptr;
   Py_INCREF(trap_type);
   m->trap = trap_type;
   PyObject* seq = PySequence_Fast(params, "params must be a sequence of ints");
@@ -824,8 +826,20 @@ PyObject* module_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
     PyErr_Format(PyExc_ValueError, "the tables are invalid: %s", problem);
     goto fail;
   }
-  if (P(SKIP_LOG2))
-    for (int quiet = 0; quiet < 2; quiet++) m->skip_configs[quiet] = heatc::skip::config(m->prog, quiet);
+  if (P(SKIP_LOG2)) {
+    m->late_only = (uint8_t*)malloc(P(N_CODES));
+    if (!m->late_only) {
+      PyErr_NoMemory();
+      goto fail;
+    }
+    heatc::skip::late_only_codes(m->prog, m->late_only);
+    bool any = false;
+    for (uint32_t code = 0; code < P(N_CODES); code++) any |= m->late_only[code] != 0;
+    for (int quiet = 0; quiet < 2; quiet++) {
+      m->skip_configs[quiet] = heatc::skip::config(m->prog, quiet);
+      m->skip_configs[quiet].late_only = any ? m->late_only : nullptr;
+    }
+  }
   if (!compact_dfa(m)) {
     PyErr_NoMemory();
     goto fail;
@@ -881,6 +895,7 @@ void module_dealloc(PyObject* self) {
   free(m->dfa16);
   free(m->accepts);
   free(m->rule_states);
+  free(m->late_only);
   Py_XDECREF(m->trap);
   Py_TYPE(self)->tp_free(self);
 }

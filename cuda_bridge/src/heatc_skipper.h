@@ -60,6 +60,13 @@ struct Config {
   bool quiet, anchors, weak, cjk, digits, decimals, percent, years, number_look;
   uint32_t n_always, n_before;
   uint8_t always[HEATC_DIGIT_EXTENDERS_MAX], before[HEATC_DIGIT_EXTENDERS_MAX];
+  // per lexeme code, 1 for a one-word keyword that matters only as the second lexeme of
+  // late-starting rules whose first takes numbers (late_only_codes), or null; and the
+  // automaton, to find a word's code
+  const uint8_t* late_only;
+  const uint8_t* dfa;
+  const uint8_t* byte_class;
+  uint32_t width;
 };
 
 HEATC_INLINE Config config(const Program& g, bool quiet) {
@@ -91,6 +98,10 @@ HEATC_INLINE Config config(const Program& g, bool quiet) {
   c.years = c.digits && (d & HEATC_HCT_DIGITS_YEARS);
   // a counted number is kept as the look-behind of late-starting rules that read numbers
   c.number_look = c.digits && p[HEATC_P_LATE] && (g.t[p[HEATC_P_T_CODE_FLAGS] + HEATC_LEX_NUMBER] & HEATC_FLAG_LOOK);
+  c.late_only = nullptr;  // (late_only_codes, where the host keeps them)
+  c.dfa = g.t + p[HEATC_P_T_DFA];
+  c.byte_class = g.t + p[HEATC_P_T_BYTE_CLASS];
+  c.width = p[HEATC_P_DFA_WIDTH];
   c.n_always = c.n_before = 0;
   for (uint32_t i = 0; i < HEATC_DIGIT_EXTENDERS_MAX && c.digits; i++) {
     uint8_t b = (uint8_t)(p[HEATC_P_DIGIT_EXTENDERS] >> (8 * i));
@@ -101,6 +112,48 @@ HEATC_INLINE Config config(const Program& g, bool quiet) {
       c.always[c.n_always++] = b;
   }
   return c;
+}
+
+// Which lexeme codes a skipper may count as plain words where the lexeme before them is no
+// number (or percentage, or date): those that start only late-starting rules (as their
+// second element, ir.starts_late) whose first element takes only numbers, percentages and
+// dates, and that trigger nothing, are in no anchor term and are no look-behind. Such a rule
+// starts a thread only when the lexeme before is one its first element takes (the
+// look-behind): after a word or a plain byte, no rule has anything to do with the keyword
+// ("of" after a word, where a learned heatmap has "v:percent of"). `out`: a byte per code.
+inline void late_only_codes(const Program& g, uint8_t* out) {
+  const uint32_t* p = g.p;
+  const uint32_t codes = p[HEATC_P_N_CODES];
+  const uint8_t* flags = g.t + p[HEATC_P_T_CODE_FLAGS];
+  const uint8_t* start_off = g.t + p[HEATC_P_T_START_OFF];
+  const uint8_t* start_rules = g.t + p[HEATC_P_T_START_RULES];
+  for (uint32_t code = 0; code < codes; code++) {
+    out[code] = 0;
+    if (code < HEATC_LEX_LITERAL0 || !p[HEATC_P_LATE] ||
+        (flags[code] & (HEATC_FLAG_TRIGGER | HEATC_FLAG_ANCHOR_MEMBER | HEATC_FLAG_LOOK | HEATC_FLAG_BARRIER)) ||
+        !(flags[code] & HEATC_FLAG_STARTS))
+      continue;
+    uint32_t a = ld<uint32_t>(start_off + 4 * code), b = ld<uint32_t>(start_off + 4 * code + 4);
+    bool only = a < b;
+    for (uint32_t i = a; i < b && only; i++) {
+      const uint8_t* rec = rule_rec(g, ld<uint32_t>(start_rules + 4 * i));
+      only = ld<uint32_t>(rec + HEATC_RULE_LATE) != 0;
+      const uint8_t* el = rec + ld<uint32_t>(rec + HEATC_RULE_ELEMENTS);  // the first element
+      const uint8_t* acc = rec + ld<uint32_t>(el + HEATC_EL_ACCEPTS);
+      for (uint32_t k = 0; k < ld<uint32_t>(el + HEATC_EL_N_ACCEPTS) && only; k++) {
+        uint32_t x = ld<uint32_t>(acc + 4 * k);
+        only = x == HEATC_LEX_NUMBER || x == HEATC_LEX_PERCENT || x == HEATC_LEX_DATE;
+      }
+    }
+    out[code] = only;
+  }
+}
+
+// Whether the `n` letters at p are, read alone by the automaton, a late_only keyword
+HEATC_INLINE bool late_only_word(const Config& c, const uint8_t* p, uint32_t n) {
+  uint32_t row = c.width;
+  for (uint32_t k = 0; k < n && row; k++) row = ld<uint32_t>(c.dfa + 4 * (row + c.byte_class[p[k]]));
+  return row && c.late_only[ld<uint32_t>(c.dfa + 4 * (row + c.width - 1)) & 0x7FFF];
 }
 
 // A word's key in the word table with any byte after it (heatc.wasm.skipper.skip_word_key):

@@ -476,6 +476,11 @@ HEATC_SKIP_TARGET __attribute__((noinline)) uint32_t skip(const Config& c, uint8
                 x &= below(d);
               }
               stop_here = false;
+            } else if (c.late_only) {
+              // a keyword of late-starting rules only, after a word or a plain byte (not a
+              // number, which their first element takes): a plain word here
+              const uint64_t starts = (om | ws | ds) & below(at);
+              if (starts && !(ds >> last(starts) & 1) && late_only_word(c, p + at, n)) stop_here = false;
             }
           }
         }
