@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from heatc.cli.common import app, compile_rules, fail, fmt_value, out
 from heatc.errors import HeatError
-from heatc_runtime import ModuleError, Verdict
+from heatc_runtime import ModuleError, Report, Verdict
 
 MAX_INPUT_BYTES = 1 << 30  # what one scan's module memory holds by default (Limits.memory_bytes)
 
@@ -164,8 +164,8 @@ def scan(
 
 
 class _RuleSet:
-    """One rule set, ready to scan: its identity for reports and a `run(doc)` giving
-    (events, verdicts, counters)."""
+    """One rule set, ready to scan: its identity for reports and a `run(doc)` giving its
+    `Report` (a module's keeps its event records: `--json` writes them without decoding)."""
 
     def __init__(self, path: Path, module, run):
         self.path, self.module, self.run, self.label = path, module, run, ""
@@ -192,11 +192,7 @@ def _rule_set(given: Path, backend: str) -> _RuleSet:
         except ModuleError as e:
             raise fail(f"{path}: error: {e}") from None
 
-        def run(doc: bytes):
-            report = checker.scan(doc)
-            return report.events, report.verdicts, report.counters
-
-        rule_set = _RuleSet(path, checker.module_info, run)
+        rule_set = _RuleSet(path, checker.module_info, checker.scan)
     rule_set = rule_set or _in_memory(path, backend)
     rule_set.path = given  # (what the user named, not the cache's directory)
     return rule_set
@@ -221,7 +217,11 @@ def _in_memory(path: Path, backend: str) -> _RuleSet:
         from heatc.backends import module_info
 
         module = module_info(program)
-    return _RuleSet(path, module, lambda doc: run_document(backend, program, doc))
+    def run(doc: bytes) -> Report:
+        events, verdicts, counters = run_document(backend, program, doc)
+        return Report(verdicts, events, counters, (module, doc))
+
+    return _RuleSet(path, module, run)
 
 
 def _label(rule_sets: list[_RuleSet]) -> None:
@@ -271,24 +271,25 @@ def _refuse_binary(name: str, data: bytes) -> None:
 
 def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, every) -> Verdict:
     from heatc.cli.table import Checked, render_document
-    from heatc_runtime.audit import Policy, audit_report, confidence
+    from heatc_runtime.audit import Policy, confidence
+    from heatc_runtime.audit_text import audit_line
 
     checked = []
     for r in rule_sets:
         t0 = time.perf_counter()
-        events, verdicts, counters = r.run(doc)
+        report = r.run(doc)
         elapsed = time.perf_counter() - t0
+        verdicts = dict(report.verdicts)
         if as_json:
-            audit = audit_report(r.module, doc, events, verdicts, counters, rule_policy)
-            record = audit.to_json()
-            record["run"] = {"doc": i, "backend": backend, "elapsed_ms": round(elapsed * 1000, 3)}
+            run = {"doc": i, "backend": backend, "elapsed_ms": round(elapsed * 1000, 3)}
             if len(rule_sets) > 1:
-                record["run"]["rules"] = r.label
-            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
-            checked.append(audit.verdict)
+                run["rules"] = r.label
+            # (written from the module's event records: decoding them first cost more than the scan)
+            sys.stdout.write(audit_line(report, rule_policy, {"run": run}) + "\n")
+            checked.append(max(verdicts.values(), default=Verdict.CONFIRMED))
             continue
         # (the table needs no audit record: its events' JSON would cost more than the scan)
-        verdicts = dict(verdicts)
+        events, counters = report.events, report.counters
         score = confidence(verdicts, r.module.heat)
         verdict = max(verdicts.values(), default=Verdict.CONFIRMED)
         action = (rule_policy or r.module.policy or Policy()).action(score)  # (the rule set's own by default)
@@ -323,7 +324,7 @@ def _scan_chunks(module, files, inputs, separator, run, backend: str, as_json: b
     try:
         t0 = time.perf_counter()
         stream, _ = join_chunks(texts)
-        events = run(stream)[0]
+        events = run(stream).events
         report = find_conflicts(module, texts, events)
         elapsed = time.perf_counter() - t0
     except NoConsistencyRulesError as e:

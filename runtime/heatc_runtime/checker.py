@@ -320,7 +320,13 @@ class Checker:
                 self._ctlv[QUIET] = 0
         final = snaps[-1][2]
         decoder = self._decoder  # (the report keeps the decoder, not the checker)
-        return Report(final.verdicts, lambda: decoder.scan_events(records), final.counters, (self.module_info, data))
+        return Report(
+            final.verdicts,
+            lambda: decoder.scan_events(records),
+            final.counters,
+            (self.module_info, data),
+            (decoder, records),
+        )
 
     # -- operating: audit reports, conflicts across chunks (audit.py, conflicts.py) ----------
 

@@ -147,7 +147,7 @@ class Report(Verdicts):
     `source` — the module's identity (`audit.ModuleInfo`) and the text's bytes — is what
     `audit()` needs besides; `Checker.scan()` gives it."""
 
-    __slots__ = ("_events", "_source", "counters", "verdicts")
+    __slots__ = ("_events", "_runs", "_source", "counters", "verdicts")
 
     def __init__(
         self,
@@ -155,11 +155,13 @@ class Report(Verdicts):
         events: list[Event] | Callable[[], list[Event]],
         counters: dict[str, int],
         source: tuple | None = None,  # (audit.ModuleInfo, text bytes)
+        runs: tuple | None = None,  # (records.RecordDecoder, [event records]): audit_text writes from them
     ):
         self.verdicts = verdicts
         self.counters = counters
         self._events = events
         self._source = source
+        self._runs = runs
 
     @property
     def events(self) -> list[Event]:
