@@ -33,7 +33,6 @@ from .audit import (
     RuleOutcome,
     _events_json,
     audit_report,
-    char_offsets,
     confidence,
 )
 from .records import RecordDecoder
@@ -116,7 +115,8 @@ class _Writer:
                 offsets += (e.start, e.end)
                 if e.conflict is not None:
                     offsets += (e.conflict.start, e.conflict.end)
-            general_chars = char_offsets(data, offsets)
+            at = np.array(offsets, np.int64)  # (every span is inside the text: checked above)
+            general_chars = dict(zip(offsets, facts.chars(at).tolist(), strict=True))
             for (i, _), d in zip(decoded, _events_json(data, [e for _, e in decoded], general_chars), strict=True):
                 events[i] = json.dumps(d, ensure_ascii=False)
         self._write_fast(recs, np.flatnonzero(fast), facts, events)
@@ -166,10 +166,19 @@ class _Writer:
         rule = sel["index"].astype(np.int64)
         start, end = sel["start"].astype(np.int64), sel["end"].astype(np.int64)
         starts, ends = start.tolist(), end.tolist()
-        texts = map(encode_basestring, map(_decode, map(data.__getitem__, map(slice, starts, ends))))
+        spans = list(map(data.__getitem__, map(slice, starts, ends)))
+        try:  # (strict decoding is the C method alone; it gives what "replace" gives on valid UTF-8)
+            texts = list(map(encode_basestring, map(bytes.decode, spans)))
+        except UnicodeDecodeError:
+            texts = list(map(encode_basestring, map(_decode, spans)))
+        rules = rule.tolist()
         if t.n_captures:
-            rows = sel["captures"].reshape(len(sel), -1).tolist()
-            captures = [t.captures[r].format(*row) for r, row in zip(rule.tolist(), rows, strict=True)]
+            # one capture (most rules): its key, then the value's repr; others by their template
+            caps = sel["captures"].reshape(len(sel), -1)
+            keys = map(t.single.__getitem__, rules)
+            captures = [f"{k}{v!r}}}" if k else "" for k, v in zip(keys, caps[:, 0].tolist())]  # noqa: B905
+            for j in np.flatnonzero(~t.is_single[rule]).tolist():
+                captures[j] = t.captures[rules[j]].format(*caps[j].tolist())
         else:
             captures = ["{}"] * len(sel)
         failed = [""] * len(sel)
@@ -248,6 +257,8 @@ class _Templates:
         self.prefix: list[str] = []  # by rule × 3 + verdict
         self.captures: list[str] = []  # str.format templates over the record's capture values
         self.failed: list[list[str]] = []
+        self.single: list[str] = []  # a rule with one capture: '{"name": ' (else "")
+        self.is_single = np.zeros(n + 1, bool)
         for r, name in enumerate(decoder.rule_names):
             for v in VERDICT_NAMES:
                 self.prefix.append(
@@ -255,6 +266,9 @@ class _Templates:
                 )
             self.failed.append([f', "failed": {encode_basestring(str(q))}' for q in decoder._requirements[r]])
             names = decoder._number_names[r]
+            one = names is not None and len(names) == 1 and n_caps >= 1
+            self.single.append(f"{{{encode_basestring(names[0])}: " if one else "")
+            self.is_single[r] = one
             if names is None or len(names) > n_caps:
                 self.captures.append("")
                 continue
