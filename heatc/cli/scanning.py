@@ -217,6 +217,7 @@ def _in_memory(path: Path, backend: str) -> _RuleSet:
         from heatc.backends import module_info
 
         module = module_info(program)
+
     def run(doc: bytes) -> Report:
         events, verdicts, counters = run_document(backend, program, doc)
         return Report(verdicts, events, counters, (module, doc))
@@ -272,9 +273,10 @@ def _refuse_binary(name: str, data: bytes) -> None:
 def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, every) -> Verdict:
     from heatc.cli.table import Checked, render_document
     from heatc_runtime.audit import Policy, confidence
-    from heatc_runtime.audit_text import audit_line
+    from heatc_runtime.audit_text import TextFacts, audit_line
 
     checked = []
+    facts = TextFacts(doc) if as_json else None  # (its hash runs in a thread beside the scans)
     for r in rule_sets:
         t0 = time.perf_counter()
         report = r.run(doc)
@@ -285,7 +287,7 @@ def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, ever
             if len(rule_sets) > 1:
                 run["rules"] = r.label
             # (written from the module's event records: decoding them first cost more than the scan)
-            sys.stdout.write(audit_line(report, rule_policy, {"run": run}) + "\n")
+            sys.stdout.write(audit_line(report, rule_policy, {"run": run}, facts) + "\n")
             checked.append(max(verdicts.values(), default=Verdict.CONFIRMED))
             continue
         # (the table needs no audit record: its events' JSON would cost more than the scan)

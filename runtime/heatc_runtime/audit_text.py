@@ -11,7 +11,7 @@ string template per rule and verdict; every other record goes through the genera
 fit the fast path at all (a span past the text: no heatc module writes one) is written the
 general way whole, so the output never depends on which path wrote it.
 
-Public surface: `audit_line(report, policy=None, extra=None)`.
+Public surface: `audit_line(report, policy=None, extra=None, facts=None)`, `TextFacts(data)`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .audit import (
     _events_json,
     audit_report,
     confidence,
+    continuation_bytes,
 )
 from .records import RecordDecoder
 from .report import Report, Verdict
@@ -41,53 +42,66 @@ from .report import Report, Verdict
 _NUMPY = {"B": "u1", "H": "<u2", "I": "<u4", "i": "<i4", "Q": "<u8", "d": "<f8"}  # struct code → dtype
 
 
-def audit_line(report: Report, policy: Policy | None = None, extra: dict | None = None) -> str:
+def audit_line(
+    report: Report, policy: Policy | None = None, extra: dict | None = None, facts: TextFacts | None = None
+) -> str:
     """The report's audit record (`Report.audit(policy).to_json()`) with `extra`'s keys added
-    at the end, as `json.dumps(..., ensure_ascii=False)` writes it."""
+    at the end, as `json.dumps(..., ensure_ascii=False)` writes it. `facts`: the scanned
+    text's `TextFacts`, made before the scan (its hash then runs beside the scan)."""
     runs = getattr(report, "_runs", None)
     source = report._source
     if runs is None or source is None or not callable(report._events):  # (no records, or already decoded)
         return _dumps(report.audit(policy).to_json(), extra)
     module, data = source
     decoder, records = runs
-    return _Writer(module, data, decoder).line(records, report.verdicts, report.counters, policy, extra)
+    return _Writer(module, data, decoder, facts).line(records, report.verdicts, report.counters, policy, extra)
 
 
 def _dumps(record: dict, extra: dict | None) -> str:
     return json.dumps({**record, **(extra or {})}, ensure_ascii=False)
 
 
-class _TextFacts(threading.Thread):
-    """What the report needs of the text alone — its sha256, the positions of its UTF-8
-    continuation bytes — computed beside the event records: hashlib and numpy release the
-    interpreter lock for a large buffer, so on a second core this costs no wall time."""
+class TextFacts:
+    """What a report needs of its text alone: its sha256 — computed in a thread from the
+    start (hashlib releases the interpreter lock over a large buffer: made before the scan,
+    it costs no wall time on a second core) — and its UTF-8 continuation bytes."""
 
     def __init__(self, data: bytes):
-        super().__init__(daemon=True)
         self.data = data
-        self.start()
+        self._sha256 = ""
+        self._thread = threading.Thread(target=self._hash, daemon=True)
+        self._thread.start()
+        self._continuation: np.ndarray | None = None
 
-    def run(self) -> None:
-        data = self.data
-        self.sha256 = hashlib.sha256(data).hexdigest()
-        # (ASCII text: one byte per character; isascii stops at the first byte that is not)
-        self.continuation = None if data.isascii() else np.flatnonzero(np.frombuffer(data, np.int8) < -0x40)
+    def _hash(self) -> None:
+        self._sha256 = hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def sha256(self) -> str:
+        self._thread.join()
+        return self._sha256
+
+    @property
+    def continuation(self) -> np.ndarray:
+        if self._continuation is None:
+            self._continuation = continuation_bytes(self.data)
+        return self._continuation
 
     def chars(self, offsets: np.ndarray) -> np.ndarray:
         """The character offsets of byte offsets within the text (`audit.char_offsets`)."""
-        self.join()
-        if self.continuation is None:
+        if not len(self.continuation):
             return offsets
         return offsets - np.searchsorted(self.continuation, offsets, side="left")
 
 
 class _Writer:
-    def __init__(self, module: ModuleInfo, data: bytes, decoder: RecordDecoder):
+    def __init__(self, module: ModuleInfo, data: bytes, decoder: RecordDecoder, facts: TextFacts | None):
         self.module, self.data, self.decoder = module, data, decoder
+        self.facts = facts if facts is not None and facts.data is data else TextFacts(data)
 
     def line(self, records, verdicts, counters, policy, extra) -> str:
         data, decoder = self.data, self.decoder
-        facts = _TextFacts(data)
+        facts = self.facts
         raw = b"".join(records)
         recs = np.frombuffer(raw, _dtype(decoder))
         n = len(data)
@@ -99,7 +113,6 @@ class _Writer:
         inside = (start <= end) & (end <= n)
         inside &= ~has_conflict | ((recs["conflict_start"] <= n) & (recs["conflict_end"] <= n))
         if not inside.all():
-            facts.join()
             events = decoder.scan_events(records)
             return _dumps(audit_report(self.module, data, events, verdicts, counters, policy).to_json(), extra)
         fast = self._fast(recs)
@@ -156,9 +169,8 @@ class _Writer:
             fast &= (np.isfinite(caps) | ~t.uses[r]).all(axis=1)
         return fast
 
-    def _write_fast(self, recs: np.ndarray, at: np.ndarray, facts: _TextFacts, events: list[str]) -> None:
+    def _write_fast(self, recs: np.ndarray, at: np.ndarray, facts: TextFacts, events: list[str]) -> None:
         if not len(at):
-            facts.join()
             return
         t = _templates(self.decoder)
         data = self.data
@@ -215,9 +227,8 @@ def _report(module, data, counts, verdicts, counters, policy, facts) -> AuditRep
         for name, v in verdicts.items()
         if name in counts or v is not Verdict.CONFIRMED
     )
-    facts.join()
     n = len(data)
-    text_chars = n if facts.continuation is None else n - len(facts.continuation)
+    text_chars = n - len(facts.continuation)
     return AuditReport(
         module=module,
         text_bytes=n,
