@@ -5,6 +5,7 @@ Public surface: the commands, registered on `heatc.cli.common.app`.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import sys
@@ -167,8 +168,9 @@ class _RuleSet:
     """One rule set, ready to scan: its identity for reports and a `run(doc)` giving its
     `Report` (a module's keeps its event records: `--json` writes them without decoding)."""
 
-    def __init__(self, path: Path, module, run):
+    def __init__(self, path: Path, module, run, checker=None):
         self.path, self.module, self.run, self.label = path, module, run, ""
+        self.checker = checker  # (a loaded module's: --json writes its records as it scans)
 
 
 def _rule_set(given: Path, backend: str) -> _RuleSet:
@@ -192,7 +194,7 @@ def _rule_set(given: Path, backend: str) -> _RuleSet:
         except ModuleError as e:
             raise fail(f"{path}: error: {e}") from None
 
-        rule_set = _RuleSet(path, checker.module_info, checker.scan)
+        rule_set = _RuleSet(path, checker.module_info, checker.scan, checker)
     rule_set = rule_set or _in_memory(path, backend)
     rule_set.path = given  # (what the user named, not the cache's directory)
     return rule_set
@@ -273,23 +275,29 @@ def _refuse_binary(name: str, data: bytes) -> None:
 def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, every) -> Verdict:
     from heatc.cli.table import Checked, render_document
     from heatc_runtime.audit import Policy, confidence
-    from heatc_runtime.audit_text import TextFacts, audit_line
+    from heatc_runtime.audit_text import TextFacts, audit_line, scan_line
 
     checked = []
     facts = TextFacts(doc) if as_json else None  # (its hash runs in a thread beside the scans)
     for r in rule_sets:
-        t0 = time.perf_counter()
-        report = r.run(doc)
-        elapsed = time.perf_counter() - t0
-        verdicts = dict(report.verdicts)
         if as_json:
+            # (written from the module's event records while it scans: decoding them into
+            # events and dicts first cost several times the scan)
+            if r.checker is not None:
+                report, elapsed, line = scan_line(r.checker, doc, facts)
+            else:
+                t0 = time.perf_counter()
+                report = r.run(doc)
+                elapsed = time.perf_counter() - t0
+                line = functools.partial(audit_line, report, facts=facts)
             run = {"doc": i, "backend": backend, "elapsed_ms": round(elapsed * 1000, 3)}
             if len(rule_sets) > 1:
                 run["rules"] = r.label
-            # (written from the module's event records: decoding them first cost more than the scan)
-            sys.stdout.write(audit_line(report, rule_policy, {"run": run}, facts) + "\n")
-            checked.append(max(verdicts.values(), default=Verdict.CONFIRMED))
+            sys.stdout.write(line(rule_policy, {"run": run}) + "\n")
+            checked.append(max(report.verdicts.values(), default=Verdict.CONFIRMED))
             continue
+        report = r.run(doc)
+        verdicts = dict(report.verdicts)
         # (the table needs no audit record: its events' JSON would cost more than the scan)
         events, counters = report.events, report.counters
         score = confidence(verdicts, r.module.heat)

@@ -11,20 +11,25 @@ string template per rule and verdict; every other record goes through the genera
 fit the fast path at all (a span past the text: no heatc module writes one) is written the
 general way whole, so the output never depends on which path wrote it.
 
-Public surface: `audit_line(report, policy=None, extra=None, facts=None)`, `TextFacts(data)`.
+Public surface: `audit_line(report, policy=None, extra=None, facts=None)`, `scan_line(checker, text, facts)`,
+`TextFacts(data)`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import queue
 import threading
+import time
 import weakref
+from collections.abc import Callable
 from json.encoder import encode_basestring
 
 import numpy as np
 
 from .abi import EVENT, EVENT_MATCH, NO_INDEX, VERDICT_NAMES
+from .args import as_bytes
 from .audit import (
     COUNTERS,
     AuditReport,
@@ -37,7 +42,7 @@ from .audit import (
     continuation_bytes,
 )
 from .records import RecordDecoder
-from .report import Report, Verdict
+from .report import Event, Report, Verdict
 
 _NUMPY = {"B": "u1", "H": "<u2", "I": "<u4", "i": "<i4", "Q": "<u8", "d": "<f8"}  # struct code → dtype
 
@@ -54,7 +59,52 @@ def audit_line(
         return _dumps(report.audit(policy).to_json(), extra)
     module, data = source
     decoder, records = runs
-    return _Writer(module, data, decoder, facts).line(records, report.verdicts, report.counters, policy, extra)
+    writer = _Writer(module, data, decoder, facts)
+    for run in records:
+        writer.add(run)
+    return writer.line(records, report.verdicts, report.counters, policy, extra)
+
+
+def scan_line(checker, text: bytes, facts: TextFacts | None = None) -> tuple[Report, float, Callable[..., str]]:
+    """`checker.scan(text)`, its records written while the scan goes on: (the report, the
+    scan's seconds, `line(policy=None, extra=None)` → the audit line, as `audit_line`
+    writes it). The scan runs in a thread and this one writes each run of records as the
+    scan drains it: wasmtime releases the interpreter lock while a module runs, so on a
+    second core the writing costs little wall time beyond the scan's."""
+    data = as_bytes(text, "text")
+    writer = _Writer(checker.module_info, data, checker._decoder, facts)
+    runs: queue.SimpleQueue = queue.SimpleQueue()
+    done: dict = {}
+
+    def scan() -> None:
+        t0 = time.perf_counter()
+        try:
+            done["report"] = checker.scan(data, on_records=runs.put)
+        except BaseException as e:  # (raised in the caller's thread below)
+            done["error"] = e
+        done["seconds"] = time.perf_counter() - t0
+        runs.put(None)
+
+    thread = threading.Thread(target=scan, name="heatc-scan", daemon=True)
+    thread.start()
+    failed: Exception | None = None
+    while (run := runs.get()) is not None:
+        if failed is None:
+            try:
+                writer.add(run)
+            except Exception as e:  # (a malformed record: raised once the scan is over, as when read)
+                failed = e
+    thread.join()
+    if "error" in done:
+        raise done["error"]
+    if failed is not None:
+        raise failed
+    report: Report = done["report"]
+
+    def line(policy: Policy | None = None, extra: dict | None = None) -> str:
+        return writer.line(report._runs[1], report.verdicts, report.counters, policy, extra)
+
+    return report, done["seconds"], line
 
 
 def _dumps(record: dict, extra: dict | None) -> str:
@@ -95,33 +145,41 @@ class TextFacts:
 
 
 class _Writer:
+    """The events of one scan, written run by run as the scan drains its records (`add`),
+    then the whole line (`line`)."""
+
     def __init__(self, module: ModuleInfo, data: bytes, decoder: RecordDecoder, facts: TextFacts | None):
         self.module, self.data, self.decoder = module, data, decoder
         self.facts = facts if facts is not None and facts.data is data else TextFacts(data)
+        self.dtype = _dtype(decoder)
+        self.parts: list[str] = []  # each run's events, JSON, joined
+        self.matches = np.zeros(len(decoder.rule_names), np.int64)  # by rule: fast matches, rejected ones
+        self.rejected = np.zeros(len(decoder.rule_names), np.int64)
+        self.general: list[Event] = []  # the events of the records the general path wrote
+        self.whole = False  # a span past the text: the report is written the general way, whole
 
-    def line(self, records, verdicts, counters, policy, extra) -> str:
-        data, decoder = self.data, self.decoder
-        facts = self.facts
-        raw = b"".join(records)
-        recs = np.frombuffer(raw, _dtype(decoder))
+    def add(self, raw: bytes) -> None:
+        """Write one run of event records (in stream order, after the runs before it)."""
+        if self.whole or not raw:
+            return
+        data, decoder, facts = self.data, self.decoder, self.facts
+        recs = np.frombuffer(raw, self.dtype)
         n = len(data)
         start, end = recs["start"], recs["end"]
-        conflict = recs["conflict"]
-        has_conflict = conflict != NO_INDEX
+        has_conflict = recs["conflict"] != NO_INDEX
         # a span past the text (or reversed) never comes out of a heatc module: the general
         # path, whole, writes what it always wrote (or its error)
         inside = (start <= end) & (end <= n)
         inside &= ~has_conflict | ((recs["conflict_start"] <= n) & (recs["conflict_end"] <= n))
         if not inside.all():
-            events = decoder.scan_events(records)
-            return _dumps(audit_report(self.module, data, events, verdicts, counters, policy).to_json(), extra)
+            self.whole = True
+            return
         fast = self._fast(recs)
-        general = np.flatnonzero(~fast)
         events: list[str] = [""] * len(recs)
         # the general records: decoded one by one, in stream order (a malformed one raises
         # ModuleError here, as a scan's events do when read)
-        decoded = [(int(i), decoder.event(decoder.event_record.unpack_from(raw, int(i) * decoder.event_size)))
-                   for i in general]  # fmt: skip
+        size, unpack = decoder.event_size, decoder.event_record.unpack_from
+        decoded = [(i, decoder.event(unpack(raw, i * size))) for i in np.flatnonzero(~fast).tolist()]
         if decoded:
             offsets = [0, n]
             for _, e in decoded:
@@ -129,29 +187,34 @@ class _Writer:
                 if e.conflict is not None:
                     offsets += (e.conflict.start, e.conflict.end)
             at = np.array(offsets, np.int64)  # (every span is inside the text: checked above)
-            general_chars = dict(zip(offsets, facts.chars(at).tolist(), strict=True))
-            for (i, _), d in zip(decoded, _events_json(data, [e for _, e in decoded], general_chars), strict=True):
+            chars = dict(zip(offsets, facts.chars(at).tolist(), strict=True))
+            for (i, e), d in zip(decoded, _events_json(data, [e for _, e in decoded], chars), strict=True):
                 events[i] = json.dumps(d, ensure_ascii=False)
-        self._write_fast(recs, np.flatnonzero(fast), facts, events)
-        # the rules that matched, by name, as `audit.triggered_rules` counts them
-        rule = recs["index"].astype(np.int64)
-        is_match = fast  # (the general records are counted from their events below)
-        n_rules = len(decoder.rule_names)
-        matches = np.bincount(rule[is_match], minlength=n_rules).tolist()
-        rejected = np.bincount(rule[is_match & (recs["verdict"] == Verdict.REJECTED)], minlength=n_rules).tolist()
+                self.general.append(e)
+        self._write_fast(recs[fast], np.flatnonzero(fast), events)
+        self.parts.append(", ".join(events))
+        # the rules that matched, as `audit.triggered_rules` counts them
+        rule = recs["index"][fast].astype(np.int64)
+        self.matches += np.bincount(rule, minlength=len(self.matches))
+        self.rejected += np.bincount(rule[recs["verdict"][fast] == Verdict.REJECTED], minlength=len(self.matches))
+
+    def line(self, records: list[bytes], verdicts, counters, policy: Policy | None, extra: dict | None) -> str:
+        if self.whole:
+            events = self.decoder.scan_events(records)
+            return _dumps(audit_report(self.module, self.data, events, verdicts, counters, policy).to_json(), extra)
         counts: dict[str, list[int]] = {}
-        for name, m, r in zip(decoder.rule_names, matches, rejected, strict=True):
+        for name, m, r in zip(self.decoder.rule_names, self.matches.tolist(), self.rejected.tolist(), strict=True):
             if m:
                 c = counts.setdefault(name, [0, 0])
                 c[0] += m
                 c[1] += r
-        for _, e in decoded:
+        for e in self.general:
             if e.kind == "match":
                 c = counts.setdefault(e.name, [0, 0])
                 c[0] += 1
                 c[1] += e.verdict is Verdict.REJECTED
-        head = _report(self.module, data, counts, verdicts, counters, policy, facts).to_json()
-        return _splice({**head, **(extra or {})}, events)
+        head = _report(self.module, self.data, counts, verdicts, counters, policy, self.facts).to_json()
+        return _splice({**head, **(extra or {})}, [p for p in self.parts if p])
 
     def _fast(self, recs: np.ndarray) -> np.ndarray:
         """Which records the template writes: matches of a rule whose captures are all
@@ -169,12 +232,12 @@ class _Writer:
             fast &= (np.isfinite(caps) | ~t.uses[r]).all(axis=1)
         return fast
 
-    def _write_fast(self, recs: np.ndarray, at: np.ndarray, facts: TextFacts, events: list[str]) -> None:
+    def _write_fast(self, sel: np.ndarray, at: np.ndarray, events: list[str]) -> None:
+        """The records `sel` (at `at` in the run) by their rules' templates."""
         if not len(at):
             return
         t = _templates(self.decoder)
-        data = self.data
-        sel = recs[at]
+        data, facts = self.data, self.facts
         rule = sel["index"].astype(np.int64)
         start, end = sel["start"].astype(np.int64), sel["end"].astype(np.int64)
         starts, ends = start.tolist(), end.tolist()

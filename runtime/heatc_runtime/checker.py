@@ -29,6 +29,7 @@ import ctypes
 import threading
 import time
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 import wasmtime
@@ -280,9 +281,11 @@ class Checker:
 
     # -- documents ----------------------------------------------------------------------
 
-    def scan(self, text: str | bytes) -> Report:
+    def scan(self, text: str | bytes, on_records: Callable[[bytes], None] | None = None) -> Report:
         """Check one whole document (str, bytes, bytearray or memoryview): one wasm call (more
-        only if the buffers fill). The report's events are decoded when first read."""
+        only if the buffers fill). The report's events are decoded when first read.
+        `on_records`, if given, is called with each run of event records as the scan drains
+        it, from the scanning thread (`audit_text.scan_line` writes them while the scan goes on)."""
         data = as_bytes(text, "text")
         with self._lock:
             self._check_open()
@@ -296,6 +299,8 @@ class Checker:
 
             def drain() -> None:
                 records.append(self._event_records())
+                if on_records is not None:
+                    on_records(records[-1])
                 snaps.extend(self._drain(events=False)[1])
 
             try:
