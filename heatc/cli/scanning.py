@@ -174,7 +174,7 @@ class _RuleSet:
 
 
 def _rule_set(given: Path, backend: str) -> _RuleSet:
-    from heatc.heatmap.build import is_build
+    from heatc.heatmap.artifacts import is_build
 
     rule_set, path = None, given
     if backend != "reference" and not is_build(path) and path.exists():

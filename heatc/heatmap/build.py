@@ -38,6 +38,7 @@ from pathlib import Path
 from heatc import ir
 from heatc.errors import Diagnostic, HeatError
 from heatc.hct import hct_bytes
+from heatc.heatmap.artifacts import ARTIFACTS, is_build  # noqa: F401  (is_build: re-exported)
 from heatc.heatmap.format import NAME, Heatmap, Tokenizer, load_heatmap
 from heatc.heatmap.lower import Lowered, lower
 from heatc.heatmap.tokenizers import TokenTable, table_bytes, token_table
@@ -52,8 +53,6 @@ from heatc.wasm.pack import pack
 from heatc_runtime.hct import HCT_MAGIC, HCT_VERSION  # noqa: F401  (re-exported: the format is the runtime's)
 from heatc_runtime.manifest import manifest_digest
 
-ARTIFACTS = ("module.wasm", "tokens.bin", "rules.hct", "program.json")
-
 
 @dataclass
 class BuildResult:
@@ -63,12 +62,6 @@ class BuildResult:
     program: ir.Program
     unchanged: bool  # the previous build had exactly these contents
     run: Run | None = None  # the stages as they ran: their values and wall times
-
-
-def is_build(path: Path) -> bool:
-    """A build directory (what `heatc build` writes, damaged or not), not a folder of rule
-    files: one holding any file a build writes."""
-    return path.is_dir() and any((path / name).exists() for name in (*ARTIFACTS, "manifest.json"))
 
 
 def compile_heatmap(path: str | Path) -> tuple[ir.Program, Lowered, Heatmap]:

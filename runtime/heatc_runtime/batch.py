@@ -90,6 +90,7 @@ class Batch:
         self._pending: dict[int, list[Event]] = {}
         self._interrupted: set[int] = set()
         self._finished: set[int] = set()
+        checker._set_pending_tokens()  # (a build's token table, in memory from the first batch on)
         with checker._lock:
             checker._check_open()
             ids_at = -(-n * checker.state_size // 16) * 16

@@ -135,7 +135,11 @@ class Checker:
         self._size_buffers(max(4096, 4 * 65 * self._plm), 1024)
         self._scan_state = self._alloc(self.state_size)
         self._input_ptr, self._input_cap = 0, 0
-        self._token_table: list[bytes] | None = None
+        self._tokens: list[bytes] | None = None
+        # a build's table, set by the first batch (or `_token_table`'s first reader): a scan
+        # never reads it, and putting 30,000 tokens in memory was a tenth of a load
+        self._tokens_pending: Callable[[], list[bytes]] | None = None
+        self._tokens_lock = threading.Lock()
         self._tok_ptr, self._n_tokens = 0, 0
 
     # -- memory -----------------------------------------------------------------------
@@ -382,8 +386,30 @@ class Checker:
                 self._free(self._tok_ptr)
             self._tok_ptr, self._n_tokens = ptr, len(tokens)
             self._ctl(tok_offsets=ptr, n_tokens=len(tokens), tok_bytes=ptr + size)
-            self._token_table = tokens
+            self._tokens, self._tokens_pending = tokens, None
             self._generation += 1  # batches look at the table again
+
+    @property
+    def _token_table(self) -> list[bytes] | None:
+        """The token table (None: none set). Not to be first read under `_lock`: a pending
+        table is set then (Batch sets it before it takes the lock)."""
+        self._set_pending_tokens()
+        return self._tokens
+
+    def _copy_token_table(self, other: Checker) -> None:
+        """`other`'s token table, or the one it has yet to set (a clone's)."""
+        pending = other._tokens_pending
+        if pending is not None:
+            self._tokens_pending = pending
+        elif other._tokens is not None:
+            self.set_token_table(other._tokens)
+
+    def _set_pending_tokens(self) -> None:
+        if self._tokens_pending is not None:
+            with self._tokens_lock:
+                pending = self._tokens_pending
+                if pending is not None:
+                    self.set_token_table(pending())
 
     def batch(self, n: int) -> Batch:
         """`n` sequences in one state array (see `Batch`); `close()` it, or use it as a
@@ -414,6 +440,5 @@ class Checker:
         """An independent instance of the same module (for another thread)."""
         self._check_open()
         twin = Checker(self.manifest, self._wasm, self.limits, self._module)
-        if self._token_table is not None:
-            twin.set_token_table(self._token_table)
+        twin._copy_token_table(self)
         return twin

@@ -24,7 +24,7 @@ from .checker import Checker
 from .errors import ModuleError, ModuleTrap
 from .limits import Limits
 from .manifest import check_manifest, read_artifact, read_manifest, read_sized
-from .tables import read_token_table
+from .tables import check_token_table, read_token_table
 
 BACKENDS = ("wasm", "native")
 
@@ -32,7 +32,8 @@ BACKENDS = ("wasm", "native")
 def load(path: str | Path, limits: Limits | None = None, backend: str = "wasm") -> Checker:
     """Load a module or build directory (manifest.json, module.wasm, and for a build
     tokens.bin and the other artifacts), verifying every file's sha256 first. With
-    `backend="native"` the build's rules.hct runs on the native core."""
+    `backend="native"` the build's rules.hct runs on the native core. A build's token table
+    is checked here and set (`Checker.set_token_table`) when the first batch is made."""
     _check_backend(backend)
     path = Path(path)
     if path.is_dir():
@@ -56,11 +57,14 @@ def load(path: str | Path, limits: Limits | None = None, backend: str = "wasm") 
         code = read_sized(directory / code_name, code_size, what)
     checker = from_bytes(manifest, code, limits, where=str(directory / code_name), backend=backend)
     if "tokens.bin" in files:
+        tokens = files["tokens.bin"]
         try:
-            checker.set_token_table(read_token_table(files["tokens.bin"]))
+            check_token_table(tokens)
         except ValueError as e:
             checker.close()
             raise ModuleError(f"{directory / 'tokens.bin'}: {e}") from None
+        # (checked now, put in the module's memory when a batch first needs it: a scan never does)
+        checker._tokens_pending = lambda: read_token_table(tokens)
     return checker
 
 

@@ -127,6 +127,5 @@ class NativeChecker(Checker):
         """An independent module on the same tables (for another thread)."""
         self._check_open()
         twin = NativeChecker(self.manifest, self._hct, self.limits, self._where)
-        if self._token_table is not None:
-            twin.set_token_table(self._token_table)
+        twin._copy_token_table(self)
         return twin
