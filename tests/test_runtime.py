@@ -255,3 +255,24 @@ def test_threads_share_a_checker_safely(medical_dir):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_builds_token_table_is_set_by_the_first_batch_not_by_load(tmp_path):
+    """A scan never reads the token table: load checks tokens.bin (a bad one is refused there,
+    tests/test_faults_runtime.py) and the first batch, or a clone's, puts it in memory."""
+    from heatc.heatmap.build import build
+
+    d = build(REPO / "tests" / "heatmaps" / "good.yaml", tmp_path / "b").directory
+    text = b"glucose 5000 mg/dL."
+    for backend in ("wasm", "native"):
+        checker = rt.load(d, backend=backend)
+        twin = checker.clone()
+        scanned = checker.scan(text)
+        assert scanned.verdicts["glucose_mg_dl"] is rt.Verdict.REJECTED
+        assert checker._n_tokens == twin._n_tokens == 0  # (not in the module's memory)
+        for c in (checker, twin):
+            batch = c.batch(1)
+            assert c._n_tokens == 256  # one token per byte
+            snaps = [s for b in text for s in batch.feed_ids([b]).get(0, [])] + batch.finish()[0]
+            assert [e for s in snaps for e in s.events] == scanned.events
+            assert dict(snaps[-1].verdicts) == dict(scanned.verdicts)
