@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import hct_fuzz
+import numpy as np
 import pytest
 from support import REPO
 
@@ -214,6 +215,46 @@ def test_a_call_past_its_step_budget_traps_and_the_checker_goes_on(medical):
     assert [(s.events, dict(s.verdicts), s.counters) for s in got[1]] == want
     final = [(s.events, dict(s.verdicts), s.counters) for s in batch.finish()[1]]
     assert final == [(s.events, dict(s.verdicts), s.counters) for s in machine.finish()]
+
+
+def _guard(checker, batch, candidates: list[int], tail: bytes = b"") -> np.ndarray:
+    """The native core's guard decision for `candidates` of sequence 0 of `batch` (as the
+    engines' driver calls it), the text before them ending in `tail`."""
+    from heatc_runtime.engines import guarding
+
+    cands = np.array([candidates], np.int64)
+    tails = np.frombuffer(tail.rjust(guarding.TAIL, b"\0")[-guarding.TAIL :], np.uint8).reshape(1, -1).copy()
+    mask = np.empty(cands.shape, np.uint8)
+    with checker._lock:
+        checker._native.guard(batch.states, batch.n, np.zeros(1, np.int64), 1, cands, cands.shape[1], tails, mask,
+                              False)  # fmt: skip
+    return mask[0]
+
+
+def test_a_guard_decision_past_its_step_budget_traps_and_the_checker_goes_on(medical):
+    """Guard's tries (the candidate fed to a copy of the state, probes after it, the text
+    ended) run under the step budget the other calls have: a long candidate under a small
+    `Limits.fuel` traps, and the checker, its batch and the next decisions are as before."""
+    _, manifest, hct = medical
+    dense = ("glucose 5000 mg/dL, 12,345.6 BP 410/95 " * 200).encode()
+    table = [b"Glucose", b" 5000", b" mg/dL", b".", b" 50", dense]
+    fueled = rt.from_bytes(manifest, hct, rt.Limits(fuel=2_000), backend="native")
+    free = rt.from_bytes(manifest, hct, backend="native")
+    batches = []
+    for c in (fueled, free):
+        c.set_token_table(table)
+        batches.append(c.batch(1))
+        batches[-1].feed_ids([0])
+    want = _guard(free, batches[1], [1, 4, 2, 3], b"Glucose")
+    assert list(want) == [1, 0, 0, 0]  # (glucose 5000 is rejected, the others pass)
+    assert list(_guard(free, batches[1], [5], b"Glucose")) == [1]  # without fuel the automatic budget lets it run
+    for _ in range(3):
+        with pytest.raises(rt.ModuleTrap, match=r"out of fuel: the native core took more than 2000 steps"):
+            _guard(fueled, batches[0], [1, 5, 4], b"Glucose")
+        assert list(_guard(fueled, batches[0], [1, 4, 2, 3], b"Glucose")) == list(want)
+    got = [[(s.events, dict(s.verdicts)) for s in b.feed_ids([4]).get(0, []) + b.feed_ids([2]).get(0, [])
+            + b.finish()[0]] for b in batches]  # fmt: skip
+    assert got[0] == got[1] and got[0]
 
 
 def test_the_automatic_budget_never_stops_a_heatc_program(medical):

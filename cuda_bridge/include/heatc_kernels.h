@@ -227,23 +227,31 @@ HEATC_HD HEATC_INLINE void copy_state(uint8_t* dst, const uint8_t* src, uint32_t
 }
 
 // one try: the candidate (then `extra`, as one more token) on a copy of `src`, the text ended
-// there; whether the rejections stayed at `base`
+// there; whether the rejections stayed at `base`. `steps` is the try's step budget (Io's
+// steps_left: the host's, for tables it does not trust); past it `out_of_steps` is set and
+// the try fails.
 HEATC_HD HEATC_CALL bool guard_try(const Program& g, const Tokens& tk, const uint8_t* src, uint8_t* scratch,
-                                   uint32_t id, const uint8_t* extra, uint32_t n_extra, uint64_t base) {
+                                   uint32_t id, const uint8_t* extra, uint32_t n_extra, uint64_t base,
+                                   uint64_t steps, uint32_t& out_of_steps) {
   const uint32_t ss = g.p[HEATC_P_STATE_SIZE];
   copy_state(scratch, src, ss);
   Io io = row_io(g, scratch + ss - HEATC_OUT_HEAD, 0, 0, tk, 1);  // counts, stores nothing
+  io.steps_left = steps;
   step(g, io, scratch, 0, id);
-  if (n_extra) feed(g, io, scratch, 0, extra, n_extra, 1);
-  flush_lexer(g, io, scratch, 0);
-  return rejections(g, scratch) == base;
+  if (n_extra && !io.out_of_steps) feed(g, io, scratch, 0, extra, n_extra, 1);
+  if (!io.out_of_steps) flush_lexer(g, io, scratch, 0);
+  out_of_steps |= io.out_of_steps;
+  return !io.out_of_steps && rejections(g, scratch) == base;
 }
 
 // The decision for candidate `id` of the sequence at `src` whose text ends in `tail`
 // (HEATC_GUARD_TAIL bytes, right-aligned): HEATC_MASK_ALLOWED, _REJECTED, or _REFUSED (an id
-// out of range or negative — unusable —, or a finished stream).
+// out of range or negative — unusable —, or a finished stream). Each try runs under `steps`
+// (the native host's budget; unlimited by default); a try past it sets `*out_of_steps` and
+// the decision is _REFUSED (the host raises a trap instead of using it).
 HEATC_HD HEATC_CALL uint8_t guard_decide(const Program& g, const Tokens& tk, const uint8_t* src, const uint8_t* tail,
-                                         int64_t id, uint8_t* scratch) {
+                                         int64_t id, uint8_t* scratch, uint64_t steps = ~0ull,
+                                         uint32_t* out_of_steps = nullptr) {
   if (id < 0 || id >= (int64_t)tk.n || (ld<uint32_t>(src + g.p[HEATC_P_OFF_FLAGS]) & 1)) return HEATC_MASK_REFUSED;
   uint32_t off = tk.offsets[id], stop = tk.offsets[id + 1];
   if (off > stop || stop > tk.total) return HEATC_MASK_REFUSED;
@@ -255,15 +263,16 @@ HEATC_HD HEATC_CALL uint8_t guard_decide(const Program& g, const Tokens& tk, con
   ends_push(e, tok, n);
   const uint8_t* as_number = (const uint8_t*)HEATC_GUARD_AS_NUMBER;
   const uint32_t n_as = sizeof(HEATC_GUARD_AS_NUMBER) - 1;
-  bool ok = guard_try(g, tk, src, scratch, (uint32_t)id, nullptr, 0, base);
+  uint32_t spent = 0;
+  bool ok = guard_try(g, tk, src, scratch, (uint32_t)id, nullptr, 0, base, steps, spent);
   // a number must not escape its rule by growing into a year
-  if (ok && n && year_shaped(e)) ok = guard_try(g, tk, src, scratch, (uint32_t)id, as_number, n_as, base);
-  if (!ok && n && opens_number(e)) {
+  if (ok && n && year_shaped(e)) ok = guard_try(g, tk, src, scratch, (uint32_t)id, as_number, n_as, base, steps, spent);
+  if (!ok && !spent && n && opens_number(e)) {
     const uint8_t* probes = (const uint8_t*)HEATC_GUARD_PROBE_TEXT;
     const uint32_t lengths[HEATC_GUARD_N_PROBES] = HEATC_GUARD_PROBE_LENGTHS;
     uint32_t at = 0;
-    for (uint32_t q = 0; q < HEATC_GUARD_N_PROBES && !ok; at += lengths[q], q++) {
-      bool passed = guard_try(g, tk, src, scratch, (uint32_t)id, probes + at, lengths[q], base);
+    for (uint32_t q = 0; q < HEATC_GUARD_N_PROBES && !ok && !spent; at += lengths[q], q++) {
+      bool passed = guard_try(g, tk, src, scratch, (uint32_t)id, probes + at, lengths[q], base, steps, spent);
       if (passed) {
         Ends f = e;
         ends_push(f, probes + at, lengths[q]);
@@ -271,11 +280,15 @@ HEATC_HD HEATC_CALL uint8_t guard_decide(const Program& g, const Tokens& tk, con
           uint8_t both[8];  // the probe, then AS_NUMBER, as one token
           for (uint32_t j = 0; j < lengths[q]; j++) both[j] = probes[at + j];
           for (uint32_t j = 0; j < n_as; j++) both[lengths[q] + j] = as_number[j];
-          passed = guard_try(g, tk, src, scratch, (uint32_t)id, both, lengths[q] + n_as, base);
+          passed = guard_try(g, tk, src, scratch, (uint32_t)id, both, lengths[q] + n_as, base, steps, spent);
         }
       }
       ok = passed;
     }
+  }
+  if (spent) {
+    if (out_of_steps) *out_of_steps = 1;
+    return HEATC_MASK_REFUSED;
   }
   return ok ? HEATC_MASK_ALLOWED : HEATC_MASK_REJECTED;
 }

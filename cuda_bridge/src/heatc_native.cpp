@@ -1038,19 +1038,26 @@ PyObject* module_guard(PyObject* self, PyObject* const* args, Py_ssize_t nargs) 
   uint8_t* out = mask.as<uint8_t>();
   const uint8_t* states = m->mem + at;
   uint8_t* scratch = m->scratch;
+  uint32_t spent = 0;  // a try past its step budget: the tables are not a working program (or Limits.fuel)
   Py_BEGIN_ALLOW_THREADS
-  for (uint64_t i = 0; i < n; i++) {
+  for (uint64_t i = 0; i < n && !spent; i++) {
     bool passed = false;  // greedy: the best candidate that passes is taken, those below it are not judged
-    for (uint64_t j = 0; j < k; j++) {
+    for (uint64_t j = 0; j < k && !spent; j++) {
       int64_t id = c[i * k + j];
+      // each try feeds the candidate, then at most a probe and a year's digits (8 bytes)
+      uint64_t budget = steps(m, (id >= 0 && id < (int64_t)io.n_tokens ? token_bytes(io, (uint32_t)id) : 0) + 8);
       uint8_t v = passed && id >= 0 ? (uint8_t)HEATC_MASK_UNTRIED
                                     : heatc::guard_decide(g, tk, states + (uint64_t)r[i] * ss,
-                                                          t + i * HEATC_GUARD_TAIL, id, scratch);
+                                                          t + i * HEATC_GUARD_TAIL, id, scratch, budget, &spent);
       passed |= greedy && v == HEATC_MASK_ALLOWED;
       out[i * k + j] = v;
     }
   }
   Py_END_ALLOW_THREADS
+  if (spent) {
+    out_of_steps(m);  // (the states are only read: the checker and its batches go on)
+    return nullptr;
+  }
   Py_RETURN_NONE;
 }
 
