@@ -1,14 +1,20 @@
 """Event records that no heatc module writes — an index past a table, a negative one, a
 verdict code out of range — are refused with ModuleError naming the record, by both the
 general decoder and the scan's inline fast path, never an IndexError or a silently wrong
-name (Python reads index -2 as the second last)."""
+name (Python reads index -2 as the second last); a module that ends a scan without its
+final snapshot is refused by name too."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.cli import heatc
+from support.hostile import hostile_module
 
+import heatc_runtime as rt
 from heatc_runtime import abi
 from heatc_runtime.errors import ModuleError
 from heatc_runtime.records import RecordDecoder
@@ -61,3 +67,17 @@ def test_any_record_decodes_or_is_refused(raw):
     except ModuleError:
         return
     assert all(e.name in ("r0", "r1", "g") for e in events)
+
+
+def test_a_module_that_ends_a_scan_without_its_snapshot_is_refused_by_name(tmp_path):
+    """A scan that finishes the stream and publishes no final snapshot (no heatc module does)
+    raised IndexError: it is a ModuleError naming the module's file, in the CLI an error line."""
+    finish_silently = f"(i32.store (local.get 0) (i32.const {abi.STATE_FINISHED})) (local.get 3)"
+    d = hostile_module(tmp_path, scan=finish_silently).resolve()
+    message = "the module ended a scan without its final snapshot"
+    with pytest.raises(ModuleError, match=rf"^{re.escape(str(d / 'module.wasm'))}: {message}"):
+        rt.load(d).scan("glucose 5000 mg/dL.")
+    for args in ((), ("--json",)):
+        r = heatc("scan", d, "-", *args, input="glucose 5000 mg/dL.")
+        assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.exception
+        assert f"{d}: error: {d / 'module.wasm'}: {message}" in r.output

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from heatc.cli.common import app, compile_rules, fail, fmt_value, out
 from heatc.errors import HeatError
-from heatc_runtime import ModuleError, Report, Verdict
+from heatc_runtime import ModuleError, ModuleTrap, Report, Verdict
 
 MAX_INPUT_BYTES = 1 << 30  # what one scan's module memory holds by default (Limits.memory_bytes)
 
@@ -164,6 +164,15 @@ def scan(
     raise typer.Exit(3 if overall is Verdict.REJECTED else 0)
 
 
+def _scanned(r: _RuleSet, run, *args):
+    """`run(*args)` for rule set `r`; what a module does wrong (a trap, a record no heatc
+    module writes) is its error, by name, not a traceback."""
+    try:
+        return run(*args)
+    except (ModuleError, ModuleTrap) as e:
+        raise fail(f"{r.path}: error: {e}") from None
+
+
 class _RuleSet:
     """One rule set, ready to scan: its identity for reports and a `run(doc)` giving its
     `Report` (a module's keeps its event records: `--json` writes them without decoding)."""
@@ -284,22 +293,22 @@ def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, ever
             # (written from the module's event records while it scans: decoding them into
             # events and dicts first cost several times the scan)
             if r.checker is not None:
-                report, elapsed, line = scan_line(r.checker, doc, facts)
+                report, elapsed, line = _scanned(r, scan_line, r.checker, doc, facts)
             else:
                 t0 = time.perf_counter()
-                report = r.run(doc)
+                report = _scanned(r, r.run, doc)
                 elapsed = time.perf_counter() - t0
                 line = functools.partial(audit_line, report, facts=facts)
             run = {"doc": i, "backend": backend, "elapsed_ms": round(elapsed * 1000, 3)}
             if len(rule_sets) > 1:
                 run["rules"] = r.label
-            sys.stdout.write(line(rule_policy, {"run": run}) + "\n")
+            sys.stdout.write(_scanned(r, line, rule_policy, {"run": run}) + "\n")
             checked.append(max(report.verdicts.values(), default=Verdict.CONFIRMED))
             continue
-        report = r.run(doc)
+        report = _scanned(r, r.run, doc)
         verdicts = dict(report.verdicts)
         # (the table needs no audit record: its events' JSON would cost more than the scan)
-        events, counters = report.events, report.counters
+        events, counters = _scanned(r, getattr, report, "events"), report.counters
         score = confidence(verdicts, r.module.heat)
         verdict = max(verdicts.values(), default=Verdict.CONFIRMED)
         action = (rule_policy or r.module.policy or Policy()).action(score)  # (the rule set's own by default)
@@ -337,7 +346,7 @@ def _scan_chunks(module, files, inputs, separator, run, backend: str, as_json: b
         events = run(stream).events
         report = find_conflicts(module, texts, events)
         elapsed = time.perf_counter() - t0
-    except NoConsistencyRulesError as e:
+    except (NoConsistencyRulesError, ModuleError, ModuleTrap) as e:
         raise fail(f"heatc scan: error: {e}") from None
     if as_json:
         record = report.to_json()

@@ -67,8 +67,16 @@ def _close_all() -> None:
 class Checker:
     """A loaded module: `scan(text)` for documents, `batch(n)` for decoding."""
 
-    def __init__(self, manifest: dict, wasm: bytes, limits: Limits, _module: wasmtime.Module | None = None):
+    def __init__(
+        self,
+        manifest: dict,
+        wasm: bytes,
+        limits: Limits,
+        _module: wasmtime.Module | None = None,
+        where: str = "the module",  # the file, for errors about what the module does
+    ):
         _LIVE.add(self)
+        self._where = where
         self._closed = False
         self._generation = 0
         self.manifest = manifest
@@ -327,6 +335,8 @@ class Checker:
                 raise
             finally:
                 self._ctlv[QUIET] = 0
+        if not snaps:  # (a heatc module ends every scan with its final snapshot)
+            raise ModuleError(f"{self._where}: the module ended a scan without its final snapshot: not a heatc module")
         final = snaps[-1][2]
         decoder = self._decoder  # (the report keeps the decoder, not the checker)
         return Report(
@@ -439,6 +449,6 @@ class Checker:
     def clone(self) -> Checker:
         """An independent instance of the same module (for another thread)."""
         self._check_open()
-        twin = Checker(self.manifest, self._wasm, self.limits, self._module)
+        twin = Checker(self.manifest, self._wasm, self.limits, self._module, self._where)
         twin._copy_token_table(self)
         return twin

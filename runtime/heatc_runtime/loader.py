@@ -86,7 +86,7 @@ def from_bytes(
             f"{manifest['wasm']['sha256'][:16]}…): the module is corrupt or was changed after the build"
         )
     try:
-        return Checker(manifest, wasm, limits or Limits())
+        return Checker(manifest, wasm, limits or Limits(), where=where)
     except ModuleTrap as e:  # (its buffers do not fit its memory limit, or its start traps)
         raise ModuleError(f"{where}: {e}") from None
 
