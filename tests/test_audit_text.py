@@ -2,10 +2,12 @@
 (heatc_runtime.audit_text): the same bytes as the reference interpreter's events through
 `audit_report` and `json.dumps` — on clinical notes with the learned and the hand-written
 rule sets, on generated rule sets and texts, and on event records no heatc module writes
-(the same line, or the same error)."""
+(the same line, or the same error) — with the native extension's writer of the common
+event and with the Python one alike."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import struct
@@ -18,7 +20,7 @@ from support.cli import heatc
 from support.strategies import rule_sets, texts
 
 from heatc.backends import module_info, native_checker, run_document, wasm_checker
-from heatc_runtime import Report, abi
+from heatc_runtime import Report, abi, audit_text
 from heatc_runtime.audit import COUNTERS, ModuleInfo, Policy, audit_report
 from heatc_runtime.audit_text import TextFacts, audit_line, scan_line
 from heatc_runtime.errors import ModuleError
@@ -27,12 +29,28 @@ from heatc_runtime.report import VerdictMap
 
 # What a scan's report meets in real text and the fast path must write as the general one
 # does: a conflict, a failed requirement, a character span that is not the byte span (é,
-# CJK), a quote, a backslash and a tab to escape, bytes that are not UTF-8 (U+FFFD)
+# CJK), a quote, a backslash, a tab and a control character to escape, bytes that are not
+# UTF-8 (U+FFFD)
 TAIL = (
     "Intrauterine pregnancy at 39 weeks.\n"
     'The "pulse" \\ was 88 bpm, blood loss was 2500 mL; weight\t130 pounds.\n'
     "Café 10 mg, 20 minutes.\n体温 39 ℃, Intrauterine pregnancy at 38 weeks.\n"
-).encode() + b"blood loss was \xff 2500 mL. Weight \xc3 130 pounds \xfe.\n"
+).encode() + b"blood loss was \xff 2500 mL. Weight \xc3 130 pounds \xfe. Pulse \x0b 88 bpm.\n"
+
+
+@contextlib.contextmanager
+def writer(name: str):
+    """audit_text with its native writer of the common event ("native"), or without ("python")."""
+    before = audit_text.NATIVE
+    audit_text.NATIVE = name == "native"
+    try:
+        yield
+    finally:
+        audit_text.NATIVE = before
+
+
+WRITERS = ("native", "python")
+pytestmark = pytest.mark.needs("native")  # (the native backend, and the native writer beside the Python one)
 
 
 def clinical_notes(size: int) -> bytes:
@@ -64,11 +82,13 @@ def test_scan_json_is_the_reference_interpreters_bytes(rules, tmp_path, monkeypa
     if rules.endswith(".yaml"):  # (the learned rules meet every case TAIL plants)
         assert any("conflict" in e for e in events) and any("failed" in e for e in events)
         assert any(e["bytes"] != e["chars"] for e in events)
-        assert {'"', "\\", "\t", "\ufffd"} <= set("".join(e["text"] for e in events))
+        assert {'"', "\\", "\t", "\x0b", "\ufffd"} <= set("".join(e["text"] for e in events))
     for backend in ("wasm", "native"):
-        got = heatc("scan", REPO / rules, text, "--json", "--backend", backend)
-        assert got.exit_code == expected.exit_code
-        assert without_run(got.output) == without_run(expected.output), backend
+        for name in WRITERS:
+            with writer(name):
+                got = heatc("scan", REPO / rules, text, "--json", "--backend", backend)
+            assert got.exit_code == expected.exit_code
+            assert without_run(got.output) == without_run(expected.output), (backend, name)
 
 
 @pytest.mark.needs("data")
@@ -78,11 +98,15 @@ def test_scan_json_lines_and_side_by_side(tmp_path, monkeypatch):
     text = tmp_path / "notes.txt"
     text.write_bytes(clinical_notes(5_000))
     args = ("scan", REPO / "heatmaps/medical.yaml", text, "--json", "--lines", "--also", REPO / "examples/medical.heat")
-    expected, got = heatc(*args, "--backend", "reference"), heatc(*args)
+    expected = heatc(*args, "--backend", "reference")
     lines = expected.output.splitlines(keepends=True)
-    assert len(lines) > 20 and len(got.output.splitlines()) == len(lines)
-    for want, line in zip(lines, got.output.splitlines(keepends=True), strict=True):
-        assert without_run(line) == without_run(want)
+    assert len(lines) > 20
+    for name in WRITERS:
+        with writer(name):
+            got = heatc(*args)
+        assert len(got.output.splitlines()) == len(lines)
+        for want, line in zip(lines, got.output.splitlines(keepends=True), strict=True):
+            assert without_run(line) == without_run(want)
 
 
 CHECKERS = pytest.mark.parametrize("checker_for", [wasm_checker, native_checker], ids=["wasm", "native"])
@@ -100,11 +124,14 @@ def test_audit_line_is_the_reference_report_dumped(checker_for, g, data):
     events, verdicts, counters = run_document("reference", program, text)
     reference = audit_report(module_info(program), text, events, verdicts, counters, policy).to_json()
     expected = json.dumps({**reference, **extra}, ensure_ascii=False)
-    assert audit_line(checker.scan(text), policy, extra) == expected
-    assert audit_line(checker.scan(text), policy, extra, TextFacts(text)) == expected
-    report, seconds, line = scan_line(checker, text)
-    assert line(policy, extra) == expected and seconds >= 0
-    assert report.events == events  # (the report scan_line gives is the scan's)
+    for name in WRITERS:
+        with writer(name):
+            assert audit_line(checker.scan(text), policy, extra) == expected
+            assert audit_line(checker.scan(text), policy, extra, TextFacts(text)) == expected
+            report, seconds, line = scan_line(checker, text)
+            assert line(policy, extra) == expected and seconds >= 0
+            assert line(policy, extra, encoded=True) == expected.encode()
+            assert report.events == events  # (the report scan_line gives is the scan's)
 
 
 # -- records no heatc module writes ----------------------------------------------------------
@@ -160,4 +187,6 @@ def test_forged_records_give_the_general_paths_line_or_its_error(runs, text):
         events = DECODER.scan_events(runs)
         return json.dumps(audit_report(MODULE, text, events, verdicts, counters).to_json(), ensure_ascii=False)
 
-    assert outcome(lambda: audit_line(report)) == outcome(general)
+    for name in WRITERS:
+        with writer(name):
+            assert outcome(lambda: audit_line(report)) == outcome(general)

@@ -20,6 +20,7 @@
 #include "heatc_kernels.h"
 
 #include "heatc_skipper.h"
+#include "heatc_audit_json.h"
 
 namespace heatc {
 
@@ -1368,6 +1369,9 @@ PyMethodDef native_functions[] = {
      "op_mark(program, tokens, states, tails, ids, guarded, lengths, ck_step, ck_token, ck_tail, ck_state, n)"},
     {"check_tables", (PyCFunction)(void (*)(void))op_check_tables, METH_FASTCALL,
      "check_tables(tables, params): None, or why the core cannot run these tables"},
+    {"events_json", (PyCFunction)(void (*)(void))heatc_json::events_json, METH_FASTCALL,
+     "events_json(text, n, fast, start, end, char_start, char_end, key, rule, captures, n_captures, failed, "
+     "prefixes, capture_keys, failed_texts, general): an audit report's events as JSON (heatc_audit_json.h)"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef native_module = {PyModuleDef_HEAD_INIT, "_native",

@@ -164,6 +164,17 @@ def scan(
     raise typer.Exit(3 if overall is Verdict.REJECTED else 0)
 
 
+def _write_line(text: str | bytes) -> None:
+    """One JSON line: UTF-8 written as it was made (a large report's text not decoded and
+    encoded again), where standard output has bytes beneath it."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None or not isinstance(text, bytes):
+        sys.stdout.write((text.decode() if isinstance(text, bytes) else text) + "\n")
+        return
+    sys.stdout.flush()
+    buffer.write(text + b"\n")
+
+
 def _scanned(r: _RuleSet, run, *args):
     """`run(*args)` for rule set `r`; what a module does wrong (a trap, a record no heatc
     module writes) is its error, by name, not a traceback."""
@@ -293,7 +304,8 @@ def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, ever
             # (written from the module's event records while it scans: decoding them into
             # events and dicts first cost several times the scan)
             if r.checker is not None:
-                report, elapsed, line = _scanned(r, scan_line, r.checker, doc, facts)
+                report, elapsed, scanned = _scanned(r, scan_line, r.checker, doc, facts)
+                line = functools.partial(scanned, encoded=True)
             else:
                 t0 = time.perf_counter()
                 report = _scanned(r, r.run, doc)
@@ -302,7 +314,7 @@ def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, ever
             run = {"doc": i, "backend": backend, "elapsed_ms": round(elapsed * 1000, 3)}
             if len(rule_sets) > 1:
                 run["rules"] = r.label
-            sys.stdout.write(_scanned(r, line, rule_policy, {"run": run}) + "\n")
+            _write_line(_scanned(r, line, rule_policy, {"run": run}))
             checked.append(max(report.verdicts.values(), default=Verdict.CONFIRMED))
             continue
         report = _scanned(r, r.run, doc)

@@ -101,8 +101,8 @@ def scan_line(checker, text: bytes, facts: TextFacts | None = None) -> tuple[Rep
         raise failed
     report: Report = done["report"]
 
-    def line(policy: Policy | None = None, extra: dict | None = None) -> str:
-        return writer.line(report._runs[1], report.verdicts, report.counters, policy, extra)
+    def line(policy: Policy | None = None, extra: dict | None = None, encoded: bool = False) -> str | bytes:
+        return writer.line(report._runs[1], report.verdicts, report.counters, policy, extra, encoded)
 
     return report, done["seconds"], line
 
@@ -152,7 +152,7 @@ class _Writer:
         self.module, self.data, self.decoder = module, data, decoder
         self.facts = facts if facts is not None and facts.data is data else TextFacts(data)
         self.dtype = _dtype(decoder)
-        self.parts: list[str] = []  # each run's events, JSON, joined
+        self.parts: list = []  # each run's events, JSON, joined (str; bytes from the native writer)
         self.matches = np.zeros(len(decoder.rule_names), np.int64)  # by rule: fast matches, rejected ones
         self.rejected = np.zeros(len(decoder.rule_names), np.int64)
         self.general: list[Event] = []  # the events of the records the general path wrote
@@ -191,17 +191,25 @@ class _Writer:
             for (i, e), d in zip(decoded, _events_json(data, [e for _, e in decoded], chars), strict=True):
                 events[i] = json.dumps(d, ensure_ascii=False)
                 self.general.append(e)
-        self._write_fast(recs[fast], np.flatnonzero(fast), events)
-        self.parts.append(", ".join(events))
+        native = _native_events_json()
+        if native is not None:
+            self.parts.append(self._write_native(native, recs, fast, [events[i].encode() for i, _ in decoded]))
+        else:
+            self._write_fast(recs[fast], np.flatnonzero(fast), events)
+            self.parts.append(", ".join(events))
         # the rules that matched, as `audit.triggered_rules` counts them
         rule = recs["index"][fast].astype(np.int64)
         self.matches += np.bincount(rule, minlength=len(self.matches))
         self.rejected += np.bincount(rule[recs["verdict"][fast] == Verdict.REJECTED], minlength=len(self.matches))
 
-    def line(self, records: list[bytes], verdicts, counters, policy: Policy | None, extra: dict | None) -> str:
+    def line(
+        self, records: list[bytes], verdicts, counters, policy: Policy | None, extra: dict | None, encoded=False
+    ) -> str | bytes:
+        """The audit line: str, or with `encoded` its UTF-8 (what the native writer makes)."""
         if self.whole:
             events = self.decoder.scan_events(records)
-            return _dumps(audit_report(self.module, self.data, events, verdicts, counters, policy).to_json(), extra)
+            text = _dumps(audit_report(self.module, self.data, events, verdicts, counters, policy).to_json(), extra)
+            return text.encode() if encoded else text
         counts: dict[str, list[int]] = {}
         for name, m, r in zip(self.decoder.rule_names, self.matches.tolist(), self.rejected.tolist(), strict=True):
             if m:
@@ -214,7 +222,10 @@ class _Writer:
                 c[0] += 1
                 c[1] += e.verdict is Verdict.REJECTED
         head = _report(self.module, self.data, counts, verdicts, counters, policy, self.facts).to_json()
-        return _splice({**head, **(extra or {})}, [p for p in self.parts if p])
+        out = _splice({**head, **(extra or {})}, [p for p in self.parts if p])
+        if isinstance(out, bytes):
+            return out if encoded else out.decode()
+        return out.encode() if encoded else out
 
     def _fast(self, recs: np.ndarray) -> np.ndarray:
         """Which records the template writes: matches of a rule whose captures are all
@@ -231,6 +242,20 @@ class _Writer:
             caps = recs["captures"].reshape(len(recs), -1)
             fast &= (np.isfinite(caps) | ~t.uses[r]).all(axis=1)
         return fast
+
+    def _write_native(self, native, recs: np.ndarray, fast: np.ndarray, general: list[bytes]) -> bytes:
+        """The run's events, UTF-8, by the native writer (cuda_bridge/src/heatc_audit_json.h):
+        the fast records from these arrays, the others given (`general`, in record order)."""
+        t = _templates(self.decoder)
+        rule = np.where(fast, recs["index"], 0).astype(np.int64)
+        start, end = recs["start"].astype(np.int64), recs["end"].astype(np.int64)
+        failed = recs["failed"].astype(np.int64)
+        failed = np.where(fast & (failed >= 0), t.failed_base[rule] + failed, -1)
+        key = rule * 3 + np.where(fast, recs["verdict"], 0)
+        caps = np.ascontiguousarray(recs["captures"], np.float64) if t.n_captures else np.zeros(0)
+        cstart, cend = self.facts.chars(start), self.facts.chars(end)
+        return native(self.data, len(recs), fast.view(np.uint8), start, end, cstart, cend, key, rule, caps,
+                      t.n_captures, failed, t.prefix_bytes, t.capture_keys, t.failed_bytes, general)  # fmt: skip
 
     def _write_fast(self, sel: np.ndarray, at: np.ndarray, events: list[str]) -> None:
         """The records `sel` (at `at` in the run) by their rules' templates."""
@@ -307,14 +332,17 @@ def _report(module, data, counts, verdicts, counters, policy, facts) -> AuditRep
     )
 
 
-def _splice(record: dict, events: list[str]) -> str:
-    """json.dumps(record) with its "events" list written from `events`, each already JSON."""
+def _splice(record: dict, events: list[str] | list[bytes]) -> str | bytes:
+    """json.dumps(record) with its "events" list written from `events`, each run already JSON
+    (bytes, UTF-8, from the native writer: then the line is bytes)."""
     keys = list(record)
     k = keys.index("events")
     head = json.dumps({key: record[key] for key in keys[:k]}, ensure_ascii=False)[:-1]
     tail = {key: record[key] for key in keys[k + 1 :]}
     after = ", " + json.dumps(tail, ensure_ascii=False)[1:] if tail else "}"
-    return f'{head}, "events": [{", ".join(events)}]{after}'
+    if events and isinstance(events[0], bytes):
+        return b"".join([head.encode(), b', "events": [', b", ".join(events), b"]", after.encode()])  # type: ignore[arg-type]
+    return f'{head}, "events": [{", ".join(events)}]{after}'  # type: ignore[arg-type]
 
 
 class _Templates:
@@ -331,6 +359,7 @@ class _Templates:
         self.prefix: list[str] = []  # by rule × 3 + verdict
         self.captures: list[str] = []  # str.format templates over the record's capture values
         self.failed: list[list[str]] = []
+        self.capture_keys: list[tuple] = []  # per rule: (JSON key, capture index), for the native writer
         self.single: list[str] = []  # a rule with one capture: '{"name": ' (else "")
         self.is_single = np.zeros(n + 1, bool)
         for r, name in enumerate(decoder.rule_names):
@@ -345,17 +374,36 @@ class _Templates:
             self.is_single[r] = one
             if names is None or len(names) > n_caps:
                 self.captures.append("")
+                self.capture_keys.append(())
                 continue
             # dict(captures): a name given twice keeps its first place and its last value
             last = {c: i for i, c in enumerate(names)}
             keys = (encode_basestring(c).replace("{", "{{").replace("}", "}}") for c in last)
             fields = ", ".join(f"{key}: {{{i}!r}}" for key, i in zip(keys, last.values(), strict=True))
             self.captures.append("{{" + fields + "}}")
+            self.capture_keys.append(tuple((f"{encode_basestring(c)}".encode(), i) for c, i in last.items()))
             self.simple[r] = True
             self.uses[r, list(last.values())] = True
 
+        # the same, as the native writer takes them
+        self.prefix_bytes = tuple(p.encode() for p in self.prefix)
+        self.capture_keys = tuple(self.capture_keys)
+        self.failed_bytes = tuple(f.encode() for fs in self.failed for f in fs)
+        self.failed_base = np.cumsum([0] + [len(fs) for fs in self.failed], dtype=np.int64)
+
 
 _TEMPLATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+NATIVE = True  # the native writer, where the extension is built (False: the Python one; the tests run both)
+
+
+def _native_events_json():
+    if not NATIVE:
+        return None
+    try:
+        from ._native import events_json
+    except ImportError:
+        return None
+    return events_json
 
 
 def _templates(decoder: RecordDecoder) -> _Templates:
