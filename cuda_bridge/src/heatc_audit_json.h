@@ -41,13 +41,23 @@ struct Text {
   }
   void put_int(int64_t v) {
     char b[24];
-    int len = snprintf(b, sizeof b, "%lld", (long long)v);
-    put(b, (size_t)len);
+    int at = 24;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do b[--at] = (char)('0' + u % 10), u /= 10;
+    while (u);
+    if (v < 0) b[--at] = '-';
+    put(b + at, (size_t)(24 - at));
   }
   // a float as json.dumps writes it: repr, or NaN / Infinity / -Infinity
   void put_float(double v) {
     if (isnan(v)) return put("NaN", 3);
     if (isinf(v)) return v > 0 ? put("Infinity", 8) : put("-Infinity", 9);
+    // (a whole number below 1e16 — most values — is its digits and ".0" in repr, as Python's
+    // 'r' format writes every float whose exponent is below 16)
+    if (v == floor(v) && fabs(v) < 1e16 && !(v == 0 && signbit(v))) {
+      put_int((int64_t)v);
+      return put(".0", 2);
+    }
     char* r = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, nullptr);
     if (!r) {
       failed = true;
