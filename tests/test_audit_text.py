@@ -24,6 +24,7 @@ from heatc_runtime import Report, abi, audit_text
 from heatc_runtime.audit import COUNTERS, ModuleInfo, Policy, audit_report
 from heatc_runtime.audit_text import TextFacts, audit_line, scan_line
 from heatc_runtime.errors import ModuleError
+from heatc_runtime.overlap import scan_decoded
 from heatc_runtime.records import RecordDecoder
 from heatc_runtime.report import VerdictMap
 
@@ -132,6 +133,8 @@ def test_audit_line_is_the_reference_report_dumped(checker_for, g, data):
             assert line(policy, extra) == expected and seconds >= 0
             assert line(policy, extra, encoded=True) == expected.encode()
             assert report.events == events  # (the report scan_line gives is the scan's)
+    decoded, _ = scan_decoded(checker, text)  # (the table's: events decoded while the scan runs)
+    assert (decoded.events, dict(decoded.verdicts), decoded.counters) == (events, dict(verdicts), counters)
 
 
 # -- records no heatc module writes ----------------------------------------------------------

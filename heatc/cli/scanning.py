@@ -296,6 +296,7 @@ def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, ever
     from heatc.cli.table import Checked, render_document
     from heatc_runtime.audit import Policy, confidence
     from heatc_runtime.audit_text import TextFacts, audit_line, scan_line
+    from heatc_runtime.overlap import scan_decoded
 
     checked = []
     facts = TextFacts(doc) if as_json else None  # (its hash runs in a thread beside the scans)
@@ -317,7 +318,8 @@ def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, ever
             _write_line(_scanned(r, line, rule_policy, {"run": run}))
             checked.append(max(report.verdicts.values(), default=Verdict.CONFIRMED))
             continue
-        report = _scanned(r, r.run, doc)
+        # (a module's events decoded while it scans, for the table)
+        report = _scanned(r, scan_decoded, r.checker, doc)[0] if r.checker is not None else _scanned(r, r.run, doc)
         verdicts = dict(report.verdicts)
         # (the table needs no audit record: its events' JSON would cost more than the scan)
         events, counters = _scanned(r, getattr, report, "events"), report.counters

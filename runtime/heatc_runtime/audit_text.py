@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import queue
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from json.encoder import encode_basestring
@@ -41,6 +39,7 @@ from .audit import (
     confidence,
     continuation_bytes,
 )
+from .overlap import scan_overlapped
 from .records import RecordDecoder
 from .report import Event, Report, Verdict
 
@@ -66,45 +65,17 @@ def audit_line(
 
 
 def scan_line(checker, text: bytes, facts: TextFacts | None = None) -> tuple[Report, float, Callable[..., str]]:
-    """`checker.scan(text)`, its records written while the scan goes on: (the report, the
-    scan's seconds, `line(policy=None, extra=None)` → the audit line, as `audit_line`
-    writes it). The scan runs in a thread and this one writes each run of records as the
-    scan drains it: wasmtime releases the interpreter lock while a module runs, so on a
-    second core the writing costs little wall time beyond the scan's."""
+    """`checker.scan(text)`, its records written while the scan goes on (`overlap`): (the
+    report, the scan's seconds, `line(policy=None, extra=None, encoded=False)` → the audit
+    line as `audit_line` writes it, or its UTF-8)."""
     data = as_bytes(text, "text")
     writer = _Writer(checker.module_info, data, checker._decoder, facts)
-    runs: queue.SimpleQueue = queue.SimpleQueue()
-    done: dict = {}
-
-    def scan() -> None:
-        t0 = time.perf_counter()
-        try:
-            done["report"] = checker.scan(data, on_records=runs.put)
-        except BaseException as e:  # (raised in the caller's thread below)
-            done["error"] = e
-        done["seconds"] = time.perf_counter() - t0
-        runs.put(None)
-
-    thread = threading.Thread(target=scan, name="heatc-scan", daemon=True)
-    thread.start()
-    failed: Exception | None = None
-    while (run := runs.get()) is not None:
-        if failed is None:
-            try:
-                writer.add(run)
-            except Exception as e:  # (a malformed record: raised once the scan is over, as when read)
-                failed = e
-    thread.join()
-    if "error" in done:
-        raise done["error"]
-    if failed is not None:
-        raise failed
-    report: Report = done["report"]
+    report, seconds = scan_overlapped(checker, data, writer.add)
 
     def line(policy: Policy | None = None, extra: dict | None = None, encoded: bool = False) -> str | bytes:
         return writer.line(report._runs[1], report.verdicts, report.counters, policy, extra, encoded)
 
-    return report, done["seconds"], line
+    return report, seconds, line
 
 
 def _dumps(record: dict, extra: dict | None) -> str:
