@@ -20,6 +20,7 @@ from support.cli import heatc
 from support.strategies import rule_sets, texts
 
 from heatc.backends import module_info, native_checker, run_document, wasm_checker
+from heatc.cli import scanning
 from heatc_runtime import Report, abi, audit_text
 from heatc_runtime.audit import COUNTERS, ModuleInfo, Policy, audit_report
 from heatc_runtime.audit_text import TextFacts, audit_line, scan_line
@@ -86,10 +87,12 @@ def test_scan_json_is_the_reference_interpreters_bytes(rules, tmp_path, monkeypa
         assert {'"', "\\", "\t", "\x0b", "\ufffd"} <= set("".join(e["text"] for e in events))
     for backend in ("wasm", "native"):
         for name in WRITERS:
-            with writer(name):
-                got = heatc("scan", REPO / rules, text, "--json", "--backend", backend)
-            assert got.exit_code == expected.exit_code
-            assert without_run(got.output) == without_run(expected.output), (backend, name)
+            for overlap in (1 << 20, 0):  # (this text is scanned in a thread, as a large one is, or not)
+                monkeypatch.setattr(scanning, "OVERLAP_BYTES", overlap)
+                with writer(name):
+                    got = heatc("scan", REPO / rules, text, "--json", "--backend", backend)
+                assert got.exit_code == expected.exit_code
+                assert without_run(got.output) == without_run(expected.output), (backend, name, overlap)
 
 
 @pytest.mark.needs("data")
@@ -193,3 +196,16 @@ def test_forged_records_give_the_general_paths_line_or_its_error(runs, text):
     for name in WRITERS:
         with writer(name):
             assert outcome(lambda: audit_line(report)) == outcome(general)
+
+
+@pytest.mark.needs("data")
+def test_scan_table_is_the_reference_interpreters(tmp_path, monkeypatch):
+    """The table, from events decoded while the scan runs (a large document's) or after."""
+    monkeypatch.setenv("HEATC_CACHE", str(tmp_path / "cache"))
+    text = tmp_path / "notes.txt"
+    text.write_bytes(clinical_notes(30_000))
+    expected = heatc("scan", REPO / "heatmaps/medical.yaml", text, "--all", "--backend", "reference")
+    assert expected.exit_code == 3 and expected.output.count("\n") > 50
+    for overlap in (1 << 20, 0):
+        monkeypatch.setattr(scanning, "OVERLAP_BYTES", overlap)
+        assert heatc("scan", REPO / "heatmaps/medical.yaml", text, "--all").output == expected.output

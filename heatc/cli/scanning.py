@@ -21,6 +21,9 @@ from heatc.errors import HeatError
 from heatc_runtime import ModuleError, ModuleTrap, Report, Verdict
 
 MAX_INPUT_BYTES = 1 << 30  # what one scan's module memory holds by default (Limits.memory_bytes)
+# a document this large is scanned in a thread while its records are written or decoded here
+# (heatc_runtime.overlap); a smaller one is not worth a thread (--lines: many small documents)
+OVERLAP_BYTES = 1 << 20
 
 
 def _read_input(file: str) -> bytes:
@@ -304,7 +307,7 @@ def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, ever
         if as_json:
             # (written from the module's event records while it scans: decoding them into
             # events and dicts first cost several times the scan)
-            if r.checker is not None:
+            if r.checker is not None and len(doc) >= OVERLAP_BYTES:
                 report, elapsed, scanned = _scanned(r, scan_line, r.checker, doc, facts)
                 line = functools.partial(scanned, encoded=True)
             else:
@@ -319,7 +322,10 @@ def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, ever
             checked.append(max(report.verdicts.values(), default=Verdict.CONFIRMED))
             continue
         # (a module's events decoded while it scans, for the table)
-        report = _scanned(r, scan_decoded, r.checker, doc)[0] if r.checker is not None else _scanned(r, r.run, doc)
+        if r.checker is not None and len(doc) >= OVERLAP_BYTES:
+            report = _scanned(r, scan_decoded, r.checker, doc)[0]
+        else:
+            report = _scanned(r, r.run, doc)
         verdicts = dict(report.verdicts)
         # (the table needs no audit record: its events' JSON would cost more than the scan)
         events, counters = _scanned(r, getattr, report, "events"), report.counters

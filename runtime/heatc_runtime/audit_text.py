@@ -82,6 +82,9 @@ def _dumps(record: dict, extra: dict | None) -> str:
     return json.dumps({**record, **(extra or {})}, ensure_ascii=False)
 
 
+HASH_IN_THREAD_ABOVE = 1 << 20  # bytes of text: a smaller one is hashed faster than a thread starts
+
+
 class TextFacts:
     """What a report needs of its text alone: its sha256 — computed in a thread from the
     start (hashlib releases the interpreter lock over a large buffer: made before the scan,
@@ -90,8 +93,10 @@ class TextFacts:
     def __init__(self, data: bytes):
         self.data = data
         self._sha256 = ""
-        self._thread = threading.Thread(target=self._hash, daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if len(data) >= HASH_IN_THREAD_ABOVE:
+            self._thread = threading.Thread(target=self._hash, daemon=True)
+            self._thread.start()
         self._continuation: np.ndarray | None = None
 
     def _hash(self) -> None:
@@ -99,7 +104,10 @@ class TextFacts:
 
     @property
     def sha256(self) -> str:
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
+        elif not self._sha256:  # (a small text: hashed when asked, no thread)
+            self._hash()
         return self._sha256
 
     @property
