@@ -6,13 +6,15 @@ document's report has an `Event`, a dict and a JSON encoder pass per event, and 
 several times the scan itself (32 MB of clinical notes, 92,000 events: 0.2 s of scan, 0.8 s
 of report). Here the records are read as one numpy array and the common event (a match
 whose captures are finite numbers, no conflict, its span inside the text) is written by one
-string template per rule and verdict; every other record goes through the general path
-(`RecordDecoder.event`, `audit._events_json`) one by one, and a report whose records do not
-fit the fast path at all (a span past the text: no heatc module writes one) is written the
-general way whole, so the output never depends on which path wrote it.
+string template per rule and verdict — by the native extension where it is built
+(cuda_bridge/src/heatc_audit_json.h, `events_json`), else here; every other record goes
+through the general path (`RecordDecoder.event`, `audit._events_json`) one by one, and a
+report whose records do not fit the fast path at all (a span past the text: no heatc module
+writes one) is written the general way whole, so the output never depends on which path
+wrote it. `scan_line` writes each run of records while the scan goes on (`overlap`).
 
 Public surface: `audit_line(report, policy=None, extra=None, facts=None)`, `scan_line(checker, text, facts)`,
-`TextFacts(data)`.
+`TextFacts(data)`, `NATIVE` (False: the Python writer alone).
 """
 
 from __future__ import annotations
