@@ -101,14 +101,15 @@ def cached_build(path: str | Path) -> Path:
     compiled module rather than the reference interpreter). The token table is one token per
     byte: scanning text needs no tokenizer. Raises HeatError for input errors and OSError
     when the cache cannot be written."""
-    from heatc.heatmap.build import build
-    from heatc.heatmap.tokenizers import TokenTable
-
     path = Path(path)
     entry = cache_root() / _content_key(path)
     found = _reusable(entry, path)
     if found is not None:
         return found
+    # (the compiler is imported only to build: its imports were most of a cached scan's start-up)
+    from heatc.heatmap.build import build
+    from heatc.heatmap.tokenizers import TokenTable
+
     table = TokenTable("bytes", [bytes([b]) for b in range(256)], "bytes", "")
     result = build(path, entry, table, expects=False)
     _forget_old(entry.parent)
