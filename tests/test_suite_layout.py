@@ -75,3 +75,31 @@ def test_missing_needs_skip_at_collection_with_the_reason(tmp_path):
     assert "1 passed, 2 skipped" in r.stdout, r.stdout
     assert r.stdout.count("needs a missing thing (get it here)") == 2, r.stdout
     assert "test_whole.py:1: needs a missing thing" in r.stdout, r.stdout  # (at the module, not conftest)
+
+
+def test_a_module_fixture_keeps_its_tests_on_one_worker(tmp_path):
+    """Under `--dist loadgroup` the tests of a module with a module-scoped fixture carry one
+    xdist group (the fixture is built once, on one worker); it broke silently twice (the
+    group set after xdist read it; pytest 9 ignoring xdist 3.8's node-id suffix)."""
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent(f"""
+        import importlib.util, sys
+        sys.path.insert(0, {str(TESTS)!r})
+        spec = importlib.util.spec_from_file_location("suite_conftest", {str(TESTS / "conftest.py")!r})
+        suite = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(suite)
+        pytest_collection_modifyitems = suite.pytest_collection_modifyitems
+    """)
+    )
+    tests = "".join(f"\n\ndef test_{i}(shared):\n    pass\n" for i in range(6))
+    (tmp_path / "test_fixture.py").write_text(
+        f'import pytest\n\n\n@pytest.fixture(scope="module")\ndef shared():\n    return 1\n{tests}'
+    )
+    (tmp_path / "test_loose.py").write_text("".join(f"\n\ndef test_{i}():\n    pass\n" for i in range(6)))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
+                        "-o", "markers=xdist_group", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    passed = [line for line in r.stdout.splitlines() if "PASSED test_fixture.py::" in line]
+    workers = {line.split()[0] for line in passed}
+    grouped = [line for line in passed if "@test_fixture" in line]
+    assert len(grouped) == 6 and len(workers) == 1, r.stdout
