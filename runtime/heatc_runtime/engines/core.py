@@ -69,6 +69,7 @@ class GuardStep:
     force: np.ndarray
     leave: np.ndarray
     untried: np.ndarray | None = None  # greedy: candidates below a row's first that passed
+    clear: bool = False  # every row's first candidate passed; nothing forced, nothing left
 
 
 class _Masked:
@@ -387,15 +388,19 @@ class Driver:
             for row in rows.tolist():
                 self._tentative.pop(row, None)
         force, k = self._force[rows], self._k[rows]
-        if force.max(initial=-1) >= 0 or k.min(initial=width) < width:
+        forcing = force.max(initial=-1) >= 0
+        if forcing or k.min(initial=width) < width:
             usable = usable & (np.arange(width)[None, :] < k[:, None]) & (force < 0)[:, None]
         # (the common step: every candidate usable, none forced — no masking pass over them)
         cands = np.ascontiguousarray(candidates if usable.all() else np.where(usable, candidates, -1), dtype=np.int64)
-        tails = np.ascontiguousarray(self._tails[rows])
+        tails = self._tails[rows]
         mask = self._decide(self.batch, self._lookahead, rows, cands, usable, tails, greedy)
         ok = mask == MASK_ALLOWED
         untried = mask == MASK_UNTRIED
         leave = np.zeros(n, bool)
+        if greedy and not forcing and ok[:, 0].all():
+            # (the common greedy step: every row's first choice passed; below it nothing was judged)
+            return GuardStep(ok, force, leave, untried, clear=True)
         masked = usable & ~ok & ~untried
         acted = np.flatnonzero(masked.any(axis=1) | (~ok.any(axis=1) & (force < 0)))
         if len(acted):
