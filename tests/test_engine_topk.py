@@ -63,7 +63,8 @@ def test_a_vocabulary_of_random_scores_gives_torch_topk():
 def test_other_tensors_go_through_torch():
     scores = torch.randn(2, 100, dtype=torch.float64)
     vals, ids = best_k(scores, None, 4)
-    assert np.array_equal(ids, torch.topk(scores, 4, dim=-1).indices.numpy())
+    want = torch.topk(scores, 4, dim=-1)
+    assert np.array_equal(ids, want.indices.numpy()) and np.array_equal(vals, want.values.numpy())
     strided = torch.randn(100, 2).t()  # (not contiguous)
     assert np.array_equal(best_k(strided, None, 4)[1], torch.topk(strided, 4, dim=-1).indices.numpy())
 
