@@ -131,6 +131,7 @@ class Driver:
         self._k = np.zeros(capacity, np.int64)
         self._len = np.zeros(capacity, np.int64)
         self._every = np.arange(capacity, dtype=np.int64)  # (feed's fast path: every row, in order)
+        self._every.flags.writeable = False  # (handed out as `every`: nobody may change it)
         # every step's ids, the whole batch's (one array copy a step; a row's tokens are read
         # back when it ends): steps from _hist0 on, each row's first at _start[row]
         self._hist: list[np.ndarray] = []
@@ -157,6 +158,11 @@ class Driver:
         self._guard_rows = np.zeros(capacity, np.uint8)  # 1: the row is in guard mode
         self._nsnaps = np.zeros(capacity, np.int64)  # each row's snapshots so far (r.snaps)
         self._tentative: dict[int, dict[int, tuple[int, tuple[int, ...], Intervention, int]]] = {}
+
+    @property
+    def every(self) -> np.ndarray:
+        """Every row, in order (int64): passed as `rows`, feed needs no comparison to know it."""
+        return self._every
 
     def _lookahead(self):
         if self._look is None:

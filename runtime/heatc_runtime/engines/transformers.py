@@ -169,7 +169,8 @@ class Checks:
         self._is_eos[[e for e in self.eos if 0 <= e < d.vocab_size]] = True
         self._rows, self._prompt_len, self._fed = rows, prompt_len, prompt_len
         self._done = np.zeros(rows, bool)
-        self._live = np.arange(rows, dtype=np.int64)
+        # (every row, in order, as the driver's own array: its feed knows it without comparing)
+        self._live = d.every if rows == d.capacity and not device else np.arange(rows, dtype=np.int64)
         self._last = np.zeros(rows, np.int64)
         self._stopped = torch.zeros(rows, dtype=torch.bool, device=input_ids.device)
         prompts = input_ids[:, :prompt_len].numpy(force=True) if self.see_prompt else None
