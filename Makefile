@@ -15,7 +15,8 @@ ENGINES ?= 1
 
 # (the native backend's C++ core is compiled by the install: a changed source reinstalls)
 $(STAMP): pyproject.toml setup.py cuda_bridge/include/heatc_core.h cuda_bridge/include/heatc_abi.h cuda_bridge/src/heatc_native.cpp \
-		cuda_bridge/src/heatc_skipper.h cuda_bridge/src/heatc_skipper_isa.h cuda_bridge/src/heatc_audit_json.h
+		cuda_bridge/src/heatc_skipper.h cuda_bridge/src/heatc_skipper_isa.h cuda_bridge/src/heatc_topk.h \
+		cuda_bridge/src/heatc_audit_json.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

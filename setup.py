@@ -49,6 +49,7 @@ setup(
                 "cuda_bridge/include/heatc_abi.h",
                 "cuda_bridge/src/heatc_skipper.h",
                 "cuda_bridge/src/heatc_skipper_isa.h",
+                "cuda_bridge/src/heatc_topk.h",
                 "cuda_bridge/src/heatc_audit_json.h",
             ],
             language="c++",

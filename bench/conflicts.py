@@ -301,7 +301,7 @@ def run_tatqa(checker, rng) -> dict:
 # --- scaling: CPU seconds as the input doubles --------------------------------------------
 
 
-def _word(i: int) -> str:
+def distinct_word(i: int) -> str:
     """A word of its own for each i, no English word (nor number word, nor unit)."""
     out = ""
     while True:
@@ -318,7 +318,7 @@ def scaling_inputs(n: int, cuad: list[str]) -> dict[str, list[str]]:
         for i in range(n // 2)
     ]
     distinct = [
-        f"Payment of the {_word(i)} invoice and {_word(i + 7)} fee shall be made within {30 * (1 + i % 2)} days "
+        f"Payment of the {distinct_word(i)} invoice and {distinct_word(i + 7)} fee shall be made within {30 * (1 + i % 2)} days "
         "after receipt of the invoice."
         for i in range(n)
     ]

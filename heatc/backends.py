@@ -1,7 +1,8 @@
 """The backends a compiled Program can run on, behind one interface.
 
-Public surface: `BACKENDS`, `run_document(name, program, data)`, `open_session(name, program)`,
-`wasm_checker(program)`, `native_checker(program)`, `module_info(program)`.
+Public surface: `BACKENDS`, `DOCUMENT_BACKENDS`, `run_document(name, program, data)`,
+`open_session(name, program)`, `wasm_checker(program)`, `native_checker(program)`,
+`module_info(program)`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from heatc.cache import ProgramCache
 from heatc_runtime import Event, Snapshot, Verdict
 
 BACKENDS = ("reference", "wasm", "native")
+DOCUMENT_BACKENDS = ("op",)
+"""Backends that scan whole documents only: `op`, the torch ops' CPU kernel (heatc::text, the
+path a GPU runs, through the CUDA bridge's own loader of the tables; needs torch)."""
 
 
 def _load(program: ir.Program, backend: str):
@@ -41,6 +45,31 @@ def _module_info(program: ir.Program):
     from heatc_runtime.audit import ModuleInfo
 
     return ModuleInfo.from_manifest(compile_wasm(program, pack(program)).manifest)
+
+
+def _op_program(program: ir.Program):
+    from heatc.hct import hct_bytes
+    from heatc.wasm import compile_wasm
+    from heatc.wasm.pack import pack
+    from heatc_runtime.cuda.program import OpProgram
+    from heatc_runtime.hct import read_hct
+
+    packed = pack(program)
+    return OpProgram(compile_wasm(program, packed).manifest, read_hct(hct_bytes(program, packed, (0, 0))), None, "cpu")
+
+
+op_program = ProgramCache(_op_program)
+"""The program's tables split into tiers for the torch ops, on the CPU: `op_program(program)`."""
+_OP_EVENTS = 4096  # events one document's scan keeps (more is an error, never a silent cut)
+
+
+def _op_document(program: ir.Program, data: bytes):
+    b = op_program(program).batch(1, ev_keep=_OP_EVENTS, snap_keep=2)
+    b.feed_texts([data], scan=True)
+    snaps = b.results().get(0, [])
+    if b.dropped or not snaps or not snaps[-1].final:
+        raise RuntimeError(f"the op's scan kept {len(snaps)} snapshots and dropped {b.dropped} records")
+    return snaps[-1].events, snaps[-1].verdicts, snaps[-1].counters
 
 
 module_info = ProgramCache(_module_info)
@@ -82,6 +111,8 @@ def open_session(name: str, program: ir.Program):
 
 def run_document(name: str, program: ir.Program, data: bytes) -> tuple[list[Event], dict[str, Verdict], dict[str, int]]:
     """Scan one complete document: (events, final verdicts, counters)."""
+    if name == "op":
+        return _op_document(program, data)
     if name in _CHECKERS:
         report = _CHECKERS[name](program).scan(data)
         return report.events, report.verdicts, report.counters

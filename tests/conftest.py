@@ -83,6 +83,8 @@ def pytest_pycollect_makemodule(module_path, parent):
     return module
 
 
+# (first: pytest-xdist's own hook reads the xdist_group markers this one adds)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """A test marked `needs` that cannot run here is skipped with the reason (support/needs.py)."""
     for item in items:

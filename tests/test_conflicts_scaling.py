@@ -18,17 +18,11 @@ from heatc_runtime.audit import char_offsets
 from heatc_runtime.conflicts import chunk_bytes, find_conflicts, join_chunks
 from heatc_runtime.terms import MAX_WORD_SETS, NAMED_AFTER, TermIndex, nearest_term
 
+sys.path.insert(0, str(REPO / "bench"))
+from conflicts import distinct_word as word  # (the benchmark's own words: its inputs' shapes)
+
 CHECKER = wasm_checker(LEGAL)
 MODULE = module_info(LEGAL)
-
-
-def word(i: int) -> str:
-    """A word of its own for each i, no English word (nor number word, nor unit)."""
-    out = ""
-    while True:
-        out, i = chr(97 + i % 26) + out, i // 26
-        if not i:
-            return "zq" + out
 
 
 def two_terms_a_chunk(n: int) -> list[str]:

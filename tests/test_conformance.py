@@ -1,7 +1,9 @@
 """The hand-written conformance corpus on every path of every backend: the reference Machine
-and a batch sequence of each runtime backend (WASM, native) fed in chunks, and each runtime
-backend's `Checker.scan` of the whole document; and the compile-error cases against the
-compiler."""
+and a batch sequence of each runtime backend (WASM, native) fed in chunks, each runtime
+backend's `Checker.scan` of the whole document, and the torch ops' CPU kernel scanning it
+(heatc::text, the CUDA bridge's path and loader; the same corpus runs on a GPU in
+cuda_bridge/device_check.py); and the compile-error cases against the compiler. (The Node.js
+host runs the corpus in test_runtime.py.)"""
 
 import re
 
@@ -9,13 +11,17 @@ import pytest
 from support import compile_cached
 from support.conformance_harness import check_case, check_document, check_error_case, load_cases, load_error_cases
 
-from heatc.backends import BACKENDS, open_session, run_document
+from heatc.backends import BACKENDS, DOCUMENT_BACKENDS, open_session, run_document
 from heatc.errors import HeatError
 from heatc.lang.compiler import compile_source
 
 CASES = load_cases()
 ERROR_CASES = load_error_cases()
-PATHS = [*(f"{b}/stream" for b in sorted(BACKENDS)), *(f"{b}/scan" for b in sorted(BACKENDS) if b != "reference")]
+PATHS = [
+    *(f"{b}/stream" for b in sorted(BACKENDS)),
+    *(f"{b}/scan" for b in sorted(BACKENDS) if b != "reference"),
+    *(pytest.param(f"{b}/scan", marks=pytest.mark.needs("torch", "native")) for b in DOCUMENT_BACKENDS),
+]
 
 
 def test_corpus_is_big_enough():

@@ -16,6 +16,7 @@ from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from heatc.lang.compiler import compile_file
 from heatc.wasm import compile_wasm, write_module
 from heatc_runtime import Verdict, load
+from heatc_runtime.engines import requests
 from heatc_runtime.engines import vllm as adapter
 from heatc_runtime.engines.tokens import TokenTable
 
@@ -183,9 +184,9 @@ def test_a_server_offers_only_the_modules_its_operator_names(tmp_path, monkeypat
 def test_loaded_modules_are_bounded(tmp_path, monkeypatch):
     """At most HEATC_MODULE_CACHE modules stay loaded; the least recently used goes first."""
     monkeypatch.setenv("HEATC_MODULE_CACHE", "2")
-    monkeypatch.setattr(adapter, "_MODULES", adapter.OrderedDict())
+    monkeypatch.setattr(requests, "_MODULES", requests.OrderedDict())
     module = compile_wasm(compile_file(REPO / "examples" / "medical.heat"))
     for name in "abc":
         write_module(module, tmp_path / name)
-        adapter._module(adapter.request_options({"heatc_module": str(tmp_path / name), "heatc_backend": "wasm"}))
-    assert [Path(k[0]).name for k in adapter._MODULES] == ["b", "c"]
+        requests.load_module(adapter.request_options({"heatc_module": str(tmp_path / name), "heatc_backend": "wasm"}))
+    assert [Path(k[0]).name for k in requests._MODULES] == ["b", "c"]

@@ -20,6 +20,7 @@
 #include "heatc_kernels.h"
 
 #include "heatc_skipper.h"
+#include "heatc_topk.h"
 #include "heatc_audit_json.h"
 
 namespace heatc {
@@ -1354,6 +1355,56 @@ PyObject* op_skippers(PyObject*, PyObject* const*, Py_ssize_t) {
   return out;
 }
 
+// topk(scores, rows, vocab, index, n, k, values, ids): the k best of each of n rows of
+// `scores` (float32, rows × vocab; index: int64 n of row numbers, or None for rows 0..n-1)
+// into values (float32 n × k) and ids (int64 n × k), best first, ties by the lower id
+// (heatc_topk.h). Every buffer's size and every row number is checked.
+PyObject* op_topk(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 8) {
+    PyErr_SetString(PyExc_TypeError, "topk(scores, rows, vocab, index, n, k, values, ids)");
+    return nullptr;
+  }
+  uint64_t rows = PyLong_AsUnsignedLongLong(args[1]), vocab = PyLong_AsUnsignedLongLong(args[2]);
+  uint64_t n = PyLong_AsUnsignedLongLong(args[4]), k = PyLong_AsUnsignedLongLong(args[5]);
+  if (PyErr_Occurred()) return nullptr;
+  if (k < 1 || k > 64 || k > vocab || rows > (1ull << 24) || vocab > (1ull << 28)) {
+    PyErr_Format(PyExc_ValueError, "topk: k %llu of a vocabulary of %llu (1 <= k <= 64)", (unsigned long long)k,
+                 (unsigned long long)vocab);
+    return nullptr;
+  }
+  const bool all = args[3] == Py_None;
+  if (all && n > rows) {
+    PyErr_Format(PyExc_IndexError, "topk: %llu rows of %llu", (unsigned long long)n, (unsigned long long)rows);
+    return nullptr;
+  }
+  Buf scores(args[0], 4 * rows * vocab, false, "scores"), values(args[6], 4 * n * k, true, "values");
+  Buf ids(args[7], 8 * n * k, true, "ids");
+  if (!scores.ok || !values.ok || !ids.ok) return nullptr;
+  const int64_t* index = nullptr;
+  Py_buffer ib;
+  if (!all) {
+    if (PyObject_GetBuffer(args[3], &ib, PyBUF_SIMPLE) < 0) return nullptr;
+    index = (const int64_t*)ib.buf;
+    bool ok = (uint64_t)ib.len == 8 * n;
+    for (uint64_t i = 0; ok && i < n; i++) ok = index[i] >= 0 && (uint64_t)index[i] < rows;
+    if (!ok) {
+      PyBuffer_Release(&ib);
+      PyErr_Format(PyExc_IndexError, "topk: index must be %llu row numbers below %llu", (unsigned long long)n,
+                   (unsigned long long)rows);
+      return nullptr;
+    }
+  }
+  const float* x = scores.as<float>();
+  float* v = values.as<float>();
+  int64_t* id = ids.as<int64_t>();
+  Py_BEGIN_ALLOW_THREADS
+  for (uint64_t i = 0; i < n; i++)
+    heatc::topk_row(x + (all ? i : (uint64_t)index[i]) * vocab, vocab, (uint32_t)k, v + i * k, id + i * k);
+  Py_END_ALLOW_THREADS
+  if (!all) PyBuffer_Release(&ib);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef native_functions[] = {
     {"skipper", (PyCFunction)(void (*)(void))op_skipper, METH_FASTCALL,
      "skipper([name]): the idle-stretch skipper's implementation in use, after picking `name` if given"},
@@ -1367,6 +1418,8 @@ PyMethodDef native_functions[] = {
      "op_guard(program, tokens, states, tails, cand, n, k, scratch, mask, look)"},
     {"op_mark", (PyCFunction)(void (*)(void))op_mark, METH_FASTCALL,
      "op_mark(program, tokens, states, tails, ids, guarded, lengths, ck_step, ck_token, ck_tail, ck_state, n)"},
+    {"topk", (PyCFunction)(void (*)(void))op_topk, METH_FASTCALL,
+     "topk(scores, rows, vocab, index, n, k, values, ids): each row's k best scores, best first, ties by the lower id"},
     {"check_tables", (PyCFunction)(void (*)(void))op_check_tables, METH_FASTCALL,
      "check_tables(tables, params): None, or why the core cannot run these tables"},
     {"events_json", (PyCFunction)(void (*)(void))heatc_json::events_json, METH_FASTCALL,

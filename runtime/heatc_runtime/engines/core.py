@@ -69,6 +69,7 @@ class GuardStep:
     force: np.ndarray
     leave: np.ndarray
     untried: np.ndarray | None = None  # greedy: candidates below a row's first that passed
+    clear: bool = False  # every row's first candidate passed; nothing forced, nothing left
 
 
 class _Masked:
@@ -130,6 +131,7 @@ class Driver:
         self._k = np.zeros(capacity, np.int64)
         self._len = np.zeros(capacity, np.int64)
         self._every = np.arange(capacity, dtype=np.int64)  # (feed's fast path: every row, in order)
+        self._every.flags.writeable = False  # (handed out as `every`: nobody may change it)
         # every step's ids, the whole batch's (one array copy a step; a row's tokens are read
         # back when it ends): steps from _hist0 on, each row's first at _start[row]
         self._hist: list[np.ndarray] = []
@@ -156,6 +158,11 @@ class Driver:
         self._guard_rows = np.zeros(capacity, np.uint8)  # 1: the row is in guard mode
         self._nsnaps = np.zeros(capacity, np.int64)  # each row's snapshots so far (r.snaps)
         self._tentative: dict[int, dict[int, tuple[int, tuple[int, ...], Intervention, int]]] = {}
+
+    @property
+    def every(self) -> np.ndarray:
+        """Every row, in order (int64): passed as `rows`, feed needs no comparison to know it."""
+        return self._every
 
     def _lookahead(self):
         if self._look is None:
@@ -387,15 +394,19 @@ class Driver:
             for row in rows.tolist():
                 self._tentative.pop(row, None)
         force, k = self._force[rows], self._k[rows]
-        if force.max(initial=-1) >= 0 or k.min(initial=width) < width:
+        forcing = force.max(initial=-1) >= 0
+        if forcing or k.min(initial=width) < width:
             usable = usable & (np.arange(width)[None, :] < k[:, None]) & (force < 0)[:, None]
         # (the common step: every candidate usable, none forced — no masking pass over them)
         cands = np.ascontiguousarray(candidates if usable.all() else np.where(usable, candidates, -1), dtype=np.int64)
-        tails = np.ascontiguousarray(self._tails[rows])
+        tails = self._tails[rows]
         mask = self._decide(self.batch, self._lookahead, rows, cands, usable, tails, greedy)
         ok = mask == MASK_ALLOWED
         untried = mask == MASK_UNTRIED
         leave = np.zeros(n, bool)
+        if greedy and not forcing and ok[:, 0].all():
+            # (the common greedy step: every row's first choice passed; below it nothing was judged)
+            return GuardStep(ok, force, leave, untried, clear=True)
         masked = usable & ~ok & ~untried
         acted = np.flatnonzero(masked.any(axis=1) | (~ok.any(axis=1) & (force < 0)))
         if len(acted):

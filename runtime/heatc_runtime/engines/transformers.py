@@ -169,7 +169,8 @@ class Checks:
         self._is_eos[[e for e in self.eos if 0 <= e < d.vocab_size]] = True
         self._rows, self._prompt_len, self._fed = rows, prompt_len, prompt_len
         self._done = np.zeros(rows, bool)
-        self._live = np.arange(rows, dtype=np.int64)
+        # (every row, in order, as the driver's own array: its feed knows it without comparing)
+        self._live = d.every if rows == d.capacity and not device else np.arange(rows, dtype=np.int64)
         self._last = np.zeros(rows, np.int64)
         self._stopped = torch.zeros(rows, dtype=torch.bool, device=input_ids.device)
         prompts = input_ids[:, :prompt_len].numpy(force=True) if self.see_prompt else None
@@ -274,11 +275,10 @@ class Checks:
         return [self._reports[row] for row in range(self._rows)]
 
     def _guard(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        if _no_model_wrote(scores):
-            # every score equal: transformers' prompt lookup asks so, with logits of ones,
-            # whether a draft token is forbidden. Guard judges what a model prefers, and judges
-            # every draft position when the model verifies it: nothing is forbidden (or decided) here.
-            return scores
+        # (uniform_passes: every score equal — transformers' prompt lookup asks so, with logits
+        # of ones, whether a draft token is forbidden. Guard judges what a model prefers, and
+        # judges every draft position when the model verifies it: nothing is forbidden (or
+        # decided) there. Not on a device: prompt lookup runs on the host backends.)
         if isinstance(self._driver, DeviceDriver):
             if input_ids.shape[1] > self._fed:
                 raise ValueError("assisted generation (draft tokens) runs on the host backends: backend='native'")
@@ -291,23 +291,8 @@ class Checks:
         index = None if len(rows) == self._rows else rows
         if length > self._fed:  # draft positions (assisted generation): judged on copies
             drafts = input_ids[rows, self._fed : length].numpy(force=True)
-            return guard_scores(self._driver, scores, rows, index, eos, bool(self.greedy), list(drafts))
-        return guard_scores(self._driver, scores, rows, index, eos, bool(self.greedy))
-
-
-def _no_model_wrote(scores: torch.Tensor) -> bool:
-    """All of a row's scores equal, in every row: three of them compared first (in numpy, on a
-    view: a few torch calls would cost tens of µs, a step's budget), the whole rows only when
-    those are. (Not on a device: reading the answer back would wait for it; prompt lookup runs
-    on the host backends.)"""
-    if scores.device.type != "cpu" or scores.shape[1] < 2:
-        return False
-    s = scores.detach()
-    s = s.numpy() if s.dtype in (torch.float32, torch.float64, torch.float16) else s.float().numpy()
-    a = s[:, 0]
-    if not ((s[:, 1] == a).all() and (s[:, -1] == a).all()):
-        return False
-    return bool((s.max(axis=-1) == s.min(axis=-1)).all())
+            return guard_scores(self._driver, scores, rows, index, eos, bool(self.greedy), list(drafts), True)
+        return guard_scores(self._driver, scores, rows, index, eos, bool(self.greedy), uniform_passes=True)
 
 
 class HeatcLogitsProcessor(LogitsProcessor):

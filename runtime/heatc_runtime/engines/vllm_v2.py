@@ -56,7 +56,7 @@ class RunnerV2:
         self._stopping: set[int] = set()  # host drivers: slots stop mode ended (an end-of-sequence token next)
 
     def add_request(self, slot: int, params) -> bool:
-        from .vllm import request_options
+        from .requests import request_options
 
         self._end(slot)
         try:
@@ -84,7 +84,7 @@ class RunnerV2:
         return True
 
     def _end(self, slot: int) -> None:
-        from .vllm import _keep
+        from .requests import keep
 
         s = self.slots.pop(slot, None)
         self._stopping.discard(slot)
@@ -93,10 +93,10 @@ class RunnerV2:
         if s.driver is None:
             from .core import GenerationReport
 
-            _keep(s.opts.key, GenerationReport(s.opts.row.mode, b"", 0, [], [], {}, error=s.error))
+            keep(s.opts.key, GenerationReport(s.opts.row.mode, b"", 0, [], [], {}, error=s.error))
             return
         if s.driver.live(slot):
-            _keep(s.opts.key, s.driver.end(slot, s.error))
+            keep(s.opts.key, s.driver.end(slot, s.error))
 
     def end_key(self, key: str) -> None:
         for slot, s in list(self.slots.items()):
