@@ -180,6 +180,9 @@ def test_tiers_when_the_size_does_not_allow(tmp_path):
     result = _tune(paths, l2_max=100)
     assert not result.tiers.fits and result.tiers.l2_bytes <= 100
     assert "the size does not allow it" in result.report.read_text()
+    one = _tune(paths, l2_max=300)  # (room for one rule: the report says so in English)
+    assert len(one.tiers.l2_rules) == 1
+    assert "- L2 tier: 1 rule, " in one.report.read_text() and "1 rules" not in one.report.read_text()
 
 
 def test_without_labels_only_suspects(tmp_path):

@@ -101,7 +101,7 @@ def render_report(config, result, hm: Heatmap, module_sha: str) -> str:
             )
         kept = [d for d in r.decisions if d.action == "keep"]
         if kept:
-            lines += ["", f"Reviewed, unchanged: {len(kept)} rules, with their false alarms per checked response"
+            lines += ["", f"Reviewed, unchanged: {_rules(len(kept))}, with their false alarms per checked response"
                       + (" (" + ", ".join(f"`{d.rule}` {_rate(d.false_alarms)}" for d in kept[:SHOWN]) + ")")]  # fmt: skip
     lines.append("")
     if r.suspects:
@@ -134,9 +134,9 @@ def render_report(config, result, hm: Heatmap, module_sha: str) -> str:
         f"and the L2 tier ends after the last of the rules that produced {_pct(COVERAGE)} of the observed events. "
         "Rules of hand-written rule files keep the freq their source gives.",
         "",
-        f"- {len(tp.hot)} rules produced {_pct(COVERAGE)} of the {tp.total:,} observed events",
-        f"- L2 tier: {len(tp.l2_rules)} rules, {tp.l2_bytes:,} bytes, covering {_pct(tp.coverage)} of the events "
-        f"(was {len(tp.base_l2)} rules covering {_pct(tp.base_coverage)}); device tier {tp.device_bytes:,} bytes",
+        f"- {_rules(len(tp.hot))} produced {_pct(COVERAGE)} of the {tp.total:,} observed events",
+        f"- L2 tier: {_rules(len(tp.l2_rules))}, {tp.l2_bytes:,} bytes, covering {_pct(tp.coverage)} of the events "
+        f"(was {_rules(len(tp.base_l2))} covering {_pct(tp.base_coverage)}); device tier {tp.device_bytes:,} bytes",
     ]
     if not tp.fits:
         lines.append(
@@ -200,3 +200,7 @@ def render_report(config, result, hm: Heatmap, module_sha: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _rules(n: int) -> str:
+    return f"{n} rule{'s' * (n != 1)}"

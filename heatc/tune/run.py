@@ -325,7 +325,7 @@ def _summary(r: TuneResult) -> str:
         if r.labels is not None
         else "no labels: no rule changed",
         f"{len(r.suspects)} suspect{'s' * (len(r.suspects) != 1)} listed",
-        f"L2 tier: {len(r.tiers.l2_rules)} rules ({r.tiers.l2_bytes:,} bytes) cover {100 * r.tiers.coverage:.1f} % "
+        f"L2 tier: {len(r.tiers.l2_rules)} rule{'s' * (len(r.tiers.l2_rules) != 1)} ({r.tiers.l2_bytes:,} bytes) cover {100 * r.tiers.coverage:.1f} % "
         f"of the observed events",
     ]
     if r.policy is not None:
