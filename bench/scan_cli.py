@@ -114,22 +114,25 @@ def main() -> None:
     big.write_bytes(notes(args.mb << 20))
     tiny.write_bytes(b"Pulse 88.\n")
     size_mb = big.stat().st_size / 1e6
-    subprocess.run([HEATC, "build", str(REPO / "heatmaps/medical.yaml"), "-o", str(work / "build")], check=True,
-                   stdout=subprocess.DEVNULL, env=env)  # fmt: skip
-    rule_sets = {
-        "examples/medical.heat": REPO / "examples/medical.heat",
-        "heatmaps/medical.yaml (built)": work / "build/medical",
-    }
+    paths: dict[str, dict[str, Path]] = {}  # tree → rule set → what its heatc scans
+    for i, (label, tree) in enumerate(trees.items()):  # (each tree builds its own: their ABIs may differ)
+        subprocess.run([HEATC, "build", str(tree / "heatmaps/medical.yaml"), "-o", str(work / f"build-{i}")],
+                       check=True, stdout=subprocess.DEVNULL, env=envs[label])  # fmt: skip
+        paths[label] = {
+            "examples/medical.heat": tree / "examples/medical.heat",
+            "heatmaps/medical.yaml (built)": work / f"build-{i}/medical",
+        }
+    rule_sets = paths[next(iter(trees))]
     if args.only:
         rule_sets = {k: v for k, v in rule_sets.items() if (args.only == "learned") == k.startswith("heatmaps")}
     cases = [(label, name, out) for label in trees for name in rule_sets for out in ("table", "--json")]
     for label, name, _ in cases:  # (the first run compiles a rule file and the bytecode: not timed)
-        run([HEATC, "scan", str(rule_sets[name]), str(tiny)], envs[label])
+        run([HEATC, "scan", str(paths[label][name]), str(tiny)], envs[label])
     times: dict[tuple, list[tuple[float, float]]] = {(c, f): [] for c in cases for f in (tiny, big)}
     for _ in range(args.rounds):
         for label, name, out in cases:
             for f in (tiny, big):
-                argv = [HEATC, "scan", str(rule_sets[name]), str(f), *([out] if out != "table" else [])]
+                argv = [HEATC, "scan", str(paths[label][name]), str(f), *([out] if out != "table" else [])]
                 times[(label, name, out), f].append(run(argv, envs[label]))
     print(f"heatc scan, {size_mb:.1f} MB of MTSamples notes; {args.rounds} rounds; load {os.getloadavg()[0]:.1f}")
     # (wall time on an idle machine; CPU time, which another job's load moves less, beside it)
