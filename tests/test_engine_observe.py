@@ -38,6 +38,10 @@ rule heart_rate_value heat 0.8 OBSERVE {
   match heart_rate ..3 v:number
   require v in [20, 300]
 }
+rule glucose_typical heat 0.3 observe {
+  match glucose ..3 v:number
+  require v in [60, 400]
+}
 """
 # id 0 ends a sequence
 VOCAB = [b"", b" glucose", b" ", b"5", b"0", b"00", b"000", b".", b" heart rate", b"9", b" and"]
@@ -98,8 +102,8 @@ def test_stop_mode_does_not_stop_for_an_observe_only_rule(backend, observe):
 @pytest.mark.parametrize("backend", HOST_BACKENDS)
 def test_guard_does_not_mask_for_an_observe_only_rule(backend, observe):
     """Guard judges "heart rate 9" + "00" (900): allowed when the rule is observe-only,
-    masked when it acts; "glucose 5" + "000" (5000) is masked either way. The steered row's
-    report lists the observe-only rejection it let through."""
+    masked when it acts; "glucose 5" + "000" (5000) is masked either way, and the intervention
+    names the acting rule alone. The reports list the observe-only rejections let through."""
     d = Driver(_checker(backend, observe), TABLE, 2)
     for row in (0, 1):
         d.start(row, RowOptions("guard", policy="steer"))
@@ -117,7 +121,16 @@ def test_guard_does_not_mask_for_an_observe_only_rule(backend, observe):
     assert heart.interventions == [] if observe else heart.interventions[0].action == "steered"
     assert _heart_events(heart) == [("heart_rate_value", Verdict.REJECTED if observe else Verdict.CONFIRMED,
                                      {"v": 900.0 if observe else 90.0})]  # fmt: skip
-    assert glucose.text == " glucose 500." and glucose.interventions[0].refused[0].text == "000"
+    # 5000 fails both glucose rules: the refusal names the one guard acts on; 500 fails only
+    # the observe-only one, which is reported and let through
+    [iv] = glucose.interventions
+    assert glucose.text == " glucose 500." and [r.text for r in iv.refused] == ["000", "."]
+    assert [[(e.name, dict(e.captures)) for e in r.rejects] for r in iv.refused] == [
+        [("glucose_value", {"v": 5000.0})], [("glucose_value", {"v": 5.0})]
+    ]
+    assert [(e.name, e.verdict) for e in glucose.events] == [
+        ("glucose_value", Verdict.CONFIRMED), ("glucose_typical", Verdict.REJECTED)
+    ]
 
 
 def _tokenizer_json(path) -> str:
