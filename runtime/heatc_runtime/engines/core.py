@@ -257,7 +257,8 @@ class Driver:
                                  lambda text: [e for e in scan(checker, text).events if e.name not in observe],
                                  o.marker)  # fmt: skip
         if self.metrics is not None and final:
-            self.metrics.count_report(report.audit(self.checker.module_info, self.metrics.policy), "stream")
+            module = self.checker.module_info
+            self.metrics.count_report(report.audit(module, self.metrics.policy_for(module)), "stream")
         return report
 
     # -- steps ----------------------------------------------------------------------------
