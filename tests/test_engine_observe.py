@@ -126,10 +126,12 @@ def test_guard_does_not_mask_for_an_observe_only_rule(backend, observe):
     [iv] = glucose.interventions
     assert glucose.text == " glucose 500." and [r.text for r in iv.refused] == ["000", "."]
     assert [[(e.name, dict(e.captures)) for e in r.rejects] for r in iv.refused] == [
-        [("glucose_value", {"v": 5000.0})], [("glucose_value", {"v": 5.0})]
+        [("glucose_value", {"v": 5000.0})],
+        [("glucose_value", {"v": 5.0})],
     ]
     assert [(e.name, e.verdict) for e in glucose.events] == [
-        ("glucose_value", Verdict.CONFIRMED), ("glucose_typical", Verdict.REJECTED)
+        ("glucose_value", Verdict.CONFIRMED),
+        ("glucose_typical", Verdict.REJECTED),
     ]
 
 
