@@ -206,7 +206,8 @@ class Rule:
     requirements: list[Requirement]
     channels: list[ChannelUse]
     # observe-only: the rule runs and reports like any other, but a confidence policy gives
-    # it no weight (audit reports, docs/report.md); no backend reads it
+    # it no weight (audit reports, docs/report.md), and its rejections leave the state's
+    # `rejections` counter alone (the rule record's `observe`): the engines never act on it
     observe: bool = False
 
 

@@ -354,7 +354,8 @@ class Machine:
                             ch.set, ch.value, ch.start, ch.end = True, v, t.start, end
         else:
             rs.rejected = True
-            self.rejections += 1
+            if not rule.observe:  # (the count the engines act on: an observe-only rule only reports)
+                self.rejections += 1
         rs.matches += 1
         self.matches += 1
         captures = tuple((c.name, self._capture_value(rule, i, t.caps[i])) for i, c in enumerate(rule.captures))

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from support import REPO
 
 from heatc.backends import native_checker, wasm_checker
-from heatc.lang.compiler import compile_file
-from heatc_runtime.audit import audit_snapshots
+from heatc.lang.compiler import compile_file, compile_source
+from heatc_runtime.audit import Policy, audit_snapshots
 from heatc_runtime.checker import Checker
 from heatc_runtime.metrics import METRICS, SAMPLE_EVERY, Metrics, multiprocess_registry
 
@@ -191,6 +191,53 @@ def test_an_engine_driver_reports_every_sequence_it_ends():
     assert value(scraped, "heatc_guard_masks_total", **module) == 2 == sum(n for r in reports for _, n, _ in r.masked)
     snapshots = sum(not s.final for r in reports for s in r.prompt_snapshots + r.snapshots)
     assert value(scraped, "heatc_snapshots_total", **module) == snapshots > 0
+
+
+OWN_POLICY = """ruleset own
+policy pass 0.95 confirm 0.1
+class glucose keyword = "glucose"
+rule glucose_value heat 0.5 {
+  match glucose ..3 v:number
+  require v in [10, 2000]
+}
+rule glucose_typical heat 0.9 observe {
+  match glucose ..3 v:number
+  require v in [60, 400]
+}
+"""
+
+
+def test_reports_are_counted_at_the_rule_sets_own_cut_offs():
+    """A build with its own policy (`policy pass 0.95 confirm 0.1`, what `heatc tune` writes):
+    its scans and streamed sequences are counted by the action their audit reports give —
+    "glucose 5000" (confidence 0.5) is `confirm` there, `escalate` at the default cut-offs —
+    and an observe-only rule's rejection (500) weighs nothing: `pass`. A policy given to
+    Metrics still overrides the build's."""
+    import numpy as np
+
+    from heatc_runtime.engines.core import Driver
+    from heatc_runtime.engines.options import RowOptions
+    from heatc_runtime.engines.tokens import TokenTable
+
+    program = compile_source(OWN_POLICY, "own.heat")
+    for override, actions in ((None, {"confirm": 2, "pass": 1}), (Policy(), {"escalate": 2})):
+        registry = CollectorRegistry()
+        metrics = Metrics(registry, policy=override, flush_interval_s=3600)
+        checker = metrics.attach(wasm_checker(program).clone())
+        audit = checker.scan("glucose 5000").audit(override)
+        assert (audit.confidence, audit.action) == (0.5, "confirm" if override is None else "escalate")
+        if override is None:
+            assert checker.scan("glucose 500").audit().action == "pass"  # (REJECTED, observe-only)
+        vocab = [b"", b"glucose", b" ", b"5", b"000"]
+        driver = Driver(checker, TokenTable("test", vocab, "test", ""), 1, metrics=metrics)
+        driver.start(0, RowOptions("observe"))
+        for token in (1, 2, 3, 4):
+            driver.feed(np.array([0]), np.array([token]))
+        assert driver.end(0).verdicts["glucose_value"].name == "REJECTED"
+        scraped = samples(_exposition(registry))
+        counted = {a: value(scraped, "heatc_reports_total", action=a) for a in ("pass", "confirm", "escalate")}
+        assert counted == {a: actions.get(a, 0) for a in counted}
+        assert value(scraped, "heatc_reports_total", source="stream", module="own") == 1
 
 
 def test_rule_labels_are_bounded_and_guard_counts():

@@ -918,7 +918,8 @@ HEATC_HD HEATC_CALL void complete(const Program& g, Io& io, uint8_t* s, uint32_t
     }
   } else {
     st<uint32_t>(rs, 1);
-    SSET(uint64_t, REJECTIONS, SF(uint64_t, REJECTIONS) + 1);
+    // the count the engines act on (stop, guard): an observe-only rule's rejection only reports
+    if (!ld<uint32_t>(rec + HEATC_RULE_OBSERVE)) SSET(uint64_t, REJECTIONS, SF(uint64_t, REJECTIONS) + 1);
   }
   st<uint32_t>(rs + 4, ld<uint32_t>(rs + 4) + 1);
   SSET(uint64_t, MATCHES, SF(uint64_t, MATCHES) + 1);

@@ -590,6 +590,7 @@ const char* check_tables(const Module* m) {
                ld<uint32_t>(rec + HEATC_RULE_STATE_OFF) + 8 + (uint64_t)(k - 1) * (16 + 8 * nc) <= ss,
            "a rule's state lies outside the state record");
     c.that(!ld<uint32_t>(rec + HEATC_RULE_LATE) || k >= 2, "a late-starting rule has one element");
+    c.that(ld<uint32_t>(rec + HEATC_RULE_OBSERVE) <= 1, "a rule's observe flag is neither 0 nor 1");
     if (c.problem) break;
     spans.add(ld<uint32_t>(rec + HEATC_RULE_STATE_OFF), 8 + (uint64_t)(k - 1) * (16 + 8 * nc), nullptr, r);
     if (!in_rules(at + (uint64_t)ld<uint32_t>(rec + HEATC_RULE_ELEMENTS), HEATC_EL_SIZE * (uint64_t)k, "a rule's elements"))

@@ -232,7 +232,8 @@ def manifest(program: ir.Program, wasm: bytes, consts: dict) -> dict:
                 "requirements": [q.text for q in r.requirements],
                 # (a band, `within factor`, states a magnitude, not a term: no conflict across chunks)
                 "consistency": [_consistency(program, r, use) for use in r.channels if not use.factor],
-                # (a policy gives an observe-only rule no weight: audit.ModuleInfo)
+                # (a policy gives an observe-only rule no weight: audit.ModuleInfo; the kernel
+                # reads it from the rule record)
                 **({"observe": True} if r.observe else {}),
             }
             for r in program.rules

@@ -133,7 +133,7 @@ def _rule_record(rule: ir.Rule, state_off: int, late: bool) -> bytes:
         keys += u.key_classes
     header = RULE.struct.pack(
         k, nc, rule.gate, state_off, len(rule.requirements), len(rule.channels),
-        elements_rel, reqs_rel, chans_rel, THREAD.size + 8 * nc, int(late), blocks_rel,
+        elements_rel, reqs_rel, chans_rel, THREAD.size + 8 * nc, int(late), blocks_rel, int(rule.observe),
     )  # fmt: skip
     body = header + element_bytes + accept_bytes
     body += b"\0" * (reqs_rel - len(body))

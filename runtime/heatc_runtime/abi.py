@@ -23,9 +23,11 @@ import struct
 from .errors import ModuleError
 
 #: The ABI this runtime speaks: same major, minor up to this one.
+# 4: RULE.observe (an observe-only rule's rejections leave the state's `rejections` alone: the
+#    rule record grew, 3.x tables do not read);
 # 3: ELEMENT.convert and .units, UNIT_CONVERSION (quantities: the element record grew again);
 # 2: ELEMENT.places, `places(v)` (the element record grew: 1.x tables do not read)
-ABI_MAJOR = 3
+ABI_MAJOR = 4
 ABI_MINOR = 0
 
 # --- the memory map: fixed regions below the tables ----------------------------------------
@@ -105,6 +107,8 @@ NO_INDEX = -1  #: no failed requirement, no conflict, no gate, no capture, no ke
 
 #: A snapshot: seq, the events of this sequence it covers (the next that many in buffer
 #: order), whether it is final, then the counters; one verdict byte per rule follows.
+#: `rejections` counts the rejections a policy acts on: REJECTED matches of rules that are not
+#: observe-only (RULE.observe); the events and verdicts report every rule's.
 SNAPSHOT_COUNTERS = ("bytes", "lexemes", "tokens", "matches", "rejections")
 SNAPSHOT = Record("snapshot", "SNAP", (
     ("seq", "I"), ("events", "I"), ("final", "I"), ("pad", "I"), *((name, "Q") for name in SNAPSHOT_COUNTERS),
@@ -228,10 +232,13 @@ DOMAIN_ENTRY = Record("domain_entry", "DOM", (("offset", "I"), ("len", "I")))
 
 # --- the packed rule records (docs/abi.md, "Tables"); offsets `…s` are from the record ----
 
+#: `observe`: 1 for an observe-only rule (ir.Rule.observe): its rejection is an event with its
+#: REJECTED verdict and sets its verdict, but does not raise the state's `rejections` — the
+#: count the engines act on (stop, guard, drafts) counts only the rules a policy acts on.
 RULE = Record("rule", "RULE", (
     ("n_elements", "I"), ("n_captures", "I"), ("gate", "i"), ("state_off", "I"), ("n_requirements", "I"),
     ("n_channels", "I"), ("elements", "I"), ("requirements", "I"), ("channels", "I"), ("slot_size", "I"),
-    ("late", "I"), ("blocks", "I"),
+    ("late", "I"), ("blocks", "I"), ("observe", "I"),
 ))  # fmt: skip
 #: `places`: the capture slot that takes the digits the value writes after its point, or -1.
 #: `convert`: for a quantity's unit, the capture slot its lexeme converts, or -1; `units` then

@@ -31,6 +31,9 @@ and `SOURCES`. What the metrics keep per batch goes at the flush after the batch
 collected or its checker closed; what `observe_step` keeps per module and batch size, at the
 flush after it was idle for a whole interval.
 
+A report's action is its audit report's: at the `policy` given to `Metrics`, else at the
+module's own cut-offs (its manifest's `policy`), else the default (`policy_for(module)`).
+
 Every report is checked where it is made: a count that is negative or not an integer, a
 duration that is not a finite number of seconds, a batch of no sequences raises there (so
 that one bad report never fails a later flush and loses the others' counts).
@@ -272,7 +275,8 @@ class Metrics:
             raise ValueError(f"flush_interval_s must be a finite number of seconds, got {flush_interval_s!r}")
         self.sample_every = sample_every
         self.registry = prom.REGISTRY if registry is None else registry
-        self.policy = policy or Policy()
+        # an override: None, each module's own cut-offs (its manifest's `policy`), else Policy()
+        self.policy: Policy | None = policy
         self.max_rule_labels = max_rule_labels
         self.max_module_labels = max_module_labels
         self.flush_interval_s = flush_interval_s
@@ -351,7 +355,14 @@ class Metrics:
     ) -> None:
         """`count_report` of the report these would make (audit.audit_report), without building it."""
         rules = [(name, v) for name, v, _, _ in triggered_rules(verdicts, events)]
-        self._count(module.name, source, self.policy.action(confidence(verdicts, module.heat)), n_bytes, rules)
+        action = self.policy_for(module).action(confidence(verdicts, module.heat))
+        self._count(module.name, source, action, n_bytes, rules)
+
+    def policy_for(self, module: ModuleInfo) -> Policy:
+        """The policy a report of `module` is given an action by: this Metrics' `policy` when it
+        was given one, else the rule set's own (`policy pass P confirm C`, a tuned heatmap's
+        `policy:`), else `Policy()` — what `audit_report` does."""
+        return self.policy or module.policy or Policy()
 
     def _count(self, module: str, source: str, action: str, n_bytes: int, rules) -> None:
         if source not in SOURCES:

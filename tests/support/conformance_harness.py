@@ -9,8 +9,9 @@ conformance_schema) against a backend, on every path a backend offers:
 
 Every expectation a case states is compared exactly; what it leaves out has a stated
 default (no failed requirement, no conflict, rule CONFIRMED). Counters are checked on
-every path: bytes, tokens, matches and rejections follow from the case, lexemes from the
-reference interpreter on the whole input (the caller passes that count).
+every path: bytes, tokens, matches and rejections follow from the case (rejections: its
+REJECTED match events of rules that are not observe-only, or the count it states), lexemes
+from the reference interpreter on the whole input (the caller passes that count).
 
 Public surface: `CORPUS`, `load_cases`, `load_error_cases`, `chunkings`, `check_case`,
 `check_document`, `check_error_case`.
@@ -119,14 +120,22 @@ def _verdict_errors(expected: Mapping[str, str], got: Mapping[str, Verdict], whe
     ]
 
 
-def _counter_errors(case: Case, counters: Mapping[str, int], tokens: int, lexemes: int, where: str) -> list[str]:
+def _observe_only(program) -> frozenset[str]:
+    return frozenset(r.name for r in program.rules if r.observe)
+
+
+def _counter_errors(
+    case: Case, counters: Mapping[str, int], tokens: int, lexemes: int, where: str, observe: frozenset[str]
+) -> list[str]:
     matches = [e for e in case.events if e.kind == "match"]
+    # the rejections a policy acts on: an observe-only rule's REJECTED events do not count (§7)
+    acted = sum(e.verdict == "REJECTED" and e.name not in observe for e in matches)
     want = {
         "bytes": len(case.input),
         "lexemes": lexemes,
         "tokens": tokens,  # feed calls (semantics §7); a whole-document scan is one
         "matches": len(matches),  # each completed match is one event (§4)
-        "rejections": sum(e.verdict == "REJECTED" for e in matches),
+        "rejections": acted if case.rejections is None else case.rejections,
     }
     return [] if dict(counters) == want else [f"{where}: counters {dict(counters)}, expected {want}"]
 
@@ -140,20 +149,23 @@ def _snapshot_errors(case: Case, snaps: list[Snapshot], where: str) -> list[str]
         if len(got.events) != want.events:
             errs.append(f"{where}: snapshot {j} has {len(got.events)} events, expected {want.events}")
         errs += _verdict_errors(want.verdicts, got.verdicts, f"{where} snapshot {j}")
-        if want.bytes is not None and got.counters["bytes"] != want.bytes:
-            errs.append(f"{where}: snapshot {j} counts {got.counters['bytes']} bytes, expected {want.bytes}")
+        for counter in ("bytes", "rejections"):
+            expected = getattr(want, counter)
+            if expected is not None and got.counters[counter] != expected:
+                errs.append(f"{where}: snapshot {j} counts {got.counters[counter]} {counter}, expected {expected}")
     return errs
 
 
 def check_case(case: Case, program, open_session: Callable, lexemes: int) -> list[str]:
     """All differences between what a streaming backend does and what the case says, under
     every chunking (the first chunking that differs is reported)."""
+    observe = _observe_only(program)
     for label, pieces in chunkings(case):
         snaps = _run(open_session, program, pieces)
         where = f"{case.id} [{label}]"
         errors = _events_errors(case, [e for s in snaps for e in s.events], where)
         errors += _verdict_errors(case.verdicts, snaps[-1].verdicts, where + " final")
-        errors += _counter_errors(case, snaps[-1].counters, len(pieces), lexemes, where + " final")
+        errors += _counter_errors(case, snaps[-1].counters, len(pieces), lexemes, where + " final", observe)
         finals = [j for j, s in enumerate(snaps) if s.final]
         if finals != [len(snaps) - 1]:
             errors.append(f"{where}: snapshots {finals} of {len(snaps)} are marked final, expected only the last")
@@ -171,7 +183,7 @@ def check_document(case: Case, program, scan: Callable, lexemes: int) -> list[st
     where = f"{case.id} [scan]"
     errors = _events_errors(case, events, where)
     errors += _verdict_errors(case.verdicts, verdicts, where + " final")
-    return errors + _counter_errors(case, counters, 1, lexemes, where + " final")
+    return errors + _counter_errors(case, counters, 1, lexemes, where + " final", _observe_only(program))
 
 
 def check_error_case(case: ErrorCase, compile_source: Callable, error_type: type[Exception]) -> list[str]:

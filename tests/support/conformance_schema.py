@@ -60,6 +60,7 @@ class SnapshotWant:
     events: int
     verdicts: dict[str, str]  # unlisted rules CONFIRMED
     bytes: int | None = None  # its `bytes` counter, when given
+    rejections: int | None = None  # its `rejections` counter, when given
 
 
 @dataclass
@@ -75,6 +76,9 @@ class Case:
     # a binding case: with every `..N` written `...N` (a gap that skips values and keywords)
     # the reference does not reproduce it (tests/test_conformance.py)
     reaching_differs: bool = False
+    # the final `rejections` counter, when the case states it (else: its REJECTED match events
+    # of rules that are not observe-only)
+    rejections: int | None = None
 
     @property
     def id(self) -> str:
@@ -213,7 +217,11 @@ ANCHOR_EVENT = Shape(
     exactly_one=(("text", "text_hex"),),
 )
 EVENT_KINDS = {"match": MATCH_EVENT, "anchor": ANCHOR_EVENT}
-SNAPSHOT = Shape("snapshot", {"events": _count, "verdicts": MapOf(_verdict), "bytes": _count}, required=("events",))
+SNAPSHOT = Shape(
+    "snapshot",
+    {"events": _count, "verdicts": MapOf(_verdict), "bytes": _count, "rejections": _count},
+    required=("events",),
+)
 RUN_CASE = Shape(
     "case",
     {
@@ -226,6 +234,7 @@ RUN_CASE = Shape(
         "verdicts": MapOf(_outcome),
         "snapshots": ListOf(SNAPSHOT, non_empty=True),
         "reaching_differs": _bool,
+        "rejections": _count,
     },
     required=("name", "events"),
     exactly_one=(("input", "input_hex"),),
@@ -393,11 +402,14 @@ def _run_case(file: str, rules: str, c: dict, out: _Problems) -> Case | None:
         return None
     snapshots = None
     if "snapshots" in c:
-        snapshots = [SnapshotWant(s["events"], dict(s.get("verdicts") or {}), s.get("bytes")) for s in c["snapshots"]]
+        snapshots = [
+            SnapshotWant(s["events"], dict(s.get("verdicts") or {}), s.get("bytes"), s.get("rejections"))
+            for s in c["snapshots"]
+        ]
     events = [_event(e) for e in c["events"]]
     return Case(
         file, c["name"], rules, data, events, dict(c.get("verdicts") or {}), snapshots, chunks,
-        bool(c.get("reaching_differs")),
+        bool(c.get("reaching_differs")), c.get("rejections"),
     )  # fmt: skip
 
 

@@ -235,6 +235,8 @@ def _rule(draw, name: str, class_names: list[str], literals: list[str], anchors:
     if symbolic and draw(st.integers(0, 3)) == 0:
         body.append(f"lock ch_class = {symbolic[0]}")
     heat = draw(st.sampled_from(["", " heat 0.5", " heat 0.9", " heat 0.9 freq 2", " heat 0.1"]))
+    # observe-only: rejects and reports, but leaves the rejections counter alone (semantics §7)
+    heat += draw(st.sampled_from(["", "", "", " observe"]))
     return f"rule {name}{heat} {{\n  " + "\n  ".join(body) + "\n}"
 
 

@@ -258,10 +258,14 @@ class Driver:
         if r.interventions:
             checker = self.checker
             scan = type(checker).scan  # (not an attached Metrics' wrapper: these scans are no traffic)
+            # a refusal is explained by the rejections guard acts on: not an observe-only rule's
+            observe = checker.module_info.observe
             finish_interventions(r.interventions, r.prompt, tokens, self._bytes.__getitem__,
-                                 lambda text: scan(checker, text).events, o.marker)  # fmt: skip
+                                 lambda text: [e for e in scan(checker, text).events if e.name not in observe],
+                                 o.marker)  # fmt: skip
         if self.metrics is not None and final:
-            self.metrics.count_report(report.audit(self.checker.module_info, self.metrics.policy), "stream")
+            module = self.checker.module_info
+            self.metrics.count_report(report.audit(module, self.metrics.policy_for(module)), "stream")
         return report
 
     # -- steps ----------------------------------------------------------------------------
