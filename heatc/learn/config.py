@@ -75,6 +75,9 @@ class LearnConfig:
     bands: bool = False
     # range cells may also take a precision, `places` (`precision.py`; opt-in, docs/learning.md)
     places: bool = False
+    # a keyword's cells in units of one dimension are one cell of that dimension, its values
+    # converted to the base unit (`dimensions.py`); False: a cell per (keyword, unit), as before
+    dimensions: bool = True
     batch_size: int = 16
     chunk_size: int = 64
     epochs: int = 8
