@@ -81,7 +81,9 @@ def test_a_keyword_s_unit_cells_of_one_dimension_merge_and_the_rest_stay():
 
 
 def test_a_dimension_cell_collects_its_values_in_the_base_unit():
-    text = "Metformin 500 mg twice daily. Metformin 0.5 g daily. metformin 1,000 mg. Metformin 850mg, metformin 20 units."
+    text = (
+        "Metformin 500 mg twice daily. Metformin 0.5 g daily. metformin 1,000 mg. Metformin 850mg, metformin 20 units."
+    )
     got = collect_values(_lexicon(), [MASS, CellKey("metformin", "number", "mg")], [text])
     assert got[MASS].values == [0.5, 0.5, 1.0, 0.85]  # grams; "20 units" is no mass
     assert got[CellKey("metformin", "number", "mg")].values == [500.0, 1000.0, 850.0]
