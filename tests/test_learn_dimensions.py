@@ -20,6 +20,7 @@ from heatc.learn.dimensions import (
     dimension_cells,
     dimension_scores,
     dimension_swaps,
+    guards_outside,
     unit_dimensions,
     unit_scales,
 )
@@ -159,3 +160,14 @@ def test_a_learned_dimension_cell_rejects_slipped_units(tmp_path, backend):
     for text, verdict in want.items():
         _, verdicts, _ = run_document(backend, program, text.encode())
         assert verdicts["metformin_mass"].name == verdict, text
+
+
+def test_a_dimension_range_stands_for_the_guards_of_its_own_dimension():
+    dims = unit_dimensions(_lexicon())
+    mg = CellKey("metformin", "number", "mg")
+    g_guard, ml_guard, meq_guard = (CellKey("metformin", "number", u) for u in ("grams", "ml", "meq_l"))
+    other = CellKey("lasix", "number", "mg")  # no dimension cell: keeps its guard
+    guarded = {g_guard: [(mg, 0.7), (other, 0.5)], ml_guard: [(mg, 0.1)], meq_guard: [(mg, 0.1)]}
+    got = guards_outside(guarded, {mg}, dims)
+    assert got == {g_guard: [(other, 0.5)], ml_guard: [(mg, 0.1)], meq_guard: [(mg, 0.1)]}
+    assert guards_outside({g_guard: [(mg, 0.7)]}, {mg}, dims) == {}

@@ -15,7 +15,14 @@ from heatc.learn.config import (
 )
 from heatc.learn.corpus import copy_groups, sentences
 from heatc.learn.couplings import Couplings
-from heatc.learn.dimensions import dimension_cells, dimension_scores, dimension_swaps, unit_dimensions, unit_scales
+from heatc.learn.dimensions import (
+    dimension_cells,
+    dimension_scores,
+    dimension_swaps,
+    guards_outside,
+    unit_dimensions,
+    unit_scales,
+)
 from heatc.learn.discovery import follower_words, rare_words
 from heatc.learn.emit import declared_categories
 from heatc.learn.evidence import (
@@ -225,11 +232,13 @@ def aggregate(
     guarded = unit_guards(candidates, [k for k, x in scores.items() if x >= config.sensitivity], groups)
     # A keyword's cells in units of one dimension become one cell of that dimension, its values
     # converted to the base unit (`dimensions`); the unit cells still say which units a keyword
-    # takes (the guards and swaps above and below) and lend it their scores.
+    # takes (the guards and swaps above and below) and lend it their scores. Its range stands
+    # for the guards of units of its own dimension.
     dims = unit_dimensions(lexicon) if config.dimensions else {}
     merged = dimension_cells(candidates, groups, dims)
     replaced = {k for ks in merged.values() for k in ks}
     dim_scores, dim_strengths = dimension_scores(merged, scores, strengths)
+    guarded = guards_outside(guarded, replaced, dims)
     everything = collect_values(lexicon, candidates + sorted(dim_scores) + sorted(guarded), texts, copies)
     values = {k: v for k, v in everything.items() if k not in guarded}
     guards = _guard_cells(guarded, everything, scores, strengths, config.min_support)

@@ -140,3 +140,19 @@ def dimension_swaps(
         if sources:
             out[d] = sources
     return out
+
+
+def guards_outside(
+    guarded: dict[CellKey, list[tuple[CellKey, float]]], replaced: set[CellKey], dims: dict[str, str]
+) -> dict[CellKey, list[tuple[CellKey, float]]]:
+    """The unit guards (`guards.unit_guards`) less what a dimension cell's range does: a guard
+    of a unit of the same dimension as a unit cell it stands for that a dimension cell replaced
+    ("metformin … g" for "metformin … mg"). The range rejects "metformin 500 g" as a value a
+    thousand times too large, and passes "metformin 1 g" where the doses seen reach 1000 mg,
+    which the guard rejected. A guard left standing for no cell goes."""
+    out = {}
+    for g, stands_for in guarded.items():
+        kept = [(k, s) for k, s in stands_for if not (k in replaced and dims.get(g.unit, "") == dims.get(k.unit))]
+        if kept:
+            out[g] = kept
+    return out
