@@ -171,3 +171,25 @@ def test_a_dimension_range_stands_for_the_guards_of_its_own_dimension():
     got = guards_outside(guarded, {mg}, dims)
     assert got == {g_guard: [(other, 0.5)], ml_guard: [(mg, 0.1)], meq_guard: [(mg, 0.1)]}
     assert guards_outside({g_guard: [(mg, 0.7)]}, {mg}, dims) == {}
+
+
+def test_a_base_unit_cell_is_relearned_by_the_domain_s_dimension_cell():
+    """heatc finetune: a domain cell `metformin … quantity(mass)` reads the values of the base's
+    `metformin … mg` and `… g` cells (and its guard of mcg) — they are re-learned, not kept
+    beside it; a domain cell seen on few values is widened to the base's range, in grams."""
+    from heatc.learn.merge import merge_cells
+
+    lexicon = _lexicon()
+    domain_cell = {"name": "metformin_mass", "pair": ["metformin", "number"], "dimension": "mass",
+                   "range": [0.4, 1.0], "support": 10, "description": "learned"}  # fmt: skip
+    base_cells = [
+        {"name": "metformin_mg", "pair": ["metformin", "number"], "unit": "mg", "range": [250, 2550], "support": 90},
+        {"name": "metformin_grams", "pair": ["metformin", "number"], "unit": "grams", "range": [0, 0], "support": 90},
+        {"name": "metformin_ml", "pair": ["metformin", "number"], "unit": "ml", "range": [1, 50], "support": 30},
+        {"name": "mg_then_daily", "pair": ["number", "metformin"], "unit": "mg", "range": [0, 0], "support": 40},
+    ]  # fmt: skip
+    domain = {"categories": {}, "cells": [dict(domain_cell)]}
+    base = {"categories": {"ml": {"kind": "unit", "literals": ["mL"]}}, "cells": base_cells}
+    merged, kept, _, counts = merge_cells(domain, base, lexicon, keep_unused=True)
+    assert counts["relearned"] == 2 and kept == ["metformin_ml", "mg_then_daily"]
+    assert merged["cells"][0]["range"] == pytest.approx([0.25, 2.55])  # the hull, in grams (no guard's [0, 0])
