@@ -193,3 +193,22 @@ def test_a_base_unit_cell_is_relearned_by_the_domain_s_dimension_cell():
     merged, kept, _, counts = merge_cells(domain, base, lexicon, keep_unused=True)
     assert counts["relearned"] == 2 and kept == ["metformin_ml", "mg_then_daily"]
     assert merged["cells"][0]["range"] == pytest.approx([0.25, 2.55])  # the hull, in grams (no guard's [0, 0])
+
+
+def test_a_quantity_s_open_side_may_close_where_a_unit_a_prefix_off_lands():
+    """A range open below ("lasix … ≤ 140 mg") passes "lasix 40 mcg"; each one-sided option of a
+    quantity is offered again with that side closed 30 times past its values, which notices a
+    value a thousand times off and nothing ten times off; its slips are ten and a thousand."""
+    from heatc.learn.ranges import PREFIX_MARGIN, SCALE_SLIP, SLIP, range_options, slips
+
+    assert slips(MASS) == (SLIP, SCALE_SLIP) and slips(CellKey("lasix", "number", "mg")) == (SLIP,)
+    cv = CellValues()
+    for d in range(40):
+        for v in (0.02, 0.04, 0.08):
+            cv.values.append(v)
+            cv.per_document[d].append(v)
+    bounds = {o.bounds for o in range_options(cv, MASS)}
+    assert any(lo is None for lo, _ in bounds)  # the open side is still offered
+    closed = [(lo, hi) for lo, hi in bounds if lo is not None and lo <= 0.02 / PREFIX_MARGIN]
+    assert closed and all(lo > 0.02 / 1000 for lo, _ in closed)  # "lasix 20 mcg" rejected
+    assert not {o.bounds for o in range_options(cv, CellKey("lasix", "number", "mg"))} & set(closed)
