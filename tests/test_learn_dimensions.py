@@ -212,3 +212,11 @@ def test_a_quantity_s_open_side_may_close_where_a_unit_a_prefix_off_lands():
     closed = [(lo, hi) for lo, hi in bounds if lo is not None and lo <= 0.02 / PREFIX_MARGIN]
     assert closed and all(lo > 0.02 / 1000 for lo, _ in closed)  # "lasix 20 mcg" rejected
     assert not {o.bounds for o in range_options(cv, CellKey("lasix", "number", "mg"))} & set(closed)
+
+
+def test_a_family_keeps_its_cells_per_unit_and_its_guards():
+    lexicon = _lexicon().with_families({"keywords_mg": ["lasix", "glucose"]})
+    groups = lexicon.groups()
+    candidates = [CellKey("keywords_mg", "number", "mg"), CellKey("metformin", "number", "mg")]
+    merged = dimension_cells(candidates, groups, unit_dimensions(lexicon), families={"keywords_mg"})
+    assert list(merged) == [MASS]

@@ -235,7 +235,7 @@ def aggregate(
     # takes (the guards and swaps above and below) and lend it their scores. Its range stands
     # for the guards of units of its own dimension.
     dims = unit_dimensions(lexicon) if config.dimensions else {}
-    merged = dimension_cells(candidates, groups, dims)
+    merged = dimension_cells(candidates, groups, dims, families)
     replaced = {k for ks in merged.values() for k in ks}
     dim_scores, dim_strengths = dimension_scores(merged, scores, strengths)
     guarded = guards_outside(guarded, replaced, dims)

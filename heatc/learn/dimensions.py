@@ -75,16 +75,20 @@ def unit_scales(lexicon: Lexicon, dims: dict[str, str]) -> dict[str, float]:
 
 
 def dimension_cells(
-    candidates: Iterable[CellKey], groups: dict[str, str], dims: dict[str, str]
+    candidates: Iterable[CellKey], groups: dict[str, str], dims: dict[str, str], families: Iterable[str] = ()
 ) -> dict[CellKey, list[CellKey]]:
     """Per dimension cell `keyword ..3 v:quantity(DIM)`, the candidate unit cells it stands
-    for: range cells of a domain keyword (or a family of them) read before a number and a
-    unit of that dimension. Cells read after the unit, consistency cells, number words',
-    constraint words' and value-and-unit cells keep their units."""
+    for: range cells of a domain keyword read before a number and a unit of that dimension.
+    Cells read after the unit, consistency cells, number words', constraint words' and
+    value-and-unit cells keep their units, and so do the `families` (`guards.keyword_families`):
+    a family pools drugs by the units they take, so one range of its members' doses spans
+    them all (0.2 mg to 6 g) and passes "Proscar 5 g", which its guard of grams rejects."""
+    families = set(families)
     out: dict[CellKey, list[CellKey]] = defaultdict(list)
     for k in candidates:
         if (
             k.keyword
+            and k.keyword not in families
             and groups.get(k.keyword) == "keyword"
             and k.check == "range"
             and not k.after
