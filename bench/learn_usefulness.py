@@ -114,7 +114,7 @@ def with_bands(domain: str, which: str) -> bool:
 
 
 def learn_heatmap(
-    domain: str, docs, args, alarm_budget: float, bands: bool, seed: int = 0, dimensions: bool = True
+    domain: str, docs, args, alarm_budget: float, bands: bool, seed: int = 0, dimensions: bool = False
 ) -> Path:
     from heatc.errors import HeatError
     from heatc.learn.config import LearnConfig
@@ -142,7 +142,7 @@ def learn_heatmap(
         summary = learn(config, fresh=True, log=lambda m: print(f"  {m}"))
     kept = folder / (
         f"{domain}-{alarm_budget:g}{'-bands' if bands else ''}{'-places' if args.places else ''}"
-        f"{'' if dimensions else '-units'}.yaml"
+        f"{'-dims' if dimensions else ''}.yaml"
     )
     kept.write_bytes(out.read_bytes())
     print(
@@ -418,8 +418,8 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--places", action="store_true", help="learn with precisions (heatc learn --places)")
     ap.add_argument(
-        "--dimensions", choices=("on", "off", "both"), default="on",
-        help="learn keyword cells per dimension (heatc learn's default), per unit (--no-dimensions), or both: "
+        "--dimensions", choices=("on", "off", "both"), default="off",
+        help="learn keyword cells per unit (heatc learn's default), per dimension (heatc learn --dimensions), or both: "
         "each table row beside the other in the same run (the teacher's work is shared)",
     )  # fmt: skip
     ap.add_argument("--all", action="store_true", help="recall on every corruption, not only the impossible ones")
@@ -465,7 +465,7 @@ def main() -> None:
         dimension_modes = {"on": [True], "off": [False], "both": [False, True]}[args.dimensions]
         for budget, dimensions in [(b, d) for b in args.alarm_budgets for d in dimension_modes]:
             learned_rows, beside_rows = [], []
-            units = "" if dimensions else ", a cell per unit (--no-dimensions)"
+            units = ", per dimension (--dimensions)" if dimensions else ""
             for seed, (learn_docs, held) in halves.items():
                 heatmap = learn_heatmap(domain, learn_docs, args, budget, bands, seed, dimensions)
                 t0 = time.perf_counter()

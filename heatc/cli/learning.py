@@ -121,10 +121,11 @@ def learn(
         typer.Option(
             "--dimensions/--no-dimensions",
             help="Key a keyword's cells on the dimension of their unit (mass, volume, …), its values converted "
-            "to the base unit, so that one range rejects a slipped unit (`metformin 500 g`); --no-dimensions: "
-            "a cell per keyword and unit, as before.",
+            "to the base unit, so that one range rejects a slipped unit (`metformin 500 g`). Off by default: on "
+            "held-out clinical notes it caught more unit swaps but fewer slips at the same false alarms "
+            "(docs/learning.md).",
         ),
-    ] = True,
+    ] = False,
     epochs: Annotated[int, typer.Option("--epochs", help="Student training epochs.")] = 8,
     student: Annotated[
         bool, typer.Option("--student/--no-student", help="Train and export the student detector.")
@@ -252,9 +253,9 @@ def finetune(
         typer.Option(
             "--dimensions/--no-dimensions",
             help="Key the domain's keyword cells on the dimension of their unit, values converted to the base unit "
-            "(as heatc learn does); --no-dimensions: a cell per keyword and unit.",
+            "(heatc learn --dimensions); off by default: a cell per keyword and unit.",
         ),
-    ] = True,
+    ] = False,
     keep_unused: Annotated[
         bool,
         typer.Option(

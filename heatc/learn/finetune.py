@@ -78,7 +78,7 @@ class FinetuneConfig:
     lr: float = 1e-3  # fine-tuning: a third of training's
     keep_unused: bool = True
     new_student: bool = False
-    dimensions: bool = True  # keyword cells keyed on their unit's dimension (`LearnConfig.dimensions`)
+    dimensions: bool = False  # keyword cells keyed on their unit's dimension (`LearnConfig.dimensions`)
 
     def fingerprint(self, base_sha: str, corpus_sha: str) -> str:
         keys = ("teacher", "seed", "teacher_sentences", "epochs", "lr", "new_student")
