@@ -113,7 +113,9 @@ def with_bands(domain: str, which: str) -> bool:
     return any(c.band for c in load_heatmap(REPO / "heatmaps" / f"{domain}.yaml").cells)
 
 
-def learn_heatmap(domain: str, docs, args, alarm_budget: float, bands: bool, seed: int = 0) -> Path:
+def learn_heatmap(
+    domain: str, docs, args, alarm_budget: float, bands: bool, seed: int = 0, dimensions: bool = False
+) -> Path:
     from heatc.errors import HeatError
     from heatc.learn.config import LearnConfig
     from heatc.learn.pipeline import learn
@@ -131,14 +133,17 @@ def learn_heatmap(domain: str, docs, args, alarm_budget: float, bands: bool, see
     config = LearnConfig(
         corpus=[corpus], output=out, name=domain, seed=seed, label_sentences=args.label_sentences,
         max_probe_sentences=args.probe_sentences, student=scored_by_student, alarm_budget=alarm_budget,
-        teacher_sentences=args.teacher_sentences, bands=bands, places=args.places,
+        teacher_sentences=args.teacher_sentences, bands=bands, places=args.places, dimensions=dimensions,
     )  # fmt: skip
     t0 = time.perf_counter()
     try:
         summary = learn(config, log=lambda m: print(f"  {m}"))
     except HeatError:  # the work folder is from other settings or another heatc: start over
         summary = learn(config, fresh=True, log=lambda m: print(f"  {m}"))
-    kept = folder / f"{domain}-{alarm_budget:g}{'-bands' if bands else ''}{'-places' if args.places else ''}.yaml"
+    kept = folder / (
+        f"{domain}-{alarm_budget:g}{'-bands' if bands else ''}{'-places' if args.places else ''}"
+        f"{'-dims' if dimensions else ''}.yaml"
+    )
     kept.write_bytes(out.read_bytes())
     print(
         f"  learned {kept.relative_to(REPO)} (alarm budget {alarm_budget:g}): {summary['cells']} cells, "
@@ -412,6 +417,11 @@ def main() -> None:
         help="which domains learn with magnitude bands (heatc learn --bands): as the shipped heatmaps (finance), all, none",
     )  # fmt: skip
     ap.add_argument("--places", action="store_true", help="learn with precisions (heatc learn --places)")
+    ap.add_argument(
+        "--dimensions", choices=("on", "off", "both"), default="off",
+        help="learn keyword cells per unit (heatc learn's default), per dimension (heatc learn --dimensions), or both: "
+        "each table row beside the other in the same run (the teacher's work is shared)",
+    )  # fmt: skip
     ap.add_argument("--all", action="store_true", help="recall on every corruption, not only the impossible ones")
     ap.add_argument(
         "--misses", type=int, default=0, help="print up to this many missed impossible corruptions per kind"
@@ -452,10 +462,12 @@ def main() -> None:
         lines.append(f"{domain} (held-out half{splits})")
         examples = Scanner(REPO / "examples" / f"{domain}.heat")
         learned_by_seed: dict[int, Scanner] = {}  # the last budget's, for the ceiling's rows beside them
-        for budget in args.alarm_budgets:
+        dimension_modes = {"on": [True], "off": [False], "both": [False, True]}[args.dimensions]
+        for budget, dimensions in [(b, d) for b in args.alarm_budgets for d in dimension_modes]:
             learned_rows, beside_rows = [], []
+            units = ", per dimension (--dimensions)" if dimensions else ""
             for seed, (learn_docs, held) in halves.items():
-                heatmap = learn_heatmap(domain, learn_docs, args, budget, bands, seed)
+                heatmap = learn_heatmap(domain, learn_docs, args, budget, bands, seed, dimensions)
                 t0 = time.perf_counter()
                 learned = learned_by_seed[seed] = Scanner(heatmap)
                 r = evaluate(domain, learned, held, args.max_per_kind, context)
@@ -463,11 +475,11 @@ def main() -> None:
                     f"  scanned {r['sentences']} held-out sentences and the corruptions in {time.perf_counter() - t0:.0f} s"
                 )
                 if len(halves) > 1:
-                    lines.append(row(f"  learned {budget:g}, seed {seed}", r, args.all))
+                    lines.append(row(f"  learned {budget:g}{units}, seed {seed}", r, args.all))
                 learned_rows.append(r)
                 beside_rows.append(evaluate(domain, Beside(learned, examples), held, args.max_per_kind, context))
             r = pooled(learned_rows)
-            lines.append(row(f"  learned, budget {budget:g}{', bands' if bands else ''}", r, args.all))
+            lines.append(row(f"  learned, budget {budget:g}{', bands' if bands else ''}{units}", r, args.all))
             beside = (f"  learned {budget:g} beside it", pooled(beside_rows))
             lines += missed_lines(r, args.misses)
             lines += missed_after_lines(r, args.missed_after)

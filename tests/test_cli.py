@@ -82,6 +82,15 @@ def test_scan_lines_gives_one_document_per_line():
     assert docs[1]["events"][0]["bytes"][0] == 0  # offsets are per document
 
 
+def test_scan_table_shows_a_quantity_in_the_unit_written():
+    """The JSON keeps a quantity's value in its dimension's base unit (50 g/L above); the
+    table a reader looks at shows it as the text writes it."""
+    r = heatc("scan", EXAMPLES / "medical.heat", "-", "--all", input="Glucose 5000 mg/dL. Temperature 389 °F.")
+    assert r.exit_code == 3
+    assert "v=5000 mg/dL" in r.output and "v=389 °F" in r.output
+    assert "v=50" not in r.output.split() and "471.48" not in r.output
+
+
 def test_scan_text_table(tmp_path):
     r = heatc("scan", EXAMPLES / "finance.heat", EXAMPLES / "texts" / "loan_terms_zh_violations.txt")
     assert r.exit_code == 3

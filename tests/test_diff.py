@@ -145,3 +145,16 @@ def test_diff_shows_a_precision_beside_its_range(tmp_path):
     assert "~ glucose … number: [-inf, 600] → [-inf, 600], places <= 0 (support 10 → 10)" in r.output
     d = json.loads(CliRunner().invoke(app, ["diff", str(a), str(b), "--json"]).output)
     assert [x["places"] for x in d["range_changed"]] == [[None, 0]]
+
+
+def test_diff_keeps_a_quantity_cell_apart_from_the_keyword_s_bare_numbers(tmp_path):
+    bare = "{name: same, pair: [glucose, number], score: 0.3, support: 4, range: [1, 2]}"
+    a = _write(tmp_path / "a.yaml", [bare])
+    quantity = (
+        "{name: gq, pair: [glucose, number], dimension: mass_concentration, score: 0.9, support: 40, range: [0.2, 6]}"
+    )
+    b = _write(tmp_path / "b.yaml", [bare, quantity])
+    r = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    assert r.exit_code == 0, r.output
+    assert "1 → 2 cells; 1 added" in r.output.splitlines()[0]
+    assert "+ glucose … number quantity(mass_concentration): score 0.900 (hot), support 40" in r.output

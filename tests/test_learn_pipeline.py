@@ -117,6 +117,38 @@ def test_rerun_resumes_without_the_teacher(learned, monkeypatch):
     assert not changed, changed[:3]
 
 
+@needs_data
+def test_cells_per_dimension_reuse_the_teacher_s_work_and_build(learned, tmp_path):
+    """`dimensions=True` changes only the aggregation: the run resumes the same work (the
+    teacher never runs), keys a lab keyword's cells with units on their dimension, writes its
+    statistics in the base unit, and the heatmap builds with its expects; run twice, the same
+    bytes (deterministic)."""
+    import heatc.learn.labels as labels
+    from heatc.heatmap.lower import lower
+    from heatc.lang.unparse import format_file
+
+    out, _ = learned
+    outputs = []
+    for name in ("dims.yaml", "dims2.yaml"):
+        copy = out.with_name(name)
+        shutil.copytree(out.with_name("lab.learn"), copy.with_suffix(".learn"))
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(labels, "token_sensitivity", lambda *a, **k: pytest.fail("the teacher ran again"))
+            m.setattr(labels, "pair_coupling", lambda *a, **k: pytest.fail("the teacher ran again"))
+            learn(LearnConfig(corpus=[CORPUS], output=copy, name="lab", dimensions=True, **SMALL))
+        outputs.append(_without_onnx_diff(copy.read_bytes().replace(copy.stem.encode(), b"lab")))
+    assert outputs[0] == outputs[1]
+    hm = load_heatmap(out.with_name("dims.yaml"))
+    quantities = [c for c in hm.cells if c.dimension]
+    assert quantities, "no cell per dimension"
+    assert all(c.unit is None and c.pair[1] == "number" for c in quantities)
+    assert "v:quantity(" in format_file(lower(hm).tree)
+    build = subprocess.run(
+        [str(HEATC), "build", str(out.with_name("dims.yaml")), "-o", str(tmp_path)], capture_output=True, text=True
+    )
+    assert build.returncode == 0, build.stderr
+
+
 def _without_onnx_diff(text: bytes) -> bytes:
     import re
 

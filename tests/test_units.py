@@ -88,3 +88,21 @@ def test_a_declared_unit_class_still_converts_and_another_kind_wins():
     assert "K" not in names  # the file's potassium wins over kelvin
     events, _, _ = scan(program, b"x 500 mg, x 310 K")
     assert [e.captures for e in events] == [(("v", 0.5),)]
+
+
+@pytest.mark.parametrize(
+    ("spelling", "number", "text", "shown"),
+    [("°F", 389.0, "temperature 389 °F today", "389 °F"), ("mg", 500.0, "metformin 500 mg.", "500 mg"),
+     ("g", 0.5, "metformin 0.5 g", "0.5 g"), ("mg", 1000.0, "dose 1,000 mg", "1,000 mg"),
+     ("mmol/L", 5.5, "glucose 5.5 mmol/L", "5.5 mmol/L"), ("°C", 38.5, "temp 38.5°C", "38.5 °C")],
+)  # fmt: skip
+def test_a_base_value_is_shown_as_the_text_writes_it(spelling, number, text, shown):
+    u = units.find(spelling)
+    base = units.convert(number, units.conversion(u.scale, u.offset))
+    assert units.written(base, text) == shown
+
+
+def test_a_value_no_unit_of_the_text_converts_to_is_not_shown_in_one():
+    assert units.written(500.0, "metformin 500 mg") is None  # 500 mg is 0.5 g, not 500
+    assert units.written(0.005, "5 mgs") is None  # "mgs" is no spelling of the table
+    assert units.written(5.0, "5 gallons") is None  # "g" followed by letters is no gram

@@ -116,6 +116,16 @@ def learn(
             "contracts its rules took the budget of unit guards and ranges (docs/learning.md).",
         ),
     ] = False,
+    dimensions: Annotated[
+        bool,
+        typer.Option(
+            "--dimensions/--no-dimensions",
+            help="Key a keyword's cells on the dimension of their unit (mass, volume, …), its values converted "
+            "to the base unit, so that one range rejects a slipped unit (`metformin 500 g`). Off by default: on "
+            "held-out clinical notes it caught more unit swaps but fewer slips at the same false alarms "
+            "(docs/learning.md).",
+        ),
+    ] = False,
     epochs: Annotated[int, typer.Option("--epochs", help="Student training epochs.")] = 8,
     student: Annotated[
         bool, typer.Option("--student/--no-student", help="Train and export the student detector.")
@@ -155,7 +165,7 @@ def learn(
         epsilon=epsilon, label_sentences=label_sentences, max_probe_sentences=probe_sentences,
         topup_probes=topup_probes, min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget,
         discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,
-        teacher_sentences=teacher_sentences, bands=bands, places=places,
+        teacher_sentences=teacher_sentences, bands=bands, places=places, dimensions=dimensions,
     )  # fmt: skip
     try:
         with _LearnProgress(rank == 0 and sys.stderr.isatty(), rank == 0) as progress:
@@ -238,6 +248,14 @@ def finetune(
         ),
     ] = None,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Student fine-tuning epochs.")] = 8,
+    dimensions: Annotated[
+        bool,
+        typer.Option(
+            "--dimensions/--no-dimensions",
+            help="Key the domain's keyword cells on the dimension of their unit, values converted to the base unit "
+            "(heatc learn --dimensions); off by default: a cell per keyword and unit.",
+        ),
+    ] = False,
     keep_unused: Annotated[
         bool,
         typer.Option(
@@ -263,7 +281,7 @@ def finetune(
         base=base, output=output, pdfs=list(pdf or []), texts=list(text or []), name=name, title=title,
         teacher=teacher, device=device, seed=seed, teacher_sentences=teacher_sentences, min_support=min_support,
         alarm_budget=alarm_budget, epochs=epochs, keep_unused=keep_unused, new_student=new_student,
-        **({} if min_worth is None else {"min_worth": min_worth}),
+        dimensions=dimensions, **({} if min_worth is None else {"min_worth": min_worth}),
     )  # fmt: skip
     try:
         with _LearnProgress(sys.stderr.isatty(), True, "heatc finetune") as progress:

@@ -135,7 +135,7 @@ def _row(doc: bytes, label: str, e: Event, others: Counter | None) -> list[str]:
     text = doc[e.start : e.end].decode("utf-8", errors="replace")
     why = e.failed or ""
     # a value's places (`places(v)`) say something only where a requirement on them failed
-    caps = ", ".join(f"{k}={fmt_value(v)}" for k, v in e.captures if not k.startswith("places(") or k in why)
+    caps = ", ".join(f"{k}={_shown(v, text)}" for k, v in e.captures if not k.startswith("places(") or k in why)
     if e.conflict is not None:
         prior = doc[e.conflict.start : e.conflict.end].decode("utf-8", errors="replace")
         why = f"{e.conflict.channel} was {fmt_value(e.conflict.value)} at {prior!r}"
@@ -145,6 +145,18 @@ def _row(doc: bytes, label: str, e: Event, others: Counter | None) -> list[str]:
         folded = ", ".join(f"+{others[v]} {v.name}" for v in sorted(others, reverse=True))
     cells = [e.verdict.name, rule, text, caps, why, folded]
     return [c.translate(_VISIBLE) for c in cells]
+
+
+def _shown(v, text: str) -> str:
+    """A captured value as a reader wrote it: a quantity's, held in its dimension's base unit
+    (471.48 K), in the unit the matched text writes it in (389 °F), `units.written`."""
+    if isinstance(v, float):
+        from heatc import units
+
+        as_written = units.written(v, text)
+        if as_written is not None:
+            return as_written
+    return fmt_value(v)
 
 
 def _table(rows: list[list[str]], header: list[str], colour: bool) -> list[str]:

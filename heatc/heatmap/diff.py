@@ -73,6 +73,7 @@ class HeatmapDiff:
 
 def _key(cell: Cell) -> str:
     text = " … ".join(p for p in cell.pair if p) + (f" {cell.unit}" if cell.unit else "")
+    text += f" quantity({cell.dimension})" if cell.dimension else ""  # (not the keyword's bare numbers)
     return text + (f" ({cell.check})" if cell.check != "range" else "")
 
 

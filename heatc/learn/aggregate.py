@@ -15,6 +15,14 @@ from heatc.learn.config import (
 )
 from heatc.learn.corpus import copy_groups, sentences
 from heatc.learn.couplings import Couplings
+from heatc.learn.dimensions import (
+    dimension_cells,
+    dimension_scores,
+    dimension_swaps,
+    guards_outside,
+    unit_dimensions,
+    unit_scales,
+)
 from heatc.learn.discovery import follower_words, rare_words
 from heatc.learn.emit import declared_categories
 from heatc.learn.evidence import (
@@ -222,10 +230,22 @@ def aggregate(
     candidates = candidates + after
     strengths = {k: couplings.strength(k) for k in candidates}
     guarded = unit_guards(candidates, [k for k, x in scores.items() if x >= config.sensitivity], groups)
-    everything = collect_values(lexicon, candidates + sorted(guarded), texts, copies)
+    # A keyword's cells in units of one dimension become one cell of that dimension, its values
+    # converted to the base unit (`dimensions`); the unit cells still say which units a keyword
+    # takes (the guards and swaps above and below) and lend it their scores. Its range stands
+    # for the guards of units of its own dimension.
+    dims = unit_dimensions(lexicon) if config.dimensions else {}
+    merged = dimension_cells(candidates, groups, dims, families)
+    replaced = {k for ks in merged.values() for k in ks}
+    dim_scores, dim_strengths = dimension_scores(merged, scores, strengths)
+    guarded = guards_outside(guarded, replaced, dims)
+    everything = collect_values(lexicon, candidates + sorted(dim_scores) + sorted(guarded), texts, copies)
     values = {k: v for k, v in everything.items() if k not in guarded}
     guards = _guard_cells(guarded, everything, scores, strengths, config.min_support)
     swaps = unit_swaps(candidates)
+    dim_swapped = dimension_swaps(merged, values, swaps, dims, unit_scales(lexicon, dims))
+    scores = {k: x for k, x in scores.items() if k not in replaced} | dim_scores
+    strengths |= dim_strengths
     hot = [k for k, x in scores.items() if x >= config.sensitivity] + sorted(guarded)
     candidates_checked = checked_sentences(everything, hot, documents)
     # a cell read after the unit stands behind guards only: "2 mm in diameter", "500 mg daily"
@@ -235,7 +255,7 @@ def aggregate(
         everything, ranged, strengths, min_support=config.min_support, min_probes=config.min_probes,
         sentences=candidates_checked, alarm_budget=config.alarm_budget,
         sensitivity=config.sensitivity, substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
-        swapped=swap_sources(values, swaps), min_fold_values=config.min_fold_values, bands=config.bands,
+        swapped=swap_sources(values, swaps) | dim_swapped, min_fold_values=config.min_fold_values, bands=config.bands,
         min_worth=config.min_worth, places=config.places,
     )  # fmt: skip
     # max_cells bounds the cells of the heatmap's own statistics; guards come with the hot
@@ -258,7 +278,7 @@ def aggregate(
             [c for c in cells if not c.guards], recount, min_support=config.min_support, sentences=checked,
             alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
             substitutes=_numeral_substitutes(recount, set(numerals)), guards=[c for c in cells if c.guards],
-            swapped=swap_sources({k: v for k, v in recount.items() if k not in guarded}, swaps),
+            swapped=swap_sources({k: v for k, v in recount.items() if k not in guarded}, swaps) | dim_swapped,
             min_fold_values=config.min_fold_values, bands=config.bands, min_worth=config.min_worth,
             places=config.places,
         )  # fmt: skip

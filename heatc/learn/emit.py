@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, HEATMAP_VERSION, Stats
-from heatc.heatmap.lower import margin_range
+from heatc.heatmap.lower import margin_range, readable
 from heatc.lang.lexicon import DATE_YEARS
 from heatc.lang.unparse import format_number
 from heatc.learn.evidence import BARRIER, ITEM_END, LONE_CELLS, CellKey, LearnedCell
@@ -26,6 +26,14 @@ def _decimal(x: float) -> str:
     """Plain decimal text, as heatc's lexer reads numbers (no exponent)."""
     text = f"{x:.6f}".rstrip("0").rstrip(".")
     return text or "0"
+
+
+def _shown(x: float, key: CellKey) -> str:
+    """A value as a description shows it: a quantity's in a unit a reader knows ("250 mg")."""
+    if not key.dimension:
+        return _decimal(x)
+    value, unit = readable(x, key.dimension)
+    return f"{format_number(value)} {unit}"
 
 
 def _yaml_float(x: float) -> str:
@@ -97,6 +105,8 @@ def heatmap_document(
             doc = {"name": rule, "pair": [c.key.keyword, c.key.value]}
             if c.key.unit:
                 doc["unit"] = c.key.unit
+            if c.key.dimension:  # its stats and range in the dimension's base unit
+                doc["dimension"] = c.key.dimension
             doc["gap"] = c.key.gap
         else:
             doc = {"name": rule, "pair": [c.key.value, c.key.unit] if c.key.unit else [c.key.value]}
@@ -122,7 +132,7 @@ def heatmap_document(
             continue
         doc["description"] = (
             f"learned: coupling {c.strength:g}× an ordinary lexeme's at its distance, over {c.probes} probed "
-            f"occurrences; values {_decimal(c.stats['q01'])}–{_decimal(c.stats['q99'])} (1st–99th percentile)"
+            f"occurrences; values {_shown(c.stats['q01'], c.key)}–{_shown(c.stats['q99'], c.key)} (1st–99th percentile)"
         )
         if c.false_alarms is not None and c.key.check == "range":
             doc["description"] += f"; rejects {c.false_alarms * 100:.2g} % of held-out clean values"
@@ -146,7 +156,14 @@ def heatmap_document(
         cell_docs.append(doc)
         rules[c.key] = (rule, c)
     for rule, c in rules.values():
-        if c.key.check == "range" and not c.guards and c.score >= sensitivity and len(expects) < 12:
+        # (a quantity's expects would need its values written in a unit; its rules have none)
+        if (
+            c.key.check == "range"
+            and not c.guards
+            and not c.key.dimension
+            and c.score >= sensitivity
+            and len(expects) < 12
+        ):
             expects.extend(_expects_for(c, rule, literal, rules, sensitivity))
     return {
         "heatmap": HEATMAP_VERSION,

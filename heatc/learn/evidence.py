@@ -63,6 +63,9 @@ class CellKey:
     # the keyword stands after the value and its unit, not before: `v:number mg ..3 daily`
     # ("Proscar 5 mg daily": no one takes 5 g daily), `v:number months ..3 notice`
     after: bool = False
+    # a quantity cell: the keyword's values in any unit of this dimension, converted to its base
+    # unit (`keyword ..3 v:quantity(mass)`, `heatc.learn.dimensions`); `unit` is then ""
+    dimension: str = ""
 
     @property
     def ends_value(self) -> bool:
@@ -78,6 +81,8 @@ class CellKey:
     def name(self) -> str:
         """`glucose_value`, `glucose_mg_dl`, `hba1c_percent`, `mg_amount`, `payment_days_consistent`,
         `sodium_value_bare`."""
+        if self.dimension:  # `metformin_mass`
+            return f"{self.keyword}_{self.dimension}"
         if not self.keyword and not self.unit:
             return f"any_{self.value}"
         if self.after:  # `mg_then_daily`, `months_then_notice`
@@ -103,6 +108,8 @@ class CellKey:
         """The rule pattern `heatc lower` writes for this cell (docs/heatmap.md)."""
         if not self.keyword:
             return f"v:{self.value} {self.unit}".rstrip()
+        if self.dimension:
+            return f"{self.keyword} ..{self.gap} v:quantity({self.dimension})"
         if self.after:
             return f"v:{self.value} {self.unit} ..{self.gap} {self.keyword}"
         if self.check == "consistent":
@@ -327,7 +334,7 @@ def _unit_followed_rules(cells: list[CellKey], units: list[str]) -> str:
     return "".join(
         f'rule u{i} "" heat 0.5 {{\n  match {k.pattern()} {any_unit}\n}}\n'
         for i, k in enumerate(cells)
-        if k.keyword and not k.unit and k.check == "range"
+        if k.keyword and not k.unit and not k.dimension and k.check == "range"
     )
 
 

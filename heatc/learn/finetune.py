@@ -78,6 +78,7 @@ class FinetuneConfig:
     lr: float = 1e-3  # fine-tuning: a third of training's
     keep_unused: bool = True
     new_student: bool = False
+    dimensions: bool = False  # keyword cells keyed on their unit's dimension (`LearnConfig.dimensions`)
 
     def fingerprint(self, base_sha: str, corpus_sha: str) -> str:
         keys = ("teacher", "seed", "teacher_sentences", "epochs", "lr", "new_student")
@@ -204,7 +205,7 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
     learn = LearnConfig(
         corpus=[], output=config.output, seed=config.seed, teacher=config.teacher, device=config.device,
         min_support=config.min_support, alarm_budget=config.alarm_budget, epochs=config.epochs,
-        min_fold_values=config.min_fold_values, min_worth=config.min_worth,
+        min_fold_values=config.min_fold_values, min_worth=config.min_worth, dimensions=config.dimensions,
         sensitivity=base.sensitivity if config.sensitivity is None else config.sensitivity,
         teacher_sentences=config.teacher_sentences, rules=list(base.rule_files),
     )  # fmt: skip

@@ -31,6 +31,7 @@ from collections import Counter
 
 from heatc.heatmap.format import BUILTIN_CATEGORIES, DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, Heatmap, Stats
 from heatc.heatmap.lower import margin_range
+from heatc.learn.dimensions import unit_dimensions, unit_scales
 from heatc.learn.lexemes import (
     NUMERAL_KIND,
     SEED_CATEGORIES,
@@ -132,7 +133,17 @@ def merge_cells(
     by_name = lexicon.by_name()
     kept: list[dict] = []
     banded: list[str] = []
+    dims = unit_dimensions(lexicon)
+    scales = unit_scales(lexicon, dims)
     for c in base_doc.get("cells") or []:
+        quantity = _in_base_unit(c, dims, scales)
+        if quantity is not None and cell_key(quantity) in learned:
+            # a base cell of a unit whose dimension the domain learned for its keyword: the
+            # domain's cell reads its values too, in the dimension's base unit
+            counts["relearned"] += 1
+            if quantity.get("range") != [0, 0]:  # (a unit guard's [0, 0] holds no values to widen to)
+                counts["widened"] += widen_to_base(learned[cell_key(quantity)], quantity, margin)
+            continue
         if cell_key(c) in learned:
             counts["relearned"] += 1
             counts["widened"] += widen_to_base(learned[cell_key(c)], c, margin)
@@ -175,6 +186,28 @@ def merge_cells(
         counts["kept"] += 1
     merged = {**domain, "categories": categories, "cells": domain_cells + kept}
     return merged, [c["name"] for c in kept], banded, counts
+
+
+def _in_base_unit(cell: dict, dims: dict[str, str], scales: dict[str, float]) -> dict | None:
+    """A base range cell `[kw, number]` with a unit of a learned dimension (`dimensions`), as
+    the quantity cell of that dimension would hold it: range and statistics in the base unit.
+    None for any other cell."""
+    unit = cell.get("unit")
+    if unit not in dims or cell.get("dimension") or (cell.get("check") or "range") != "range":
+        return None
+    if len(cell["pair"]) != 2 or cell["pair"][1] != "number" or cell["pair"][0] in BUILTIN_CATEGORIES:
+        return None  # (`[number, mg]`, `[number, daily]` read after the unit: no keyword's quantity)
+    scale = scales[unit]
+
+    def scaled(x):
+        return None if x is None else x * scale
+
+    out = {k: v for k, v in cell.items() if k != "unit"} | {"dimension": dims[unit]}
+    if cell.get("range"):
+        out["range"] = [scaled(x) for x in cell["range"]]
+    if cell.get("stats"):
+        out["stats"] = {k: v if k == "n" else scaled(v) for k, v in cell["stats"].items()}
+    return out
 
 
 def base_range(base: dict, margin: tuple[float, float]) -> list | None:

@@ -12,7 +12,7 @@ bound exactly.
 
 Public surface: `Dimension`, `Unit`, `Conversion`, `dimensions()`, `units()`, `find(text)`,
 `dimension(name)`, `spellings()`, `compounds()`, `conversion(scale, offset)`, `convert(v, c)`,
-`fold(text)`.
+`fold(text)`, `written(value, text)`.
 """
 
 from __future__ import annotations
@@ -144,3 +144,34 @@ def conversion(scale: Fraction, offset: Fraction = Fraction(0)) -> Conversion:
 def convert(v: float, c: Conversion) -> float:
     """One value converted: the operations every backend performs, in the same order."""
     return ((v + c.pre) * c.mul) / c.div
+
+
+_WRITTEN_NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def written(value: float, text: str) -> str | None:
+    """How `text` writes a quantity whose value in its base unit is `value`: the first number
+    in it followed by a unit (spaces between) that converts to exactly `value`, as written
+    ("389 °F" for 471.48… K, "0.5 g" for 0.5), or None. A reader of a scan's table knows the
+    unit the text used, not the base unit its range is checked in."""
+    from heatc.numbers import number_value
+
+    folded, exact = _index()
+    longest = max((len(s) for s in (*folded, *exact)), default=0)
+    for m in _WRITTEN_NUMBER.finditer(text):
+        rest = text[m.end() :]
+        gap = len(rest) - len(rest.lstrip(" "))
+        for n in range(min(longest, len(rest) - gap), 0, -1):
+            spelled = rest[gap : gap + n]
+            if spelled != spelled.rstrip():
+                continue
+            if gap + n < len(rest) and (rest[gap + n].isalnum() or rest[gap + n] == "_") and spelled[-1:].isalnum():
+                continue  # a word goes on: "5 mgs" is no "5 m"
+            unit = exact.get(spelled) or folded.get(fold(spelled))
+            if unit is None:
+                continue
+            v = convert(number_value(m.group().encode()), conversion(unit.scale, unit.offset))
+            if v == value:
+                return f"{m.group()} {spelled}"
+            break  # the longest spelling is the unit written
+    return None
