@@ -290,7 +290,7 @@ class Checks:
         eos = [self.eos] * len(rows)
         index = None if len(rows) == self._rows else rows
         if length > self._fed:  # draft positions (assisted generation): judged on copies
-            drafts = input_ids[rows, self._fed : length].numpy(force=True)
+            drafts = input_ids[np.array(rows), self._fed : length].numpy(force=True)  # (a copy: `every` is read-only)
             return guard_scores(self._driver, scores, rows, index, eos, bool(self.greedy), list(drafts), True)
         return guard_scores(self._driver, scores, rows, index, eos, bool(self.greedy), uniform_passes=True)
 
