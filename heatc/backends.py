@@ -17,17 +17,24 @@ DOCUMENT_BACKENDS = ("op",)
 path a GPU runs, through the CUDA bridge's own loader of the tables; needs torch)."""
 
 
-def _load(program: ir.Program, backend: str):
+def _compiled(program: ir.Program, tables: bool):
+    """The program's WASM module (its manifest, its bytes) and, with `tables`, its rules.hct
+    bytes (packed once for both) — what every backend here loads."""
     from heatc.hct import hct_bytes
     from heatc.wasm import compile_wasm
     from heatc.wasm.pack import pack
-    from heatc_runtime import from_bytes
 
     packed = pack(program)
-    module = compile_wasm(program, packed)
+    return compile_wasm(program, packed), hct_bytes(program, packed, (0, 0)) if tables else None
+
+
+def _load(program: ir.Program, backend: str):
+    from heatc_runtime import from_bytes
+
+    module, hct = _compiled(program, backend != "wasm")
     if backend == "wasm":
         return from_bytes(module.manifest, module.wasm)
-    return from_bytes(module.manifest, hct_bytes(program, packed, (0, 0)), backend=backend)
+    return from_bytes(module.manifest, hct, backend=backend)
 
 
 wasm_checker = ProgramCache(lambda program: _load(program, "wasm"))
@@ -40,22 +47,17 @@ _CHECKERS = {"wasm": wasm_checker, "native": native_checker}
 
 
 def _module_info(program: ir.Program):
-    from heatc.wasm import compile_wasm
-    from heatc.wasm.pack import pack
     from heatc_runtime.audit import ModuleInfo
 
-    return ModuleInfo.from_manifest(compile_wasm(program, pack(program)).manifest)
+    return ModuleInfo.from_manifest(_compiled(program, False)[0].manifest)
 
 
 def _op_program(program: ir.Program):
-    from heatc.hct import hct_bytes
-    from heatc.wasm import compile_wasm
-    from heatc.wasm.pack import pack
     from heatc_runtime.cuda.program import OpProgram
     from heatc_runtime.hct import read_hct
 
-    packed = pack(program)
-    return OpProgram(compile_wasm(program, packed).manifest, read_hct(hct_bytes(program, packed, (0, 0))), None, "cpu")
+    module, hct = _compiled(program, True)
+    return OpProgram(module.manifest, read_hct(hct), None, "cpu")
 
 
 op_program = ProgramCache(_op_program)

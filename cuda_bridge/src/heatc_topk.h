@@ -1,7 +1,7 @@
 // heatc_topk.h — the k best scores of a row, for guard on the host (heatc_native.cpp's
 // topk()). Guard judges a row's best candidates; torch.topk over a 49,152-token vocabulary
 // takes ~90 µs on one CPU core, a plain scan that skips 16-score blocks below the k-th best so
-// far ~7 µs (the scores stream through once; the list of k is touched for few of them).
+// far ~4 µs (the scores stream through once; the list of k is touched for few of them).
 //
 // Order: best first; among equal scores the lower token id first — what an argmax takes, so
 // greedy decoding's choice among ties is the first candidate. A NaN is never taken while a
