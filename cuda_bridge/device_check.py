@@ -47,6 +47,7 @@ sys.path[:0] = [str(REPO / "runtime")]
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from heatc_runtime import abi  # noqa: E402
 from heatc_runtime.cuda import layout, ops  # noqa: E402
 from heatc_runtime.cuda.program import OpProgram, load  # noqa: E402
 from heatc_runtime.hct import read_hct  # noqa: E402
@@ -181,7 +182,7 @@ def _guard_case(p: OpProgram, case: dict, lanes: int, fails: list) -> int:
         b.feed_texts([probe["prefix"]])
         cands = torch.arange(len(probe["cands"]), dtype=torch.int64, device=p.device)[None, :]
         mask = b.guard(cands, look=ops.LOOK_ENDED if probe["flush"] else ops.LOOK_FED).cpu()[0].tolist()
-        want = [layout.MASK_REJECTED if r else layout.MASK_ALLOWED for r in probe["rejected"]]
+        want = [abi.MASK_REJECTED if r else abi.MASK_ALLOWED for r in probe["rejected"]]
         if mask != want:
             bad += 1
             if len(fails) < 5:

@@ -265,7 +265,7 @@ class OpBatch:
 
     def guard(self, candidates: torch.Tensor, look: int = ops.LOOK_ENDED, tails: torch.Tensor | None = None,
               scratch: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
-        """The mask [n, k] of what each candidate token would do (layout.MASK_*); the states
+        """The mask [n, k] of what each candidate token would do (abi.MASK_*); the states
         are not changed. `look`: `ops.LOOK_DECIDE` is guard's decision (probes, years; `tails`
         the rows' last bytes), `LOOK_ENDED` the candidate fed and the text ended there,
         `LOOK_FED` only fed. `scratch` ([n * k, state_size + event_size] uint8) and `mask`
