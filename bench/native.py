@@ -109,7 +109,7 @@ def _step_cost(batch, ids: list[np.ndarray], raw: bool) -> tuple[float, float]:
     c = batch.checker
     t, cpu = time.perf_counter(), time.process_time()
     if raw:
-        view, step, ctl = batch._ids_view, batch._step, c._ctlc
+        view, step, ctl = batch._ids_view, batch._step, c.ctl_words
         for row in ids:
             view[:] = row
             if step() != batch.n:

@@ -42,7 +42,7 @@ def characters(text: str) -> list[bytes]:
 
 def check_streamed(checker, batch, metrics: Metrics, text: str):
     """Feed `text` through sequence 0 of `batch` one token at a time; report it like an adapter."""
-    table = {tok: i for i, tok in enumerate(checker._token_table)}
+    table = {tok: i for i, tok in enumerate(checker.token_table)}
     batch.reset()
     snapshots = []
     for tok in characters(text):

@@ -298,7 +298,7 @@ def test_a_module_built_for_another_tokenizer_is_refused(tmp_path):
     d.start(0)
     d.feed(np.array([0]), np.array(ids(b"Glucose")))
     assert d.end(0).stream == b"Glucose"
-    same = TokenTable("wordpiece", load(result.directory)._token_table, "the same", "")
+    same = TokenTable("wordpiece", load(result.directory).token_table, "the same", "")
     assert open_module(result.directory, same, tokens="check") is not None
 
 

@@ -80,7 +80,7 @@ def test_scraped_counters_equal_the_reports(checker_for, every):
     # the snapshots the batch published, less each sequence's final one, as the report was built from
     batch.reset()
     replay = []
-    table = {t: i for i, t in enumerate(checker._token_table)}
+    table = {t: i for i, t in enumerate(checker.token_table)}
     for tok in example.characters(TEXT):
         replay += type(batch).feed_ids(batch, [table[tok]]).get(0, [])
     replay += type(batch).finish(batch)[0]

@@ -1,11 +1,10 @@
 """`Batch`: many sequences in one state array of a checker's memory, one wasm call per step.
 
-Each batch counts what it did in its `counts` (`StepCounts`): steps, text feeds, snapshots
-published by triggers, and — when a metrics object asked for it — the wall time of one step
-in every `sample_every`. The counting is the only work a decoding step does for metrics
-(docs/metrics.md): `heatc_runtime.metrics` reads these counters when it is scraped.
+Each batch counts what it did in its `counts` (`counts.StepCounts`), the only work a decoding
+step does for metrics (docs/metrics.md). A batch reaches its checker through the public
+members of `protocol.CheckerProtocol`, whichever backend it is.
 
-Public surface: `Batch` (made by `Checker.batch(n)`), `StepCounts`.
+Public surface: `Batch` (made by `Checker.batch(n)`).
 """
 
 from __future__ import annotations
@@ -13,56 +12,30 @@ from __future__ import annotations
 import ctypes
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .abi import EV_COUNT, SNAP_COUNT, STATUS, STATUS_FINISHED, STATUS_TEXT
 from .args import U32, as_bytes, bad_id, count, index, token_ids
+from .counts import StepCounts, clock
+from .drafts import DraftChecks
 from .errors import CheckerClosed, ModuleTrap, SequenceInterrupted
 from .report import Event, Snapshot
 
 if TYPE_CHECKING:
-    from .checker import Checker
+    from .protocol import CheckerProtocol
 
 BLOCKED = -3  # a batch's generation while feed_ids must take the checked path (see _ready)
 # The events a batch holds for its sequences until a snapshot delivers them (docs/abi.md,
 # "Limits"): past it a step traps rather than let host memory grow with the text (about half
 # a kilobyte each).
 MAX_PENDING_EVENTS = 1 << 20
-_clock = time.perf_counter
 
 
-class StepCounts:
-    """What one batch did, counted as it went (read, never reset, by `heatc_runtime.metrics`):
-    `steps` (`feed_ids` calls that stepped the batch), `text_feeds` (`feed_text` calls),
-    `snapshots` (published by triggers, not a sequence's final one). With `sample(every)`,
-    the wall time of every `every`-th step (a power of two) and of every `feed_text` call is
-    appended to `step_seconds` / `text_seconds` and `on_sample()` is called after it."""
-
-    __slots__ = ("mask", "on_sample", "snapshots", "step_seconds", "steps", "text_feeds", "text_seconds")
-
-    def __init__(self) -> None:
-        self.steps = self.text_feeds = self.snapshots = 0
-        self.mask = -1  # steps & -1 (steps itself) never equals it: no step is timed
-        self.step_seconds: list[float] = []
-        self.text_seconds: list[float] = []
-        self.on_sample = None
-
-    def sample(self, every: int, on_sample=None) -> None:
-        """Time one step in `every` (1, 2, 4, …), from the next `every`-th step on."""
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1 or every & (every - 1):
-            raise ValueError(f"sample_every must be a power of two (1, 2, 4, …), not {every!r}")
-        self.on_sample = on_sample
-        self.mask = every - 1
-
-    def timed(self, seconds: list[float], t0: float) -> None:
-        seconds.append(_clock() - t0)
-        if self.on_sample is not None:
-            self.on_sample()
-
-
-class Batch:
+class Batch(DraftChecks):
     """`n` sequences in one state array; every method is one wasm call for the whole batch.
 
     Methods return the snapshots published, by sequence index — an empty dict when no
@@ -81,7 +54,7 @@ class Batch:
     a batch that is garbage-collected gives it back too.
     """
 
-    def __init__(self, checker: Checker, n: int):
+    def __init__(self, checker: CheckerProtocol, n: int):
         n = count(n, "n")
         self.checker = checker
         self.n = n
@@ -90,22 +63,22 @@ class Batch:
         self._pending: dict[int, list[Event]] = {}
         self._interrupted: set[int] = set()
         self._finished: set[int] = set()
-        checker._set_pending_tokens()  # (a build's token table, in memory from the first batch on)
-        with checker._lock:
-            checker._check_open()
+        checker.ready_token_table()  # (a build's token table, in memory from the first batch on)
+        with checker.lock:
+            checker.check_open()
             ids_at = -(-n * checker.state_size // 16) * 16
-            self._block = checker._alloc(ids_at + 4 * n)  # the states, then the step's token ids
+            self._block = checker.alloc(ids_at + 4 * n)  # the states, then the step's token ids
             self.states, self._ids = self._block, self._block + ids_at
             try:
-                checker._begin()
-                checker._call("reset_batch", self.states, n)
+                checker.begin()
+                checker.call("reset_batch", self.states, n)
             except ModuleTrap:
-                checker._trapped()
-                checker._free(self._block)
+                checker.trapped()
+                checker.free(self._block)
                 raise
             self._view_ids()
-            self._step = checker._calls["step_batch"].bound(self.states, self._ids, n, 0)
-            self._finalizer = weakref.finalize(self, checker._heap.free_later, self._block)
+            self._step = checker.bound("step_batch", self.states, self._ids, n, 0)
+            self._finalizer = weakref.finalize(self, checker.free_later, self._block)
             self._finalizer.atexit = False  # (the checkers are closed at exit)
         self._rearm_each_call = checker.limits.fuel is not None
         self.counts = StepCounts()
@@ -122,14 +95,14 @@ class Batch:
     def close(self) -> None:
         """Give the batch's memory back to its checker now; later calls raise `CheckerClosed`."""
         c = self.checker
-        with c._lock:
+        with c.lock:
             if self._closed:
                 return
             self._closed = True
             self._ids_generation = BLOCKED
             self._finalizer.detach()
-            if not c._closed:
-                c._free(self._block)
+            if not c.closed:
+                c.free(self._block)
 
     # -- state of the sequences ---------------------------------------------------------
 
@@ -138,7 +111,7 @@ class Batch:
         of the batch) is interrupted."""
         if self._closed:
             raise CheckerClosed("this batch was closed: open another with checker.batch(n)")
-        self.checker._check_open()
+        self.checker.check_open()
         hit = self._interrupted.intersection(seqs) if seqs else self._interrupted
         if hit:
             raise SequenceInterrupted(
@@ -153,7 +126,7 @@ class Batch:
 
     def _interrupt(self, seqs: set[int] | None, trap: ModuleTrap) -> ModuleTrap:
         """Mark the sequences a trapped call was stepping; the error to raise."""
-        self.checker._trapped()
+        self.checker.trapped()
         hit = set(range(self.n)) if seqs is None else seqs
         self._interrupted |= hit
         for i in hit:
@@ -167,21 +140,35 @@ class Batch:
         c = self.checker
         self._usable()
         self._not_finished()
-        if c._token_table is None:
+        if c.token_table is None:
             raise ValueError("no token table: call checker.set_token_table() first")
         self._view_ids()
-        self._ids_generation = c._generation
+        self._ids_generation = c.generation
 
     def _view_ids(self) -> None:
         c = self.checker
-        self._ids_view = c._mem[self._ids : self._ids + 4 * self.n].view(np.uint32)
+        self._ids_view = c.mem[self._ids : self._ids + 4 * self.n].view(np.uint32)
         self._id0 = ctypes.c_uint32.from_address(self._ids_view.ctypes.data)
         self._ids_generation = BLOCKED  # (set current by _ready, which checks the rest)
+
+    @contextmanager
+    def _stepping(self, i: int) -> Iterator[int]:
+        """Sequence `i`'s state record (its address), under the checker's lock, the sequence
+        usable and not finished and the call budgeted; a trap in the block interrupts it."""
+        c = self.checker
+        with c.lock:
+            self._usable(i)
+            self._not_finished(i)
+            try:
+                c.begin()
+                yield self.states + i * c.state_size
+            except ModuleTrap as e:
+                raise self._interrupt({i}, e) from None
 
     # -- records ----------------------------------------------------------------------
 
     def _collect(self, out: dict[int, list[Snapshot]]) -> dict[int, list[Snapshot]]:
-        events, snaps = self.checker._drain()
+        events, snaps = self.checker.drain()
         for seq, e in events:
             self._pending.setdefault(seq, []).append(e)
         if snaps:
@@ -214,13 +201,13 @@ class Batch:
         # is not a numpy uint32 is checked for wrapping round (the kernel refuses ids past
         # the table); the deadline is checked against one precomputed time; the step is
         # counted with one increment and timed only when its number is a sampled one)
-        lock = c._lock
+        lock = c.lock
         lock.acquire()
         try:
             counts = self.counts
             steps, mask = counts.steps, counts.mask
-            t0 = _clock() if steps & mask == mask else None  # (mask -1: never)
-            if self._ids_generation != c._generation:  # see _ready
+            t0 = clock() if steps & mask == mask else None  # (mask -1: never)
+            if self._ids_generation != c.generation:  # see _ready
                 self._ready()
             try:
                 one = self._one and len(ids) == 1
@@ -231,20 +218,20 @@ class Batch:
                 try:
                     self._id0.value = v
                 except TypeError:
-                    raise bad_id(v, c._n_tokens) from None
+                    raise bad_id(v, c.n_tokens) from None
                 # (ctypes keeps the low 32 bits, and takes a bool as 0 or 1)
                 if v.__class__ is not U32 and (v >> 32 or v.__class__ is bool):
-                    raise bad_id(v, c._n_tokens)
+                    raise bad_id(v, c.n_tokens)
             else:
-                self._ids_view[:] = token_ids(ids, self.n, c._n_tokens)
-            if self._rearm_each_call or time.monotonic() > c._rearm_at:  # (c._begin(), inlined)
-                c._arm()
+                self._ids_view[:] = token_ids(ids, self.n, c.n_tokens)
+            if self._rearm_each_call or time.monotonic() > c.rearm_at:  # (c.begin(), inlined)
+                c.arm()
             try:
                 done = self._step()
             except ModuleTrap as e:
                 raise self._interrupt(None, e) from None
             counts.steps = steps + 1  # (a step refused before it ran is not counted)
-            ctlc = c._ctlc
+            ctlc = c.ctl_words
             if done == self.n and not (ctlc[EV_COUNT] or ctlc[SNAP_COUNT]):
                 return {}  # the common decoding step: nothing worth a Python object happened
             return self._step_rest(done)
@@ -256,7 +243,7 @@ class Batch:
     def _step_rest(self, done: int) -> dict[int, list[Snapshot]]:
         """The rest of a step whose first call published something or stopped early."""
         c = self.checker
-        ctl = c._ctlv
+        ctl = c.ctl
         out: dict[int, list[Snapshot]] = {}
         try:
             self._collect(out)
@@ -266,9 +253,9 @@ class Batch:
                     if done:  # (ids are checked before the step: only a batch of one gets here)
                         self._interrupt(None, ModuleTrap("a token id the host did not check"))
                     if status == 1:
-                        raise bad_id(int(self._ids_view[done]), c._n_tokens)
+                        raise bad_id(int(self._ids_view[done]), c.n_tokens)
                     raise ValueError(f"sequence {done}: {STATUS_TEXT.get(status, status)}")
-                more = c._call(
+                more = c.call(
                     "step_batch", self.states + done * c.state_size, self._ids + 4 * done, self.n - done, done
                 )
                 self._collect(out)
@@ -283,15 +270,15 @@ class Batch:
         """Step sequence `i` by a token too long for one call even with empty buffers: its
         bytes in as many calls as they need (what `feed_text` does)."""
         c = self.checker
-        token = c._token_table[int(self._ids_view[i])]
-        ptr = c._input(token)
+        token = c.token_table[int(self._ids_view[i])]
+        ptr = c.put_input(token)
         self._view_ids()  # (_input may have grown memory, moving it: the rest of the step reads the ids)
         st, fed = self.states + i * c.state_size, 0
         while fed < len(token):
-            more = c._call("feed", st, i, ptr + fed, len(token) - fed, 1)
+            more = c.call("feed", st, i, ptr + fed, len(token) - fed, 1)
             self._collect(out)
             if not more:
-                raise c._stalled("a batch step")
+                raise c.stalled("a batch step")
             fed += more
         return 1
 
@@ -302,28 +289,21 @@ class Batch:
         c = self.checker
         out: dict[int, list[Snapshot]] = {}
         counts = self.counts
-        t0 = _clock() if counts.mask >= 0 else None
-        with c._lock:
-            self._usable(i)
-            self._not_finished(i)
-            st = self.states + i * c.state_size
-            try:
-                c._begin()
-                ptr = c._input(data)
-                done = 0
-                while True:
-                    more = c._call("feed", st, i, ptr + done, len(data) - done, 1)
-                    self._collect(out)
-                    done += more
-                    if done == len(data):
-                        break
-                    if c._ctl_get("status"):
-                        c._ctl(status=0)
-                        raise ValueError(f"sequence {i}: {STATUS_TEXT[STATUS_FINISHED]}")
-                    if not more:
-                        raise c._stalled("feed_text")
-            except ModuleTrap as e:
-                raise self._interrupt({i}, e) from None
+        t0 = clock() if counts.mask >= 0 else None
+        with self._stepping(i) as st:
+            ptr = c.put_input(data)
+            done = 0
+            while True:
+                more = c.call("feed", st, i, ptr + done, len(data) - done, 1)
+                self._collect(out)
+                done += more
+                if done == len(data):
+                    break
+                if c.ctl[STATUS]:
+                    c.ctl[STATUS] = 0
+                    raise ValueError(f"sequence {i}: {STATUS_TEXT[STATUS_FINISHED]}")
+                if not more:
+                    raise c.stalled("feed_text")
             counts.text_feeds += 1
         if t0 is not None:
             counts.timed(counts.text_seconds, t0)
@@ -332,18 +312,18 @@ class Batch:
     def _each(self, name: str) -> dict[int, list[Snapshot]]:
         c = self.checker
         out: dict[int, list[Snapshot]] = {}
-        with c._lock:
+        with c.lock:
             self._usable()
             if name == "finish_batch":
                 self._not_finished()
             states, n, seq0 = self.states, self.n, 0
             try:
-                c._begin()
+                c.begin()
                 while n:
-                    done = c._call(name, states, n, seq0)
+                    done = c.call(name, states, n, seq0)
                     self._collect(out)
                     if not done:
-                        raise c._stalled(name)
+                        raise c.stalled(name)
                     states += done * c.state_size
                     seq0 += done
                     n -= done
@@ -368,16 +348,16 @@ class Batch:
         c = self.checker
         if i is not None:
             i = index(i, self.n, "i")
-        with c._lock:
+        with c.lock:
             if self._closed:
                 self._usable()
-            c._check_open()
+            c.check_open()
             try:
-                c._begin()
+                c.begin()
                 if i is None:
-                    c._call("reset_batch", self.states, self.n)
+                    c.call("reset_batch", self.states, self.n)
                 else:
-                    c._call("reset", self.states + i * c.state_size)
+                    c.call("reset", self.states + i * c.state_size)
             except ModuleTrap as e:
                 raise self._interrupt(None if i is None else {i}, e) from None
             if i is None:
@@ -393,11 +373,11 @@ class Batch:
         """Make sequence `dst` a copy of `src` (state and undelivered events)."""
         dst, src = index(dst, self.n, "dst"), index(src, self.n, "src")
         c = self.checker
-        with c._lock:
+        with c.lock:
             self._usable(src)
             try:
-                c._begin()
-                c._call("fork", self.states + dst * c.state_size, self.states + src * c.state_size)
+                c.begin()
+                c.call("fork", self.states + dst * c.state_size, self.states + src * c.state_size)
             except ModuleTrap as e:
                 raise self._interrupt({dst}, e) from None
             self._pending[dst] = list(self._pending.get(src, []))
@@ -416,15 +396,6 @@ class Batch:
         dst = index(dst, self.n, "dst")
         self._put(dst, other.state(src), other._pending.get(src, []))
 
-    def verify(self, drafts, lengths=None) -> tuple[np.ndarray, dict[int, list[Snapshot]]]:
-        """Speculative decoding's check: sequence i is fed its draft tokens (`drafts[i]`, the
-        first `lengths[i]` of them) and keeps the longest prefix that adds no rejection, the
-        state left there. Returns (how many each kept, the snapshots they published). One
-        runtime call per draft position for the whole batch (heatc_runtime.drafts)."""
-        from .drafts import verify
-
-        return verify(self, drafts, lengths)
-
     def copy_states(self, rows: np.ndarray) -> np.ndarray:
         """A copy of the state records of sequences `rows` ([len(rows), state_size] uint8):
         one copy for them all (a row of it, with `pending(i)`, is what `restore` takes)."""
@@ -432,10 +403,10 @@ class Batch:
         rows = np.asarray(rows, dtype=np.intp)
         if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= self.n):
             raise IndexError(f"rows out of range: the batch has sequences 0 to {self.n - 1}")
-        with c._lock:
+        with c.lock:
             self._usable()
             size = c.state_size
-            return c._view()[self.states : self.states + self.n * size].reshape(self.n, size)[rows]
+            return c.mem[self.states : self.states + self.n * size].reshape(self.n, size)[rows]
 
     def pending(self, i: int) -> list[Event]:
         """The events of sequence `i` that no snapshot has published yet (a copy)."""
@@ -458,20 +429,20 @@ class Batch:
             raise ValueError(
                 f"a state record of {len(data)} bytes cannot run on this module, whose records are {c.state_size} bytes"
             )
-        with c._lock:
+        with c.lock:
             self._usable()
             at = self.states + dst * c.state_size
-            c._view()[at : at + c.state_size] = np.frombuffer(data, np.uint8)
-            problem = c._check_state(at)
+            c.mem[at : at + c.state_size] = np.frombuffer(data, np.uint8)
+            problem = c.check_state(at)
             self._interrupted.discard(dst)
             self._ids_generation = BLOCKED  # (the finished flag may have changed)
             if problem is not None:
-                c._call("reset", at)
+                c.call("reset", at)
                 self._pending.pop(dst, None)
                 self._finished.discard(dst)
                 raise ValueError(f"the state record cannot run on this module: {problem}")
             self._pending[dst] = list(pending)
-            if c._finished(at):
+            if c.is_finished(at):
                 self._finished.add(dst)
             else:
                 self._finished.discard(dst)
@@ -480,10 +451,10 @@ class Batch:
         """The raw fixed-size state record of sequence `i`."""
         i = index(i, self.n, "i")
         c = self.checker
-        with c._lock:
+        with c.lock:
             self._usable(i)
             at = self.states + i * c.state_size
-            return bytes(c._view()[at : at + c.state_size])
+            return bytes(c.mem[at : at + c.state_size])
 
     def finish_one(self, i: int) -> list[Snapshot]:
         """End sequence `i`'s stream alone, the others going on; its last snapshot is final.
@@ -491,20 +462,13 @@ class Batch:
         i = index(i, self.n, "i")
         c = self.checker
         out: dict[int, list[Snapshot]] = {}
-        with c._lock:
-            self._usable(i)
-            self._not_finished(i)
-            st = self.states + i * c.state_size
-            try:
-                c._begin()
-                while not c._finished(st):  # (finish does nothing when the buffers lack room: drain, call again)
-                    c._call("finish", st, i)
-                    published = c._ctlc[EV_COUNT] or c._ctlc[SNAP_COUNT]
-                    self._collect(out)
-                    if not published and not c._finished(st):
-                        raise c._stalled("finish_one")
-            except ModuleTrap as e:
-                raise self._interrupt({i}, e) from None
+        with self._stepping(i) as st:
+            while not c.is_finished(st):  # (finish does nothing when the buffers lack room: drain, call again)
+                c.call("finish", st, i)
+                published = c.ctl_words[EV_COUNT] or c.ctl_words[SNAP_COUNT]
+                self._collect(out)
+                if not published and not c.is_finished(st):
+                    raise c.stalled("finish_one")
             self._finished.add(i)
             self._ids_generation = BLOCKED
         return out.get(i, [])

@@ -55,7 +55,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from .audit import AuditReport, ModuleInfo, Policy, confidence, triggered_rules
-from .batch import StepCounts
+from .counts import StepCounts
 from .report import Event, Verdict
 
 try:
@@ -202,7 +202,7 @@ class _Watched:
         if self.batch is None:
             return False
         batch = self.batch()
-        return batch is None or batch._closed or batch.checker._closed
+        return batch is None or batch._closed or batch.checker.closed
 
     def idle(self) -> bool:
         """Nothing counted since the last take (read under the Metrics' lock)."""

@@ -298,8 +298,8 @@ class Driver(Interventions):
             rows = np.ascontiguousarray(rows, dtype=np.int64)
             ids = np.ascontiguousarray(ids, dtype=np.int64)
             c = self.checker
-            with c._lock:
-                c._check_open()
+            with c.lock:
+                c.check_open()
                 begun = c._native.tails(self.capacity, rows, n, ids, self._tails, marks, self.batch.states,
                                         self._guard_rows, self._len, self._ck_step, self._ck_token, self._ck_tail,
                                         self._ck_state)  # fmt: skip
@@ -381,7 +381,7 @@ class Driver(Interventions):
         mask = np.empty((n, width), np.uint8)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         c = self.checker
-        with c._lock:
-            c._check_open()
+        with c.lock:
+            c.check_open()
             c._native.guard(batch.states, batch.n, rows, n, cands, width, tails, mask, greedy)
         return mask

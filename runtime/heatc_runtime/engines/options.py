@@ -187,7 +187,7 @@ def open_module(module, table, tokens: str = "model", limits=None, backend: str 
     else:
         checker, where = load(Path(module), limits, backend=backend), str(module)
     if tokens == "check":
-        check_table(checker._token_table, table, where)
+        check_table(checker.token_table, table, where)
     return checker
 
 
