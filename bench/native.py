@@ -36,7 +36,7 @@ from heatc.lang.compiler import compile_file
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
 from heatc_runtime.abi import EV_COUNT, SNAP_COUNT
-from heatc_runtime.extension import native_extension
+from heatc_runtime.backends.extension import native_extension
 
 HS = "hyperscan (no callback)"
 SCAN_TARGET = 1.3  # native / WASM (default limits), CPU time, on every row

@@ -48,9 +48,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from heatc_runtime import abi  # noqa: E402
+from heatc_runtime.backends.hct import read_hct  # noqa: E402
 from heatc_runtime.cuda import layout, ops  # noqa: E402
 from heatc_runtime.cuda.program import OpProgram, load  # noqa: E402
-from heatc_runtime.hct import read_hct  # noqa: E402
 
 sys.path.insert(0, str(REPO / "cuda_bridge"))
 from device_engine import part_engine  # noqa: E402

@@ -25,8 +25,8 @@ from pathlib import Path
 from prometheus_client import REGISTRY, start_http_server
 
 import heatc_runtime
-from heatc_runtime.audit import audit_snapshots
 from heatc_runtime.metrics import Metrics, multiprocess_registry
+from heatc_runtime.reports.audit import audit_snapshots
 
 
 def start(registry=None, port: int = 9464, host: str = "127.0.0.1"):

@@ -17,8 +17,8 @@ from heatc.hct import hct_bytes
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
 from heatc_runtime import abi, abi_export
-from heatc_runtime.records import RecordDecoder
-from heatc_runtime.report import Verdict
+from heatc_runtime.reports.records import RecordDecoder
+from heatc_runtime.reports.report import Verdict
 
 TEMPLATE = REPO / "heatc" / "wasm" / "templates" / "kernel.wat.j2"
 JS_ABI = REPO / "runtime" / "js" / "abi.mjs"

@@ -23,10 +23,10 @@ from heatc.reference import Machine
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
 from heatc_runtime.abi import ABI_MINOR, MASK_ALLOWED, MASK_REFUSED, MASK_REJECTED
+from heatc_runtime.backends.hct import read_hct
 from heatc_runtime.cuda import layout, ops
 from heatc_runtime.cuda.program import OpProgram, load
 from heatc_runtime.engines.guarding import TAIL
-from heatc_runtime.hct import read_hct
 
 pytestmark = pytest.mark.needs("torch", "native")
 
@@ -330,7 +330,7 @@ def test_the_ops_load_a_program_without_wasmtime(good):
         sys.meta_path.insert(0, NoWasmtime())
         from heatc_runtime.cuda.program import load
         p = load({str(d)!r}, "cpu")
-        assert "wasmtime" not in sys.modules and "heatc_runtime.wasm_engine" not in sys.modules
+        assert "wasmtime" not in sys.modules and "heatc_runtime.backends.wasm_engine" not in sys.modules
         print(p.state_size)
     """)
     env = {**__import__("os").environ, "PYTHONPATH": str(REPO / "runtime")}

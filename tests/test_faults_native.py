@@ -29,8 +29,8 @@ from heatc.lang.compiler import compile_file
 from heatc.reference import Machine
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
-from heatc_runtime import batch as batch_module
-from heatc_runtime.hct import HEAD
+from heatc_runtime.backends.hct import HEAD
+from heatc_runtime.batching import batch as batch_module
 
 pytestmark = pytest.mark.needs("native")
 

@@ -16,9 +16,9 @@ from support import REPO
 
 from heatc.backends import native_checker, wasm_checker
 from heatc.lang.compiler import compile_file, compile_source
-from heatc_runtime.audit import Policy, audit_snapshots
-from heatc_runtime.checker import Checker
+from heatc_runtime.backends.checker import Checker
 from heatc_runtime.metrics import METRICS, SAMPLE_EVERY, Metrics, multiprocess_registry
+from heatc_runtime.reports.audit import Policy, audit_snapshots
 
 pytestmark = pytest.mark.needs("metrics")
 

@@ -23,7 +23,7 @@ from heatc.reference import scan as reference_scan
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
 from heatc_runtime import abi
-from heatc_runtime.hct import HEAD
+from heatc_runtime.backends.hct import HEAD
 
 GOOD = REPO / "tests" / "heatmaps" / "good.yaml"
 RULES = 'class g keyword = "glucose"\nclass u unit = "mg/dL"\nrule r { match g ..3 v:number u\n  require v <= 400 }\n'

@@ -54,9 +54,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .audit import AuditReport, ModuleInfo, Policy, confidence, triggered_rules
-from .counts import StepCounts
-from .report import Event, Verdict
+from .batching.counts import StepCounts
+from .reports.audit import AuditReport, ModuleInfo, Policy, confidence, triggered_rules
+from .reports.report import Event, Verdict
 
 try:
     import prometheus_client as prom
@@ -449,7 +449,7 @@ class Metrics:
 
     def attach(self, checker):
         """Report `checker`'s scans, conflict checks and batches (made after this) here; returns it."""
-        from .checker import Checker
+        from .backends.checker import Checker
 
         if not isinstance(checker, Checker):
             raise TypeError(f"attach() takes a Checker (heatc_runtime.load), not {type(checker).__name__}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 
 from ..abi import STATUS_TEXT as _ABI_STATUS
-from ..hct import PARAMS
+from ..backends.hct import PARAMS
 
 #: An output row's head: u32 status, consumed (tokens or bytes taken), events, snapshots
 #: (both counted, stored or not), new_rejections (in this call), finished (the stream

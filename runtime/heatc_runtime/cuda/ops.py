@@ -50,7 +50,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from ..abi import TAIL
-from ..hct import PARAMS
+from ..backends.hct import PARAMS
 from . import layout
 
 #: guard's `look`: each candidate fed; fed and the text ended there; guard's whole decision
@@ -285,7 +285,7 @@ _NATIVE = []
 
 def _native():
     if not _NATIVE:
-        from ..extension import native_extension
+        from ..backends.extension import native_extension
 
         _NATIVE.append(native_extension())
     return _NATIVE[0]

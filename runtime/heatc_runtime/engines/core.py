@@ -125,7 +125,7 @@ class Driver(Interventions):
 
     def _lookahead(self):
         if self._look is None:
-            from ..lookahead import Lookahead
+            from ..batching.lookahead import Lookahead
 
             self._look = Lookahead(self.batch)
         return self._look

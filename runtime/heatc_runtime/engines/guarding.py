@@ -168,7 +168,7 @@ def _probe_ends(ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def decide(look, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray, tails: np.ndarray, table: Tails,
            probe_ids: np.ndarray, as_number_id: int, probe_numbers: np.ndarray, greedy: bool = False) -> np.ndarray:  # fmt: skip
     """The mask (`MASK_*`, rows × K) of each candidate of each row, tried on copies of the
-    sequences (`look`: a `heatc_runtime.lookahead.Lookahead` over the rows' batch, whose token
+    sequences (`look`: a `heatc_runtime.batching.lookahead.Lookahead` over the rows' batch, whose token
     table holds the probes at `probe_ids`, `AS_NUMBER` at `as_number_id` and each probe followed
     by it at `probe_numbers`). `usable` marks the candidates to judge (the others are
     `MASK_REFUSED`); `tails` are the rows' `TAIL` last bytes. With `greedy` the usable

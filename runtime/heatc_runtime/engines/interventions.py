@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..report import Snapshot
+from ..reports.report import Snapshot
 from . import guarding
 from .guarding import MASK_ALLOWED, MASK_UNTRIED
 from .options import RowOptions
@@ -102,7 +102,7 @@ class Interventions:
 
         def lookahead():
             if look[0] is None:
-                from ..lookahead import Lookahead
+                from ..batching.lookahead import Lookahead
 
                 look[0] = Lookahead(batch)
             return look[0]

@@ -42,8 +42,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..files import UnreadableFile, read_file
-from ..tables import read_token_table, token_table_bytes
+from ..backends.files import UnreadableFile, read_file
+from ..backends.tables import read_token_table, token_table_bytes
 
 UNKNOWN = "\ufffd".encode()
 

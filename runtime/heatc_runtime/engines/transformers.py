@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from ..checker import Checker
+from ..backends.checker import Checker
 from .core import Driver, GenerationReport
 from .device import DeviceDriver
 from .masking import guard_scores

@@ -5,10 +5,10 @@ malformed, a file is not a plain file of the size its manifest records (a link, 
 a FIFO, a name outside the directory), a file's sha256 does not match, its ABI version is
 not one this runtime speaks, or wasmtime cannot compile it. Nothing is read before its
 type and size are checked. `backend="native"` runs the build's rules.hct on the native
-core instead of module.wasm on wasmtime (heatc_runtime.native), with the same Checker API
+core instead of module.wasm on wasmtime (heatc_runtime.backends.native), with the same Checker API
 and results.
 
-(`heatc_runtime.manifest.read_artifact` reads one file of a build the same way: what the CLI
+(`heatc_runtime.backends.manifest.read_artifact` reads one file of a build the same way: what the CLI
 and the CUDA ops read a build with.)
 
 Public surface: `load(path, limits, backend)`, `from_bytes(manifest, code, limits, where, backend)`.
@@ -19,9 +19,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .abi import check_abi
+from ..abi import check_abi
+from ..errors import ModuleError, ModuleTrap
 from .checker import Checker
-from .errors import ModuleError, ModuleTrap
 from .limits import Limits
 from .manifest import check_manifest, read_artifact, read_manifest, read_sized
 from .tables import check_token_table, read_token_table

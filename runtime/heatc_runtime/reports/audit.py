@@ -107,7 +107,7 @@ class ModuleInfo:
 def _manifest_policy(value: object) -> Policy | None:
     if value is None:
         return None
-    from .errors import ModuleError
+    from ..errors import ModuleError
 
     if not isinstance(value, dict) or set(value) != {"pass", "confirm"}:
         raise ModuleError(f"manifest policy: expected {{pass: NUMBER, confirm: NUMBER}}, got {str(value)[:80]}")

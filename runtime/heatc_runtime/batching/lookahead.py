@@ -23,9 +23,9 @@ import weakref
 
 import numpy as np
 
-from .abi import EV_COUNT, QUIET, SNAP_COUNT, STATUS, STATUS_TEXT
+from ..abi import EV_COUNT, QUIET, SNAP_COUNT, STATUS, STATUS_TEXT
+from ..errors import ModuleError, ModuleTrap
 from .batch import Batch
-from .errors import ModuleError, ModuleTrap
 
 
 class Lookahead:

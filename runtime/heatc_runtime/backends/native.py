@@ -25,9 +25,9 @@ import threading
 
 import numpy as np
 
-from .abi import CONTROL, CONTROL_FIELDS, PAGE
+from ..abi import CONTROL, CONTROL_FIELDS, PAGE
+from ..errors import ModuleError, ModuleTrap
 from .checker import CLOSED, Checker
-from .errors import ModuleError, ModuleTrap
 from .extension import native_extension
 from .hct import Hct, check_against_manifest
 from .limits import Limits

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ModuleError
-from .report import Snapshot
+from ..errors import ModuleError
+from ..reports.report import Snapshot
 
 
 class DraftChecks:

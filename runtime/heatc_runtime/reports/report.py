@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .abi import VERDICT_CONFIRMED, VERDICT_PENDING, VERDICT_REJECTED
+from ..abi import VERDICT_CONFIRMED, VERDICT_PENDING, VERDICT_REJECTED
 
 
 class Verdict(IntEnum):
@@ -189,7 +189,7 @@ class Report(Verdicts):
         if self._source is None:
             raise ValueError(
                 "this report does not know its module and text: audit it with "
-                "heatc_runtime.audit.audit_report(module, text, events, verdicts, counters)"
+                "heatc_runtime.reports.audit.audit_report(module, text, events, verdicts, counters)"
             )
         module, text = self._source  # (an audit.ModuleInfo: it audits, and this module never imports audit)
         return module.audit(text, self.events, self.verdicts, self.counters, policy)

@@ -34,15 +34,15 @@ from collections.abc import Callable
 import numpy as np
 import wasmtime
 
-from .abi import ABI_MAJOR, CONTROL_FIELDS, EV_COUNT, QUIET, SNAP_COUNT, STATE_FINISHED, check_abi
-from .args import as_bytes
-from .batch import Batch
-from .errors import CheckerClosed, ModuleError, ModuleTrap
+from ..abi import ABI_MAJOR, CONTROL_FIELDS, EV_COUNT, QUIET, SNAP_COUNT, STATE_FINISHED, check_abi
+from ..args import as_bytes
+from ..batching.batch import Batch
+from ..errors import CheckerClosed, ModuleError, ModuleTrap
+from ..reports.records import RecordDecoder
+from ..reports.report import Event, Report, Snapshot
 from .heap import Heap
 from .limits import Limits
 from .manifest import check_layout
-from .records import RecordDecoder
-from .report import Event, Report, Snapshot
 from .wasm_engine import EPOCH_TICK_S, RawCall, engine_for, ptr_value
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()
@@ -355,7 +355,7 @@ class Checker:
         """The module's identity and rule heats, as audit reports carry them (`audit.ModuleInfo`)."""
         info = self.__dict__.get("_module_info")
         if info is None:
-            from .audit import ModuleInfo
+            from ..reports.audit import ModuleInfo
 
             info = self._module_info = ModuleInfo.from_manifest(self.manifest)
         return info
@@ -363,7 +363,7 @@ class Checker:
     def conflicts(self, chunks):
         """Every pair of mentions in `chunks` (texts in retrieval order) whose values disagree
         under a consistency rule, each side with its chunk and span (`conflicts.ConflictReport`)."""
-        from .conflicts import scan_chunks
+        from ..reports.conflicts import scan_chunks
 
         return scan_chunks(self, chunks)
 

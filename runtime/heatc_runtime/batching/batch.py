@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .abi import EV_COUNT, SNAP_COUNT, STATUS, STATUS_FINISHED, STATUS_TEXT
-from .args import U32, as_bytes, bad_id, count, index, token_ids
+from ..abi import EV_COUNT, SNAP_COUNT, STATUS, STATUS_FINISHED, STATUS_TEXT
+from ..args import U32, as_bytes, bad_id, count, index, token_ids
+from ..errors import CheckerClosed, ModuleTrap, SequenceInterrupted
+from ..reports.report import Event, Snapshot
 from .counts import StepCounts, clock
 from .drafts import DraftChecks
-from .errors import CheckerClosed, ModuleTrap, SequenceInterrupted
-from .report import Event, Snapshot
 
 if TYPE_CHECKING:
     from .protocol import CheckerProtocol
