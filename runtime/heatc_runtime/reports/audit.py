@@ -91,16 +91,20 @@ class ModuleInfo:
     def to_json(self) -> dict:
         return {"name": self.name, "sha256": self.sha256, "heatc_version": self.heatc_version}
 
-    def audit(
-        self,
-        text: str | bytes,
-        events: Sequence[Event],
-        verdicts: Mapping[str, Verdict],
-        counters: Mapping[str, int],
-        policy: Policy | None = None,
-    ) -> AuditReport:
+    def audit(self, text, events, verdicts, counters, policy=None) -> AuditReport:
         """`audit_report(self, …)`: a `Report` holds its module's info and audits through it,
-        so the report types never import this module (which imports them)."""
+        so the report types never import this module (which imports them).
+
+        Parameters
+        ----------
+        text, events, verdicts, counters, policy
+            As `audit_report` takes them.
+
+        Returns
+        -------
+        AuditReport
+            The report of `text`.
+        """
         return audit_report(self, text, events, verdicts, counters, policy)
 
 
