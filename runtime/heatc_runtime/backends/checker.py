@@ -34,20 +34,18 @@ from collections.abc import Callable
 import numpy as np
 import wasmtime
 
-from ..abi import ABI_MAJOR, CONTROL_FIELDS, EV_COUNT, QUIET, SNAP_COUNT, STATE_FINISHED, check_abi
+from ..abi import ABI_MAJOR, CONTROL_FIELDS, QUIET, check_abi
 from ..args import as_bytes
 from ..batching.batch import Batch
-from ..errors import CheckerClosed, ModuleError, ModuleTrap
-from ..reports.records import RecordDecoder
-from ..reports.report import Event, Report, Snapshot
-from .heap import Heap
+from ..errors import CheckerClosed, ModuleError, ModuleTrap  # noqa: F401 (the Raises sections name CheckerClosed)
+from ..reports.report import Report, Snapshot
 from .limits import Limits
 from .manifest import check_layout
+from .memory import ModuleMemory
 from .wasm_engine import EPOCH_TICK_S, RawCall, engine_for, ptr_value
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 CLOSED = -2  # the generation of a closed checker: a batch's memory views are never current
-SHRINK_INPUT_ABOVE = 1 << 20  # a scan input buffer larger than this shrinks for small inputs
 MAX_TOKEN_TABLE_BYTES = 1 << 31
 
 
@@ -64,8 +62,37 @@ def _close_all() -> None:
         module.close()
 
 
-class Checker:
-    """A loaded module: `scan(text)` for documents, `batch(n)` for decoding."""
+class Checker(ModuleMemory):
+    """A loaded module: `scan(text)` for documents, `batch(n)` for decoding.
+
+    Made by `heatc_runtime.load` (or `from_bytes`), which checks the build first. Its public
+    members below `scan` — `alloc`, `call`, `drain`, `lock`, `mem`, … — are the memory and
+    call layer a `Batch` drives (`batching.protocol.CheckerProtocol`), shared with the native
+    backend.
+
+    Parameters
+    ----------
+    manifest : dict
+        The build's manifest (checked by the loader).
+    wasm : bytes
+        The module's WebAssembly bytes.
+    limits : Limits
+        Each API call's budget and the memory cap.
+    _module : wasmtime.Module, optional
+        The module already compiled (a clone's); compiled from `wasm` otherwise.
+    where : str
+        What to call the module in errors (its file).
+
+    Raises
+    ------
+    ModuleError
+        The module does not compile or instantiate, lacks an export, or disagrees with its
+        manifest or this runtime's ABI.
+    ModuleTrap
+        A call ran out of its budget or trapped (the checker stays usable).
+    CheckerClosed
+        A call came after `close()`.
+    """
 
     def __init__(
         self,
@@ -130,27 +157,7 @@ class Checker:
         self._refresh_view()
         self._init_buffers(consts["heap_base"], consts["lexeme_events"])
 
-    # -- shared by every backend (native.NativeChecker sets up its memory, then calls it) --
-
-    def _init_buffers(self, heap_base: int, plm: int) -> None:
-        self._flags = int(self.manifest["layout"]["flags_offset"])
-        self._heap = Heap(heap_base, self._grow)
-        self._decoder = RecordDecoder(self.manifest, self.event_size, self.snapshot_size)
-        self.rule_names = self._decoder.rule_names
-        # Buffers: room for what one input byte can produce (a 64-byte token flushed at once).
-        self._plm = plm
-        self.ev_cap, self.snap_cap, self._ev_ptr, self._snap_ptr = 0, 0, 0, 0
-        self._size_buffers(max(4096, 4 * 65 * self._plm), 1024)
-        self._scan_state = self.alloc(self.state_size)
-        self._input_ptr, self._input_cap = 0, 0
-        self._tokens: list[bytes] | None = None
-        # a build's table, set by the first batch (or `token_table`'s first reader): a scan
-        # never reads it, and putting 30,000 tokens in memory was a tenth of a load
-        self._tokens_pending: Callable[[], list[bytes]] | None = None
-        self._tokens_lock = threading.Lock()
-        self._tok_ptr, self.n_tokens = 0, 0
-
-    # -- memory -----------------------------------------------------------------------
+    # -- wasmtime's memory and budget (memory.ModuleMemory holds the layer above them) --------
 
     def _refresh_view(self) -> None:
         # Only the host grows memory (the kernel never does): views stay valid until _grow grows it.
@@ -161,11 +168,6 @@ class Checker:
         # the same words as ctypes, cheaper to read one at a time in the per-step path
         self.ctl_words = (ctypes.c_uint32 * len(CONTROL_FIELDS)).from_address(ptr_value(ptr) + self.control)
         self.generation += 1  # views made before this are stale
-
-    def check_state(self, at: int) -> str | None:
-        """Why the state record at `at` cannot be run, or None (the sandbox contains any
-        state a WASM kernel is given; the native backend checks its fields)."""
-        return None
 
     def _grow(self, end: int) -> None:
         have = self._memory.data_len(self.store)
@@ -179,51 +181,6 @@ class Checker:
                 ) from None
             self._refresh_view()
 
-    def alloc(self, size: int) -> int:
-        return self._heap.alloc(size)
-
-    def free(self, ptr: int) -> None:
-        self._heap.free(ptr)
-
-    @property
-    def free_later(self) -> Callable[[int], None]:
-        return self._heap.free_later
-
-    def _size_buffers(self, ev_cap: int, snap_cap: int) -> None:
-        """Event and snapshot buffers of at least these capacities (they only grow)."""
-        if ev_cap > self.ev_cap:
-            ev_ptr = self.alloc(ev_cap * self.event_size)
-            if self._ev_ptr:
-                self.free(self._ev_ptr)
-            self._ev_ptr, self.ev_cap = ev_ptr, ev_cap
-        if snap_cap > self.snap_cap:
-            snap_ptr = self.alloc(snap_cap * self.snapshot_size)
-            if self._snap_ptr:
-                self.free(self._snap_ptr)
-            self._snap_ptr, self.snap_cap = snap_ptr, snap_cap
-        self._set_ctl(ev_ptr=self._ev_ptr, ev_cap=self.ev_cap, snap_ptr=self._snap_ptr, snap_cap=self.snap_cap)
-
-    def _set_ctl(self, **values: int) -> None:
-        for name, value in values.items():
-            self.ctl[CONTROL_FIELDS.index(name)] = value
-
-    def put_input(self, data: bytes) -> int:
-        """The scan input buffer with `data` in it: reused, grown, or shrunk back after a
-        large document."""
-        n, cap = len(data), self._input_cap
-        if n > cap or (cap > SHRINK_INPUT_ABOVE and 4 * n < cap):
-            if self._input_ptr:
-                self.free(self._input_ptr)
-                self._input_ptr, self._input_cap = 0, 0
-            cap = max(n, 2 * cap, 4096) if n > cap else max(2 * n, 4096)
-            self._input_ptr = self.alloc(cap)  # (freed first: a buffer at the top grows in place)
-            self._input_cap = cap
-        if data:
-            self.mem[self._input_ptr : self._input_ptr + n] = np.frombuffer(data, np.uint8)
-        return self._input_ptr
-
-    # -- calls ------------------------------------------------------------------------
-
     def arm(self) -> None:
         """Give the next call its budget."""
         if self.limits.fuel is not None:
@@ -234,71 +191,36 @@ class Checker:
         # re-armed once half the deadline has passed (a batch step checks only this)
         self.rearm_at = self._armed_at + (self.limits.timeout_s or 1e9) / 2
 
-    def begin(self) -> None:
-        """Budget the API call that starts now, for all the wasm calls it makes (a module that
-        returns early gets no new budget): fuel afresh; a deadline armed again once half the
-        last one has passed (re-arming costs a C call, and a decoding step is microseconds)."""
-        if self.limits.fuel is not None or time.monotonic() > self.rearm_at:
-            self.arm()
-
-    def call(self, name: str, *params: int) -> int:
-        return self._calls[name](*params)
-
-    def bound(self, name: str, *params: int) -> Callable[[], int]:
-        return self._calls[name].bound(*params)
-
-    def check_open(self) -> None:
-        if self.closed:
-            raise CheckerClosed("this checker was closed: load the module again (or use a clone made before)")
-
-    def trapped(self) -> None:
-        """After a call stopped mid-way: discard what it left in the control block (event and
-        snapshot counts, status), so the next call starts clean."""
-        self._set_ctl(ev_count=0, snap_count=0, status=0, bad_index=0, quiet=0)
-
-    def stalled(self, what: str) -> ModuleTrap:
-        # (a heatc kernel always progresses on empty buffers; a module that does not would
-        # otherwise hold the host in a loop forever)
-        self.trapped()
-        return ModuleTrap(f"the module made no progress in {what} with empty buffers: not a working heatc module")
-
-    # -- records ----------------------------------------------------------------------
-
-    def drain(self, events: bool = True) -> tuple[list[tuple[int, Event]], list[tuple[int, int, Snapshot]]]:
-        """Decode and clear the event and snapshot buffers: ([(seq, event)], [(seq, n_events, snapshot)]);
-        with `events` false the events are cleared undecoded (the caller copied them)."""
-        mem = self.mem
-        ctl = self.ctl_words  # (ctypes: cheaper to read than numpy scalars)
-        n_ev, n_snap = ctl[EV_COUNT], ctl[SNAP_COUNT]
-        if n_ev > self.ev_cap or n_snap > self.snap_cap:  # (only a module that is not heatc's)
-            n_ev, n_snap = min(n_ev, self.ev_cap), min(n_snap, self.snap_cap)
-        decoded = (
-            self._decoder.events(memoryview(mem)[self._ev_ptr : self._ev_ptr + n_ev * self.event_size])
-            if events
-            else []
-        )
-        snaps = (
-            self._decoder.snapshots(memoryview(mem)[self._snap_ptr : self._snap_ptr + n_snap * self.snapshot_size])
-            if n_snap
-            else []
-        )
-        if n_ev or n_snap:
-            ctl[EV_COUNT] = 0
-            ctl[SNAP_COUNT] = 0
-        return decoded, snaps
-
-    def _event_records(self) -> bytes:
-        """A copy of the event buffer's records (cleared by the next drain)."""
-        n_ev = min(self.ctl_words[EV_COUNT], self.ev_cap)
-        return bytes(memoryview(self.mem)[self._ev_ptr : self._ev_ptr + n_ev * self.event_size])
-
     # -- documents ----------------------------------------------------------------------
 
     def scan(self, text: str | bytes, on_records: Callable[[bytes], None] | None = None) -> Report:
-        """Check one whole document (str, bytes, bytearray or memoryview): one wasm call (more
-        only if the buffers fill). The report's events are decoded when first read.
-        `on_records`, if given, is called with each run of event records as the scan drains
-        it, from the scanning thread (`audit_text.scan_line` writes them while the scan goes on)."""
+        """Check one whole document: one wasm call (more only if the buffers fill). The report's
+        events are decoded when first read.
+
+        Parameters
+        ----------
+        text : str or bytes-like
+            The document: str (UTF-8), bytes, bytearray or memoryview.
+        on_records : callable, optional
+            Called with each run of event records as the scan drains it, from the scanning thread
+            (`reports.audit_text.scan_line` writes them while the scan goes on).
+
+        Returns
+        -------
+        Report
+            Every rule's final verdict, the events, the counters.
+
+        Raises
+        ------
+        TypeError
+            `text` is neither a str nor bytes-like.
+        ModuleTrap
+            The scan ran out of its budget or trapped.
+        ModuleError
+            The module ended the scan without its final snapshot (not a heatc module).
+        CheckerClosed
+            The checker was closed.
+        """
         data = as_bytes(text, "text")
         with self.lock:
             self.check_open()
@@ -361,20 +283,43 @@ class Checker:
         return info
 
     def conflicts(self, chunks):
-        """Every pair of mentions in `chunks` (texts in retrieval order) whose values disagree
-        under a consistency rule, each side with its chunk and span (`conflicts.ConflictReport`)."""
+        """Every pair of mentions in `chunks` whose values disagree under a consistency rule, each
+        side with its chunk and span.
+
+        Parameters
+        ----------
+        chunks : sequence of str or bytes
+            Texts in retrieval order.
+
+        Returns
+        -------
+        reports.conflicts.ConflictReport
+            The conflicts found (docs/conflicts.md).
+        """
         from ..reports.conflicts import scan_chunks
 
         return scan_chunks(self, chunks)
-
-    def is_finished(self, st: int) -> bool:
-        return bool(self.mem[st + self._flags] & STATE_FINISHED)
 
     # -- decoding sequences ----------------------------------------------------------------
 
     def set_token_table(self, tokens: list[bytes]) -> None:
         """The bytes of each token id, for `Batch.feed_ids` (a tokenizer's token table). It
-        replaces the previous table (whose memory is reused)."""
+        replaces the previous table (whose memory is reused).
+
+        Parameters
+        ----------
+        tokens : list of bytes
+            Entry i is token id i's bytes.
+
+        Raises
+        ------
+        TypeError
+            A token is not bytes-like.
+        ValueError
+            The table is too large (2**32 tokens, or 2 GiB of bytes).
+        CheckerClosed
+            The checker was closed.
+        """
         tokens = list(tokens)
         try:
             tokens = [t if type(t) is bytes else bytes(memoryview(t)) for t in tokens]
@@ -416,6 +361,9 @@ class Checker:
             self.set_token_table(other._tokens)
 
     def ready_token_table(self) -> None:
+        """Put a build's token table in memory now if it is still pending (the loader defers it:
+        a scan never reads it). A batch calls it before it takes the lock.
+        """
         if self._tokens_pending is not None:
             with self._tokens_lock:
                 pending = self._tokens_pending
@@ -423,9 +371,27 @@ class Checker:
                     self.set_token_table(pending())
 
     def batch(self, n: int) -> Batch:
-        """`n` sequences in one state array (see `Batch`); `close()` it, or use it as a
-        context manager, to give its memory back at once (it is also given back when the
-        batch is garbage-collected)."""
+        """`n` sequences in one state array (see `Batch`); `close()` it, or use it as a context
+        manager, to give its memory back at once (it is also given back when the batch is
+        garbage-collected).
+
+        Parameters
+        ----------
+        n : int
+            The number of sequences.
+
+        Returns
+        -------
+        Batch
+            The batch.
+
+        Raises
+        ------
+        ValueError
+            `n` is not a whole number of at least 1.
+        CheckerClosed
+            The checker was closed.
+        """
         return Batch(self, n)
 
     def close(self) -> None:
@@ -448,7 +414,18 @@ class Checker:
         self.close()
 
     def clone(self) -> Checker:
-        """An independent instance of the same module (for another thread)."""
+        """An independent instance of the same module (for another thread).
+
+        Returns
+        -------
+        Checker
+            A checker sharing the compiled module, not its state.
+
+        Raises
+        ------
+        CheckerClosed
+            This checker was closed.
+        """
         self.check_open()
         twin = Checker(self.manifest, self._wasm, self.limits, self._module, self._where)
         twin._copy_token_table(self)

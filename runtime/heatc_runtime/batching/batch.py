@@ -24,18 +24,18 @@ from ..errors import CheckerClosed, ModuleTrap, SequenceInterrupted
 from ..reports.report import Event, Snapshot
 from .counts import StepCounts, clock
 from .drafts import DraftChecks
+from .states import BLOCKED, StateRecords
 
 if TYPE_CHECKING:
     from .protocol import CheckerProtocol
 
-BLOCKED = -3  # a batch's generation while feed_ids must take the checked path (see _ready)
 # The events a batch holds for its sequences until a snapshot delivers them (docs/abi.md,
 # "Limits"): past it a step traps rather than let host memory grow with the text (about half
 # a kilobyte each).
 MAX_PENDING_EVENTS = 1 << 20
 
 
-class Batch(DraftChecks):
+class Batch(StateRecords, DraftChecks):
     """`n` sequences in one state array; every method is one wasm call for the whole batch.
 
     Methods return the snapshots published, by sequence index — an empty dict when no
@@ -51,7 +51,25 @@ class Batch(DraftChecks):
     (after `finish()`) must be reset before it is fed or finished again.
 
     `close()` (or leaving a `with` block) gives the state array back to the checker at once;
-    a batch that is garbage-collected gives it back too.
+    a batch that is garbage-collected gives it back too. Made by `Checker.batch(n)`.
+
+    Parameters
+    ----------
+    checker : CheckerProtocol
+        The checker whose memory holds the states (any backend's).
+    n : int
+        The number of sequences, at least 1.
+
+    Raises
+    ------
+    ValueError
+        `n` is not a whole number of at least 1.
+    CheckerClosed
+        The checker, or later this batch, was closed.
+    ModuleTrap
+        A call ran out of its budget or trapped (the sequences it stepped are interrupted).
+    SequenceInterrupted
+        A call needs a sequence that an earlier trap interrupted.
     """
 
     def __init__(self, checker: CheckerProtocol, n: int):
@@ -193,7 +211,31 @@ class Batch(DraftChecks):
     # -- stepping ---------------------------------------------------------------------
 
     def feed_ids(self, ids) -> dict[int, list[Snapshot]]:
-        """Advance every sequence by one token id (through the token table): one wasm call."""
+        """Advance every sequence by one token id (through the token table): one wasm call.
+
+        Parameters
+        ----------
+        ids : sequence of int
+            One token id per sequence (a list, or a numpy array of unsigned ints).
+
+        Returns
+        -------
+        dict of int to list of Snapshot
+            The snapshots the step published, by sequence (empty when no trigger fired).
+
+        Raises
+        ------
+        TypeError
+            `ids` is not a sequence of `n` ids, or an id is not a whole number.
+        ValueError
+            An id is negative or past the token table, no token table is set, or a sequence is finished.
+        CheckerClosed
+            The batch or its checker was closed.
+        ModuleTrap
+            The step ran out of its budget or trapped (every sequence is interrupted).
+        SequenceInterrupted
+            A sequence was interrupted by an earlier trap.
+        """
         c = self.checker
         # (every attribute looked up and every call made here is a measurable share of a
         # decoding step at batch 1: the lock is taken with acquire/release, about half the
@@ -283,7 +325,35 @@ class Batch(DraftChecks):
         return 1
 
     def feed_text(self, i: int, text: str | bytes) -> list[Snapshot]:
-        """Feed one sequence some bytes (one token): str, bytes, bytearray or memoryview."""
+        """Feed one sequence some bytes (one token).
+
+        Parameters
+        ----------
+        i : int
+            The sequence fed.
+        text : str or bytes-like
+            Its bytes: str (UTF-8), bytes, bytearray or memoryview.
+
+        Returns
+        -------
+        list of Snapshot
+            The snapshots sequence `i` published.
+
+        Raises
+        ------
+        IndexError
+            `i` is not a sequence of the batch.
+        TypeError
+            `text` is neither a str nor bytes-like.
+        ValueError
+            Sequence `i` is finished.
+        CheckerClosed
+            The batch or its checker was closed.
+        ModuleTrap
+            The call ran out of its budget or trapped (sequence `i` is interrupted).
+        SequenceInterrupted
+            Sequence `i` was interrupted by an earlier trap.
+        """
         i = index(i, self.n, "i")
         data = as_bytes(text, "text")
         c = self.checker
@@ -335,130 +405,52 @@ class Batch(DraftChecks):
         return out
 
     def snapshot(self) -> dict[int, list[Snapshot]]:
-        """Publish a snapshot of every sequence now."""
+        """Publish a snapshot of every sequence now.
+
+        Returns
+        -------
+        dict of int to list of Snapshot
+            Every sequence's snapshot (with the events since its last one).
+        """
         return self._each("snapshot_batch")
 
     def finish(self) -> dict[int, list[Snapshot]]:
-        """End every sequence's stream; the last snapshot of each is final."""
+        """End every sequence's stream; the last snapshot of each is final.
+
+        Returns
+        -------
+        dict of int to list of Snapshot
+            The snapshots published, each sequence's final one last.
+        """
         return self._each("finish_batch")
 
-    def reset(self, i: int | None = None) -> None:
-        """Start sequence `i` (every sequence, without `i`) afresh; this also clears a trap's
-        interruption and a finish."""
-        c = self.checker
-        if i is not None:
-            i = index(i, self.n, "i")
-        with c.lock:
-            if self._closed:
-                self._usable()
-            c.check_open()
-            try:
-                c.begin()
-                if i is None:
-                    c.call("reset_batch", self.states, self.n)
-                else:
-                    c.call("reset", self.states + i * c.state_size)
-            except ModuleTrap as e:
-                raise self._interrupt(None if i is None else {i}, e) from None
-            if i is None:
-                self._pending.clear()
-                self._interrupted.clear()
-                self._finished.clear()
-            else:
-                self._pending.pop(i, None)
-                self._interrupted.discard(i)
-                self._finished.discard(i)
-
-    def fork(self, dst: int, src: int) -> None:
-        """Make sequence `dst` a copy of `src` (state and undelivered events)."""
-        dst, src = index(dst, self.n, "dst"), index(src, self.n, "src")
-        c = self.checker
-        with c.lock:
-            self._usable(src)
-            try:
-                c.begin()
-                c.call("fork", self.states + dst * c.state_size, self.states + src * c.state_size)
-            except ModuleTrap as e:
-                raise self._interrupt({dst}, e) from None
-            self._pending[dst] = list(self._pending.get(src, []))
-            self._interrupted.discard(dst)
-            if src in self._finished:
-                self._finished.add(dst)
-                self._ids_generation = BLOCKED
-            else:
-                self._finished.discard(dst)
-
-    def fork_from(self, dst: int, other: Batch, src: int) -> None:
-        """Make sequence `dst` a copy of sequence `src` of `other` — a batch of the same module
-        on any backend (WASM or native: they share the state record) — with its undelivered
-        events. Refused with the reason when the records differ in size or, on the native
-        backend, when the record's fields are out of range (then `dst` is reset)."""
-        dst = index(dst, self.n, "dst")
-        self._put(dst, other.state(src), other._pending.get(src, []))
-
-    def copy_states(self, rows: np.ndarray) -> np.ndarray:
-        """A copy of the state records of sequences `rows` ([len(rows), state_size] uint8):
-        one copy for them all (a row of it, with `pending(i)`, is what `restore` takes)."""
-        c = self.checker
-        rows = np.asarray(rows, dtype=np.intp)
-        if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= self.n):
-            raise IndexError(f"rows out of range: the batch has sequences 0 to {self.n - 1}")
-        with c.lock:
-            self._usable()
-            size = c.state_size
-            return c.mem[self.states : self.states + self.n * size].reshape(self.n, size)[rows]
-
-    def pending(self, i: int) -> list[Event]:
-        """The events of sequence `i` that no snapshot has published yet (a copy)."""
-        return list(self._pending.get(i, ()))
-
-    def save(self, i: int) -> tuple[bytes, list[Event]]:
-        """Sequence `i`'s state record and undelivered events, for `restore` (a checkpoint)."""
-        i = index(i, self.n, "i")
-        return self.state(i), list(self._pending.get(i, []))
-
-    def restore(self, i: int, saved: tuple[bytes | np.ndarray, list[Event]]) -> None:
-        """Put sequence `i` back where `save` found it (what was fed since is forgotten); the
-        record is checked as `fork_from` checks one."""
-        i = index(i, self.n, "i")
-        self._put(i, *saved)
-
-    def _put(self, dst: int, data: bytes | np.ndarray, pending: list[Event]) -> None:
-        c = self.checker
-        if len(data) != c.state_size:
-            raise ValueError(
-                f"a state record of {len(data)} bytes cannot run on this module, whose records are {c.state_size} bytes"
-            )
-        with c.lock:
-            self._usable()
-            at = self.states + dst * c.state_size
-            c.mem[at : at + c.state_size] = np.frombuffer(data, np.uint8)
-            problem = c.check_state(at)
-            self._interrupted.discard(dst)
-            self._ids_generation = BLOCKED  # (the finished flag may have changed)
-            if problem is not None:
-                c.call("reset", at)
-                self._pending.pop(dst, None)
-                self._finished.discard(dst)
-                raise ValueError(f"the state record cannot run on this module: {problem}")
-            self._pending[dst] = list(pending)
-            if c.is_finished(at):
-                self._finished.add(dst)
-            else:
-                self._finished.discard(dst)
-
-    def state(self, i: int) -> bytes:
-        """The raw fixed-size state record of sequence `i`."""
-        i = index(i, self.n, "i")
-        c = self.checker
-        with c.lock:
-            self._usable(i)
-            at = self.states + i * c.state_size
-            return bytes(c.mem[at : at + c.state_size])
-
     def finish_one(self, i: int) -> list[Snapshot]:
-        """End sequence `i`'s stream alone, the others going on; its last snapshot is final.
-        (A decoding loop ends sequences at different steps.)"""
+        """End sequence `i`'s stream alone, the others going on; its last snapshot is final. (A
+        decoding loop ends sequences at different steps.)
+
+        Parameters
+        ----------
+        i : int
+            The sequence ended.
+
+        Returns
+        -------
+        list of Snapshot
+            The snapshots it published, the final one last.
+
+        Raises
+        ------
+        IndexError
+            `i` is not a sequence of the batch.
+        ValueError
+            Sequence `i` is already finished.
+        CheckerClosed
+            The batch or its checker was closed.
+        ModuleTrap
+            Its finish ran out of budget or trapped (sequence `i` is then interrupted).
+        SequenceInterrupted
+            An earlier trap interrupted sequence `i`.
+        """
         i = index(i, self.n, "i")
         c = self.checker
         out: dict[int, list[Snapshot]] = {}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ModuleError
+from ..errors import CheckerClosed, ModuleError, ModuleTrap, SequenceInterrupted  # noqa: F401 (the Raises sections name them)
 from ..reports.report import Snapshot
 
 
@@ -53,8 +53,12 @@ class DraftChecks:
             The draft ids are not integers.
         ModuleError
             The module's manifest does not say where a state keeps its rejections.
-        ModuleTrap, SequenceInterrupted, CheckerClosed
-            As `Batch.feed_ids` raises them.
+        ModuleTrap
+            The step ran out of its budget or trapped.
+        SequenceInterrupted
+            A sequence was interrupted by an earlier trap.
+        CheckerClosed
+            The batch or its checker was closed.
         """
         return _verify(self, drafts, lengths)
 
