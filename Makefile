@@ -75,15 +75,15 @@ bench-pdf: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/extract.py
 
-# The module ABI's generated readers (heatc_runtime/abi.py is the source; tests/test_abi.py
+# The module ABI's generated readers (heatc_runtime/abi.py is the source, abi_export.py writes them; tests/test_abi.py
 # fails when they are stale).
 # The unit table of quantity(DIM), from pint's definitions (heatc/units/generate.py).
 units: $(STAMP)
 	$(BIN)/python -m heatc.units.generate
 
 abi: $(STAMP)
-	$(BIN)/python -c 'from heatc_runtime import abi; print(abi.js_module(), end="")' > runtime/js/abi.mjs
-	$(BIN)/python -c 'from heatc_runtime import abi; print(abi.c_header(), end="")' > cuda_bridge/include/heatc_abi.h
+	$(BIN)/python -c 'from heatc_runtime import abi_export; print(abi_export.js_module(), end="")' > runtime/js/abi.mjs
+	$(BIN)/python -c 'from heatc_runtime import abi_export; print(abi_export.c_header(), end="")' > cuda_bridge/include/heatc_abi.h
 
 # What checking inside the decode loop costs, in transformers and vLLM, against xgrammar.
 bench-engines: $(STAMP)

@@ -328,7 +328,7 @@ def scaling_inputs(n: int, cuad: list[str]) -> dict[str, list[str]]:
 
 
 def run_scaling(checker, sizes: list[int]) -> list[dict]:
-    from heatc_runtime.conflicts import chunk_bytes, find_conflicts, join_chunks
+    from heatc_runtime.reports.conflicts import chunk_bytes, find_conflicts, join_chunks
 
     cuad = [text[s:e] for _, text in contracts(None) for s, e in chunk_spans(text)]
     rows = []

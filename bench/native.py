@@ -36,7 +36,7 @@ from heatc.lang.compiler import compile_file
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
 from heatc_runtime.abi import EV_COUNT, SNAP_COUNT
-from heatc_runtime.extension import native_extension
+from heatc_runtime.backends.extension import native_extension
 
 HS = "hyperscan (no callback)"
 SCAN_TARGET = 1.3  # native / WASM (default limits), CPU time, on every row
@@ -109,7 +109,7 @@ def _step_cost(batch, ids: list[np.ndarray], raw: bool) -> tuple[float, float]:
     c = batch.checker
     t, cpu = time.perf_counter(), time.process_time()
     if raw:
-        view, step, ctl = batch._ids_view, batch._step, c._ctlc
+        view, step, ctl = batch._ids_view, batch._step, c.ctl_words
         for row in ids:
             view[:] = row
             if step() != batch.n:

@@ -306,7 +306,7 @@ def bench_step(quick: bool) -> list[dict]:
                 for row_ids in ids:
                     b.feed_ids(row_ids)
                 api.append((time.perf_counter() - t) / (steps * batch) * 1e6)
-                ids_view, step, ctl = b._ids_view, b._step, checker._ctlc
+                ids_view, step, ctl = b._ids_view, b._step, checker.ctl_words
                 stepped = 0
                 t = time.perf_counter()
                 for row_ids in ids:

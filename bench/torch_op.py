@@ -33,8 +33,8 @@ from run import DATA, machine, medical_text, tokenizer
 from heatc.hct import hct_bytes
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
+from heatc_runtime.backends.hct import read_hct
 from heatc_runtime.cuda.program import OpProgram
-from heatc_runtime.hct import read_hct
 
 
 def _timed(fn, rows: list, n_seq: int) -> tuple[float, float]:

@@ -167,7 +167,7 @@ class Measured:
     def __init__(self, heatmap: Path, responses: list[Response]):
         from heatc.backends import module_info, wasm_checker
         from heatc.heatmap.build import compile_heatmap, rule_tiers
-        from heatc_runtime.audit import audit_report
+        from heatc_runtime.reports.audit import audit_report
 
         program, _, hm = compile_heatmap(heatmap)
         info = module_info(program)

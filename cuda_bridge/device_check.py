@@ -47,9 +47,10 @@ sys.path[:0] = [str(REPO / "runtime")]
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from heatc_runtime import abi  # noqa: E402
+from heatc_runtime.backends.hct import read_hct  # noqa: E402
 from heatc_runtime.cuda import layout, ops  # noqa: E402
 from heatc_runtime.cuda.program import OpProgram, load  # noqa: E402
-from heatc_runtime.hct import read_hct  # noqa: E402
 
 sys.path.insert(0, str(REPO / "cuda_bridge"))
 from device_engine import part_engine  # noqa: E402
@@ -181,7 +182,7 @@ def _guard_case(p: OpProgram, case: dict, lanes: int, fails: list) -> int:
         b.feed_texts([probe["prefix"]])
         cands = torch.arange(len(probe["cands"]), dtype=torch.int64, device=p.device)[None, :]
         mask = b.guard(cands, look=ops.LOOK_ENDED if probe["flush"] else ops.LOOK_FED).cpu()[0].tolist()
-        want = [layout.MASK_REJECTED if r else layout.MASK_ALLOWED for r in probe["rejected"]]
+        want = [abi.MASK_REJECTED if r else abi.MASK_ALLOWED for r in probe["rejected"]]
         if mask != want:
             bad += 1
             if len(fails) < 5:

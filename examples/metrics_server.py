@@ -25,8 +25,8 @@ from pathlib import Path
 from prometheus_client import REGISTRY, start_http_server
 
 import heatc_runtime
-from heatc_runtime.audit import audit_snapshots
 from heatc_runtime.metrics import Metrics, multiprocess_registry
+from heatc_runtime.reports.audit import audit_snapshots
 
 
 def start(registry=None, port: int = 9464, host: str = "127.0.0.1"):
@@ -42,7 +42,7 @@ def characters(text: str) -> list[bytes]:
 
 def check_streamed(checker, batch, metrics: Metrics, text: str):
     """Feed `text` through sequence 0 of `batch` one token at a time; report it like an adapter."""
-    table = {tok: i for i, tok in enumerate(checker._token_table)}
+    table = {tok: i for i, tok in enumerate(checker.token_table)}
     batch.reset()
     snapshots = []
     for tok in characters(text):

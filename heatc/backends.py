@@ -47,14 +47,14 @@ _CHECKERS = {"wasm": wasm_checker, "native": native_checker}
 
 
 def _module_info(program: ir.Program):
-    from heatc_runtime.audit import ModuleInfo
+    from heatc_runtime.reports.audit import ModuleInfo
 
     return ModuleInfo.from_manifest(_compiled(program, False)[0].manifest)
 
 
 def _op_program(program: ir.Program):
+    from heatc_runtime.backends.hct import read_hct
     from heatc_runtime.cuda.program import OpProgram
-    from heatc_runtime.hct import read_hct
 
     module, hct = _compiled(program, True)
     return OpProgram(module.manifest, read_hct(hct), None, "cpu")

@@ -1,6 +1,6 @@
 """Writing rules.hct: the packed tables (heatc.wasm.pack) with the header, section table and
 parameters a native or CUDA core reads (format: docs/heatmap.md, "rules.hct"; reader and
-field order: heatc_runtime.hct).
+field order: heatc_runtime.backends.hct).
 
 Public surface: `hct_params(program, packed)`, `hct_bytes(program, packed, tier_ends)`.
 """
@@ -21,7 +21,7 @@ from heatc_runtime.abi import (
     HCT_DIGITS_YEARS,
     SNAPSHOT,
 )
-from heatc_runtime.hct import HCT_MAGIC, HCT_VERSION, HEAD, PARAM, SECTION, VALUES
+from heatc_runtime.backends.hct import HCT_MAGIC, HCT_VERSION, HEAD, PARAM, SECTION, VALUES
 
 _FIXED = (
     "pos", "lexemes", "tokens", "matches", "rejections", "tok_start", "last_end", "dfa_state", "buf_len",
@@ -36,7 +36,7 @@ _OPTIONAL = {  # field → the state_layout name it is read from, when the progr
 
 
 def hct_params(program: ir.Program, packed: Packed) -> dict[str, int]:
-    """The named parameters of rules.hct (heatc_runtime.hct.VALUES), from the program's state
+    """The named parameters of rules.hct (heatc_runtime.backends.hct.VALUES), from the program's state
     layout and its packed tables' constants."""
     layout = ir.state_layout(program)
     names = {f.name for f in layout.fields}
@@ -72,7 +72,7 @@ def hct_params(program: ir.Program, packed: Packed) -> dict[str, int]:
         values[f"off_{name}"] = layout.field(name).offset
     for name, field in _OPTIONAL.items():
         values[f"off_{name}"] = layout.field(field).offset if field in names else 0
-    assert tuple(values) == VALUES, "heatc.hct and heatc_runtime.hct disagree on the parameters"
+    assert tuple(values) == VALUES, "heatc.hct and heatc_runtime.backends.hct disagree on the parameters"
     return values
 
 

@@ -61,7 +61,7 @@ def prepare(ruleset: str, directory: Path) -> None:
 
 def layout(data: bytes):
     """Where the header's fields, section records and parameter records are."""
-    from heatc_runtime.hct import HEAD, PARAM, SECTION
+    from heatc_runtime.backends.hct import HEAD, PARAM, SECTION
 
     n_sections = struct.unpack_from("<I", data, HEAD.size - 4)[0]
     sections = {}
@@ -106,7 +106,7 @@ def _choice(rng: random.Random, value: int, others: list[int], limit: int) -> in
 
 def mutate(data: bytes, rng: random.Random) -> tuple[bytes, list[str]]:
     """1 to 3 mutations of rules.hct with its blob's digest made to match; their names."""
-    from heatc_runtime.hct import HEAD
+    from heatc_runtime.backends.hct import HEAD
 
     out = bytearray(data)
     sections, values_at, values, blob_at = layout(data)

@@ -16,9 +16,9 @@ from heatc import ir
 from heatc.hct import hct_bytes
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
-from heatc_runtime import abi
-from heatc_runtime.records import RecordDecoder
-from heatc_runtime.report import Verdict
+from heatc_runtime import abi, abi_export
+from heatc_runtime.reports.records import RecordDecoder
+from heatc_runtime.reports.report import Verdict
 
 TEMPLATE = REPO / "heatc" / "wasm" / "templates" / "kernel.wat.j2"
 JS_ABI = REPO / "runtime" / "js" / "abi.mjs"
@@ -61,8 +61,8 @@ def _program():
 
 
 def test_the_generated_readers_are_current():
-    assert JS_ABI.read_text(encoding="utf-8") == abi.js_module(), "runtime/js/abi.mjs is stale: run `make abi`"
-    assert C_ABI.read_text(encoding="utf-8") == abi.c_header(), "heatc_abi.h is stale: run `make abi`"
+    assert JS_ABI.read_text(encoding="utf-8") == abi_export.js_module(), "runtime/js/abi.mjs is stale: run `make abi`"
+    assert C_ABI.read_text(encoding="utf-8") == abi_export.c_header(), "heatc_abi.h is stale: run `make abi`"
 
 
 def test_every_constant_is_defined_once_and_records_are_ordered():
@@ -260,7 +260,7 @@ def test_node_reads_the_abi_module():
 def test_the_c_header_compiles_and_agrees(tmp_path, compiler):
     exe = shutil.which(compiler)
     lines = [f'#include "{C_ABI}"', "#include <stdio.h>", "int main(void) {"]
-    numbers = abi.constants() | abi.core_constants() | abi.HASH_CONSTANTS
+    numbers = abi.constants() | abi_export.core_constants() | abi.HASH_CONSTANTS
     lines += [f'  printf("{name} %llu\\n", (unsigned long long)HEATC_{name});' for name in numbers]
     lines += [f'  printf("P_{name.upper()} %d\\n", (int)HEATC_P_{name.upper()});' for name in abi.HCT_PARAMS]
     lines += ['  printf("HCT_MAGIC %s\\n", HEATC_HCT_MAGIC);', "  return 0;", "}"]
@@ -284,7 +284,7 @@ def test_the_core_includes_the_one_generated_header():
     generated = [p.name for p in sorted(bridge.glob("*/*.h")) if "do not edit" in p.read_text(encoding="utf-8")]
     assert generated == ["heatc_abi.h"]
     assert '#include "heatc_abi.h"' in (bridge / "include" / "heatc_core.h").read_text(encoding="utf-8")
-    names = set(abi.constants()) | set(abi.core_constants()) | set(abi.HASH_CONSTANTS)
+    names = set(abi.constants()) | set(abi_export.core_constants()) | set(abi.HASH_CONSTANTS)
     for source in [*bridge.glob("*/*.h"), *bridge.glob("*/*.c*")]:
         if source.name == "heatc_abi.h":
             continue

@@ -18,7 +18,7 @@ from support.strategies import chunkings, rule_sets, texts
 import heatc_runtime as rt
 from heatc.backends import module_info, native_checker, run_document, wasm_checker
 from heatc.lang.compiler import compile_file
-from heatc_runtime.audit import (
+from heatc_runtime.reports.audit import (
     VERDICT_WEIGHT,
     AuditReport,
     Policy,

@@ -1,5 +1,5 @@
 """`heatc scan --json` writes its audit record straight from the module's event records
-(heatc_runtime.audit_text): the same bytes as the reference interpreter's events through
+(heatc_runtime.reports.audit_text): the same bytes as the reference interpreter's events through
 `audit_report` and `json.dumps` — on clinical notes with the learned and the hand-written
 rule sets, on generated rule sets and texts, and on event records no heatc module writes
 (the same line, or the same error) — with the native extension's writer of the common
@@ -21,13 +21,14 @@ from support.strategies import rule_sets, texts
 
 from heatc.backends import module_info, native_checker, run_document, wasm_checker
 from heatc.cli import scanning
-from heatc_runtime import Report, abi, audit_text
-from heatc_runtime.audit import COUNTERS, ModuleInfo, Policy, audit_report
-from heatc_runtime.audit_text import TextFacts, audit_line, scan_line
+from heatc_runtime import Report, abi
 from heatc_runtime.errors import ModuleError
-from heatc_runtime.overlap import scan_decoded
-from heatc_runtime.records import RecordDecoder
-from heatc_runtime.report import VerdictMap
+from heatc_runtime.reports import audit_text
+from heatc_runtime.reports.audit import COUNTERS, ModuleInfo, Policy, audit_report
+from heatc_runtime.reports.audit_text import TextFacts, audit_line, scan_line
+from heatc_runtime.reports.overlap import scan_decoded
+from heatc_runtime.reports.records import RecordDecoder
+from heatc_runtime.reports.report import VerdictMap
 
 # What a scan's report meets in real text and the fast path must write as the general one
 # does: a conflict, a failed requirement, a character span that is not the byte span (é,

@@ -138,7 +138,7 @@ def test_the_manifest_marks_a_bands_channels():
     reads that mark, not their names: a band states a magnitude, not a term, so a rule set
     whose only consistency is a band has none to compare across chunks."""
     from heatc.backends import module_info, wasm_checker
-    from heatc_runtime.conflicts import NoConsistencyRulesError
+    from heatc_runtime.reports.conflicts import NoConsistencyRulesError
 
     both = compile_cached(
         'ruleset t\nclass fee keyword = "fee"\nclass usd unit = "USD"\n'

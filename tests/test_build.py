@@ -99,7 +99,7 @@ def test_load_verifies_every_artifact(tmp_path):
     d = build(GOOD, tmp_path).directory
     checker = rt.load(d)
     assert checker.scan("glucose 5000 mg/dL.").rejected == ["glucose_mg_dl"]
-    assert checker._token_table is not None and len(checker._token_table) == 256  # tokens.bin loaded
+    assert checker.token_table is not None and len(checker.token_table) == 256  # tokens.bin loaded
     target = d.resolve()
     for name in ("tokens.bin", "rules.hct", "program.json"):
         original = (target / name).read_bytes()

@@ -17,7 +17,7 @@ from heatc import ir
 from heatc.backends import native_checker, wasm_checker
 from heatc.heatmap.build import compile_heatmap
 from heatc.lang.compiler import compile_file
-from heatc_runtime.conflicts import (
+from heatc_runtime.reports.conflicts import (
     BOUNDARY,
     BOUNDARY_LEXEMES,
     NoConsistencyRulesError,
@@ -258,7 +258,7 @@ def test_a_floor_a_deadline_and_a_cap_are_three_terms():
     assert not checker.conflicts(floor_and_deadline)
     two_deadlines = ["Franchisee shall notify us within twenty (20) days.", "Franchisee shall notify us within 5 days."]
     assert [(c.earlier.value, c.later.value) for c in checker.conflicts(two_deadlines)] == [(20.0, 5.0)]
-    from heatc_runtime.terms import bound_of, term_words
+    from heatc_runtime.reports.terms import bound_of, term_words
 
     text = b"Licensee shall pay no later than sixty (60) days; fees not to exceed 30 days; at least 10 days"
     marks = [bound_of(term_words(text, text.index(k), text.index(k) + len(k))) for k in
@@ -267,14 +267,14 @@ def test_a_floor_a_deadline_and_a_cap_are_three_terms():
 
 
 def test_number_words_that_open_a_chunk_are_read_where_no_longer_number_ends_in_them():
-    from heatc_runtime.conflicts import _tail_of
+    from heatc_runtime.reports.conflicts import _tail_of
 
     assert _tail_of(5, 45) and _tail_of(30, 130) and _tail_of(200_000, 1_200_000) and _tail_of(5, 105)
     assert not _tail_of(30, 90) and not _tail_of(45, 45) and not _tail_of(60, 30) and not _tail_of(1.5, 11.5)
 
 
 def test_number_words_are_read_as_the_number_they_name():
-    from heatc_runtime.restated import restatements, written_number
+    from heatc_runtime.reports.restated import restatements, written_number
 
     named = {"thirty": 30, "forty-five": 45, "forty five": 45, "one hundred and eighty": 180, "ONE MILLION": 10**6,
              "fourteen million, eight hundred sixty two thousand": 14_862_000, "twelve": 12, "ninety-nine": 99}  # fmt: skip

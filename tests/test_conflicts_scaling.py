@@ -14,9 +14,9 @@ from support.cli import heatc
 from support.conflicts import LEGAL
 
 from heatc.backends import module_info, wasm_checker
-from heatc_runtime.audit import char_offsets
-from heatc_runtime.conflicts import chunk_bytes, find_conflicts, join_chunks
-from heatc_runtime.terms import MAX_WORD_SETS, NAMED_AFTER, TermIndex, nearest_term
+from heatc_runtime.reports.audit import char_offsets
+from heatc_runtime.reports.conflicts import chunk_bytes, find_conflicts, join_chunks
+from heatc_runtime.reports.terms import MAX_WORD_SETS, NAMED_AFTER, TermIndex, nearest_term
 
 sys.path.insert(0, str(REPO / "bench"))
 from conflicts import distinct_word as word  # (the benchmark's own words: its inputs' shapes)
@@ -130,8 +130,8 @@ def test_the_conflicts_are_those_of_every_pair_compared():
 def every_pair_compared(chunks):
     """The days conflicts as docs/conflicts.md defines them, each mention compared with every
     earlier one of its channel (no restatements, no schedules: the shapes have neither)."""
-    from heatc_runtime.conflicts import _mentions
-    from heatc_runtime.terms import term_words
+    from heatc_runtime.reports.conflicts import _mentions
+    from heatc_runtime.reports.terms import term_words
 
     data, events = prepared(chunks)
     _, starts = join_chunks(data)
@@ -210,7 +210,7 @@ def test_a_capped_mention_is_reported():
 @settings(max_examples=300)
 @given(st.text(alphabet="ab é中😀\n", max_size=60), st.lists(st.integers(0, 200), max_size=12))
 def test_character_offsets_counted_from_the_last(text, offsets):
-    from heatc_runtime.conflicts import _Chars
+    from heatc_runtime.reports.conflicts import _Chars
 
     data = text.encode()
     at = _Chars(data)
@@ -223,7 +223,7 @@ def test_character_offsets_counted_from_the_last(text, offsets):
 @settings(max_examples=300)
 @given(st.text(alphabet=" \t\r\n\x0b\x0c,-andx", max_size=12))
 def test_the_look_before_opening_words_is_the_strip_it_replaces(before):
-    from heatc_runtime.conflicts import _opens
+    from heatc_runtime.reports.conflicts import _opens
 
     data = before.encode() + b"thirty"
     assert _opens(data, len(before)) == (not data[: len(before)].strip(b" \t\r\n,-").removesuffix(b"and").strip())

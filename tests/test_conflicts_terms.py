@@ -1,4 +1,4 @@
-"""Conflicts are kept per term (runtime/heatc_runtime/terms.py, docs/conflicts.md): one
+"""Conflicts are kept per term (runtime/heatc_runtime/reports/terms.py, docs/conflicts.md): one
 keyword names several terms, and two terms with two values are no conflict; a term stated
 twice with two values is, however far its keyword stands from the number."""
 
@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 from support.conflicts import LEGAL, reference_conflicts
 
 from heatc.backends import module_info, run_document, wasm_checker
-from heatc_runtime.conflicts import NoConsistencyRulesError, chunk_bytes, find_conflicts, join_chunks
+from heatc_runtime.backends.manifest import check_manifest
 from heatc_runtime.errors import ModuleError
-from heatc_runtime.manifest import check_manifest
-from heatc_runtime.report import Verdict
-from heatc_runtime.terms import NAMED_AFTER, nearest_term, overlap, stem, term_words
+from heatc_runtime.reports.conflicts import NoConsistencyRulesError, chunk_bytes, find_conflicts, join_chunks
+from heatc_runtime.reports.report import Verdict
+from heatc_runtime.reports.terms import NAMED_AFTER, nearest_term, overlap, stem, term_words
 
 
 def test_term_words_are_what_the_number_is_of():

@@ -22,11 +22,11 @@ from heatc.heatmap.build import build
 from heatc.reference import Machine
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
-from heatc_runtime.abi import ABI_MINOR
+from heatc_runtime.abi import ABI_MINOR, MASK_ALLOWED, MASK_REFUSED, MASK_REJECTED
+from heatc_runtime.backends.hct import read_hct
 from heatc_runtime.cuda import layout, ops
 from heatc_runtime.cuda.program import OpProgram, load
 from heatc_runtime.engines.guarding import TAIL
-from heatc_runtime.hct import read_hct
 
 pytestmark = pytest.mark.needs("torch", "native")
 
@@ -175,8 +175,8 @@ def test_guard_mask_matches_the_reference(g, data):
         f = m.fork()
         f.feed(c)
         rejected = (f.finish()[-1].counters if flush else f.counters())["rejections"] > base
-        assert mask[0, j].item() == (layout.MASK_REJECTED if rejected else layout.MASK_ALLOWED), (c, flush)
-    assert mask[0, -1].item() == layout.MASK_REFUSED  # an id past the token table
+        assert mask[0, j].item() == (MASK_REJECTED if rejected else MASK_ALLOWED), (c, flush)
+    assert mask[0, -1].item() == MASK_REFUSED  # an id past the token table
 
 
 # ---- tiers -----------------------------------------------------------------------------------
@@ -330,7 +330,7 @@ def test_the_ops_load_a_program_without_wasmtime(good):
         sys.meta_path.insert(0, NoWasmtime())
         from heatc_runtime.cuda.program import load
         p = load({str(d)!r}, "cpu")
-        assert "wasmtime" not in sys.modules and "heatc_runtime.wasm_engine" not in sys.modules
+        assert "wasmtime" not in sys.modules and "heatc_runtime.backends.wasm_engine" not in sys.modules
         print(p.state_size)
     """)
     env = {**__import__("os").environ, "PYTHONPATH": str(REPO / "runtime")}

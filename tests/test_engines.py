@@ -21,10 +21,10 @@ from heatc.lang.compiler import compile_file, compile_source
 from heatc.wasm import compile_wasm, write_module
 from heatc.wasm.pack import pack
 from heatc_runtime import Verdict, from_bytes, load
+from heatc_runtime.batching.lookahead import Lookahead
 from heatc_runtime.engines.core import PROBES, Driver, TokenIdError, TokenTableError, open_module, year_shaped
 from heatc_runtime.engines.options import RowOptions
 from heatc_runtime.engines.tokens import TokenTable, table_for_tokenizer, table_from_tokenizer_json
-from heatc_runtime.lookahead import Lookahead
 
 MEDICAL = compile_file(REPO / "examples" / "medical.heat")
 MODULE = compile_wasm(MEDICAL)
@@ -345,7 +345,7 @@ def test_a_module_built_for_another_tokenizer_is_refused(tmp_path):
     d.start(0)
     d.feed(np.array([0]), np.array(ids(b"Glucose")))
     assert d.end(0).stream == b"Glucose"
-    same = TokenTable("wordpiece", load(result.directory)._token_table, "the same", "")
+    same = TokenTable("wordpiece", load(result.directory).token_table, "the same", "")
     assert open_module(result.directory, same, tokens="check") is not None
 
 

@@ -237,7 +237,7 @@ def test_a_program_json_that_is_no_program_is_refused_even_with_its_checksums_ma
 def test_a_manifest_naming_files_outside_its_directory_is_refused(good_build, tmp_path):
     import shutil
 
-    from heatc_runtime.manifest import manifest_digest
+    from heatc_runtime.backends.manifest import manifest_digest
 
     for name in ("../../../../dev/zero", "/dev/zero", "sub/file", "..", ".", ""):
         d = tmp_path / f"b{abs(hash(name))}"

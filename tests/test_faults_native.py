@@ -29,8 +29,8 @@ from heatc.lang.compiler import compile_file
 from heatc.reference import Machine
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
-from heatc_runtime import batch as batch_module
-from heatc_runtime.hct import HEAD
+from heatc_runtime.backends.hct import HEAD
+from heatc_runtime.batching import batch as batch_module
 
 pytestmark = pytest.mark.needs("native")
 
@@ -225,7 +225,7 @@ def _guard(checker, batch, candidates: list[int], tail: bytes = b"") -> np.ndarr
     cands = np.array([candidates], np.int64)
     tails = np.frombuffer(tail.rjust(guarding.TAIL, b"\0")[-guarding.TAIL :], np.uint8).reshape(1, -1).copy()
     mask = np.empty(cands.shape, np.uint8)
-    with checker._lock:
+    with checker.lock:
         checker._native.guard(batch.states, batch.n, np.zeros(1, np.int64), 1, cands, cands.shape[1], tails, mask,
                               False)  # fmt: skip
     return mask[0]

@@ -16,9 +16,9 @@ from support import REPO
 
 from heatc.backends import native_checker, wasm_checker
 from heatc.lang.compiler import compile_file, compile_source
-from heatc_runtime.audit import Policy, audit_snapshots
-from heatc_runtime.checker import Checker
+from heatc_runtime.backends.checker import Checker
 from heatc_runtime.metrics import METRICS, SAMPLE_EVERY, Metrics, multiprocess_registry
+from heatc_runtime.reports.audit import Policy, audit_snapshots
 
 pytestmark = pytest.mark.needs("metrics")
 
@@ -80,7 +80,7 @@ def test_scraped_counters_equal_the_reports(checker_for, every):
     # the snapshots the batch published, less each sequence's final one, as the report was built from
     batch.reset()
     replay = []
-    table = {t: i for i, t in enumerate(checker._token_table)}
+    table = {t: i for i, t in enumerate(checker.token_table)}
     for tok in example.characters(TEXT):
         replay += type(batch).feed_ids(batch, [table[tok]]).get(0, [])
     replay += type(batch).finish(batch)[0]

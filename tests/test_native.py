@@ -23,7 +23,7 @@ from heatc.reference import scan as reference_scan
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
 from heatc_runtime import abi
-from heatc_runtime.hct import HEAD
+from heatc_runtime.backends.hct import HEAD
 
 GOOD = REPO / "tests" / "heatmaps" / "good.yaml"
 RULES = 'class g keyword = "glucose"\nclass u unit = "mg/dL"\nrule r { match g ..3 v:number u\n  require v <= 400 }\n'
@@ -168,7 +168,7 @@ def test_bad_states_and_token_ids_are_refused():
         batch.fork_from(0, other, 0)
     # a record of the right size whose fields point outside it is refused, the sequence reset
     garbage = rt.from_bytes(manifest, hct, backend="native").batch(1)
-    garbage.checker._view()[garbage.states : garbage.states + garbage.checker.state_size] = 0xFF
+    garbage.checker.mem[garbage.states : garbage.states + garbage.checker.state_size] = 0xFF
     with pytest.raises(ValueError, match="the state record cannot run on this module: its lexer state"):
         batch.fork_from(0, garbage, 0)
     assert batch.state(0) == checker.batch(1).state(0)
@@ -181,14 +181,14 @@ def test_bad_states_and_token_ids_are_refused():
 def test_offsets_outside_the_memory_trap():
     _, manifest, hct = _module()
     checker = rt.from_bytes(manifest, hct, backend="native")
-    size = checker._mem.size
+    size = checker.mem.size
     with pytest.raises(rt.ModuleTrap, match="outside its memory"):
-        checker._call("reset", size)
+        checker.call("reset", size)
     with pytest.raises(rt.ModuleTrap, match="outside its memory"):
-        checker._call("feed", checker._scan_state, 0, size - 4, 100, 1)
-    checker._ctl(ev_cap=1 << 30)
+        checker.call("feed", checker._scan_state, 0, size - 4, 100, 1)
+    checker._set_ctl(ev_cap=1 << 30)
     with pytest.raises(rt.ModuleTrap, match="event buffer"):
-        checker._call("finish", checker._scan_state, 0)
+        checker.call("finish", checker._scan_state, 0)
 
 
 def test_missing_extension_says_how_to_fix(monkeypatch):

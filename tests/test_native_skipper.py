@@ -42,8 +42,8 @@ from heatc.lang.compiler import compile_file
 from heatc.reference import Machine
 from heatc.reference_state import from_state, state_bytes
 from heatc.wasm.pack import pack
-from heatc_runtime.extension import native_extension
-from heatc_runtime.hct import read_hct
+from heatc_runtime.backends.extension import native_extension
+from heatc_runtime.backends.hct import read_hct
 
 SKIPPERS = native_extension().skippers()
 BLOCK = 64  # the skipper's block (heatc_skipper.h); it reads 8 bytes past one

@@ -17,7 +17,7 @@ from support.hostile import hostile_module
 import heatc_runtime as rt
 from heatc_runtime import abi
 from heatc_runtime.errors import ModuleError
-from heatc_runtime.records import RecordDecoder
+from heatc_runtime.reports.records import RecordDecoder
 
 MANIFEST = {
     "rules": [{"name": "r0", "captures": [{"name": "v", "kind": "number"}], "requirements": ["v < 1"]},

@@ -269,10 +269,10 @@ def test_a_builds_token_table_is_set_by_the_first_batch_not_by_load(tmp_path):
         twin = checker.clone()
         scanned = checker.scan(text)
         assert scanned.verdicts["glucose_mg_dl"] is rt.Verdict.REJECTED
-        assert checker._n_tokens == twin._n_tokens == 0  # (not in the module's memory)
+        assert checker.n_tokens == twin.n_tokens == 0  # (not in the module's memory)
         for c in (checker, twin):
             batch = c.batch(1)
-            assert c._n_tokens == 256  # one token per byte
+            assert c.n_tokens == 256  # one token per byte
             snaps = [s for b in text for s in batch.feed_ids([b]).get(0, [])] + batch.finish()[0]
             assert [e for s in snaps for e in s.events] == scanned.events
             assert dict(snaps[-1].verdicts) == dict(scanned.verdicts)

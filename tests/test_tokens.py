@@ -15,7 +15,7 @@ from heatc.heatmap.tokenizers import minilm_tokenizer_json, table_bytes, table_f
 from heatc.lang.compiler import compile_file
 from heatc.wasm import compile_wasm
 from heatc_runtime import from_bytes
-from heatc_runtime.tables import read_token_table
+from heatc_runtime.backends.tables import read_token_table
 
 pytestmark = pytest.mark.needs("tokenizers")
 

@@ -20,7 +20,7 @@ from heatc.lang.compiler import compile_source
 from heatc.lang.parse import parse
 from heatc.lang.unparse import format_file
 from heatc_runtime import ModuleError
-from heatc_runtime.audit import ModuleInfo, Policy, audit_report
+from heatc_runtime.reports.audit import ModuleInfo, Policy, audit_report
 
 SOURCE = """ruleset t
 class mg unit = "mg"

@@ -12,7 +12,7 @@ import pytest
 import wasmtime
 from support import REPO
 
-from heatc_runtime import wasm_engine
+from heatc_runtime.backends import wasm_engine
 
 
 def test_the_pin_is_the_tested_range_and_the_installed_version_is_in_it():

@@ -1,4 +1,4 @@
-// The events of an audit report as JSON text, for heatc_runtime.audit_text: the common event
+// The events of an audit report as JSON text, for heatc_runtime.reports.audit_text: the common event
 // (a match whose captures are finite numbers, no conflict) written here from the arrays the
 // Python side reads out of a scan's records, the others given already written, in record
 // order. The text is what `json.dumps(event, ensure_ascii=False)` writes for the dict the

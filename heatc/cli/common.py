@@ -54,7 +54,7 @@ def compile_rules(path: Path):
     if path.is_dir():
         from heatc import ir
         from heatc_runtime import ModuleError
-        from heatc_runtime.manifest import read_artifact
+        from heatc_runtime.backends.manifest import read_artifact
 
         try:  # (the runtime's reader: the manifest, then the file's type, size and sha256)
             data = read_artifact(path, "program.json")

@@ -57,8 +57,8 @@ def generate(
     from heatc.generate import ENGINES, GenerateError, Options, rules_module
     from heatc.generate import generate as run_generate
     from heatc_runtime import ModuleError
-    from heatc_runtime.audit import ModuleInfo, audit_snapshots
     from heatc_runtime.engines.options import BACKENDS, RowOptions
+    from heatc_runtime.reports.audit import ModuleInfo, audit_snapshots
 
     if engine not in ENGINES:
         raise fail(f"heatc generate: unknown engine {engine!r} (engines: {', '.join(ENGINES)})")

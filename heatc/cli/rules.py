@@ -220,9 +220,9 @@ def _summary(directory: Path, manifest: dict) -> list[str]:
 
 def _tier_lines(directory: Path, device: str | None) -> list[str]:
     from heatc_runtime import ModuleError
+    from heatc_runtime.backends.hct import read_hct
+    from heatc_runtime.backends.manifest import read_artifact
     from heatc_runtime.cuda.tiers import plan_report
-    from heatc_runtime.hct import read_hct
-    from heatc_runtime.manifest import read_artifact
 
     try:
         hct = read_hct(read_artifact(directory, "rules.hct"), str(directory / "rules.hct"))
@@ -325,7 +325,7 @@ def test_cmd(
         raise fail(f"heatc test: unknown backend {unknown[0]!r} (available: {', '.join(BACKENDS)})")
     chosen = ["reference", *[b for b in BACKENDS if b != "reference" and (not backend or b in backend)]]
     if not backend and "native" in chosen:
-        from heatc_runtime.native import native_extension
+        from heatc_runtime.backends.native import native_extension
 
         try:
             native_extension()

@@ -22,7 +22,7 @@ from heatc_runtime import ModuleError, ModuleTrap, Report, Verdict
 
 MAX_INPUT_BYTES = 1 << 30  # what one scan's module memory holds by default (Limits.memory_bytes)
 # a document this large is scanned in a thread while its records are written or decoded here
-# (heatc_runtime.overlap); a smaller one is not worth a thread (--lines: many small documents)
+# (heatc_runtime.reports.overlap); a smaller one is not worth a thread (--lines: many small documents)
 OVERLAP_BYTES = 1 << 20
 
 
@@ -120,7 +120,7 @@ def scan(
     Exit status: 0 when no document is REJECTED (no conflict), 3 when some is, 1 on an input error.
     """
     from heatc.backends import BACKENDS
-    from heatc_runtime.audit import Policy
+    from heatc_runtime.reports.audit import Policy
 
     # A large document's events are hundreds of thousands of small objects, none of them in a
     # reference cycle: the cyclic collector, run again and again as they are made, cost more
@@ -143,7 +143,7 @@ def scan(
     if len(files) > 1 and not chunks:
         raise fail("heatc scan: give one text FILE (or --chunks to read several files as the chunks of one context)")
     if backend == "native":
-        from heatc_runtime.native import native_extension
+        from heatc_runtime.backends.native import native_extension
 
         try:
             native_extension()
@@ -231,8 +231,8 @@ def _in_memory(path: Path, backend: str) -> _RuleSet:
     except HeatError as e:
         raise fail(e.render()) from None
     if path.is_dir() and (path / "manifest.json").exists():
-        from heatc_runtime.audit import ModuleInfo
-        from heatc_runtime.loader import read_manifest
+        from heatc_runtime.backends.loader import read_manifest
+        from heatc_runtime.reports.audit import ModuleInfo
 
         try:
             module = ModuleInfo.from_manifest(read_manifest(path)[0])
@@ -297,9 +297,9 @@ def _refuse_binary(name: str, data: bytes) -> None:
 
 def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, every) -> Verdict:
     from heatc.cli.table import Checked, render_document
-    from heatc_runtime.audit import Policy, confidence
-    from heatc_runtime.audit_text import TextFacts, audit_line, scan_line
-    from heatc_runtime.overlap import scan_decoded
+    from heatc_runtime.reports.audit import Policy, confidence
+    from heatc_runtime.reports.audit_text import TextFacts, audit_line, scan_line
+    from heatc_runtime.reports.overlap import scan_decoded
 
     checked = []
     facts = TextFacts(doc) if as_json else None  # (its hash runs in a thread beside the scans)
@@ -342,7 +342,7 @@ def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, ever
 
 def _scan_chunks(module, files, inputs, separator, run, backend: str, as_json: bool) -> None:
     """heatc scan --chunks / --chunk-separator: the conflicts between the chunks; exits."""
-    from heatc_runtime.conflicts import NoConsistencyRulesError, chunk_bytes, find_conflicts, join_chunks
+    from heatc_runtime.reports.conflicts import NoConsistencyRulesError, chunk_bytes, find_conflicts, join_chunks
 
     if separator is not None:
         # (the bytes given: an argument that is not UTF-8 comes with its bytes escaped as surrogates)

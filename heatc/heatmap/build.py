@@ -50,8 +50,8 @@ from heatc.stages import Run, Stage, check_dump_after, run_stages
 from heatc.version import __version__
 from heatc.wasm import compile_wasm
 from heatc.wasm.pack import pack
-from heatc_runtime.hct import HCT_MAGIC, HCT_VERSION  # noqa: F401  (re-exported: the format is the runtime's)
-from heatc_runtime.manifest import manifest_digest
+from heatc_runtime.backends.hct import HCT_MAGIC, HCT_VERSION  # noqa: F401  (re-exported: the format is the runtime's)
+from heatc_runtime.backends.manifest import manifest_digest
 
 
 @dataclass

@@ -20,7 +20,7 @@ import yaml
 from heatc import ir, units
 from heatc.errors import Diagnostic, HeatError, SourceText
 from heatc.heatmap.yamlread import Reader, compose, describe, quote
-from heatc_runtime.files import UnreadableFile, read_file
+from heatc_runtime.backends.files import UnreadableFile, read_file
 
 HEATMAP_VERSION = 1
 BUILTIN_CATEGORIES = ("number", "percent", "date")

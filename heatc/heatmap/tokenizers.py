@@ -18,9 +18,9 @@ from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
 from heatc.heatmap.format import Tokenizer
+from heatc_runtime.backends.tables import token_table_bytes
 from heatc_runtime.engines import tokens as rt_tokens
 from heatc_runtime.engines.tokens import TokenizerError, TokenTable
-from heatc_runtime.tables import token_table_bytes
 
 __all__ = ["TokenTable", "minilm_tokenizer_json", "table_bytes", "table_from_tokenizer_json", "token_table"]
 

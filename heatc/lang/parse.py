@@ -15,7 +15,7 @@ from lark import Lark, Token, Transformer, v_args
 
 from heatc.errors import HeatError, SourceText
 from heatc.lang import ast
-from heatc_runtime.files import UnreadableFile, read_file
+from heatc_runtime.backends.files import UnreadableFile, read_file
 
 
 # The grammar is data: grammar/heat.lark at the repository root, reached from the package

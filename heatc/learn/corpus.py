@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
-from heatc_runtime.files import UnreadableFile, read_file
+from heatc_runtime.backends.files import UnreadableFile, read_file
 
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 MAX_FILE_BYTES = 1 << 31  # a corpus file, an archive's member, a decompressed .gz: each is read whole

@@ -39,7 +39,7 @@ from pathlib import Path
 from heatc.errors import Diagnostic, HeatError
 from heatc.learn.config import LearnConfig, Progress, quiet, read_work, refuse_other_work
 from heatc.learn.corpus import SPLIT_VERSION, Document, read_corpus
-from heatc_runtime.files import UnreadableFile, read_file
+from heatc_runtime.backends.files import UnreadableFile, read_file
 
 # the format of a run's working files (<output>.finetune/); another version is refused (--fresh).
 # 3: the plan holds the magnitude families of rare labs (`Plan.magnitudes`); 4: and the model

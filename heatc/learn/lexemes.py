@@ -25,7 +25,7 @@ from heatc.lang.parse import RESERVED_WORDS
 from heatc.lang.unparse import format_string
 from heatc.learn.model_names import MODEL_NAME_CLASS
 from heatc.lexing import Lexeme, lex
-from heatc_runtime.restated import written_number
+from heatc_runtime.reports.restated import written_number
 
 
 @dataclass(frozen=True)
@@ -242,7 +242,7 @@ NUMERAL_NAMES = frozenset(NUMBER_WORDS) | frozenset(name for name, _ in NUMBER_W
 
 def numeral_value(literal: str) -> int | None:
     """The number a number word names ("thirty" 30, "forty-five" and "forty five" 45; read
-    as the conflicts layer reads them, `heatc_runtime.restated.written_number`), None for
+    as the conflicts layer reads them, `heatc_runtime.reports.restated.written_number`), None for
     anything else. "hundred", a number word of its own here, names 100. The parenthesis of a
     learned number word's literal (`restating`) is not part of it."""
     literal = literal.rstrip("( \t\n")

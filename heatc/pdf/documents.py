@@ -19,7 +19,7 @@ from pathlib import Path
 from heatc.errors import Diagnostic, HeatError
 from heatc.pdf.normalise import resolve_hyphens
 from heatc.pdf.records import Document, Page
-from heatc_runtime.files import UnreadableFile, read_file
+from heatc_runtime.backends.files import UnreadableFile, read_file
 
 # Pages a worker reads per task, and the fewest pages worth starting workers for (a spawned
 # worker costs about half a second to start).

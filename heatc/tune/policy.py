@@ -32,7 +32,7 @@ from pathlib import Path
 
 from heatc.tune.rules import Alarms, Change
 from heatc.tune.traffic import Traffic
-from heatc_runtime.audit import Policy
+from heatc_runtime.reports.audit import Policy
 
 EPS = 1e-12
 

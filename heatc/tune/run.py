@@ -109,7 +109,7 @@ def _module_sha256(config: TuneConfig, program) -> str:
 
         return module_info(program).sha256
     from heatc_runtime import ModuleError
-    from heatc_runtime.loader import read_manifest
+    from heatc_runtime.backends.loader import read_manifest
 
     try:
         manifest, _ = read_manifest(Path(config.build))
@@ -140,7 +140,7 @@ def tune(config: TuneConfig, log=print) -> TuneResult:
     import yaml
 
     from heatc.heatmap.build import compile_heatmap
-    from heatc_runtime.audit import Policy
+    from heatc_runtime.reports.audit import Policy
 
     _check(config)
     heatmap = Path(config.heatmap)

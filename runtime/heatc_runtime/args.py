@@ -2,10 +2,13 @@
 name and what it accepts: texts, sequence indices, batch sizes, token ids.
 
 Public surface: `as_bytes(text, name)`, `index(i, n, name)`, `count(n, name)`, `token_ids(ids, n,
-n_tokens)`, `bad_id(value, n_tokens)`.
+n_tokens)`, `bad_id(value, n_tokens)`, and for metrics `whole_number(value, name, least)`,
+`duration(value)`, `module_name(module)`.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -84,3 +87,27 @@ def bad_id(value: object, n_tokens: int) -> ValueError | TypeError:
 
 def _ids(n_tokens: int) -> str:
     return f"the token table has ids 0 to {n_tokens - 1}" if n_tokens else "the token table is empty"
+
+
+def whole_number(value: object, name: str, least: int = 0) -> int:
+    """`value` as an int of at least `least` (a bool or a float is refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
+    if value < least:
+        raise ValueError(f"{name} must be at least {least}, got {value}")
+    return int(value)
+
+
+def duration(value: object) -> float:
+    """`value` as a finite number of seconds, 0 or more."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"seconds must be a number, got {type(value).__name__} {value!r}")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"seconds must be a finite duration of 0 or more, got {value!r}")
+    return float(value)
+
+
+def module_name(module: object) -> None:
+    """Refuse a `module` label that is neither a str nor None."""
+    if module is not None and not isinstance(module, str):
+        raise TypeError(f"module must be a module's name (a str) or None, got {type(module).__name__}")

@@ -54,9 +54,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .audit import AuditReport, ModuleInfo, Policy, confidence, triggered_rules
-from .batch import StepCounts
-from .report import Event, Verdict
+from .args import duration, module_name, whole_number
+from .batching.counts import StepCounts
+from .reports.audit import AuditReport, ModuleInfo, Policy, confidence, triggered_rules
+from .reports.report import Event, Verdict
 
 try:
     import prometheus_client as prom
@@ -202,7 +203,7 @@ class _Watched:
         if self.batch is None:
             return False
         batch = self.batch()
-        return batch is None or batch._closed or batch.checker._closed
+        return batch is None or batch._closed or batch.checker.closed
 
     def idle(self) -> bool:
         """Nothing counted since the last take (read under the Metrics' lock)."""
@@ -215,27 +216,6 @@ def _take(values: list) -> list:
     taken = values[:k]
     del values[:k]
     return taken
-
-
-def _count_arg(value: object, name: str, least: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
-    if value < least:
-        raise ValueError(f"{name} must be at least {least}, got {value}")
-    return int(value)
-
-
-def _seconds_arg(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"seconds must be a number, got {type(value).__name__} {value!r}")
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"seconds must be a finite duration of 0 or more, got {value!r}")
-    return float(value)
-
-
-def _module_arg(module: object) -> None:
-    if module is not None and not isinstance(module, str):
-        raise TypeError(f"module must be a module's name (a str) or None, got {type(module).__name__}")
 
 
 def _add_histogram(child, values: np.ndarray) -> None:
@@ -267,8 +247,8 @@ class Metrics:
     ):
         _require_prometheus()
         StepCounts().sample(sample_every)  # (refused here, with the reason, rather than at the first batch)
-        _count_arg(max_rule_labels, "max_rule_labels")
-        _count_arg(max_module_labels, "max_module_labels")
+        whole_number(max_rule_labels, "max_rule_labels")
+        whole_number(max_module_labels, "max_module_labels")
         if not (
             isinstance(flush_interval_s, (int, float)) and math.isfinite(flush_interval_s) and flush_interval_s >= 0
         ):
@@ -316,8 +296,8 @@ class Metrics:
         """One batch step of `batch_size` sequences took `seconds`, for a host that steps
         without a `Batch` of an attached checker (whose steps are counted by the batch):
         every step given here is observed."""
-        batch_size, seconds = _count_arg(batch_size, "batch_size", 1), _seconds_arg(seconds)
-        _module_arg(module)
+        batch_size, seconds = whole_number(batch_size, "batch_size", 1), duration(seconds)
+        module_name(module)
         with self._lock:  # (hosts may report from several threads; a batch's own counts have its lock)
             counts = self._hook(module, batch_size)
             counts.step_seconds.append(seconds)
@@ -327,8 +307,8 @@ class Metrics:
     def count_snapshots(self, n: int, module: str | None = None) -> None:
         """`n` snapshots published by triggers (not a sequence's final snapshot), for a host
         that steps without a `Batch` of an attached checker."""
-        n = _count_arg(n, "n")
-        _module_arg(module)
+        n = whole_number(n, "n")
+        module_name(module)
         if n:
             with self._lock:
                 self._hook(module, 0).snapshots += n
@@ -367,7 +347,7 @@ class Metrics:
     def _count(self, module: str, source: str, action: str, n_bytes: int, rules) -> None:
         if source not in SOURCES:
             raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
-        n_bytes = _count_arg(n_bytes, "n_bytes")
+        n_bytes = whole_number(n_bytes, "n_bytes")
         with self._lock:
             p = self._at(module)
             p.reports[(source, action)] += 1
@@ -387,10 +367,10 @@ class Metrics:
 
     def count_guard_masks(self, n: int, exhausted: bool = False, module: str | None = None) -> None:
         """Guard masked `n` candidates at one step (`exhausted`: none of the top k passed)."""
-        n = _count_arg(n, "n")
+        n = whole_number(n, "n")
         if not isinstance(exhausted, (bool, np.bool_)):
             raise TypeError(f"exhausted must be a bool, got {type(exhausted).__name__}")
-        _module_arg(module)
+        module_name(module)
         with self._lock:
             p = self._at(module)
             p.masks += n
@@ -449,7 +429,7 @@ class Metrics:
 
     def attach(self, checker):
         """Report `checker`'s scans, conflict checks and batches (made after this) here; returns it."""
-        from .checker import Checker
+        from .backends.checker import Checker
 
         if not isinstance(checker, Checker):
             raise TypeError(f"attach() takes a Checker (heatc_runtime.load), not {type(checker).__name__}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from heatc.backends import module_info, run_document
 from heatc.lang.compiler import compile_file
-from heatc_runtime.conflicts import chunk_bytes, find_conflicts, join_chunks
+from heatc_runtime.reports.conflicts import chunk_bytes, find_conflicts, join_chunks
 
 from . import EXAMPLES
 

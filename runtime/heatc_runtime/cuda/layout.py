@@ -1,12 +1,11 @@
-"""The torch ops' records (docs/cuda.md): the per-sequence output row, the guard's mask
-codes, the two structs the kernels take by value — `heatc::Program` (the tables' tiers and
+"""The torch ops' records (docs/cuda.md): the per-sequence output row, the two structs the kernels take by value — `heatc::Program` (the tables' tiers and
 rules.hct's parameters) and `heatc::Tokens` (the token table) — and the threads a block of
-every launch. Defined here once; the C header (heatc_runtime.abi.c_header) and the kernels'
-static_asserts take them from here.
+every launch. Defined here once; the C header (heatc_runtime.abi_export.c_header) and the
+kernels' static_asserts take them from here. The guard's mask codes are the ABI's
+(heatc_runtime.abi: `MASK_ALLOWED`, …).
 
 Public surface: `OUT`, `OUT_HEAD`, `OUT_FIELDS`, `OUT_OFFSETS`, `OUT_STATUS_NO_ROOM`,
-`OUT_STATUS_BAD_TEXT`, `STATUS_TEXT`,
-`MASK_ALLOWED`, `MASK_REJECTED`, `MASK_REFUSED`, `MASK_UNTRIED`, `PROGRAM`, `PROGRAM_BASE`, `TOKENS`, `BLOCK`,
+`OUT_STATUS_BAD_TEXT`, `STATUS_TEXT`, `PROGRAM`, `PROGRAM_BASE`, `TOKENS`, `BLOCK`,
 `row_bytes(event_size, snapshot_size, ev_keep, snap_keep)`, `program_struct(...)`,
 `tokens_struct(...)`.
 """
@@ -16,8 +15,7 @@ from __future__ import annotations
 import struct
 
 from ..abi import STATUS_TEXT as _ABI_STATUS
-from ..engines.guarding import MASK_ALLOWED, MASK_REFUSED, MASK_REJECTED, MASK_UNTRIED  # noqa: F401 (re-exported)
-from ..hct import PARAMS
+from ..backends.hct import PARAMS
 
 #: An output row's head: u32 status, consumed (tokens or bytes taken), events, snapshots
 #: (both counted, stored or not), new_rejections (in this call), finished (the stream
@@ -37,12 +35,6 @@ STATUS_TEXT = {
     OUT_STATUS_NO_ROOM: "the output buffers lacked room",
     OUT_STATUS_BAD_TEXT: "its text offsets lie outside the text",
 }
-
-#: The guard's mask, per (sequence, candidate), MASK_ALLOWED / MASK_REJECTED / MASK_REFUSED /
-#: MASK_UNTRIED: the candidate passes guard's decision, would add a rejection, could not be
-#: judged (its id is out of range or marked unusable, or the stream is finished), or was not
-#: judged (greedy: below the first that passed). Defined with the
-#: decision (heatc_runtime.engines.guarding) and imported above.
 
 _PAD = (8 + 4 * len(PARAMS)) % 8  # (4 bytes before base[], when the parameters leave the offset unaligned)
 #: heatc::Program: tables pointer, parameters, base[3], tier_end[2] (heatc_core.h)

@@ -23,7 +23,7 @@ CPU (a list of ints costs a conversion per dispatch layer).
                 Tensor states, Tensor(a!) tails, Tensor ids, Tensor guarded, Tensor lengths,
                 Tensor(b!) ck_step, Tensor(c!) ck_token, Tensor(d!) ck_tail, Tensor(e!) ck_state) -> ()
 
-`tails` ([n, TAIL] uint8, heatc_runtime.engines.guarding): each sequence's last bytes, which
+`tails` ([n, TAIL] uint8, heatc_runtime.abi.TAIL): each sequence's last bytes, which
 `step` keeps current when given them and `guard` reads for its decision (`look` 2; 0 and 1 are
 the raw looks: each candidate fed, and ended there). `mark`, before a step, advances the tails
 past the step's ids and keeps guard's value checkpoints (the engine driver's; heatc_kernels.h
@@ -49,8 +49,8 @@ import threading
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
-from ..engines.guarding import TAIL
-from ..hct import PARAMS
+from ..abi import TAIL
+from ..backends.hct import PARAMS
 from . import layout
 
 #: guard's `look`: each candidate fed; fed and the text ended there; guard's whole decision
@@ -285,7 +285,7 @@ _NATIVE = []
 
 def _native():
     if not _NATIVE:
-        from ..extension import native_extension
+        from ..backends.extension import native_extension
 
         _NATIVE.append(native_extension())
     return _NATIVE[0]
@@ -367,7 +367,7 @@ def _text_fake(tables, program, states, text, offsets, out, ev_keep, snap_keep, 
 
 
 def _guard_cpu(tables, program, tok_offsets, tok_bytes, states, tails, candidates, scratch, mask, look, lanes):
-    """mask[i, j]: what candidates[i, j] would do to sequence i (layout.MASK_*); states unchanged."""
+    """mask[i, j]: what candidates[i, j] would do to sequence i (abi.MASK_*); states unchanged."""
     program = program_ints(program)
     n, k = check_guard(tables, program, tok_offsets, tok_bytes, states, tails, candidates, scratch, mask, look, lanes)
     prog, tk = _structs(tables, program, tok_offsets, tok_bytes)

@@ -22,12 +22,12 @@ from pathlib import Path
 import torch
 
 from ..abi import check_abi
+from ..backends.hct import PARAMS, Hct, check_against_manifest, read_hct
+from ..backends.manifest import read_artifact, read_manifest
+from ..backends.tables import read_token_table
 from ..errors import ModuleError
-from ..hct import PARAMS, Hct, check_against_manifest, read_hct
-from ..manifest import read_artifact, read_manifest
-from ..records import RecordDecoder
-from ..report import Snapshot
-from ..tables import read_token_table
+from ..reports.records import RecordDecoder
+from ..reports.report import Snapshot
 from . import layout, ops
 from .tiers import TierReport, TierSplit, split_tiers
 
@@ -88,7 +88,7 @@ class OpProgram:
     @staticmethod
     def _check_tables(hct: Hct, where: str) -> None:
         try:
-            from ..extension import native_extension
+            from ..backends.extension import native_extension
 
             native = native_extension()
         except ModuleError:
@@ -265,7 +265,7 @@ class OpBatch:
 
     def guard(self, candidates: torch.Tensor, look: int = ops.LOOK_ENDED, tails: torch.Tensor | None = None,
               scratch: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
-        """The mask [n, k] of what each candidate token would do (layout.MASK_*); the states
+        """The mask [n, k] of what each candidate token would do (abi.MASK_*); the states
         are not changed. `look`: `ops.LOOK_DECIDE` is guard's decision (probes, years; `tails`
         the rows' last bytes), `LOOK_ENDED` the candidate fed and the text ended there,
         `LOOK_FED` only fed. `scratch` ([n * k, state_size + event_size] uint8) and `mask`

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..backends.hct import PARAMS, TABLES, Hct
 from ..errors import ModuleError
-from ..hct import PARAMS, TABLES, Hct
 
 _ALIGN = 16  # sections are 16-byte aligned (heatc.wasm.pack); pieces keep that alignment
 

@@ -62,8 +62,29 @@ class Driver(Interventions):
     The checker's token table becomes the model's (`table`, padded with empty entries to
     `vocab_size`, the width of the model's scores), followed by an empty token that rows with
     nothing to feed are fed, and what the WASM decision feeds (`PROBES`, `AS_NUMBER`). With
-    `metrics` (`heatc_runtime.metrics.Metrics`) the checker is attached to it, and each
-    sequence ended adds its audit report (source "stream") and each guard step its masks."""
+    `metrics` the checker is attached to it, and each sequence ended adds its audit report
+    (source "stream") and each guard step its masks.
+
+    Parameters
+    ----------
+    checker : Checker
+        The loaded module (any host backend).
+    table : TokenTable
+        The model tokenizer's token table.
+    capacity : int
+        The rows (sequences stepped together).
+    vocab_size : int
+        The width of the model's scores, when wider than the table (0: the table's).
+    metrics : heatc_runtime.metrics.Metrics, optional
+        Where the steps, reports and guard's masks are counted.
+
+    Raises
+    ------
+    ValueError
+        A row that holds no sequence, an option out of range.
+    TokenIdError
+        A token id past the model's vocabulary.
+    """
 
     def __init__(self, checker, table: TokenTable, capacity: int, vocab_size: int = 0, metrics=None):
         tokens = list(table.tokens)
@@ -133,7 +154,7 @@ class Driver(Interventions):
 
     def _lookahead(self):
         if self._look is None:
-            from ..lookahead import Lookahead
+            from ..batching.lookahead import Lookahead
 
             self._look = Lookahead(self.batch)
         return self._look
@@ -147,9 +168,27 @@ class Driver(Interventions):
 
     def start(self, row: int, options: RowOptions | str = "observe", prompt: Sequence[int] | None = None,
               marker: Sequence[int] = ()) -> None:  # fmt: skip
-        """Begin a sequence in `row` (`options`: a RowOptions, or a mode's name); the rules
-        read the prompt first when `options.see_prompt`. `marker`: the marker's token ids
-        (guard's withhold policy; without them a withheld value is stopped instead)."""
+        """Begin a sequence in `row`; the rules read the prompt first when `options.see_prompt`.
+
+        Parameters
+        ----------
+        row : int
+            The row (a sequence still in it is ended first).
+        options : RowOptions or str
+            The row's options, or a mode's name ("observe", "guard", "stop").
+        prompt : sequence of int, optional
+            The prompt's token ids.
+        marker : sequence of int
+            The marker's token ids (guard's withhold policy; without them a withheld value is
+            stopped instead).
+
+        Raises
+        ------
+        ValueError
+            The options are out of range.
+        TokenIdError
+            A prompt id past the model's vocabulary.
+        """
         if isinstance(options, str):
             options = RowOptions(options)
         if self._rows[row] is not None:
@@ -179,17 +218,76 @@ class Driver(Interventions):
             self._tails_table()
 
     def live(self, row: int) -> bool:
+        """Whether `row` holds a sequence.
+
+        Parameters
+        ----------
+        row : int
+            The row asked about.
+
+        Returns
+        -------
+        bool
+            True while a sequence runs in it.
+        """
         return self._rows[row] is not None
 
     def mode(self, row: int) -> str:
+        """The mode of the sequence in `row`.
+
+        Parameters
+        ----------
+        row : int
+            The row whose mode is wanted.
+
+        Returns
+        -------
+        str
+            "observe", "guard" or "stop"; "" for a free row.
+        """
         r = self._rows[row]
         return r.options.mode if r is not None else ""
 
     def options(self, row: int) -> RowOptions:
+        """The options of the sequence in `row`.
+
+        Parameters
+        ----------
+        row : int
+            A row holding a sequence.
+
+        Returns
+        -------
+        RowOptions
+            Its options.
+
+        Raises
+        ------
+        AttributeError
+            The row holds no sequence.
+        """
         return self._rows[row].options
 
     def end(self, row: int, error: str | None = None) -> GenerationReport:
-        """End the sequence in `row` (its final snapshot) and free the row."""
+        """End the sequence in `row` (its final snapshot) and free the row.
+
+        Parameters
+        ----------
+        row : int
+            The row ended.
+        error : str, optional
+            Why the sequence was cut short (kept in its report).
+
+        Returns
+        -------
+        GenerationReport
+            The sequence's report: verdicts, events, interventions, what was delivered.
+
+        Raises
+        ------
+        ValueError
+            The row holds no sequence.
+        """
         r = self._rows[row]
         if r is None:
             raise ValueError(f"row {row} holds no sequence")
@@ -258,8 +356,20 @@ class Driver(Interventions):
             raise TokenIdError(f"{what}: token id {bad} is outside the token table ({self.vocab_size} entries)")
 
     def feed(self, rows: np.ndarray, ids: np.ndarray) -> list[int]:
-        """Feed token `ids[i]` to row `rows[i]` (the other rows are fed nothing): one
-        runtime call. Returns the rows that stop mode ends at this token."""
+        """Feed token `ids[i]` to row `rows[i]` (the other rows are fed nothing): one runtime call.
+
+        Parameters
+        ----------
+        rows : numpy.ndarray of int
+            The rows fed (`every` for all of them, in order: the fast path).
+        ids : numpy.ndarray of int
+            Each row's token id.
+
+        Returns
+        -------
+        list of int
+            The rows that stop mode ends at this token.
+        """
         ids = np.asarray(ids, dtype=np.int64)
         self._check_ids(ids, "a generated token")
         if self._tentative:
@@ -306,8 +416,8 @@ class Driver(Interventions):
             rows = np.ascontiguousarray(rows, dtype=np.int64)
             ids = np.ascontiguousarray(ids, dtype=np.int64)
             c = self.checker
-            with c._lock:
-                c._check_open()
+            with c.lock:
+                c.check_open()
                 begun = c._native.tails(self.capacity, rows, n, ids, self._tails, marks, self.batch.states,
                                         self._guard_rows, self._len, self._ck_step, self._ck_token, self._ck_tail,
                                         self._ck_state)  # fmt: skip
@@ -345,15 +455,43 @@ class Driver(Interventions):
                 self._force[row] = -1
 
     def max_k(self, rows: np.ndarray) -> int:
+        """The most candidates any of `rows` asks guard to judge.
+
+        Parameters
+        ----------
+        rows : numpy.ndarray of int
+            The rows.
+
+        Returns
+        -------
+        int
+            The largest `k` among them (at least 1).
+        """
         return int((self._k if self._is_every(rows) else self._k[rows]).max(initial=1))
 
     def guard(self, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray, greedy: bool = False) -> GuardStep:
-        """Guard's decision for `candidates` (rows × K token ids, best first) of the sequences
-        `rows`; `usable` marks those the engine could sample at all (finite scores). One
-        native call for the whole batch (WASM: two, and a few more where numbers are left
-        open), then the rows' policies where the first choice was refused. With `greedy`
-        (the engine takes the best candidate left) the candidates below a row's first that
-        passes are not judged (`GuardStep.ok` False, `GuardStep.untried` True)."""
+        """Guard's decision for `candidates` of the sequences `rows`: one native call for the
+        whole batch (WASM: two, and a few more where numbers are left open), then the rows'
+        policies where the first choice was refused. With `greedy` (the engine takes the best
+        candidate left) the candidates below a row's first that passes are not judged
+        (`GuardStep.ok` False, `GuardStep.untried` True).
+
+        Parameters
+        ----------
+        rows : numpy.ndarray of int
+            The rows judged.
+        candidates : numpy.ndarray of int
+            Their candidate token ids, rows × K, best first.
+        usable : numpy.ndarray of bool
+            The candidates the engine could sample at all (finite scores).
+        greedy : bool
+            Whether the engine decodes greedily.
+
+        Returns
+        -------
+        GuardStep
+            Which candidates passed, and each row's forced token or intervention.
+        """
         rows = np.asarray(rows, dtype=np.int64)
         n, width = candidates.shape
         if self._tentative:
@@ -391,7 +529,7 @@ class Driver(Interventions):
         mask = np.empty((n, width), np.uint8)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         c = self.checker
-        with c._lock:
-            c._check_open()
+        with c.lock:
+            c.check_open()
             c._native.guard(batch.states, batch.n, rows, n, cands, width, tails, mask, greedy)
         return mask

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from ..abi import SNAPSHOT
+from ..backends.hct import PARAMS
 from ..cuda import layout, ops
-from ..hct import PARAMS
 from . import guarding
 from .core import Driver
 from .guarding import MASK_ALLOWED, MASK_REJECTED, MASK_UNTRIED, TAIL
@@ -51,8 +51,8 @@ class DeviceDriver:
 
     def __init__(self, module, table, capacity: int, vocab_size: int = 0, device="cpu", metrics=None):
         """`module`: a build directory (its checksums verified), or (manifest, rules.hct bytes)."""
+        from ..backends.hct import read_hct
         from ..cuda.program import OpProgram, load
-        from ..hct import read_hct
 
         tokens = list(table.tokens)
         tokens += [b""] * (max(vocab_size, len(tokens)) - len(tokens))
@@ -437,7 +437,7 @@ def replay(
 ) -> GenerationReport:
     """The row's report: the native core on the host fed the row's tokens, with guard's decisions
     at the steps they were made (core.Driver, whose policies the device's must equal)."""
-    from ..loader import from_bytes, load
+    from ..backends.loader import from_bytes, load
 
     host = getattr(device, "_host", None)
     if host is None:

@@ -29,21 +29,19 @@ import re
 
 import numpy as np
 
-PROBES = (b"0", b"9", b"00", b"99", b"000", b"999", b".9")
-"""What guard appends to a number left open, looking for one way it could still be accepted."""
-AS_NUMBER = b".0"
-"""What guard appends to text that ends in a year's digits to read them as the number they spell."""
-TAIL = 8
-"""Bytes of each sequence's text the decision reads (right-aligned, zero where the text has none:
-a zero byte is neither a digit nor "." nor ",", so it reads as the start of the text)."""
-YEAR_CENTURIES = (b"19", b"20", b"21")
-"""A year written alone, 1900–2199, as heatc's lexer reads one (heatc/lang/lexicon.py; a test
-holds the two to each other)."""
-# what a token does to the value a text is writing (Tails.value_marks; the C++ core's tail_mark)
-VALUE_BEGINS, VALUE_ENDS = 1, 2
-# the candidate mask's codes, as every backend writes them (the ops' layout and the C header read them here)
-# (MASK_UNTRIED: under greedy decoding, a candidate below the first that passed, not judged)
-MASK_ALLOWED, MASK_REJECTED, MASK_REFUSED, MASK_UNTRIED = 0, 1, 2, 3
+# the decision's constants are ABI (the C++ core reads them through the generated header)
+from ..abi import (  # noqa: F401 (its public surface)
+    AS_NUMBER,
+    MASK_ALLOWED,
+    MASK_REFUSED,
+    MASK_REJECTED,
+    MASK_UNTRIED,
+    PROBES,
+    TAIL,
+    VALUE_BEGINS,
+    VALUE_ENDS,
+    YEAR_CENTURIES,
+)
 
 _YEAR_END = re.compile(rb"(?<![0-9.,])(?:19|20|21)[0-9]{2}\Z")
 _WIDE = 16  # the bytes the vectorised tests look at: a tail, a token's last bytes, a probe
@@ -170,7 +168,7 @@ def _probe_ends(ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def decide(look, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray, tails: np.ndarray, table: Tails,
            probe_ids: np.ndarray, as_number_id: int, probe_numbers: np.ndarray, greedy: bool = False) -> np.ndarray:  # fmt: skip
     """The mask (`MASK_*`, rows × K) of each candidate of each row, tried on copies of the
-    sequences (`look`: a `heatc_runtime.lookahead.Lookahead` over the rows' batch, whose token
+    sequences (`look`: a `heatc_runtime.batching.lookahead.Lookahead` over the rows' batch, whose token
     table holds the probes at `probe_ids`, `AS_NUMBER` at `as_number_id` and each probe followed
     by it at `probe_numbers`). `usable` marks the candidates to judge (the others are
     `MASK_REFUSED`); `tails` are the rows' `TAIL` last bytes. With `greedy` the usable

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..report import Snapshot
+from ..reports.report import Snapshot
 from . import guarding
 from .guarding import MASK_ALLOWED, MASK_UNTRIED
 from .options import RowOptions
@@ -73,10 +73,29 @@ class Interventions:
 
     def guard_drafts(self, rows: np.ndarray, drafts: Sequence[Sequence[int]], candidates: np.ndarray,
                      usable: np.ndarray, greedy: bool = False) -> GuardStep:  # fmt: skip
-        """Guard's decision at the text of each row continued by its drafts (token ids the
-        engine proposes and has not taken yet: assisted and speculative decoding judge a
-        position per draft token). The sequences do not change; what the policies decide is
-        kept, and applies when the engine takes exactly those drafts (`feed`)."""
+        """Guard's decision at the text of each row continued by its drafts (token ids the engine
+        proposes and has not taken yet: assisted and speculative decoding judge a position per
+        draft token). The sequences do not change; what the policies decide is kept, and applies
+        when the engine takes exactly those drafts (`feed`).
+
+        Parameters
+        ----------
+        rows : numpy.ndarray of int
+            The rows judged.
+        drafts : sequence of sequence of int
+            Each row's draft token ids.
+        candidates : numpy.ndarray of int
+            The candidates at the position after the drafts, rows × K, best first.
+        usable : numpy.ndarray of bool
+            The candidates the engine could sample at all.
+        greedy : bool
+            Whether the engine decodes greedily.
+
+        Returns
+        -------
+        GuardStep
+            Guard's decision at that position.
+        """
         rows = np.asarray(rows, dtype=np.int64)
         n, width = candidates.shape
         if self._draft is None:
@@ -102,7 +121,7 @@ class Interventions:
 
         def lookahead():
             if look[0] is None:
-                from ..lookahead import Lookahead
+                from ..batching.lookahead import Lookahead
 
                 look[0] = Lookahead(batch)
             return look[0]

@@ -23,8 +23,8 @@ import functools
 import numpy as np
 import torch
 
+from ..backends.extension import native_extension
 from ..errors import ModuleError
-from ..extension import native_extension
 from .core import FORCE_EOS, Driver
 
 _NEG = float("-inf")

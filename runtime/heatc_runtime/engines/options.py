@@ -120,7 +120,7 @@ def _cuda_loads() -> str | None:
 
 def _native_loads() -> str | None:
     try:
-        from ..extension import native_extension
+        from ..backends.extension import native_extension
 
         native_extension()
     except ModuleError as e:
@@ -129,7 +129,7 @@ def _native_loads() -> str | None:
 
 
 def _has_tables(module) -> bool:
-    from ..checker import Checker
+    from ..backends.checker import Checker
 
     if isinstance(module, Checker):
         return getattr(module, "backend", "wasm") == "native"
@@ -141,7 +141,7 @@ def choose_backend(requested: str | None, module, device: str = "cpu") -> str:
     """The backend to run `module` (a directory, or a Checker) on, for scores on `device`:
     `requested`, checked, or the default (cuda for CUDA scores where it loads, else native
     where it loads and the module has rules.hct, else wasm)."""
-    from ..checker import Checker
+    from ..backends.checker import Checker
 
     if requested is not None and requested not in BACKENDS:
         raise ValueError(f"unknown backend {requested!r} (backends: {', '.join(BACKENDS)})")
@@ -177,8 +177,8 @@ def open_module(module, table, tokens: str = "model", limits=None, backend: str 
     """A Checker for `module` (a build or module directory, or a Checker) on a host backend
     (wasm, native). With `tokens="check"` it is refused when the token table it was built with
     is not the model tokenizer's `table`; by default the model's table replaces it."""
-    from ..checker import Checker
-    from ..loader import load
+    from ..backends.checker import Checker
+    from ..backends.loader import load
 
     if tokens not in ("check", "model"):
         raise ValueError(f"tokens must be 'check' or 'model', not {tokens!r}")
@@ -187,7 +187,7 @@ def open_module(module, table, tokens: str = "model", limits=None, backend: str 
     else:
         checker, where = load(Path(module), limits, backend=backend), str(module)
     if tokens == "check":
-        check_table(checker._token_table, table, where)
+        check_table(checker.token_table, table, where)
     return checker
 
 

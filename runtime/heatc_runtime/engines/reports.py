@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..report import Event, Snapshot, Verdict, Verdicts
+from ..reports.report import Event, Snapshot, Verdict, Verdicts
 
 ACTIONS = ("masked", "steered", "withheld", "stopped", "exhausted")
 """What guard did at a step: masked lower-ranked candidates only (the model's first choice
@@ -142,9 +142,9 @@ class GenerationReport(Verdicts):
 
     def audit(self, module, policy=None):
         """The audit report of the checked stream (prompt, when the rules read it, then the
-        generation): `heatc_runtime.audit.audit_snapshots` of every snapshot it published —
+        generation): `heatc_runtime.reports.audit.audit_snapshots` of every snapshot it published —
         the report `Checker.scan()` gives for `stream`. `module`: the checker's `module_info`."""
-        from ..audit import audit_snapshots
+        from ..reports.audit import audit_snapshots
 
         return audit_snapshots(module, self.stream, [*self.prompt_snapshots, *self.snapshots], policy)
 

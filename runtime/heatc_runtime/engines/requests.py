@@ -159,7 +159,7 @@ def load_module(opts: Options, device: str = "cpu"):
                 _MODULES.popitem(last=False)
     if opts.tokens == "check" and _MODEL_TABLE:
         try:
-            check_table(base._token_table, _MODEL_TABLE[0], opts.module)
+            check_table(base.token_table, _MODEL_TABLE[0], opts.module)
         except ModuleError as e:
             raise ValueError(f"heatc_module {e}") from None
     return base, backend

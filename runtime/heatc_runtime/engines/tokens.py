@@ -42,8 +42,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..files import UnreadableFile, read_file
-from ..tables import read_token_table, token_table_bytes
+from ..backends.files import UnreadableFile, read_file
+from ..backends.tables import read_token_table, token_table_bytes
 
 UNKNOWN = "\ufffd".encode()
 
@@ -70,12 +70,30 @@ class TokenTable:
 
 
 def table_sha256(tokens: list[bytes]) -> str:
+    """The sha256 of a token table as tokens.bin stores it (what a build records of its tokenizer).
+
+    Parameters
+    ----------
+    tokens : list of bytes
+        Entry i is token id i's bytes.
+
+    Returns
+    -------
+    str
+        The hex digest.
+    """
     return hashlib.sha256(token_table_bytes(tokens)).hexdigest()
 
 
 def cache_dir() -> Path:
     """Where heatc keeps what it derives once (token tables, converted models):
-    $HEATC_CACHE, else $XDG_CACHE_HOME/heatc, else ~/.cache/heatc."""
+    $HEATC_CACHE, else $XDG_CACHE_HOME/heatc, else ~/.cache/heatc.
+
+    Returns
+    -------
+    Path
+        The folder (not created here).
+    """
     if os.environ.get("HEATC_CACHE"):
         return Path(os.environ["HEATC_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -127,7 +145,25 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 
 def table_from_json_bytes(data: bytes, source: str) -> TokenTable:
     """The table of a serialised Hugging Face tokenizer (the contents of a tokenizer.json).
-    Its fields are checked, not trusted: a malformed file is a TokenizerError naming it."""
+    Its fields are checked, not trusted.
+
+    Parameters
+    ----------
+    data : bytes
+        The tokenizer.json's bytes.
+    source : str
+        Where they came from, for errors.
+
+    Returns
+    -------
+    TokenTable
+        Each token id's bytes, and the tokenizer's kind and name.
+
+    Raises
+    ------
+    TokenizerError
+        A malformed file (naming `source` and what is wrong).
+    """
     try:
         spec = json.loads(data)
         model = spec["model"]
@@ -233,10 +269,44 @@ def _read(path: Path) -> bytes:
 
 
 def table_from_tokenizer_json(path: str | Path) -> TokenTable:
+    """The table of a Hugging Face tokenizer.json file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The tokenizer.json file.
+
+    Returns
+    -------
+    TokenTable
+        Each token id's bytes, as the tokenizer decodes it.
+
+    Raises
+    ------
+    TokenizerError
+        The file cannot be read or is malformed.
+    """
     return table_from_json_bytes(_read(Path(path)), str(path))
 
 
 def table_from_vocab_txt(path: str | Path) -> TokenTable:
+    """The table of a WordPiece vocab.txt (one token a line; "##" continues a word).
+
+    Parameters
+    ----------
+    path : str or Path
+        The vocab.txt file.
+
+    Returns
+    -------
+    TokenTable
+        Each token id's bytes (a word's first piece with its leading space).
+
+    Raises
+    ------
+    TokenizerError
+        The file cannot be read, is not UTF-8, or holds no tokens.
+    """
     path = Path(path)
     data = _read(path)
     try:
@@ -287,7 +357,25 @@ def _serialised(tokenizer) -> tuple[bytes, str]:
 
 def table_for_tokenizer(tokenizer, disk_cache: bool = True) -> TokenTable:
     """The token table of the tokenizer an engine uses, cached by the hash of its
-    serialisation (in this process, and as tokens.bin files in `cache_dir()`)."""
+    serialisation (in this process, and as tokens.bin files in `cache_dir()`).
+
+    Parameters
+    ----------
+    tokenizer : tokenizer object
+        A transformers tokenizer (fast or slow), a `tokenizers.Tokenizer`, or vLLM's.
+    disk_cache : bool
+        Whether to read and write the tokens.bin cache in `cache_dir()`.
+
+    Returns
+    -------
+    TokenTable
+        Each token id's bytes.
+
+    Raises
+    ------
+    TokenizerError
+        The tokenizer cannot be serialised or its serialisation is malformed.
+    """
     data, name = _serialised(tokenizer)
     key = hashlib.sha256(data).hexdigest()
     with _CACHE_LOCK:

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from ..checker import Checker
+from ..backends.checker import Checker
 from .core import Driver, GenerationReport
 from .device import DeviceDriver
 from .masking import guard_scores
@@ -51,7 +51,50 @@ from .tokens import table_for_tokenizer
 
 
 class Checks:
-    """One `generate` call checked by a module: `kwargs()` goes to `model.generate`."""
+    """One `generate` call checked by a module: `kwargs()` goes to `model.generate`, or
+    `generate(model, ...)` calls it (docs/engines.md).
+
+    Parameters
+    ----------
+    module : str or Path or Checker
+        A build directory, or a loaded checker.
+    tokenizer : transformers tokenizer
+        The model's: its token table feeds the rules the bytes of each token.
+    mode : str
+        "observe" (report only), "guard" (mask the candidates that would add a rejection) or
+        "stop" (end a row at its first rejection).
+    k : int
+        Guard's candidates judged per row and step (the top k by score).
+    policy : str
+        What guard does when no candidate passes: "withhold" (write `marker` and stop the
+        row), "allow" or "stop".
+    marker : str
+        The text written where a row was withheld.
+    see_prompt : bool
+        Whether the rules read the prompt too.
+    on_exhausted : str
+        What a row does when guard runs out of candidates: "stop" or "allow".
+    eos_token_id : int or list of int, optional
+        The ids that end a row (default: the tokenizer's, and the model's at `generate`).
+    tokens : str
+        "model" (the tokenizer's table) or "check" (refuse a build made for another tokenizer).
+    backend : str, optional
+        "native", "wasm" or "cuda"; default the fastest that loads.
+    greedy : bool, optional
+        Whether decoding is greedy (`generate` knows; say so when calling `model.generate` yourself).
+    limits : Limits, optional
+        Each runtime call's budget.
+    metrics : heatc_runtime.metrics.Metrics, optional
+        Where the steps, each row's audit report and guard's masks are counted.
+
+    Raises
+    ------
+    ValueError
+        An option out of range, an unknown mode or backend, beam search, or rows that changed
+        between steps (the module's own errors, `heatc_runtime.ModuleError`, when it does not load).
+    RuntimeError
+        Reports asked for before anything was generated, or rows reordered on the device.
+    """
 
     def __init__(
         self,
@@ -93,7 +136,13 @@ class Checks:
         self.reset()
 
     def kwargs(self) -> dict:
-        """`logits_processor` and `stopping_criteria` for `model.generate`."""
+        """`logits_processor` and `stopping_criteria` for `model.generate`.
+
+        Returns
+        -------
+        dict
+            The two keyword arguments.
+        """
         self._attached = True
         return {
             "logits_processor": LogitsProcessorList([self.processor]),
@@ -101,8 +150,28 @@ class Checks:
         }
 
     def generate(self, model, **kwargs):
-        """`model.generate(**kwargs)` checked from a fresh start: (output, reports).
-        Refuses beam search before generating anything."""
+        """`model.generate(**kwargs)` checked from a fresh start. Refuses beam search before
+        generating anything.
+
+        Parameters
+        ----------
+        model : transformers model
+            The model to generate with.
+        kwargs : dict
+            `generate`'s arguments (the processor and criteria are appended to any given).
+
+        Returns
+        -------
+        tuple
+            (what `model.generate` returned, each row's `GenerationReport` in batch order).
+
+        Raises
+        ------
+        ValueError
+            `num_beams` above 1.
+        RuntimeError
+            The rows changed between steps.
+        """
         config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
         beams = kwargs.get("num_beams") or getattr(config, "num_beams", 1) or 1
         if beams > 1:
@@ -186,7 +255,24 @@ class Checks:
 
     def sync(self, input_ids: torch.Tensor, vocab: int = 0, from_criteria: bool = False) -> None:
         """Feed what `input_ids` holds past what was fed: one runtime call per position.
-        (Called by the processor when no criteria is attached, and by the criteria.)"""
+        (Called by the processor when no criteria is attached, and by the criteria.)
+
+        Parameters
+        ----------
+        input_ids : torch.Tensor
+            The batch's token ids so far, [rows, length].
+        vocab : int
+            The scores' vocabulary size (0: unknown).
+        from_criteria : bool
+            Called by the stopping criteria (which sees one token more than the processor).
+
+        Raises
+        ------
+        RuntimeError
+            The rows are not those of this generate call (another call, or reordered rows).
+        ValueError
+            A CUDA backend asked of a loaded checker (it runs a build directory).
+        """
         length = input_ids.shape[1]
         if self._prompt_len < 0:
             self._begin(input_ids, vocab, length - 1 if from_criteria else length)
@@ -259,7 +345,23 @@ class Checks:
 
     def reports(self, sequences=None) -> list[GenerationReport]:
         """Each row's report, in batch order, once generation is over. Pass what `generate`
-        returned: its last token is fed here (the loop ends before showing it to the processor)."""
+        returned: its last token is fed here (the loop ends before showing it to the processor).
+
+        Parameters
+        ----------
+        sequences : torch.Tensor or generate output, optional
+            What `model.generate` returned.
+
+        Returns
+        -------
+        list of GenerationReport
+            Each row's report.
+
+        Raises
+        ------
+        RuntimeError
+            Nothing was generated with these Checks, or the rows changed between steps.
+        """
         if self._prompt_len < 0:
             raise RuntimeError("nothing was generated with these Checks")
         if sequences is not None:

@@ -124,7 +124,22 @@ except ImportError:  # (an older vLLM)
 class HeatcLogitsProcessor(*_BASES):
     """vLLM logits processor running heatc modules chosen per request: the V1 runner's
     interface (`update_state`, `apply(logits)`) and the model runner V2's (`add_request`,
-    `apply(logits, ctx)`), so that one entry point serves both."""
+    `apply(logits, ctx)`), so that one entry point serves both. vLLM makes it (the
+    `--logits-processors` entry point); a request opts in with `extra_args={"heatc": {...}}`
+    (docs/engines.md).
+
+    Parameters
+    ----------
+    vllm_config : vllm.config.VllmConfig
+        The engine's configuration (its model, tokenizer and batch size).
+    args : tuple
+        V1: (device, is_pin_memory); the model runner V2: (req_states,).
+
+    Raises
+    ------
+    TokenizerError
+        The engine was started without a tokenizer (`skip_tokenizer_init`).
+    """
 
     @classmethod
     def validate_params(cls, sampling_params) -> None:
@@ -145,6 +160,20 @@ class HeatcLogitsProcessor(*_BASES):
         self._setup(vllm_config, device, int(vllm_config.scheduler_config.max_num_seqs))
 
     def add_request(self, req_idx: int, sampling_params) -> bool:
+        """The model runner V2's: a request put in batch slot `req_idx`.
+
+        Parameters
+        ----------
+        req_idx : int
+            Its slot.
+        sampling_params : vllm.SamplingParams
+            Its parameters (`extra_args["heatc"]`: the checks it asked for).
+
+        Returns
+        -------
+        bool
+            Whether this processor checks the request.
+        """
         return self._v2.add_request(req_idx, sampling_params)
 
     def apply_staged_writes(self) -> None:
@@ -198,6 +227,13 @@ class HeatcLogitsProcessor(*_BASES):
         return ids
 
     def is_argmax_invariant(self) -> bool:
+        """Whether the processor leaves greedy decoding's pick alone (it does not: stop and guard change it).
+
+        Returns
+        -------
+        bool
+            False.
+        """
         return False  # stop and guard change what greedy decoding picks
 
     # -- the persistent batch -------------------------------------------------------------
@@ -273,6 +309,13 @@ class HeatcLogitsProcessor(*_BASES):
                 self._groups = None
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
+        """The V1 runner's: requests added, removed and moved in the persistent batch since the last step.
+
+        Parameters
+        ----------
+        batch_update : vllm BatchUpdate or None
+            What changed (None: nothing).
+        """
         if self._idle:
             return
         if batch_update is not None:
@@ -398,6 +441,28 @@ class HeatcLogitsProcessor(*_BASES):
         logits.index_copy_(0, at, sub)
 
     def apply(self, logits: torch.Tensor, ctx=None) -> torch.Tensor:
+        """Feed each checked request the token it took, and mask or force EOS in its logits as its
+        mode asks. A request whose checks fail (a trap, a refused id) is ended with EOS and its
+        report says why: nothing propagates to the engine.
+
+        Parameters
+        ----------
+        logits : torch.Tensor
+            The step's logits, [rows, vocab] (changed in place).
+        ctx : object, optional
+            The model runner V2's step context (None: the V1 runner).
+
+        Returns
+        -------
+        torch.Tensor
+            `logits`.
+
+        Raises
+        ------
+        ModuleTrap
+            Never past this method: a trap while stepping ends its requests instead (named because
+            the stepping below raises it).
+        """
         if ctx is not None:  # (the model runner V2)
             return self._v2.apply(logits, ctx)
         if not self._live:

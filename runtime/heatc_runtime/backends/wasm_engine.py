@@ -21,7 +21,7 @@ from importlib import metadata
 
 import wasmtime
 
-from .errors import ModuleTrap
+from ..errors import ModuleTrap
 
 TESTED_WASMTIME = ">=50,<51"  # = the wasmtime requirement in pyproject.toml (a test checks)
 

@@ -23,9 +23,9 @@ import weakref
 
 import numpy as np
 
-from .abi import EV_COUNT, QUIET, SNAP_COUNT, STATUS, STATUS_TEXT
+from ..abi import EV_COUNT, QUIET, SNAP_COUNT, STATUS, STATUS_TEXT
+from ..errors import ModuleError, ModuleTrap
 from .batch import Batch
-from .errors import ModuleError, ModuleTrap
 
 
 class Lookahead:
@@ -50,15 +50,15 @@ class Lookahead:
     def close(self) -> None:
         """Give the scratch memory back to the checker now."""
         c = self.checker
-        with c._lock:
+        with c.lock:
             self._release()
 
     def _release(self) -> None:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-            if not self.checker._closed:
-                self.checker._free(self._block)
+            if not self.checker.closed:
+                self.checker.free(self._block)
         self._cap, self._block, self._generation = 0, 0, -1
 
     def _ensure(self, m: int) -> None:
@@ -68,25 +68,25 @@ class Lookahead:
             cap = max(m, 2 * self._cap, 64)  # (doubling: few reallocations as batches grow)
             self._release()
             ids_at = -(-cap * c.state_size // 16) * 16
-            self._block = c._alloc(ids_at + 4 * cap)  # the copies' states, then their token ids
+            self._block = c.alloc(ids_at + 4 * cap)  # the copies' states, then their token ids
             self._states, self._ids = self._block, self._block + ids_at
-            self._finalizer = weakref.finalize(self, c._heap.free_later, self._block)
+            self._finalizer = weakref.finalize(self, c.free_later, self._block)
             self._finalizer.atexit = False  # (the checkers are closed at exit)
             self._cap = cap
-        if self._generation != c._generation:  # memory grew: every view is stale
+        if self._generation != c.generation:  # memory grew: every view is stale
             size, n = c.state_size, self.batch.n
-            mem = c._mem
+            mem = c.mem
             self._main = mem[self.batch.states : self.batch.states + n * size].reshape(n, size)
             self._scratch = mem[self._states : self._states + self._cap * size].reshape(self._cap, size)
             self._ids_view = mem[self._ids : self._ids + 4 * self._cap].view(np.uint32)
-            self._generation = c._generation
+            self._generation = c.generation
 
     def _counts(self, states: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(states[:, self._rej : self._rej + 8]).view("<u8").ravel()
 
     def rejections(self, rows) -> np.ndarray:
         """The rejections so far of the batch's sequences `rows` (uint64)."""
-        with self.checker._lock:
+        with self.checker.lock:
             self._ensure(0)
             return self._counts(self._main[np.asarray(rows, dtype=np.intp)])
 
@@ -100,30 +100,30 @@ class Lookahead:
         if m == 0:
             return np.zeros(0, np.uint64)
         c = self.checker
-        with c._lock:
+        with c.lock:
             self._ensure(m)
             self._scratch[:m] = self._main[rows]
-            c._ctlv[QUIET] = 1  # only the final snapshots, which are discarded too
+            c.ctl[QUIET] = 1  # only the final snapshots, which are discarded too
             try:
-                c._begin()
+                c.begin()
                 self._step(first, m)
                 if then is not None:
                     self._step(then, m)
                 self._run("finish_batch", m)
             except ModuleTrap:
-                c._trapped()
+                c.trapped()
                 raise
             finally:
-                c._ctlv[QUIET] = 0
-                c._ctlv[EV_COUNT] = c._ctlv[SNAP_COUNT] = 0
+                c.ctl[QUIET] = 0
+                c.ctl[EV_COUNT] = c.ctl[SNAP_COUNT] = 0
             return self._counts(self._scratch[:m])
 
     def _step(self, ids, m: int) -> None:
         self._ids_view[:m] = ids
         c, size, done = self.checker, self.checker.state_size, 0
-        ctl = c._ctlv
+        ctl = c.ctl
         while done < m:
-            more = c._call("step_batch", self._states + done * size, self._ids + 4 * done, m - done, 0)
+            more = c.call("step_batch", self._states + done * size, self._ids + 4 * done, m - done, 0)
             done += more
             if ctl[STATUS]:
                 status, ctl[STATUS] = int(ctl[STATUS]), 0
@@ -131,13 +131,13 @@ class Lookahead:
                 raise ValueError(f"lookahead token {bad}: {STATUS_TEXT.get(status, status)}")
             ctl[EV_COUNT] = ctl[SNAP_COUNT] = 0  # (full buffers return early: discard, go on)
             if not more and done < m:
-                raise c._stalled("a lookahead step")
+                raise c.stalled("a lookahead step")
 
     def _run(self, name: str, m: int) -> None:
         c, size, done = self.checker, self.checker.state_size, 0
         while done < m:
-            more = c._call(name, self._states + done * size, m - done, 0)
+            more = c.call(name, self._states + done * size, m - done, 0)
             done += more
-            c._ctlv[EV_COUNT] = c._ctlv[SNAP_COUNT] = 0
+            c.ctl[EV_COUNT] = c.ctl[SNAP_COUNT] = 0
             if not more and done < m:
-                raise c._stalled(f"a lookahead {name}")
+                raise c.stalled(f"a lookahead {name}")

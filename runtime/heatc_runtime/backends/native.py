@@ -25,9 +25,9 @@ import threading
 
 import numpy as np
 
-from .abi import CONTROL, CONTROL_FIELDS, PAGE
+from ..abi import CONTROL, CONTROL_FIELDS, PAGE
+from ..errors import ModuleError, ModuleTrap
 from .checker import CLOSED, Checker
-from .errors import ModuleError, ModuleTrap
 from .extension import native_extension
 from .hct import Hct, check_against_manifest
 from .limits import Limits
@@ -43,12 +43,12 @@ class NativeChecker(Checker):
     def __init__(self, manifest: dict, hct: Hct, limits: Limits, where: str = "rules.hct"):
         native = native_extension()
         self.manifest = manifest
-        self._closed = False
-        self._generation = 0
+        self.closed = False
+        self.generation = 0
         self.limits = limits
         self._hct = hct
         self._where = where
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         check_against_manifest(hct, manifest, where)
         if limits.memory_bytes < 4 * PAGE:
             raise ModuleError(f"the native backend needs at least {4 * PAGE} bytes of memory (Limits.memory_bytes)")
@@ -74,7 +74,7 @@ class NativeChecker(Checker):
         except ModuleTrap as e:  # (buffers for its lexeme_events do not fit its memory)
             self.close()
             raise ModuleError(f"{where}: {e}") from None
-        self._rearm_at = float("inf")  # no deadline to re-arm (Batch checks this)
+        self.rearm_at = float("inf")  # no deadline to re-arm (Batch checks this)
 
     # -- the memory and call layer --------------------------------------------------------
 
@@ -82,10 +82,10 @@ class NativeChecker(Checker):
         # The memory never moves (one reservation): a view made before growing still points
         # at it, but covers only the old size, so views are made again
         native = self._native
-        self._mem = np.frombuffer(native, np.uint8, count=native.size)
-        self._ctlv = self._mem[self.control : self.control + 4 * len(CONTROL_FIELDS)].view(np.uint32)
-        self._ctlc = (ctypes.c_uint32 * len(CONTROL_FIELDS)).from_buffer(native, self.control)
-        self._generation = getattr(self, "_generation", 0) + 1
+        self.mem = np.frombuffer(native, np.uint8, count=native.size)
+        self.ctl = self.mem[self.control : self.control + 4 * len(CONTROL_FIELDS)].view(np.uint32)
+        self.ctl_words = (ctypes.c_uint32 * len(CONTROL_FIELDS)).from_buffer(native, self.control)
+        self.generation = getattr(self, "_generation", 0) + 1
 
     def _grow(self, end: int) -> None:
         if end > self._native.size:
@@ -97,27 +97,27 @@ class NativeChecker(Checker):
                 raise ModuleTrap(f"the module's memory cannot grow to {end:,} bytes: {e}") from None
             self._refresh_view()
 
-    def _arm(self) -> None:
+    def arm(self) -> None:
         """(no deadline; the step budget is the core's, per call: see the module docstring)"""
 
-    def _call(self, name: str, *params: int) -> int:
+    def call(self, name: str, *params: int) -> int:
         return self._calls[name](*params)
 
-    def _check_state(self, at: int) -> str | None:
+    def check_state(self, at: int) -> str | None:
         return self._native.check_state(at)
 
     def close(self) -> None:
         """Release the module's memory now (its whole address-space reservation: an open
         batch still holding a view of it keeps it until that batch is gone). Any later call
         on this checker or its batches raises `CheckerClosed`."""
-        with self._lock:
-            self._closed = True
-            self._generation = CLOSED
+        with self.lock:
+            self.closed = True
+            self.generation = CLOSED
             self._calls = {}
             # (the views first: the memory is unmapped when the last one is released; the
             # heap goes too, its `grow` being a method of this checker — a cycle that kept the
             # whole reservation until the garbage collector ran)
-            for name in ("_mem", "_ctlv", "_ctlc", "_heap"):
+            for name in ("mem", "ctl", "ctl_words", "_heap"):
                 self.__dict__.pop(name, None)
             native = self.__dict__.pop("_native", None)
             if native is not None:
@@ -125,7 +125,7 @@ class NativeChecker(Checker):
 
     def clone(self) -> NativeChecker:
         """An independent module on the same tables (for another thread)."""
-        self._check_open()
+        self.check_open()
         twin = NativeChecker(self.manifest, self._hct, self.limits, self._where)
         twin._copy_token_table(self)
         return twin

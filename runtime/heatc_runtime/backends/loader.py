@@ -5,10 +5,10 @@ malformed, a file is not a plain file of the size its manifest records (a link, 
 a FIFO, a name outside the directory), a file's sha256 does not match, its ABI version is
 not one this runtime speaks, or wasmtime cannot compile it. Nothing is read before its
 type and size are checked. `backend="native"` runs the build's rules.hct on the native
-core instead of module.wasm on wasmtime (heatc_runtime.native), with the same Checker API
+core instead of module.wasm on wasmtime (heatc_runtime.backends.native), with the same Checker API
 and results.
 
-(`heatc_runtime.manifest.read_artifact` reads one file of a build the same way: what the CLI
+(`heatc_runtime.backends.manifest.read_artifact` reads one file of a build the same way: what the CLI
 and the CUDA ops read a build with.)
 
 Public surface: `load(path, limits, backend)`, `from_bytes(manifest, code, limits, where, backend)`.
@@ -19,9 +19,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .abi import check_abi
+from ..abi import check_abi
+from ..errors import ModuleError, ModuleTrap
 from .checker import Checker
-from .errors import ModuleError, ModuleTrap
 from .limits import Limits
 from .manifest import check_manifest, read_artifact, read_manifest, read_sized
 from .tables import check_token_table, read_token_table
@@ -31,9 +31,29 @@ BACKENDS = ("wasm", "native")
 
 def load(path: str | Path, limits: Limits | None = None, backend: str = "wasm") -> Checker:
     """Load a module or build directory (manifest.json, module.wasm, and for a build
-    tokens.bin and the other artifacts), verifying every file's sha256 first. With
-    `backend="native"` the build's rules.hct runs on the native core. A build's token table
-    is checked here and set (`Checker.set_token_table`) when the first batch is made."""
+    tokens.bin and the other artifacts), verifying every file's sha256 first. A build's token
+    table is checked here and set (`Checker.set_token_table`) when the first batch is made.
+
+    Parameters
+    ----------
+    path : str or Path
+        A build directory, or a module's manifest.json.
+    limits : Limits, optional
+        Each call's budget and the memory cap; default `Limits()`.
+    backend : str
+        "wasm" (wasmtime), or "native": the build's rules.hct on the native core.
+
+    Returns
+    -------
+    Checker
+        The loaded module (a `NativeChecker` on the native backend).
+
+    Raises
+    ------
+    ModuleError
+        A file is missing, corrupt (its sha256), of another ABI, or not a heatc module; the
+        backend is unknown or, for "native", not built.
+    """
     _check_backend(backend)
     path = Path(path)
     if path.is_dir():
@@ -71,8 +91,32 @@ def load(path: str | Path, limits: Limits | None = None, backend: str = "wasm") 
 def from_bytes(
     manifest: dict, wasm: bytes, limits: Limits | None = None, where: str = "module", backend: str = "wasm"
 ) -> Checker:
-    """A Checker from a manifest and module bytes already in memory, verified like `load`:
-    module.wasm's bytes, or with `backend="native"` rules.hct's."""
+    """A Checker from a manifest and module bytes already in memory, verified like `load`.
+
+    Parameters
+    ----------
+    manifest : dict
+        The module's manifest.
+    wasm : bytes
+        module.wasm's bytes, or with `backend="native"` rules.hct's.
+    limits : Limits, optional
+        Each call's budget and the memory cap; default `Limits()`.
+    where : str
+        What to call the module in errors.
+    backend : str
+        "wasm" or "native".
+
+    Returns
+    -------
+    Checker
+        The loaded module.
+
+    Raises
+    ------
+    ModuleError
+        The manifest is malformed, the bytes do not match its sha256, the ABI differs, or
+        the module does not load.
+    """
     _check_backend(backend)
     check_manifest(manifest, where)
     abi = manifest["abi"]

@@ -17,8 +17,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from .abi import CONTROL_FIELDS, SNAPSHOT
-from .errors import ModuleError
+from ..abi import CONTROL_FIELDS, SNAPSHOT
+from ..errors import ModuleError
 from .files import UnreadableFile, WrongSize, plain_name, read_file
 
 MAX_MANIFEST_BYTES = 256 << 20  # a manifest of 100,000 rules is about 60 MB

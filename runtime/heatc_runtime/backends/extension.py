@@ -8,13 +8,13 @@ Public surface: `native_extension()`.
 
 from __future__ import annotations
 
-from .errors import ModuleError
+from ..errors import ModuleError
 
 
 def native_extension():
     """The compiled extension, or a ModuleError that says how to get it."""
     try:
-        from . import _native
+        from .. import _native
     except ImportError as e:
         raise ModuleError(
             "the native backend is not available: the extension heatc_runtime._native was not built "

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .abi import VERDICT_CONFIRMED, VERDICT_PENDING, VERDICT_REJECTED
+from ..abi import VERDICT_CONFIRMED, VERDICT_PENDING, VERDICT_REJECTED
 
 
 class Verdict(IntEnum):
@@ -22,12 +22,36 @@ class Verdict(IntEnum):
 
 
 def worst(verdicts: Iterable[Verdict]) -> Verdict:
+    """The worst of some verdicts (REJECTED > PENDING > CONFIRMED).
+
+    Parameters
+    ----------
+    verdicts : iterable of Verdict
+        The verdicts; none is CONFIRMED.
+
+    Returns
+    -------
+    Verdict
+        The worst of them.
+    """
     return max(verdicts, default=Verdict.CONFIRMED)
 
 
 @dataclass(frozen=True)
 class Conflict:
-    """The channel value a rejected match disagreed with, and the span that set it."""
+    """The channel value a rejected match disagreed with, and the span that set it.
+
+    Parameters
+    ----------
+    channel : str
+        The channel (a consistency key or a `lock`'s channel).
+    value : float or str
+        The value the channel held.
+    start : int
+        Where the span that set it begins (a byte offset in the stream).
+    end : int
+        Where it ends (exclusive).
+    """
 
     channel: str
     value: float | str
@@ -37,6 +61,28 @@ class Conflict:
 
 @dataclass(frozen=True)
 class Event:
+    """Something the rules found: a rule's match, or an anchor term.
+
+    Parameters
+    ----------
+    kind : str
+        "match" or "anchor".
+    name : str
+        The rule (a match) or the anchor group (an anchor).
+    start : int
+        The byte span's start in the stream.
+    end : int
+        Its end (exclusive).
+    verdict : Verdict, optional
+        The match's verdict (matches only).
+    captures : tuple of (str, float or str)
+        The match's captured values, by capture name.
+    failed : str, optional
+        The requirement that failed, as canonical text.
+    conflict : Conflict, optional
+        The value a rejected match disagreed with.
+    """
+
     kind: str  # "match" | "anchor"
     name: str  # the rule (match) or anchor group (anchor)
     start: int  # byte span [start, end) in the stream
@@ -59,8 +105,21 @@ class Event:
         return event
 
     def to_json(self, stream: bytes | None = None, span: Callable[[int, int], dict] | None = None) -> dict:
-        """The event as JSON; `span(start, end)` gives each span's fields (default: `start`,
-        `end` and, with the `stream`, its `text`; audit reports add character offsets)."""
+        """The event as JSON.
+
+        Parameters
+        ----------
+        stream : bytes, optional
+            The stream: each span then carries its `text`.
+        span : callable, optional
+            `span(start, end)` gives each span's fields (default: `start`, `end` and, with the
+            `stream`, its `text`; audit reports add character offsets).
+
+        Returns
+        -------
+        dict
+            kind, rule or anchor, verdict, the span's fields, captures, failed, conflict.
+        """
         if span is None:
 
             def span(start: int, end: int) -> dict:
@@ -111,6 +170,20 @@ class VerdictMap(Mapping):
 
 @dataclass(slots=True)  # one per trigger per sequence while decoding: keep it cheap
 class Snapshot:
+    """What a sequence published at a trigger (or at its end: `final`).
+
+    Parameters
+    ----------
+    verdicts : mapping of str to Verdict
+        Every rule's verdict, in program (heat) order.
+    events : list of Event
+        The events since the previous snapshot.
+    counters : dict of str to int
+        bytes, lexemes, tokens, matches, rejections so far.
+    final : bool
+        True for the snapshot that ended the stream.
+    """
+
     verdicts: Mapping[str, Verdict]  # every rule, in program (heat) order
     events: list[Event]  # since the previous snapshot
     counters: dict[str, int] = field(default_factory=dict)
@@ -138,14 +211,27 @@ class Verdicts:
 
 
 class Report(Verdicts):
-    """The outcome of checking one whole document.
+    """A whole document's result (`Checker.scan`): every rule's final verdict, the events and
+    the counters; `verdict` is the worst verdict, `rejected` the rules REJECTED.
 
-    `events` may be given as a function that returns them: a backend passes one to decode
-    its event records when they are first read, so that a caller who reads only the
-    verdicts does not pay for the Python objects (on a busy document, a sixth of a scan).
+    Parameters
+    ----------
+    verdicts : mapping of str to Verdict
+        Every rule's final verdict, in program (heat) order.
+    events : list of Event or callable
+        The events, or what decodes them when first read.
+    counters : dict of str to int
+        bytes, lexemes, tokens, matches, rejections.
+    source : tuple, optional
+        (`reports.audit.ModuleInfo`, the text's bytes): what `audit()` needs.
+    runs : tuple, optional
+        (`reports.records.RecordDecoder`, the event records): what `reports.audit_text` writes from.
 
-    `source` — the module's identity (`audit.ModuleInfo`) and the text's bytes — is what
-    `audit()` needs besides; `Checker.scan()` gives it."""
+    Raises
+    ------
+    ValueError
+        `audit()` on a report that does not know its module and text.
+    """
 
     __slots__ = ("_events", "_runs", "_source", "counters", "verdicts")
 
@@ -184,19 +270,45 @@ class Report(Verdicts):
         return f"Report(verdicts={dict(self.verdicts)!r}, events={self.events!r}, counters={self.counters!r})"
 
     def audit(self, policy=None):
-        """The audit report (`audit.AuditReport`: module, triggered rules, events with byte and
-        character spans, confidence and the `audit.Policy`'s action; docs/report.md)."""
+        """The audit report: module, triggered rules, events with byte and character spans,
+        confidence and the policy's action (docs/report.md).
+
+        Parameters
+        ----------
+        policy : reports.audit.Policy, optional
+            The cut-offs; default the rule set's own, else `Policy()`.
+
+        Returns
+        -------
+        reports.audit.AuditReport
+            The report.
+
+        Raises
+        ------
+        ValueError
+            This report does not know its module and text (made by hand, not by a scan).
+        """
         if self._source is None:
             raise ValueError(
                 "this report does not know its module and text: audit it with "
-                "heatc_runtime.audit.audit_report(module, text, events, verdicts, counters)"
+                "heatc_runtime.reports.audit.audit_report(module, text, events, verdicts, counters)"
             )
-        from .audit import audit_report
-
-        module, text = self._source
-        return audit_report(module, text, self.events, self.verdicts, self.counters, policy)
+        module, text = self._source  # (an audit.ModuleInfo: it audits, and this module never imports audit)
+        return module.audit(text, self.events, self.verdicts, self.counters, policy)
 
     def to_json(self, stream: bytes | None = None) -> dict:
+        """The report as JSON.
+
+        Parameters
+        ----------
+        stream : bytes, optional
+            The scanned text: each event then carries its `text`.
+
+        Returns
+        -------
+        dict
+            verdict, rules (name → verdict), events, counters.
+        """
         return {
             "verdict": self.verdict.name,
             "rules": {k: v.name for k, v in self.verdicts.items()},

@@ -91,11 +91,27 @@ class ModuleInfo:
     def to_json(self) -> dict:
         return {"name": self.name, "sha256": self.sha256, "heatc_version": self.heatc_version}
 
+    def audit(self, text, events, verdicts, counters, policy=None) -> AuditReport:
+        """`audit_report(self, …)`: a `Report` holds its module's info and audits through it,
+        so the report types never import this module (which imports them).
+
+        Parameters
+        ----------
+        text, events, verdicts, counters, policy
+            As `audit_report` takes them.
+
+        Returns
+        -------
+        AuditReport
+            The report of `text`.
+        """
+        return audit_report(self, text, events, verdicts, counters, policy)
+
 
 def _manifest_policy(value: object) -> Policy | None:
     if value is None:
         return None
-    from .errors import ModuleError
+    from ..errors import ModuleError
 
     if not isinstance(value, dict) or set(value) != {"pass", "confirm"}:
         raise ModuleError(f"manifest policy: expected {{pass: NUMBER, confirm: NUMBER}}, got {str(value)[:80]}")

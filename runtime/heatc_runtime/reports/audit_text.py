@@ -28,8 +28,8 @@ from json.encoder import encode_basestring
 
 import numpy as np
 
-from .abi import EVENT, EVENT_MATCH, NO_INDEX, VERDICT_NAMES
-from .args import as_bytes
+from ..abi import EVENT, EVENT_MATCH, NO_INDEX, VERDICT_NAMES
+from ..args import as_bytes
 from .audit import (
     COUNTERS,
     AuditReport,
@@ -381,7 +381,7 @@ def _native_events_json():
     if not NATIVE:
         return None
     try:
-        from ._native import events_json
+        from .._native import events_json
     except ImportError:
         return None
     return events_json

@@ -1,4 +1,5 @@
-"""Draft tokens checked in one call (speculative decoding): `Batch.verify(drafts)`.
+"""Draft tokens checked in one call (speculative decoding): `Batch.verify(drafts)`, which
+`Batch` takes from the `DraftChecks` mixin here.
 
 An engine that drafts several tokens a step (a draft model, prompt lookup, multi-token heads)
 asks which of them the rules let through. Every sequence is fed its drafts one position at a
@@ -11,26 +12,58 @@ tokens published is returned; what the taken-back ones published never happened.
 written ("5", "000" of 5000 before its unit) has not been judged yet. Guard's judgement of a
 draft position (the text ended there, probes, years) is `engines.core.Driver.guard_drafts`.
 
-Public surface: `verify(batch, drafts, lengths)`.
+Public surface: `DraftChecks` (`verify(drafts, lengths)`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from .errors import ModuleError
-
-if TYPE_CHECKING:
-    from .batch import Batch
-    from .report import Snapshot
+from ..errors import CheckerClosed, ModuleError, ModuleTrap, SequenceInterrupted  # noqa: F401 (the Raises sections name them)
+from ..reports.report import Snapshot
 
 
-def verify(batch: Batch, drafts, lengths=None) -> tuple[np.ndarray, dict[int, list[Snapshot]]]:
-    """Feed sequence i the first `lengths[i]` (default: all) of `drafts[i]` (an [n, d] array of
-    token ids), keeping the longest prefix that adds no rejection. Returns (how many drafts
-    each sequence kept, the snapshots the kept tokens published, by sequence)."""
+class DraftChecks:
+    """`verify`, mixed into `Batch` (it steps the batch through its public methods only)."""
+
+    def verify(self, drafts, lengths=None) -> tuple[np.ndarray, dict[int, list[Snapshot]]]:
+        """Speculative decoding's check: sequence i is fed its draft tokens and keeps the
+        longest prefix that adds no rejection, the state left there. One runtime call per
+        draft position for the whole batch.
+
+        Parameters
+        ----------
+        drafts : array_like of int, shape (n, d)
+            Each sequence's draft token ids, in order.
+        lengths : array_like of int, shape (n,), optional
+            How many of its drafts sequence i is fed (0 to d); default all of them.
+
+        Returns
+        -------
+        kept : numpy.ndarray of int64, shape (n,)
+            How many drafts each sequence kept.
+        published : dict of int to list of Snapshot
+            The snapshots the kept tokens published, by sequence.
+
+        Raises
+        ------
+        ValueError
+            `drafts` is not an [n, d] array or `lengths` not n counts from 0 to d.
+        TypeError
+            The draft ids are not integers.
+        ModuleError
+            The module's manifest does not say where a state keeps its rejections.
+        ModuleTrap
+            The step ran out of its budget or trapped.
+        SequenceInterrupted
+            A sequence was interrupted by an earlier trap.
+        CheckerClosed
+            The batch or its checker was closed.
+        """
+        return _verify(self, drafts, lengths)
+
+
+def _verify(batch, drafts, lengths) -> tuple[np.ndarray, dict[int, list[Snapshot]]]:
     drafts = np.asarray(drafts)
     if drafts.ndim != 2 or drafts.shape[0] != batch.n:
         raise ValueError(f"drafts must be a [{batch.n}, d] array of token ids, got shape {drafts.shape}")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import struct
 
-from .abi import EVENT, EVENT_ANCHOR, SNAPSHOT
-from .errors import ModuleError
+from ..abi import EVENT, EVENT_ANCHOR, SNAPSHOT
+from ..errors import ModuleError
 from .report import Conflict, Event, Snapshot, Verdict, VerdictMap
 
 _VERDICTS = tuple(Verdict)  # by value: indexing is cheaper than calling the enum

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .args import as_bytes
+from ..args import as_bytes
 from .report import Report
 
 

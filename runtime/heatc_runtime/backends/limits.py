@@ -21,9 +21,25 @@ class Limits:
     10 ms, so a deadline under 10 ms means "stopped at the next tick"). `fuel`, if set,
     bounds the instructions of one call instead (deterministic, but the module runs slower).
     `memory_bytes` caps the module's linear memory (64 KiB to 4 GiB).
+
     `Limits.trusted()` — no deadline and no fuel — is for modules you built yourself: the
     engine then inserts no interruption checks, which makes scanning faster.
-    Values out of range are refused here (ValueError, TypeError), not at the first call.
+
+    Parameters
+    ----------
+    timeout_s : float or None
+        Seconds one call may run (None: no deadline).
+    fuel : int or None
+        Instructions one call may run, instead of a deadline (None: not counted).
+    memory_bytes : int
+        The module's memory cap.
+
+    Raises
+    ------
+    TypeError
+        A value of the wrong type (a bool, a float for a whole number).
+    ValueError
+        A value out of range (refused here, not at the first call).
     """
 
     timeout_s: float | None = 30.0

@@ -24,7 +24,7 @@ import hashlib
 import struct
 from dataclasses import dataclass
 
-from .abi import (
+from ..abi import (
     HCT_HEADER,
     HCT_MAGIC,
     HCT_OPTIONAL_TABLES,
@@ -38,7 +38,7 @@ from .abi import (
     LEX_LITERAL0,
     check_abi,
 )
-from .errors import ModuleError
+from ..errors import ModuleError
 
 # the format is the ABI's (heatc_runtime.abi, "rules.hct"): these names are its own
 HEAD, SECTION, PARAM = HCT_HEADER.struct, HCT_SECTION.struct, HCT_PARAM.struct
