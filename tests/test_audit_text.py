@@ -19,8 +19,8 @@ from support import REPO, SHARED_DATA, compile_cached
 from support.cli import heatc
 from support.strategies import rule_sets, texts
 
-from heatc.backends import module_info, native_checker, run_document, wasm_checker
 from heatc.cli import scanning
+from heatc.verify.backends import module_info, native_checker, run_document, wasm_checker
 from heatc_runtime import Report, abi, audit_text
 from heatc_runtime.audit import COUNTERS, ModuleInfo, Policy, audit_report
 from heatc_runtime.audit_text import TextFacts, audit_line, scan_line

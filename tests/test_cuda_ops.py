@@ -17,10 +17,10 @@ from support import REPO, compile_cached
 from support.strategies import chunkings, rule_sets, texts
 
 import heatc_runtime as rt
-from heatc.hct import hct_bytes
 from heatc.heatmap.build import build
-from heatc.reference import Machine
+from heatc.spec.reference import Machine
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime.abi import ABI_MINOR
 from heatc_runtime.cuda import layout, ops
