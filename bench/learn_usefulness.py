@@ -316,7 +316,7 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
     """Clean sentences, false alarms and catches of one rule set over documents; `missed`:
     per kind, the corrupted text around each impossible value no rule caught."""
     from heatc import ir
-    from heatc.spec.lexing import lex
+    from heatc.semantics.lexing import lex
 
     # the lexeme codes with a value (so that this script also measures commits before dates)
     values = getattr(ir, "VALUE_CODES", (ir.LEX_NUMBER, ir.LEX_PERCENT))

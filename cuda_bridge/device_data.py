@@ -45,7 +45,7 @@ from support.strategies import chunkings, rule_sets, texts  # noqa: E402
 
 from heatc.heatmap.build import build, compile_heatmap  # noqa: E402
 from heatc.lang.compiler import compile_file, compile_source  # noqa: E402
-from heatc.spec.reference import Machine  # noqa: E402
+from heatc.semantics.reference import Machine  # noqa: E402
 from heatc.wasm import compile_wasm  # noqa: E402
 from heatc.wasm.hct import hct_bytes  # noqa: E402
 from heatc.wasm.pack import pack  # noqa: E402

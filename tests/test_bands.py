@@ -16,7 +16,7 @@ from heatc.heatmap.lower import lower
 from heatc.lang.unparse import format_file
 from heatc.learn.bands import BAND_FACTORS, band_alarms, band_options, slips_noticed
 from heatc.learn.evidence import CellKey, CellValues
-from heatc.spec.reference import scan
+from heatc.semantics.reference import scan
 from heatc_runtime import Verdict
 
 BAND_RULES = """

@@ -18,7 +18,7 @@ from support.strategies import chunkings, rule_sets, texts
 
 import heatc_runtime as rt
 from heatc.heatmap.build import build
-from heatc.spec.reference import Machine
+from heatc.semantics.reference import Machine
 from heatc.wasm import compile_wasm
 from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from support import REPO
 
 from heatc.lang.compiler import compile_file
-from heatc.spec.reference import Machine
+from heatc.semantics.reference import Machine
 from heatc.wasm import compile_wasm
 from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack

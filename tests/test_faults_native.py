@@ -24,7 +24,7 @@ from support import REPO
 import heatc_runtime as rt
 from heatc.heatmap.build import build
 from heatc.lang.compiler import compile_file
-from heatc.spec.reference import Machine
+from heatc.semantics.reference import Machine
 from heatc.verify.backends import run_document
 from heatc.wasm import compile_wasm
 from heatc.wasm.hct import hct_bytes

@@ -21,7 +21,7 @@ from support.hostile import STALL, hostile_module
 
 import heatc_runtime as rt
 from heatc.lang.compiler import compile_file
-from heatc.spec.reference import Machine
+from heatc.semantics.reference import Machine
 from heatc.verify.backends import run_document
 from heatc.wasm import compile_wasm, write_module
 

@@ -16,8 +16,8 @@ from support.strategies import chunkings, rule_sets, texts
 
 import heatc_runtime as rt
 from heatc.heatmap.build import build
-from heatc.spec.reference import Machine
-from heatc.spec.reference import scan as reference_scan
+from heatc.semantics.reference import Machine
+from heatc.semantics.reference import scan as reference_scan
 from heatc.verify.backends import native_checker, wasm_checker
 from heatc.wasm import compile_wasm
 from heatc.wasm.hct import hct_bytes

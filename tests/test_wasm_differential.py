@@ -22,7 +22,7 @@ from support.strategies import (
     weak_start_rule_sets,
 )
 
-from heatc.spec.reference import Machine
+from heatc.semantics.reference import Machine
 from heatc.verify.backends import native_checker, wasm_checker
 from heatc.wasm.pack import pack
 

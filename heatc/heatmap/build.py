@@ -45,7 +45,7 @@ from heatc.lang import ast
 from heatc.lang.compiler import compile_tree
 from heatc.lang.parse import parse, parse_file, read_source
 from heatc.lang.unparse import format_file
-from heatc.spec import reference
+from heatc.semantics import reference
 from heatc.stages import Run, Stage, check_dump_after, run_stages
 from heatc.version import __version__
 from heatc.wasm import compile_wasm

@@ -23,7 +23,7 @@ from heatc.lang.parse import parse, read_source
 from heatc.lang.quantities import Quantities, add_unit_literals, class_names, quantities_used
 from heatc.lang.statements import check_statements
 from heatc.lang.unparse import format_string
-from heatc.spec.lexing import (
+from heatc.semantics.lexing import (
     lex,
 )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from heatc import ir
 from heatc.cache import ProgramCache
-from heatc.spec import reference
+from heatc.semantics import reference
 from heatc_runtime import Event, Snapshot, Verdict
 
 BACKENDS = ("reference", "wasm", "native")

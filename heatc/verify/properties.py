@@ -33,7 +33,7 @@ from hypothesis.errors import NoSuchExample
 
 from heatc import ir, units
 from heatc.lang.lexicon import DATE_YEARS
-from heatc.spec.lexing import lex
+from heatc.semantics.lexing import lex
 from heatc.verify.backends import open_session, run_document
 from heatc.verify.expect import ExpectFailure, check_expects
 from heatc_runtime import Verdict
