@@ -350,9 +350,9 @@ def run_scaling(checker, sizes: list[int]) -> list[dict]:
 
 
 def checker_for(path: Path):
-    from heatc.backends import wasm_checker
     from heatc.heatmap.build import compile_heatmap
     from heatc.lang.compiler import compile_file
+    from heatc.verify.backends import wasm_checker
 
     program = compile_heatmap(path)[0] if path.suffix in (".yaml", ".yml") else compile_file(path)
     return wasm_checker(program)

@@ -85,8 +85,8 @@ class Rules:
     def __init__(self, heatmap: Path):
         import yaml
 
-        from heatc.backends import wasm_checker
         from heatc.heatmap.build import compile_heatmap
+        from heatc.verify.backends import wasm_checker
 
         doc = yaml.safe_load(heatmap.read_text(encoding="utf-8"))
         self.threshold = float(doc["thresholds"]["sensitivity"])

@@ -154,9 +154,9 @@ def learn_heatmap(
 
 class Scanner:
     def __init__(self, source: Path):
-        from heatc.backends import wasm_checker
         from heatc.heatmap.build import compile_heatmap
         from heatc.lang.compiler import compile_file
+        from heatc.verify.backends import wasm_checker
 
         self.program = compile_file(source) if source.suffix == ".heat" else compile_heatmap(source)[0]
         self.checker = wasm_checker(self.program)
@@ -316,7 +316,7 @@ def evaluate(domain: str, scanner: Scanner, docs, max_per_kind: int, context: se
     """Clean sentences, false alarms and catches of one rule set over documents; `missed`:
     per kind, the corrupted text around each impossible value no rule caught."""
     from heatc import ir
-    from heatc.lexing import lex
+    from heatc.semantics.lexing import lex
 
     # the lexeme codes with a value (so that this script also measures commits before dates)
     values = getattr(ir, "VALUE_CODES", (ir.LEX_NUMBER, ir.LEX_PERCENT))

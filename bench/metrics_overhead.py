@@ -50,8 +50,8 @@ def stepper(checker, pieces: list[bytes], n: int):
 def main() -> int:
     from prometheus_client import CollectorRegistry
 
-    from heatc.backends import native_checker, wasm_checker
     from heatc.lang.compiler import compile_file
+    from heatc.verify.backends import native_checker, wasm_checker
     from heatc_runtime.metrics import Metrics
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -30,10 +30,10 @@ import numpy as np
 from run import DATA, REPO, build_peers, finance_text, legal_text, machine, medical_text, tokenizer
 
 import heatc_runtime as rt
-from heatc.hct import hct_bytes
 from heatc.heatmap.build import compile_heatmap
 from heatc.lang.compiler import compile_file
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime.abi import EV_COUNT, SNAP_COUNT
 from heatc_runtime.backends.extension import native_extension

@@ -35,7 +35,7 @@ import heatc_runtime as rt
 from heatc import ir
 from heatc.heatmap.build import compile_heatmap
 from heatc.lang.compiler import compile_file
-from heatc.reference import Machine
+from heatc.semantics.reference import Machine
 from heatc.wasm import compile_wasm
 from heatc_runtime.abi import EV_COUNT, SNAP_COUNT  # the control words a raw step loop clears
 

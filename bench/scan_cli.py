@@ -152,7 +152,7 @@ def main() -> None:
     for name in rule_sets:
         built = rule_sets[name] if rule_sets[name].is_dir() else None
         if built is None:
-            from heatc.cache import cached_build
+            from heatc.heatmap.build_cache import cached_build
 
             os.environ["HEATC_CACHE"] = env["HEATC_CACHE"]
             built = cached_build(rule_sets[name])

@@ -30,8 +30,8 @@ import torch
 from native import _step_cost, checkers
 from run import DATA, machine, medical_text, tokenizer
 
-from heatc.hct import hct_bytes
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime.backends.hct import read_hct
 from heatc_runtime.cuda.program import OpProgram

@@ -138,8 +138,8 @@ def _by_sentence(docs, seed: int):
 
 def write_reports(responses: list[Response], folder: Path, review_share: float, seed: int) -> tuple[Path, Path]:
     """The shipped build's audit report of every response, and the bench's labels of its rejections."""
-    from heatc.backends import wasm_checker
     from heatc.heatmap.build import compile_heatmap
+    from heatc.verify.backends import wasm_checker
 
     checker = wasm_checker(compile_heatmap(BASE)[0])
     folder.mkdir(parents=True, exist_ok=True)
@@ -165,8 +165,8 @@ class Measured:
     rejections per rule, and the match events per rule."""
 
     def __init__(self, heatmap: Path, responses: list[Response]):
-        from heatc.backends import module_info, wasm_checker
         from heatc.heatmap.build import compile_heatmap, rule_tiers
+        from heatc.verify.backends import module_info, wasm_checker
         from heatc_runtime.reports.audit import audit_report
 
         program, _, hm = compile_heatmap(heatmap)

@@ -43,11 +43,11 @@ from support.conformance_harness import chunkings as case_chunkings  # noqa: E40
 from support.conformance_harness import load_cases  # noqa: E402
 from support.strategies import chunkings, rule_sets, texts  # noqa: E402
 
-from heatc.hct import hct_bytes  # noqa: E402
 from heatc.heatmap.build import build, compile_heatmap  # noqa: E402
 from heatc.lang.compiler import compile_file, compile_source  # noqa: E402
-from heatc.reference import Machine  # noqa: E402
+from heatc.semantics.reference import Machine  # noqa: E402
 from heatc.wasm import compile_wasm  # noqa: E402
+from heatc.wasm.hct import hct_bytes  # noqa: E402
 from heatc.wasm.pack import pack  # noqa: E402
 
 GEN10K_TIERS = "tiers: {l2_bytes: 600000, device_bytes: 600000}\n"  # ~3,400 rules a tier

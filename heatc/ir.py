@@ -330,7 +330,7 @@ def state_layout(p: Program) -> StateLayout:
     """Byte layout of one sequence's state (little-endian, 8-byte aligned records).
 
     Every backend stores a sequence in exactly this many bytes; the reference interpreter
-    serialises to it (`heatc.reference_state`) and the tests restore from it mid-stream.
+    serialises to it (`heatc.semantics.state`) and the tests restore from it mid-stream.
     Computed once per Program (a compiled Program is not changed afterwards).
     """
     cached = p.__dict__.get("_state_layout")

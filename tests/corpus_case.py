@@ -103,7 +103,7 @@ def _not_confirmed(verdicts) -> dict:
 
 def _case_lines(name: str, f: Failure) -> list[str]:
     from heatc.lang.compiler import compile_source
-    from heatc.reference import Machine
+    from heatc.semantics.reference import Machine
 
     machine = Machine(compile_source(f.rules, "case.heat"))
     snaps = [s for p in f.pieces for s in machine.feed(p)] + machine.finish()

@@ -130,10 +130,10 @@ def mutate(data: bytes, rng: random.Random, donors: list[bytes]) -> tuple[bytes,
 
 def check(path: Path) -> str:
     """What `heatc check` does with a file: "error" (a precise one) or "ok"."""
-    from heatc.backends import run_document
     from heatc.errors import HeatError
     from heatc.heatmap.build import compile_heatmap
     from heatc.lang.compiler import compile_file
+    from heatc.verify.backends import run_document
     from heatc.verify.expect import check_expects
 
     try:

@@ -45,9 +45,9 @@ TOKENS = [b"glucose", b" 5000", b" mg/dL", b".", b" notice", b" 30 days", b" 12%
 
 def prepare(ruleset: str, directory: Path) -> None:
     """The rule set's manifest and rules.hct, written once for the workers."""
-    from heatc.hct import hct_bytes
     from heatc.lang.compiler import compile_file
     from heatc.wasm import compile_wasm
+    from heatc.wasm.hct import hct_bytes
     from heatc.wasm.pack import pack
 
     program = compile_file(RULESETS[ruleset])

@@ -13,8 +13,8 @@ import pytest
 from support import REPO, compile_cached
 
 from heatc import ir
-from heatc.hct import hct_bytes
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime import abi, abi_export
 from heatc_runtime.reports.records import RecordDecoder

@@ -16,8 +16,8 @@ from support.cli import heatc
 from support.strategies import chunkings, rule_sets, texts
 
 import heatc_runtime as rt
-from heatc.backends import module_info, native_checker, run_document, wasm_checker
 from heatc.lang.compiler import compile_file
+from heatc.verify.backends import module_info, native_checker, run_document, wasm_checker
 from heatc_runtime.reports.audit import (
     VERDICT_WEIGHT,
     AuditReport,

@@ -19,8 +19,8 @@ from support import REPO, SHARED_DATA, compile_cached
 from support.cli import heatc
 from support.strategies import rule_sets, texts
 
-from heatc.backends import module_info, native_checker, run_document, wasm_checker
 from heatc.cli import scanning
+from heatc.verify.backends import module_info, native_checker, run_document, wasm_checker
 from heatc_runtime import Report, abi
 from heatc_runtime.errors import ModuleError
 from heatc_runtime.reports import audit_text

@@ -16,7 +16,7 @@ from heatc.heatmap.lower import lower
 from heatc.lang.unparse import format_file
 from heatc.learn.bands import BAND_FACTORS, band_alarms, band_options, slips_noticed
 from heatc.learn.evidence import CellKey, CellValues
-from heatc.reference import scan
+from heatc.semantics.reference import scan
 from heatc_runtime import Verdict
 
 BAND_RULES = """
@@ -137,7 +137,7 @@ def test_the_manifest_marks_a_bands_channels():
     """A band's channels carry `band: true` in the module's manifest, and the conflicts layer
     reads that mark, not their names: a band states a magnitude, not a term, so a rule set
     whose only consistency is a band has none to compare across chunks."""
-    from heatc.backends import module_info, wasm_checker
+    from heatc.verify.backends import module_info, wasm_checker
     from heatc_runtime.reports.conflicts import NoConsistencyRulesError
 
     both = compile_cached(

@@ -123,7 +123,7 @@ def test_the_plausibility_limits_as_rules_read_what_a_hand_writer_means():
     import usefulness_ceiling
 
     from heatc.lang.compiler import compile_source
-    from heatc.reference import scan
+    from heatc.semantics.reference import scan
 
     def rejected(text: str, bare: bool) -> list[str]:
         program = compile_source(usefulness_ceiling.ceiling_rules(learn_usefulness.PLAUSIBLE, bare))

@@ -14,9 +14,9 @@ from support.strategies import rule_sets, texts
 
 import heatc_runtime as rt
 from heatc import ir
-from heatc.backends import native_checker, wasm_checker
 from heatc.heatmap.build import compile_heatmap
 from heatc.lang.compiler import compile_file
+from heatc.verify.backends import native_checker, wasm_checker
 from heatc_runtime.reports.conflicts import (
     BOUNDARY,
     BOUNDARY_LEXEMES,

@@ -13,7 +13,7 @@ from support import REPO
 from support.cli import heatc
 from support.conflicts import LEGAL
 
-from heatc.backends import module_info, wasm_checker
+from heatc.verify.backends import module_info, wasm_checker
 from heatc_runtime.reports.audit import char_offsets
 from heatc_runtime.reports.conflicts import chunk_bytes, find_conflicts, join_chunks
 from heatc_runtime.reports.terms import MAX_WORD_SETS, NAMED_AFTER, TermIndex, nearest_term

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.conflicts import LEGAL, reference_conflicts
 
-from heatc.backends import module_info, run_document, wasm_checker
+from heatc.verify.backends import module_info, run_document, wasm_checker
 from heatc_runtime.backends.manifest import check_manifest
 from heatc_runtime.errors import ModuleError
 from heatc_runtime.reports.conflicts import NoConsistencyRulesError, chunk_bytes, find_conflicts, join_chunks

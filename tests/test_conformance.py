@@ -11,9 +11,9 @@ import pytest
 from support import compile_cached
 from support.conformance_harness import check_case, check_document, check_error_case, load_cases, load_error_cases
 
-from heatc.backends import BACKENDS, DOCUMENT_BACKENDS, open_session, run_document
 from heatc.errors import HeatError
 from heatc.lang.compiler import compile_source
+from heatc.verify.backends import BACKENDS, DOCUMENT_BACKENDS, open_session, run_document
 
 CASES = load_cases()
 ERROR_CASES = load_error_cases()

@@ -9,9 +9,9 @@ from support import compile_cached
 from support.conformance_harness import check_case, check_document, check_error_case
 from support.conformance_schema import CorpusError, load_corpus
 
-from heatc.backends import open_session, run_document
 from heatc.errors import HeatError
 from heatc.lang.compiler import compile_source
+from heatc.verify.backends import open_session, run_document
 
 RULES = """\
 rules: |

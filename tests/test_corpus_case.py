@@ -13,7 +13,7 @@ from support.conformance_harness import check_case, check_document
 from support.conformance_schema import CorpusError, load_corpus
 from support.strategies import reported
 
-from heatc.backends import open_session, run_document
+from heatc.verify.backends import open_session, run_document
 
 RULES = (
     'ruleset t\nclass g keyword = "glucose", "血糖"\nclass u unit = "mg/dL"\nclass stop punct = "."\n'

@@ -17,10 +17,10 @@ from support import REPO, compile_cached
 from support.strategies import chunkings, rule_sets, texts
 
 import heatc_runtime as rt
-from heatc.hct import hct_bytes
 from heatc.heatmap.build import build
-from heatc.reference import Machine
+from heatc.semantics.reference import Machine
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime.abi import ABI_MINOR, MASK_ALLOWED, MASK_REFUSED, MASK_REJECTED
 from heatc_runtime.backends.hct import read_hct

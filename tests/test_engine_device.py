@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import REPO
 
-from heatc.hct import hct_bytes
 from heatc.lang.compiler import compile_file
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime import from_bytes
 from heatc_runtime.engines import device as device_module

@@ -13,9 +13,9 @@ import json
 import numpy as np
 import pytest
 
-from heatc.hct import hct_bytes
 from heatc.lang.compiler import compile_source
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime import Verdict, from_bytes
 from heatc_runtime.engines.core import Driver

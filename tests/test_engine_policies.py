@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import REPO
 
-from heatc.hct import hct_bytes
 from heatc.lang.compiler import compile_file
-from heatc.reference import Machine
+from heatc.semantics.reference import Machine
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime import Verdict, from_bytes
 from heatc_runtime.engines.core import FORCE_EOS, Driver

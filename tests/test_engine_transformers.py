@@ -17,9 +17,9 @@ import pytest
 import torch
 from support import REPO
 
-from heatc.hct import hct_bytes
 from heatc.lang.compiler import compile_file
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime import Verdict, from_bytes
 from heatc_runtime.engines.core import TokenIdError

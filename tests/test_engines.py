@@ -14,11 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import REPO
 
-from heatc import ir, reference
-from heatc.backends import run_document
-from heatc.hct import hct_bytes
+from heatc import ir
 from heatc.lang.compiler import compile_file, compile_source
+from heatc.semantics import reference
+from heatc.verify.backends import run_document
 from heatc.wasm import compile_wasm, write_module
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime import Verdict, from_bytes, load
 from heatc_runtime.batching.lookahead import Lookahead
@@ -147,7 +148,7 @@ def _oracle(prefix: bytes, candidate: bytes) -> bool:
 def test_guard_knows_the_years_the_lexer_reads():
     """`year_shaped` says of a text's last four digits what the lexer says: a date."""
     from heatc.lang.compiler import _bare_program
-    from heatc.lexing import lex
+    from heatc.semantics.lexing import lex
 
     bare = _bare_program(False)
     for n in range(10_000):

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from heatc.backends import run_document
 from heatc.lang.compiler import compile_file
+from heatc.verify.backends import run_document
 from heatc.verify.expect import check_expects
 from heatc_runtime import Verdict
 

@@ -22,12 +22,12 @@ import pytest
 from support import REPO
 
 import heatc_runtime as rt
-from heatc.backends import run_document
-from heatc.hct import hct_bytes
 from heatc.heatmap.build import build
 from heatc.lang.compiler import compile_file
-from heatc.reference import Machine
+from heatc.semantics.reference import Machine
+from heatc.verify.backends import run_document
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime.backends.hct import HEAD
 from heatc_runtime.batching import batch as batch_module

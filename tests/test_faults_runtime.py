@@ -20,9 +20,9 @@ from support import REPO
 from support.hostile import STALL, hostile_module
 
 import heatc_runtime as rt
-from heatc.backends import run_document
 from heatc.lang.compiler import compile_file
-from heatc.reference import Machine
+from heatc.semantics.reference import Machine
+from heatc.verify.backends import run_document
 from heatc.wasm import compile_wasm, write_module
 
 TEXT = "Glucose 5000 mg/dL. BP 410/95 mmHg. potassium 4.9."

@@ -174,7 +174,7 @@ def test_a_date_cell_alone_bounds_every_date(tmp_path):
     source = format_file(lower(hm).tree)
     assert "match v:date\n" in source and "require v <= 2050" in source
     program, _lowered, _hm = compile_heatmap(tmp_path / "dates.yaml")
-    from heatc.backends import run_document
+    from heatc.verify.backends import run_document
     from heatc.verify.expect import check_expects
 
     assert check_expects(program, lambda p, d: run_document("reference", p, d)[:2]) == []
@@ -190,7 +190,7 @@ def test_shipped_heatmaps_compile_and_keep_their_examples(name):
     program, _lowered, hm = compile_heatmap(Path(__file__).parent.parent / "heatmaps" / f"{name}.yaml")
     assert len(program.rules) >= 8 and hm.tokenizer.kind == "embedded"
     assert len(program.expects) >= 5
-    from heatc.backends import run_document
+    from heatc.verify.backends import run_document
     from heatc.verify.expect import check_expects
 
     assert check_expects(program, lambda p, d: run_document("reference", p, d)[:2]) == []
@@ -208,7 +208,7 @@ def test_a_punct_unit_reads_only_a_bare_value_ending_an_item(tmp_path):
     hm = load_heatmap(_write(tmp_path, text, "bare.yaml"))
     assert "match sodium ..3 v:number (comma | period)\n" in format_file(lower(hm).tree)
     program, _lowered, _hm = compile_heatmap(tmp_path / "bare.yaml")
-    from heatc.backends import run_document
+    from heatc.verify.backends import run_document
 
     doc = b"Sodium 1380, potassium 4. Sodium 138. Sodium 13.8 today. Sodium bicarbonate 650 mg, sodium 14."
     for backend in ("reference", "wasm"):

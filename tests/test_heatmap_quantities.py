@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from heatc.backends import run_document
 from heatc.errors import HeatError
 from heatc.heatmap.build import compile_heatmap
 from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower, readable
 from heatc.lang.unparse import format_file
+from heatc.verify.backends import run_document
 
 HEAD = """heatmap: 1
 name: doses

@@ -342,7 +342,7 @@ def test_a_number_word_is_a_keyword_of_its_own_group_that_terms_look_past():
 def test_collected_values_are_what_the_reference_interpreter_captures():
     """Statistics come from the WASM backend scanning the cells as rules; the reference
     interpreter, which is the spec, captures the same values."""
-    from heatc.reference import scan
+    from heatc.semantics.reference import scan
 
     lexicon = _lexicon_with("glucose", "potassium", "payment")
     cells = [
@@ -903,7 +903,7 @@ def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
     cell's keyword that never takes the other unit gets a guard, lowered to a rule that
     rejects any value in it."""
     from heatc.heatmap.build import compile_heatmap
-    from heatc.reference import scan
+    from heatc.semantics.reference import scan
     from heatc_runtime import Verdict
 
     ck = CellKey

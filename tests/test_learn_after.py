@@ -4,7 +4,6 @@ never read after is a slip of the unit's scale ("Proscar 5 g daily"), which a gu
 
 from pathlib import Path
 
-from heatc.backends import run_document
 from heatc.heatmap.build import compile_heatmap
 from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower
@@ -13,6 +12,7 @@ from heatc.learn.discovery import follower_words
 from heatc.learn.evidence import CellKey, candidate_cells, occurrences
 from heatc.learn.guards import unit_guards
 from heatc.learn.lexemes import FOLLOWER_GROUP, Lexicon, lex_sentence
+from heatc.verify.backends import run_document
 
 GOOD = (Path(__file__).parent / "heatmaps" / "good.yaml").read_text()
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from support.learn_scores import scored as _scored
 
-from heatc.backends import run_document
 from heatc.heatmap.build import compile_heatmap
 from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower
@@ -28,6 +27,7 @@ from heatc.learn.emit import heatmap_document, write_heatmap
 from heatc.learn.evidence import CellKey, CellValues, LearnedCell, collect_values
 from heatc.learn.lexemes import Lexicon
 from heatc.learn.ranges import value_stats
+from heatc.verify.backends import run_document
 
 MASS = CellKey("metformin", "number", "", dimension="mass")
 

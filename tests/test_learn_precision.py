@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from support.learn_scores import scored as _scored
 
-from heatc.backends import run_document
 from heatc.heatmap.build import compile_heatmap
 from heatc.learn.budget import cell_table
 from heatc.learn.evidence import CellKey, collect_values
 from heatc.learn.lexemes import Lexicon
 from heatc.learn.precision import CAP_SHARE, CAP_VALUES, capped_options, places_cap
 from heatc.learn.ranges import range_options
+from heatc.verify.backends import run_document
 
 
 def test_the_cap_is_the_fewest_places_all_but_a_small_share_keep_to():

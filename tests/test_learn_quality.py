@@ -20,7 +20,7 @@ from heatc.learn.evidence import CellKey, CellValues, collect_values, occurrence
 from heatc.learn.lexemes import Category, Lexicon, lex_sentence
 from heatc.learn.quantities import is_quantity, keyword_profiles, unit_read
 from heatc.learn.ranges import count_outside, range_options
-from heatc.reference import scan
+from heatc.semantics.reference import scan
 from heatc_runtime import Verdict
 
 

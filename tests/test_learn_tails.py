@@ -73,7 +73,7 @@ def test_a_range_open_above_gets_an_example_it_rejects(tmp_path):
     ]
     path = tmp_path / "learned.yaml"
     write_heatmap(path, doc, "")
-    from heatc.backends import run_document
+    from heatc.verify.backends import run_document
 
     program = compile_heatmap(path)[0]
     assert check_expects(program, lambda p, d: run_document("reference", p, d)[:2]) == []

@@ -8,7 +8,7 @@ from support.strategies import DATE_PIECES, LITERAL_POOL, NUMBER_PIECES, SEPARAT
 
 from heatc import ir
 from heatc.errors import HeatError
-from heatc.lexing import lex
+from heatc.semantics.lexing import lex
 
 # Literals from the shared pool plus short random ones over an alphabet that makes
 # prefixes, boundaries and case collide.

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from support import REPO
 
-from heatc.backends import native_checker, wasm_checker
 from heatc.lang.compiler import compile_file, compile_source
+from heatc.verify.backends import native_checker, wasm_checker
 from heatc_runtime.backends.checker import Checker
 from heatc_runtime.metrics import METRICS, SAMPLE_EVERY, Metrics, multiprocess_registry
 from heatc_runtime.reports.audit import Policy, audit_snapshots
@@ -108,7 +108,7 @@ def test_metrics_from_a_worker_process(tmp_path, monkeypatch):
     directory.mkdir()
     worker = textwrap.dedent(
         """
-        from heatc.backends import wasm_checker
+        from heatc.verify.backends import wasm_checker
         from heatc.lang.compiler import compile_file
         from heatc_runtime.metrics import Metrics
         checker = wasm_checker(compile_file(sys.argv[1]))

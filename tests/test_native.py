@@ -15,12 +15,12 @@ from support import REPO, compile_cached
 from support.strategies import chunkings, rule_sets, texts
 
 import heatc_runtime as rt
-from heatc.backends import native_checker, wasm_checker
-from heatc.hct import hct_bytes
 from heatc.heatmap.build import build
-from heatc.reference import Machine
-from heatc.reference import scan as reference_scan
+from heatc.semantics.reference import Machine
+from heatc.semantics.reference import scan as reference_scan
+from heatc.verify.backends import native_checker, wasm_checker
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime import abi
 from heatc_runtime.backends.hct import HEAD

@@ -35,12 +35,12 @@ from support.strategies import (
 )
 
 from heatc import ir
-from heatc.backends import native_checker, wasm_checker
-from heatc.hct import hct_bytes
 from heatc.heatmap.build import compile_heatmap
 from heatc.lang.compiler import compile_file
-from heatc.reference import Machine
-from heatc.reference_state import from_state, state_bytes
+from heatc.semantics.reference import Machine
+from heatc.semantics.state import from_state, state_bytes
+from heatc.verify.backends import native_checker, wasm_checker
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime.backends.extension import native_extension
 from heatc_runtime.backends.hct import read_hct
@@ -121,7 +121,7 @@ def _word_row(program) -> int:
 
 def _meaningful(program, state: bytes) -> bytes:
     """What of a state record the rest of a stream reads: the reference machine's state read
-    from it and written back (`heatc.reference_state`: no bytes past a token buffer's length,
+    from it and written back (`heatc.semantics.state`: no bytes past a token buffer's length,
     no dead thread's slot), `last_end` only where anchors read it, and the look-behind of
     late-starting rules only while it is alive (the last lexeme), and no bytes of a plain word
     being read. The skipper counts lexemes without copying their bytes, starting threads that

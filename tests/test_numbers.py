@@ -9,7 +9,7 @@ from support.oracle import decimal_value, to_chinese
 
 from heatc import ir
 from heatc.lang.compiler import _bare_program
-from heatc.lexing import lex
+from heatc.semantics.lexing import lex
 
 FULLWIDTH = str.maketrans("0123456789.", "０１２３４５６７８９．")
 

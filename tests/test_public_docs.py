@@ -23,7 +23,7 @@ import textwrap
 import pytest
 
 #: Modules whose `__all__` is the public API a user calls.
-PUBLIC_MODULES = ["heatc_runtime"]
+PUBLIC_MODULES = ["heatc_runtime", "heatc.lang"]
 #: Entry points outside an `__all__`: the engines' adapters, their driver, the token tables.
 PUBLIC_OBJECTS = [
     "heatc_runtime.engines.transformers.Checks",

@@ -44,10 +44,10 @@ from pathlib import Path
 import pytest
 from support import REPO
 
-from heatc.backends import run_document
 from heatc.errors import HeatError
 from heatc.lang import compile_source
 from heatc.lang.parse import parse
+from heatc.verify.backends import run_document
 from heatc.verify.expect import check_expects
 
 PAGES = ["README.md", "docs/finetune.md", "docs/language.md", "docs/engines.md"]

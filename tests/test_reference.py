@@ -8,8 +8,8 @@ from support import compile_cached
 from support.strategies import chunkings, rule_sets, texts
 
 from heatc import ir
-from heatc.reference import Batch, Machine
-from heatc.reference_state import from_state, state_bytes
+from heatc.semantics.reference import Batch, Machine
+from heatc.semantics.state import from_state, state_bytes
 from heatc_runtime import Verdict
 
 

@@ -20,8 +20,8 @@ from support.conformance_harness import CORPUS
 from support.hostile import hostile_module
 
 import heatc_runtime as rt
-from heatc.backends import run_document
 from heatc.lang.compiler import compile_file
+from heatc.verify.backends import run_document
 from heatc.wasm import compile_wasm, write_module
 
 EXAMPLES = REPO / "examples"

@@ -34,10 +34,10 @@ from support import REPO
 import heatc_runtime as rt
 from heatc import ir
 from heatc.cache import ProgramCache
-from heatc.hct import hct_bytes
 from heatc.lang.compiler import compile_file, compile_source
-from heatc.reference import Machine
+from heatc.semantics.reference import Machine
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from heatc.backends import run_document, wasm_checker
 from heatc.errors import HeatError
 from heatc.heatmap.format import Tokenizer as TokenizerSpec
 from heatc.heatmap.tokenizers import minilm_tokenizer_json, table_bytes, table_from_tokenizer_json, token_table
 from heatc.lang.compiler import compile_file
+from heatc.verify.backends import run_document, wasm_checker
 from heatc.wasm import compile_wasm
 from heatc_runtime import from_bytes
 from heatc_runtime.backends.tables import read_token_table

@@ -12,12 +12,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from heatc.backends import module_info, wasm_checker
 from heatc.cli import app
 from heatc.errors import HeatError
 from heatc.heatmap.build import build, compile_heatmap
 from heatc.heatmap.format import load_heatmap
 from heatc.tune import TuneConfig, tune
+from heatc.verify.backends import module_info, wasm_checker
 
 HEATMAP = """heatmap: 1
 name: t

@@ -10,15 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 from heatc import ir
-from heatc.backends import module_info, wasm_checker
 from heatc.cli import app
+from heatc.cli.irtext import describe
 from heatc.errors import HeatError
 from heatc.heatmap.build import build, compile_heatmap
 from heatc.heatmap.format import load_heatmap
-from heatc.irtext import describe
 from heatc.lang.compiler import compile_source
 from heatc.lang.parse import parse
 from heatc.lang.unparse import format_file
+from heatc.verify.backends import module_info, wasm_checker
 from heatc_runtime import ModuleError
 from heatc_runtime.reports.audit import ModuleInfo, Policy, audit_report
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from heatc import units
 from heatc.lang.compiler import compile_source
-from heatc.reference import scan
+from heatc.semantics.reference import scan
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pint") is None, reason="pint (heatc[units]) is not installed")

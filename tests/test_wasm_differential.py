@@ -22,8 +22,8 @@ from support.strategies import (
     weak_start_rule_sets,
 )
 
-from heatc.backends import native_checker, wasm_checker
-from heatc.reference import Machine
+from heatc.semantics.reference import Machine
+from heatc.verify.backends import native_checker, wasm_checker
 from heatc.wasm.pack import pack
 
 # every test below runs on each backend of the runtime

@@ -412,7 +412,7 @@ HEATC_HD HEATC_INLINE int32_t arabic_digit(uint32_t cp) {
   return -1;
 }
 
-// The value of a number or percent lexeme's bytes: heatc/numbers.py, step by step; `places`
+// The value of a number or percent lexeme's bytes: heatc/semantics/numbers.py, step by step; `places`
 // takes the digits it writes after its decimal point (number_places).
 HEATC_HD HEATC_CALL double number_value(const Program& g, const uint8_t* p, uint32_t len, uint32_t& places) {
   const uint8_t* end = p + len;
@@ -512,7 +512,7 @@ HEATC_HD HEATC_CALL double number_value(const Program& g, const uint8_t* p, uint
 }
 
 
-// The value of a date lexeme: the year it writes (heatc/numbers.py date_value). Its digit
+// The value of a date lexeme: the year it writes (heatc/semantics/numbers.py date_value). Its digit
 // groups are its maximal runs of digits (ASCII or full-width); a group of four is the year;
 // else M/D/YY has a two-digit year in its third group, and M/NN in its second if it is 32 or
 // more (no day is), read with the POSIX pivot; else 0.

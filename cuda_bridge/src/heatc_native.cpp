@@ -404,7 +404,7 @@ const char* check_tables(const Module* m) {
   c.that(P(SNAPSHOT_SIZE) <= HEATC_SNAP_VERDICTS + (uint64_t)rules + 4096 && P(SNAPSHOT_SIZE) % 8 == 0,
          "the snapshot size is invalid");
   c.that(P(PLM) >= 1, "lexeme_events is 0");
-  // (a lexeme completes at most every rule and opens every anchor group: heatc.hct)
+  // (a lexeme completes at most every rule and opens every anchor group: heatc.wasm.hct)
   c.that(P(PLM) <= 1 + (uint64_t)rules + P(N_GROUPS) && P(PLM) <= (1u << 16), "lexeme_events is too large");
   c.that(P(LATE) <= 1, "the late-start flag is invalid");
   c.that(P(WORD_ROW) % width == 0 && P(WORD_ROW) < P(DFA_WORDS), "the plain-word state is out of range");

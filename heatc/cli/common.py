@@ -2,7 +2,7 @@
 (never a traceback), reading rules from a file, a heatmap or a build, printing a report.
 
 Public surface: `app`, `out`, `fail(message)`, `compile_rules(path)`, `diag(path, message)`,
-`print_document(...)`, `fmt_value(v)`, `Timings`, `dump_after_option(where)`.
+`Timings`, `dump_after_option(where)`, `alarm_budget_option(help)`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,12 @@ app = typer.Typer(
 )
 out = Console(highlight=False, soft_wrap=True)
 
+
+def alarm_budget_option(help: str):
+    """--alarm-budget, a fraction (0 to 1) of what is checked; `help`: of what, for this command."""
+    return Annotated[float, typer.Option("--alarm-budget", min=0.0, max=1.0, help=help)]
+
+
 #: --timings, for a command whose work is a list of named stages (heatc.stages).
 Timings = Annotated[bool, typer.Option("--timings", help="Print each stage's wall time (to stderr).")]
 
@@ -44,7 +50,14 @@ def fail(message: str) -> typer.Exit:
 
 def compile_rules(path: Path):
     """A rule file (.heat), a folder of them, a heatmap (.yaml), or a build directory (its
-    program.json)."""
+    program.json), compiled; input errors end the command with their message."""
+    try:
+        return _compile_rules(path)
+    except HeatError as e:
+        raise fail(e.render()) from None
+
+
+def _compile_rules(path: Path):
     from heatc.lang.compiler import compile_file
 
     if path.is_dir() and not (path / "program.json").exists() and any(path.glob("*.heat")):
@@ -83,16 +96,3 @@ def _main(version: Annotated[bool, typer.Option("--version", help="Print the ver
     if version:
         out.print(f"heatc {__version__}")
         raise typer.Exit(0)
-
-
-def print_document(i, doc, audit, events, lines) -> None:
-    """One document's verdict and its table of values (`heatc.cli.table`)."""
-    from heatc.cli.table import print_document as print_table
-
-    print_table(i, doc, audit, events, lines)
-
-
-def fmt_value(v) -> str:
-    if isinstance(v, float) and v == int(v) and abs(v) < 1e16:
-        return str(int(v))
-    return str(v)

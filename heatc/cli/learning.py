@@ -13,9 +13,19 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from heatc.cli.common import Timings, app, dump_after_option, fail, out
+from heatc.cli.common import Timings, alarm_budget_option, app, dump_after_option, fail, out
 from heatc.errors import HeatError
 
+# (options heatc learn and heatc finetune share)
+_Name = Annotated[str | None, typer.Option("--name", help="The heatmap's name (default: the output file's stem).")]
+_Title = Annotated[str | None, typer.Option("--title", help="The heatmap's title.")]
+_Seed = Annotated[int, typer.Option("--seed", help="Seed for sampling and the teacher's random probes.")]
+_Device = Annotated[str, typer.Option("--device", help="torch device for the teacher (cpu, cuda, cuda:1).")]
+_LearnBudget = alarm_budget_option(
+    "Rejections the learned rules may make per clean corpus sentence that holds a value some rule checks, all "
+    "cells together."
+)
+_FinetuneBudget = alarm_budget_option("Rejections the domain cells may make per clean domain sentence.")
 _LearnDumpAfter = dump_after_option(
     "OUTPUT.STAGE.json: plan, label (the teacher's records), topup, distil (the student's metrics), score "
     "(the evidence), aggregate (the cells)"
@@ -47,15 +57,13 @@ def learn(
             "--teacher", help="A local Hugging Face encoder or causal-LM folder (default: the embedded MiniLM)."
         ),
     ] = None,
-    name: Annotated[
-        str | None, typer.Option("--name", help="The heatmap's name (default: the output file's stem).")
-    ] = None,
-    title: Annotated[str | None, typer.Option("--title", help="The heatmap's title.")] = None,
+    name: _Name = None,
+    title: _Title = None,
     rules: Annotated[
         list[Path] | None, typer.Option("--rules", help="Hand-written rule files to merge in; repeat for more.")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for sampling and the teacher's random probes.")] = 0,
-    device: Annotated[str, typer.Option("--device", help="torch device for the teacher (cpu, cuda, cuda:1).")] = "cpu",
+    seed: _Seed = 0,
+    device: _Device = "cpu",
     epsilon: Annotated[
         float,
         typer.Option(
@@ -88,16 +96,7 @@ def learn(
             "(0: every scored cell does).",
         ),
     ] = 0.0,
-    alarm_budget: Annotated[
-        float,
-        typer.Option(
-            "--alarm-budget",
-            min=0.0,
-            max=1.0,
-            help="Rejections the learned rules may make per clean corpus sentence that holds a value some "
-            "rule checks, all cells together.",
-        ),
-    ] = 0.01,
+    alarm_budget: _LearnBudget = 0.01,
     bands: Annotated[
         bool,
         typer.Option(
@@ -219,12 +218,10 @@ def finetune(
         Path | None,
         typer.Option("--teacher", help="The teacher the base heatmap was learned with, if not the embedded MiniLM."),
     ] = None,
-    name: Annotated[
-        str | None, typer.Option("--name", help="The heatmap's name (default: the output file's stem).")
-    ] = None,
-    title: Annotated[str | None, typer.Option("--title", help="The heatmap's title.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for sampling and the teacher's random probes.")] = 0,
-    device: Annotated[str, typer.Option("--device", help="torch device for the teacher (cpu, cuda, cuda:1).")] = "cpu",
+    name: _Name = None,
+    title: _Title = None,
+    seed: _Seed = 0,
+    device: _Device = "cpu",
     teacher_sentences: Annotated[
         int,
         typer.Option(
@@ -232,12 +229,7 @@ def finetune(
         ),
     ] = 256,
     min_support: Annotated[int, typer.Option("--min-support", min=1, help="Domain occurrences a new cell needs.")] = 8,
-    alarm_budget: Annotated[
-        float,
-        typer.Option(
-            "--alarm-budget", min=0.0, max=1.0, help="Rejections the domain cells may make per clean domain sentence."
-        ),
-    ] = 0.05,
+    alarm_budget: _FinetuneBudget = 0.05,
     min_worth: Annotated[
         float | None,
         typer.Option(

@@ -27,13 +27,10 @@ def check(
     expect: Annotated[bool, typer.Option("--expect/--no-expect", help="Also run the file's expect examples.")] = True,
 ) -> None:
     """Parse and check a rule file; run its expect examples. Prints errors only."""
-    from heatc.backends import run_document
+    from heatc.verify.backends import run_document
     from heatc.verify.expect import check_expects
 
-    try:
-        program = compile_rules(file)
-    except HeatError as e:
-        raise fail(e.render()) from None
+    program = compile_rules(file)
     if expect:
         failures = check_expects(program, lambda p, d: run_document("reference", p, d)[:2])
         if failures:
@@ -56,12 +53,9 @@ def ir_cmd(
 ) -> None:
     """Print the IR a rule file compiles to."""
     from heatc import ir
-    from heatc.irtext import describe
+    from heatc.cli.irtext import describe
 
-    try:
-        program = compile_rules(file)
-    except HeatError as e:
-        raise fail(e.render()) from None
+    program = compile_rules(file)
     if as_json:
         sys.stdout.write(ir.to_json(program, indent=1) + "\n")
     else:
@@ -314,7 +308,7 @@ def test_cmd(
 ) -> None:
     """Check the expect examples and property-test every rule on every backend: a quick pass
     by default (a shipped heatmap in well under a minute), --thorough for depth."""
-    from heatc.backends import BACKENDS
+    from heatc.verify.backends import BACKENDS
     from heatc.verify.properties import run_tests
 
     if examples is not None and thorough:
@@ -332,10 +326,7 @@ def test_cmd(
         except ModuleError as e:  # (asked for by name, it fails below with this message)
             out.print(f"[yellow]native backend skipped[/]: {escape(str(e))}")
             chosen.remove("native")
-    try:
-        program = compile_rules(file)
-    except HeatError as e:
-        raise fail(e.render()) from None
+    program = compile_rules(file)
     try:
         report = run_tests(program, examples, chosen)
     except ModuleError as e:

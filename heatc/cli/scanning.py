@@ -16,7 +16,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from heatc.cli.common import app, compile_rules, fail, fmt_value, out
+from heatc.cli.common import app, compile_rules, fail, out
+from heatc.cli.table import Checked, fmt_value, render_document
 from heatc.errors import HeatError
 from heatc_runtime import ModuleError, ModuleTrap, Report, Verdict
 
@@ -119,7 +120,7 @@ def scan(
 
     Exit status: 0 when no document is REJECTED (no conflict), 3 when some is, 1 on an input error.
     """
-    from heatc.backends import BACKENDS
+    from heatc.verify.backends import BACKENDS
     from heatc_runtime.reports.audit import Policy
 
     # A large document's events are hundreds of thousands of small objects, none of them in a
@@ -201,7 +202,7 @@ def _rule_set(given: Path, backend: str) -> _RuleSet:
 
     rule_set, path = None, given
     if backend != "reference" and not is_build(path) and path.exists():
-        from heatc.cache import cached_build
+        from heatc.heatmap.build_cache import cached_build
 
         try:
             path = cached_build(path)  # compiled once, then reused while the file is unchanged
@@ -224,12 +225,9 @@ def _rule_set(given: Path, backend: str) -> _RuleSet:
 
 
 def _in_memory(path: Path, backend: str) -> _RuleSet:
-    from heatc.backends import run_document
+    from heatc.verify.backends import run_document
 
-    try:
-        program = compile_rules(path)
-    except HeatError as e:
-        raise fail(e.render()) from None
+    program = compile_rules(path)
     if path.is_dir() and (path / "manifest.json").exists():
         from heatc_runtime.backends.loader import read_manifest
         from heatc_runtime.reports.audit import ModuleInfo
@@ -239,7 +237,7 @@ def _in_memory(path: Path, backend: str) -> _RuleSet:
         except ModuleError as e:
             raise fail(f"{path}: error: {e}") from None
     else:
-        from heatc.backends import module_info
+        from heatc.verify.backends import module_info
 
         module = module_info(program)
 
@@ -296,7 +294,6 @@ def _refuse_binary(name: str, data: bytes) -> None:
 
 
 def _scan_document(i, doc, rule_sets, backend, rule_policy, as_json, lines, every) -> Verdict:
-    from heatc.cli.table import Checked, render_document
     from heatc_runtime.reports.audit import Policy, confidence
     from heatc_runtime.reports.audit_text import TextFacts, audit_line, scan_line
     from heatc_runtime.reports.overlap import scan_decoded

@@ -10,7 +10,7 @@ common (a rule set's `temperature 389` and `389 °F`; a learned heatmap's `potas
 with that verdict, the one that read the most text (its unit too), then the hottest.
 
 Public surface: `Checked`, `fold(matches)`, `print_document(...)`, `render_document(...)`, `plural`,
-`LISTED`.
+`fmt_value(v)`, `LISTED`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from heatc.cli.common import fmt_value
 from heatc_runtime import Event, Verdict
 
 LISTED = 100  # a document with more matches than this lists only the values not CONFIRMED
@@ -46,6 +45,13 @@ class Checked:
     counters: dict[str, int]
     events: Sequence[Event]
     heat: dict[str, float] = field(default_factory=dict)
+
+
+def fmt_value(v) -> str:
+    """A value as the tables and messages show it: a whole float without its ".0"."""
+    if isinstance(v, float) and v == int(v) and abs(v) < 1e16:
+        return str(int(v))
+    return str(v)
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

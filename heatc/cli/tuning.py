@@ -11,8 +11,12 @@ from typing import Annotated
 
 import typer
 
-from heatc.cli.common import app, fail
+from heatc.cli.common import alarm_budget_option, app, fail
 from heatc.errors import HeatError
+
+_Budget = alarm_budget_option(
+    "False alarms per checked response the rule changes and the policy may leave (labelled traffic)."
+)
 
 
 @app.command()
@@ -36,15 +40,7 @@ def tune(
             "--metrics", help="A Prometheus scrape of heatc_runtime.metrics: a file, or a URL on this machine."
         ),
     ] = None,
-    alarm_budget: Annotated[
-        float,
-        typer.Option(
-            "--alarm-budget",
-            min=0.0,
-            max=1.0,
-            help="False alarms per checked response the rule changes and the policy may leave (labelled traffic).",
-        ),
-    ] = 0.01,
+    alarm_budget: _Budget = 0.01,
     escalate_share: Annotated[
         float,
         typer.Option("--escalate-share", min=0.0, max=1.0, help="The budget's share that escalations may spend."),

@@ -37,7 +37,6 @@ from pathlib import Path
 
 from heatc import ir
 from heatc.errors import Diagnostic, HeatError
-from heatc.hct import hct_bytes
 from heatc.heatmap.artifacts import ARTIFACTS, is_build  # noqa: F401  (is_build: re-exported)
 from heatc.heatmap.format import NAME, Heatmap, Tokenizer, load_heatmap
 from heatc.heatmap.lower import Lowered, lower
@@ -46,9 +45,11 @@ from heatc.lang import ast
 from heatc.lang.compiler import compile_tree
 from heatc.lang.parse import parse, parse_file, read_source
 from heatc.lang.unparse import format_file
+from heatc.semantics import reference
 from heatc.stages import Run, Stage, check_dump_after, run_stages
 from heatc.version import __version__
 from heatc.wasm import compile_wasm
+from heatc.wasm.hct import hct_bytes
 from heatc.wasm.pack import pack
 from heatc_runtime.backends.hct import HCT_MAGIC, HCT_VERSION  # noqa: F401  (re-exported: the format is the runtime's)
 from heatc_runtime.backends.manifest import manifest_digest
@@ -334,10 +335,9 @@ def build(
 
 
 def _check_expects(program: ir.Program) -> None:
-    from heatc.backends import run_document
     from heatc.verify.expect import check_expects
 
-    failures = check_expects(program, lambda p, d: run_document("reference", p, d)[:2])
+    failures = check_expects(program, lambda p, d: reference.scan(p, d)[:2])
     if failures:
         raise HeatError(
             [

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from heatc import ir
 from heatc.lang import ast
 from heatc.lang.unparse import format_string
-from heatc.lexing import (
+from heatc.semantics.lexing import (
     anchor_filter_hash,
     anchor_key,
     fnv1a64,

@@ -23,7 +23,7 @@ from heatc.lang.parse import parse, read_source
 from heatc.lang.quantities import Quantities, add_unit_literals, class_names, quantities_used
 from heatc.lang.statements import check_statements
 from heatc.lang.unparse import format_string
-from heatc.lexing import (
+from heatc.semantics.lexing import (
     lex,
 )
 
@@ -31,16 +31,75 @@ KNOWN_OPTIONS = ("chinese_numbers",)
 
 
 def compile_file(path: str | Path) -> ir.Program:
+    """Parse, check and compile a `.heat` rule file to the IR.
+
+    Parameters
+    ----------
+    path : str or Path
+        The rule file: a regular file of valid UTF-8 (a leading byte-order mark is dropped).
+
+    Returns
+    -------
+    ir.Program
+        The compiled rule set, which every backend runs (its `source` is `path`).
+
+    Raises
+    ------
+    HeatError
+        When the file cannot be read, does not parse (`parse`), or fails a check (`compile_tree`):
+        every diagnostic at `path:line:column` with the line and a caret.
+    """
     text = read_source(path)
     return compile_tree(parse(text, str(path)), text)
 
 
 def compile_source(text: str, path: str = "<string>") -> ir.Program:
+    """Parse, check and compile `.heat` source text to the IR.
+
+    Parameters
+    ----------
+    text : str
+        The source (a leading byte-order mark is dropped).
+    path : str
+        The name errors and the program give the source, as in `path:line:column`.
+
+    Returns
+    -------
+    ir.Program
+        The compiled rule set, which every backend runs.
+
+    Raises
+    ------
+    HeatError
+        When the text does not parse (`parse`) or fails a check (`compile_tree`): every
+        diagnostic at `path:line:column` with the line and a caret.
+    """
     text = text.removeprefix("\ufeff")
     return compile_tree(parse(text, path), text)
 
 
 def compile_tree(tree: ast.RuleFile, text: str = "") -> ir.Program:
+    """Check a parsed rule file (names, types, ranges, limits) and compile it to the IR.
+
+    Parameters
+    ----------
+    tree : ast.RuleFile
+        The syntax tree, from `parse`, `parse_file` or a heatmap's lowered cells.
+    text : str
+        The source `tree` was parsed from, so that errors quote its lines; "" quotes none.
+
+    Returns
+    -------
+    ir.Program
+        The compiled rule set: its tables and fixed-size state layout, rules in heat order.
+
+    Raises
+    ------
+    HeatError
+        With a diagnostic per problem found, each at `tree.path:line:column`: an unknown or
+        duplicate name (with the closest known name as a note), a capture of the wrong type, a
+        range that cannot hold, a rule set past a limit of the IR.
+    """
     return _Compiler(tree, SourceText(tree.path, text)).run()
 
 

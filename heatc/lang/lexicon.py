@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from heatc import ir
 from heatc.lang.automaton import Dfa, Fragment, Nfa, determinize, minimize, product
-from heatc.numbers import ARABIC_MULT_BIG, ARABIC_MULT_SMALL, CN_BIG, CN_DIGITS, CN_SMALL
+from heatc.semantics.numbers import ARABIC_MULT_BIG, ARABIC_MULT_SMALL, CN_BIG, CN_DIGITS, CN_SMALL
 
 ASCII_LETTERS = frozenset(range(ord("A"), ord("Z") + 1)) | frozenset(range(ord("a"), ord("z") + 1))
 ASCII_SPACE = frozenset(b" \t\n\v\f\r")

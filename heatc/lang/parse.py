@@ -79,10 +79,51 @@ def read_source(path: str | Path, what: str = "file") -> str:
 
 
 def parse_file(path: str | Path) -> ast.RuleFile:
+    """Parse a `.heat` rule file into its syntax tree (names and types are not checked yet).
+
+    Parameters
+    ----------
+    path : str or Path
+        The rule file: a regular file of valid UTF-8 (a leading byte-order mark is dropped),
+        at most `MAX_SOURCE_BYTES`.
+
+    Returns
+    -------
+    ast.RuleFile
+        The file's declarations, each with its line and column; its `path` is `path`.
+
+    Raises
+    ------
+    HeatError
+        When the file cannot be read (missing, not a regular file, too large), is not valid
+        UTF-8 (at the first bad byte's line:column), or does not parse (see `parse`).
+    """
     return parse(read_source(path), str(path))
 
 
 def parse(text: str, path: str = "<string>") -> ast.RuleFile:
+    """Parse `.heat` source text into its syntax tree (names and types are not checked yet).
+
+    Parameters
+    ----------
+    text : str
+        The source (a leading byte-order mark is dropped).
+    path : str
+        The name errors and the tree give the source, as in `path:line:column`.
+
+    Returns
+    -------
+    ast.RuleFile
+        The declarations, each with its line and column.
+
+    Raises
+    ------
+    HeatError
+        On a syntax error: one diagnostic at `path:line:column`, the line with a caret under
+        the column, and what was expected there. Also, so placed, for what the grammar takes
+        but the language refuses (a reserved word as a name, a number beyond float64, a rule's
+        `heat` given twice) and for atoms nested more than `MAX_NESTING` levels deep.
+    """
     text = text.removeprefix("\ufeff")  # a byte-order mark, as some editors write
     src = SourceText(path, text)
     try:

@@ -164,6 +164,25 @@ def _decl(d: ast.Decl) -> str:
 
 
 def format_file(tree: ast.RuleFile) -> str:
+    """Print a syntax tree back as `.heat` source: `parse` of the result gives `tree` again
+    (positions aside), so lowered heatmap cells can be read and saved as a rule file.
+
+    Parameters
+    ----------
+    tree : ast.RuleFile
+        The rule file to print.
+
+    Returns
+    -------
+    str
+        The source, one blank line between declarations, ending with a newline.
+
+    Raises
+    ------
+    TypeError
+        When `tree.decls` holds something that is not a declaration (a tree not made by
+        `parse` or the heatmap's lowering).
+    """
     blocks = []
     if tree.header is not None:
         title = f" {format_string(tree.header.title.text)}" if tree.header.title is not None else ""

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from heatc import ir
 from heatc.learn.evidence import FOLLOW_GAP
 from heatc.learn.lexemes import END_GROUP, SHARE_GROUP, STOPWORDS, Lexicon, SentenceLexemes, lex_sentence
-from heatc.lexing import Lexeme
+from heatc.semantics.lexing import Lexeme
 
 
 def _word(x: Lexeme) -> str | None:

@@ -313,7 +313,7 @@ def compile_document(doc: dict, directory: str | Path):
 
 def confirmed_expects(doc: dict, directory: str | Path) -> list[dict]:
     """The document's expects that its rules bear out (compiled as if written in `directory`)."""
-    from heatc.backends import run_document
+    from heatc.verify.backends import run_document
     from heatc.verify.expect import check_expects
 
     program = compile_document(doc, directory)[0]

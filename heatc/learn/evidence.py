@@ -24,9 +24,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from heatc.backends import wasm_checker
 from heatc.lang.ast import places_capture_name
 from heatc.learn.lexemes import END_GROUP, FOLLOWER_GROUP, SHARE_GROUP, Lexicon, SentenceLexemes, is_numeral_name
+from heatc.verify.backends import wasm_checker
 
 MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean values it was learned from
 # All cells together may reject at most this many values per corpus sentence that holds a value

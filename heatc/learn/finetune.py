@@ -367,9 +367,9 @@ def _merged_document(
 
 def _domain_rejections(doc: dict, config: FinetuneConfig, documents: list[Document]) -> Counter:
     """Per rule, its rejections on the domain's clean sentences (`aggregate.counted_text`)."""
-    from heatc.backends import wasm_checker
     from heatc.learn.aggregate import counted_text
     from heatc.learn.emit import compile_document
+    from heatc.verify.backends import wasm_checker
     from heatc_runtime import Verdict
 
     checker = wasm_checker(compile_document({**doc, "expects": []}, config.output.parent)[0])

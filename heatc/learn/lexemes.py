@@ -24,7 +24,7 @@ from heatc.lang.compiler import compile_source
 from heatc.lang.parse import RESERVED_WORDS
 from heatc.lang.unparse import format_string
 from heatc.learn.model_names import MODEL_NAME_CLASS
-from heatc.lexing import Lexeme, lex
+from heatc.semantics.lexing import Lexeme, lex
 from heatc_runtime.reports.restated import written_number
 
 

@@ -46,8 +46,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from heatc.backends import wasm_checker
 from heatc.learn.lexemes import UNIT_LADDERS, Lexicon
+from heatc.verify.backends import wasm_checker
 
 VALUE_RATE = 0.5  # a keyword whose occurrences bind a value at least this often is fully a value's name
 # ... and one whose values are read in one quantity other than time (doses in mg, volumes in

@@ -105,7 +105,7 @@ def _check(config: TuneConfig) -> None:
 
 def _module_sha256(config: TuneConfig, program) -> str:
     if config.build is None:
-        from heatc.backends import module_info
+        from heatc.verify.backends import module_info
 
         return module_info(program).sha256
     from heatc_runtime import ModuleError

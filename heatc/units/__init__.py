@@ -154,7 +154,7 @@ def written(value: float, text: str) -> str | None:
     in it followed by a unit (spaces between) that converts to exactly `value`, as written
     ("389 °F" for 471.48… K, "0.5 g" for 0.5), or None. A reader of a scan's table knows the
     unit the text used, not the base unit its range is checked in."""
-    from heatc.numbers import number_value
+    from heatc.semantics.numbers import number_value
 
     folded, exact = _index()
     longest = max((len(s) for s in (*folded, *exact)), default=0)

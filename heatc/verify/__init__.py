@@ -1,3 +1,4 @@
-"""Checking rule sets against examples: `expect` examples (`expect`) and `heatc test`'s
-generated boundary inputs on every backend (`properties`).
+"""Running a Program on every backend and checking it: the backends behind one interface
+(`backends`: the reference interpreter, WASM, native, the torch op's CPU kernel), `expect`
+examples (`expect`) and `heatc test`'s generated boundary inputs on every backend (`properties`).
 """

@@ -32,9 +32,9 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from heatc import ir, units
-from heatc.backends import open_session, run_document
 from heatc.lang.lexicon import DATE_YEARS
-from heatc.lexing import lex
+from heatc.semantics.lexing import lex
+from heatc.verify.backends import open_session, run_document
 from heatc.verify.expect import ExpectFailure, check_expects
 from heatc_runtime import Verdict
 

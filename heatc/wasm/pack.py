@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass, field
 
 from heatc import ir
-from heatc.numbers import CN_BIG, CN_DIGITS, CN_SMALL, POW10
+from heatc.semantics.numbers import CN_BIG, CN_DIGITS, CN_SMALL, POW10
 from heatc.wasm.skipper import skip_tables
 from heatc_runtime.abi import (
     CHANNEL_USE,

@@ -218,7 +218,7 @@ WEAK_HORIZON_MAX = 255
 DIGIT_RUN_MAX = 8
 DIGIT_EXTENDERS_MAX = 4
 YEAR_HEADS = (b"19", b"20", b"21")
-#: The anchor prefilter's hash, FNV-1a-64 (heatc.lexing.anchor_filter_hash).
+#: The anchor prefilter's hash, FNV-1a-64 (heatc.semantics.lexing.anchor_filter_hash).
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 #: The 64-bit constants a core reads (C writes them as `…ull`; JavaScript has no such number).

@@ -3,8 +3,8 @@ reference interpreter finds across chunks (what every backend must find too)."""
 
 from __future__ import annotations
 
-from heatc.backends import module_info, run_document
 from heatc.lang.compiler import compile_file
+from heatc.verify.backends import module_info, run_document
 from heatc_runtime.reports.conflicts import chunk_bytes, find_conflicts, join_chunks
 
 from . import EXAMPLES

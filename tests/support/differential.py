@@ -2,8 +2,8 @@
 differential tests compare them: a quiet whole-document scan, then the stream fed in pieces
 with every snapshot published (so trigger literals are not plain there)."""
 
-from heatc.backends import wasm_checker
-from heatc.reference import Machine
+from heatc.semantics.reference import Machine
+from heatc.verify.backends import wasm_checker
 
 
 def snapshot_fields(s) -> tuple:

@@ -15,7 +15,7 @@ A rule record at blob offset `off` is read at `base[k] + off` (heatc_core.h, `ru
 no record offset changes. Tier 0 holds no record of the other tiers: a kernel that read one
 from the wrong tier would read other tables, and the differential tests would fail.
 
-A rules.hct with no tier plan (tier ends before the rules section: `heatc.hct` with (0, 0))
+A rules.hct with no tier plan (tier ends before the rules section: `heatc.wasm.hct` with (0, 0))
 keeps every rule in tier 0.
 
 Public surface: `TierSplit`, `split_tiers(hct)`, `TierReport`, `plan_report(hct)`.

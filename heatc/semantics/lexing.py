@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass
 
 from heatc import ir
-from heatc.numbers import date_value, number_places, number_value
+from heatc.semantics.numbers import date_value, number_places, number_value
 from heatc_runtime.abi import FNV_OFFSET, FNV_PRIME  # (kernels hash anchors too: the ABI's)
 
 _ASCII_LETTER = bytes(1 if (65 <= b <= 90 or 97 <= b <= 122) else 0 for b in range(256))

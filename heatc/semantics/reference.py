@@ -6,8 +6,8 @@ same events and verdicts, bit for bit. Clarity beats speed here: each step below
 definition, written so it can be read next to the document.
 
 Public surface: `Machine`, `Batch`, `scan()`; lexing and the anchor helpers it shares with
-the compiler are in `heatc.lexing`; a machine's fixed-size state record in
-`heatc.reference_state`.
+the compiler are in `heatc.semantics.lexing`; a machine's fixed-size state record in
+`heatc.semantics.state`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from heatc import ir
 from heatc.cache import ProgramCache
-from heatc.lexing import (
+from heatc.semantics.lexing import (
     NUMERIC_CODES,
     Lexeme,
     LexerState,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 
 from heatc import ir
-from heatc.wasm import ABI_MAJOR, ABI_MINOR
+from heatc.wasm.codegen import ABI_MAJOR, ABI_MINOR
 from heatc.wasm.pack import Packed
 from heatc_runtime.abi import (
     EVENT,
@@ -72,7 +72,7 @@ def hct_params(program: ir.Program, packed: Packed) -> dict[str, int]:
         values[f"off_{name}"] = layout.field(name).offset
     for name, field in _OPTIONAL.items():
         values[f"off_{name}"] = layout.field(field).offset if field in names else 0
-    assert tuple(values) == VALUES, "heatc.hct and heatc_runtime.backends.hct disagree on the parameters"
+    assert tuple(values) == VALUES, "heatc.wasm.hct and heatc_runtime.backends.hct disagree on the parameters"
     return values
 
 

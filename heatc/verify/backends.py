@@ -7,8 +7,9 @@ Public surface: `BACKENDS`, `DOCUMENT_BACKENDS`, `run_document(name, program, da
 
 from __future__ import annotations
 
-from heatc import ir, reference
+from heatc import ir
 from heatc.cache import ProgramCache
+from heatc.semantics import reference
 from heatc_runtime import Event, Snapshot, Verdict
 
 BACKENDS = ("reference", "wasm", "native")
@@ -20,8 +21,8 @@ path a GPU runs, through the CUDA bridge's own loader of the tables; needs torch
 def _compiled(program: ir.Program, tables: bool):
     """The program's WASM module (its manifest, its bytes) and, with `tables`, its rules.hct
     bytes (packed once for both) — what every backend here loads."""
-    from heatc.hct import hct_bytes
     from heatc.wasm import compile_wasm
+    from heatc.wasm.hct import hct_bytes
     from heatc.wasm.pack import pack
 
     packed = pack(program)

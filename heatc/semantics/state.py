@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 
 from heatc import ir
-from heatc.reference import Machine, _AnchorEntry, _Thread
+from heatc.semantics.reference import Machine, _AnchorEntry, _Thread
 
 
 def state_bytes(m: Machine) -> bytes:
