@@ -92,7 +92,7 @@ class Rules:
         self.threshold = float(doc["thresholds"]["sensitivity"])
         doc["thresholds"]["sensitivity"] = 0.0
         doc["expects"] = []
-        from heatc.learn.emit import dump_heatmap
+        from heatc.learn.heatmaps.emit import dump_heatmap
 
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=heatmap.parent, delete=False) as f:
             f.write(dump_heatmap(doc))
@@ -111,7 +111,7 @@ class Rules:
 
 
 def _stream(text: str) -> tuple[str, list[tuple[int, int]]]:
-    from heatc.learn.corpus import sentences
+    from heatc.learn.text.corpus import sentences
 
     parts, spans, pos = [], [], 0
     for s in sentences(text):
@@ -194,7 +194,7 @@ def _fold(domain: str, fold: int, pdfs: list[Path], docs, args) -> dict:
     """Fine-tune on the pages of half `fold` and evaluate on the other half; the result has
     the operating points (`POINTS`: heatmap, threshold) besides `evaluate`'s."""
     from heatc.errors import HeatError
-    from heatc.learn.finetune import FinetuneConfig, finetune
+    from heatc.learn.finetuning.finetune import FinetuneConfig, finetune
 
     learn_pages = {
         str(p): [pg.page for pg in d.pages if _half(p, pg.page, args.seed) == fold]

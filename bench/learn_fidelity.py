@@ -44,8 +44,8 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from heatc.learn import student as st
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.students import student as st
+    from heatc.learn.teaching.teacher import load_teacher
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     teacher = load_teacher()

@@ -31,8 +31,8 @@ FEATURES = 64  # as heatc learn's student
 
 def _value_sentences(docs, n: int, seed: int, program, groups) -> list[str]:
     """n sentences, in the sample's order, with a value that is an occurrence of a cell."""
-    from heatc.learn.evidence import occurrences
-    from heatc.learn.lexemes import lex_sentence
+    from heatc.learn.text.evidence import occurrences
+    from heatc.learn.text.lexemes import lex_sentence
 
     out = []
     for s in sample_sentences(docs, 40 * n, seed):
@@ -44,9 +44,9 @@ def _value_sentences(docs, n: int, seed: int, program, groups) -> list[str]:
 
 
 def _label(teacher, config, program, groups, texts: list[str]) -> tuple[list[dict], float]:
-    from heatc.learn.evidence import occurrences
-    from heatc.learn.labelling import label_batch
-    from heatc.learn.lexemes import lex_sentence
+    from heatc.learn.teaching.labelling import label_batch
+    from heatc.learn.text.evidence import occurrences
+    from heatc.learn.text.lexemes import lex_sentence
 
     ordered = sorted(texts, key=len)
     records = []
@@ -63,8 +63,8 @@ def _distance_fidelity(examples) -> dict:
     """The baseline that knows only distance: nearer lexemes couple more."""
     import numpy as np
 
-    from heatc.learn.pair_student import _spearman
-    from heatc.learn.student import per_sentence_auc
+    from heatc.learn.students.pair_student import _spearman
+    from heatc.learn.students.student import per_sentence_auc
 
     rhos, aucs = [], []
     for e in examples:
@@ -106,12 +106,12 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from heatc.learn import pair_onnx
-    from heatc.learn import pair_student as ps
-    from heatc.learn import student as st
     from heatc.learn.config import LearnConfig
-    from heatc.learn.lexemes import Lexicon
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.students import pair_onnx
+    from heatc.learn.students import pair_student as ps
+    from heatc.learn.students import student as st
+    from heatc.learn.teaching.teacher import load_teacher
+    from heatc.learn.text.lexemes import Lexicon
 
     teacher = load_teacher()
     lexicon = Lexicon()

@@ -207,7 +207,7 @@ def rejected(events) -> Counter:
 
 def document_stream(doc) -> tuple[str, list[tuple[int, int]]]:
     """The document as its sentences joined by spaces, with each sentence's byte span."""
-    from heatc.learn.corpus import sentences
+    from heatc.learn.text.corpus import sentences
 
     parts, spans, pos = [], [], 0
     for s in sentences(doc.text):
@@ -508,7 +508,7 @@ def main() -> None:
                 f"  payment terms stated again in a contract: {restated}, {differ} with another number than the first"
             )
     if args.in_sample:
-        from heatc.learn.corpus import read_corpus
+        from heatc.learn.text.corpus import read_corpus
 
         notes = read_corpus([GENERAL_MEDICINE])
         context = unit_contexts("medical", notes)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from heatc.cli import app
 from heatc.errors import HeatError
 from heatc.heatmap.format import load_heatmap
-from heatc.learn.finetune import FinetuneConfig, domain_documents, finetune
+from heatc.learn.finetuning.finetune import FinetuneConfig, domain_documents, finetune
 
 pytestmark = pytest.mark.needs("torch", "pdf")
 
@@ -85,7 +85,7 @@ def test_the_same_seed_gives_the_same_heatmap_and_a_rerun_resumes(tuned, scanned
     finetune(_config(again, [LABEL, scanned]), log=lambda m: None)
     assert again.read_bytes() == out.read_bytes()
 
-    from heatc.learn import labelling
+    from heatc.learn.teaching import labelling
 
     def no_teacher(*a, **k):
         raise AssertionError("the teacher ran again")
@@ -167,7 +167,7 @@ def test_a_work_folder_of_another_version_or_run_is_refused_until_fresh(tmp_path
     with the reason, and `fresh` starts over."""
     import json
 
-    from heatc.learn.finetune import WORK_VERSION, _work_dir
+    from heatc.learn.finetuning.finetune import WORK_VERSION, _work_dir
 
     config = _config(tmp_path / "out.yaml", [])
     work = tmp_path / "out.finetune"

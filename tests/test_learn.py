@@ -25,22 +25,9 @@ from heatc.heatmap.format import (
     Stats,
 )
 from heatc.heatmap.lower import margin_range
-from heatc.learn import labels
-from heatc.learn.budget import allocate, cell_table
-from heatc.learn.corpus import read_corpus, sentences
-from heatc.learn.couplings import Couplings
-from heatc.learn.discovery import discover_keywords
-from heatc.learn.emit import heatmap_document, write_heatmap
-from heatc.learn.evidence import (
-    CellKey,
-    CellValues,
-    LearnedCell,
-    collect_values,
-    evidence_of,
-    occurrences,
-    stats_rules,
-)
-from heatc.learn.guards import (
+from heatc.learn.cells.budget import allocate, cell_table
+from heatc.learn.cells.couplings import Couplings
+from heatc.learn.cells.guards import (
     FAMILY_COUNT,
     GUARDS_PER_CELL,
     guard_expected,
@@ -50,8 +37,7 @@ from heatc.learn.guards import (
     unit_guards,
     unit_swaps,
 )
-from heatc.learn.lexemes import Lexicon, align, lex_sentence
-from heatc.learn.ranges import (
+from heatc.learn.cells.ranges import (
     FLAT_TAIL,
     conflicts,
     log_width,
@@ -61,6 +47,20 @@ from heatc.learn.ranges import (
     slip_power,
     value_stats,
 )
+from heatc.learn.heatmaps.emit import heatmap_document, write_heatmap
+from heatc.learn.teaching import labels
+from heatc.learn.text.corpus import read_corpus, sentences
+from heatc.learn.text.discovery import discover_keywords
+from heatc.learn.text.evidence import (
+    CellKey,
+    CellValues,
+    LearnedCell,
+    collect_values,
+    evidence_of,
+    occurrences,
+    stats_rules,
+)
+from heatc.learn.text.lexemes import Lexicon, align, lex_sentence
 
 pytestmark = pytest.mark.needs("torch")
 
@@ -82,14 +82,14 @@ def spearman(a, b) -> float:
 
 @pytest.fixture(scope="module")
 def teacher():
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
 
     return load_teacher()
 
 
 @pytest.fixture(scope="module")
 def causal_teacher(tiny_causal_lm):
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
 
     return load_teacher(tiny_causal_lm)
 
@@ -197,7 +197,7 @@ def test_causal_teacher_first_order_sensitivity(causal_teacher):
 
 
 def test_teacher_directory_errors(tmp_path):
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
 
     with pytest.raises(HeatError, match="not a Hugging Face model directory"):
         load_teacher(tmp_path)
@@ -279,7 +279,7 @@ def test_a_unit_per_another_is_a_unit_of_its_own_not_its_first_part():
 def test_a_heatmap_declares_the_units_that_begin_as_its_own_do():
     """A heatmap with a rule on lengths in mm declares mm/hr, mm Hg and mm/Hg as well, and one
     on doses in mcg mcg/dL: undeclared, its lexer would read "ESR 113mm/hr" as 113 mm."""
-    from heatc.learn.emit import declared_categories
+    from heatc.learn.heatmaps.emit import declared_categories
 
     used = declared_categories(Lexicon(), [CellKey("", "number", "mm"), CellKey("", "number", "mcg")])
     assert {"mm", "mm_hour", "mm_hg", "mcg", "mcg_dl", "mcg_kg"} <= used
@@ -290,7 +290,7 @@ def test_every_date_is_a_value_of_the_date_cell_and_year_digits_before_a_unit_ar
     """A year written alone is a date ("in 2019"): the cell of every date (`LONE_DATE`,
     `v:date`) reads it, no keyword does; four such digits with a unit right after them are the
     number the rule `glucose ..3 v:number mg_dl` reads ("2001 mg/dL")."""
-    from heatc.learn.evidence import LONE_DATE
+    from heatc.learn.text.evidence import LONE_DATE
 
     lexicon = _lexicon_with("glucose")
     s = lex_sentence(lexicon.program(), "Glucose 2001 mg/dL in 2019, and glucose in 2003 on 09/05.")
@@ -308,7 +308,7 @@ def test_every_percentage_is_a_value_of_the_percentage_cell():
     """ "a tax rate of 21%", "45% of revenue", "Hct 36%": whatever stands before a percentage,
     the cell of every percentage (`LONE_PERCENT`, `v:percent`) reads it — what it bounds is a
     share written past the whole; a keyword's cell reads its own as well."""
-    from heatc.learn.evidence import LONE_PERCENT
+    from heatc.learn.text.evidence import LONE_PERCENT
 
     lexicon = _lexicon_with("hct")
     s = lex_sentence(lexicon.program(), "A tax rate of 21%, 45% of revenue and Hct 36% on 2 L.")
@@ -324,7 +324,7 @@ def test_a_number_word_is_a_keyword_of_its_own_group_that_terms_look_past():
     """ "thirty (30) days": with number words as `numeral` keywords (aggregation adds them),
     30 pairs with "thirty" for a range cell, and the term still belongs to "payment"; the
     lexemes stay where they were, so the teacher's per-lexeme couplings still line up."""
-    from heatc.learn.lexemes import NUMBER_WORDS
+    from heatc.learn.text.lexemes import NUMBER_WORDS
 
     plain = _lexicon_with("payment")
     lexicon = plain.with_keywords(NUMBER_WORDS, group="numeral")
@@ -396,7 +396,7 @@ def test_the_cell_of_every_date_is_as_hot_as_the_hottest_keywords_date_cell():
     """The cell of every date is scored by the lexeme before the year ("in 2019"), which
     couples little; it reads every keyword's dates, so it scores at least as the hottest of
     those cells — and keeps its own score where that is higher or there is none."""
-    from heatc.learn.evidence import LONE_DATE
+    from heatc.learn.text.evidence import LONE_DATE
 
     fiscal, ended = CellKey("fiscal_year", "date", ""), CellKey("ended", "date", "")
     sodium, days = CellKey("sodium", "number", ""), CellKey("payment", "number", "days", "consistent")
@@ -451,7 +451,7 @@ def test_written_heatmap_loads_lowers_and_checks(tmp_path):
 def _synthetic(n: int, seed: int):
     """Sentences whose 'teacher' label is a fixed function of the token id and its left
     neighbour: a student must learn it to rank well."""
-    from heatc.learn.student import TokenExample
+    from heatc.learn.students.student import TokenExample
 
     rng = np.random.default_rng(seed)
     out = []
@@ -463,7 +463,7 @@ def _synthetic(n: int, seed: int):
 
 
 def test_student_learns_and_exports_to_onnx(tmp_path):
-    from heatc.learn import student as st
+    from heatc.learn.students import student as st
 
     train, test = _synthetic(600, 0), _synthetic(60, 1)
     config = st.StudentConfig(vocab_size=2048, width=32)
@@ -482,7 +482,7 @@ def test_student_learns_and_exports_to_onnx(tmp_path):
 
 
 def test_student_resumes_from_its_checkpoint(tmp_path):
-    from heatc.learn import student as st
+    from heatc.learn.students import student as st
 
     train = _synthetic(64, 2)
     config = st.StudentConfig(vocab_size=2048, width=16, layers=1)
@@ -500,7 +500,7 @@ def test_student_resumes_from_its_checkpoint(tmp_path):
 
 
 def test_per_sentence_auc_against_brute_force():
-    from heatc.learn.student import per_sentence_auc
+    from heatc.learn.students.student import per_sentence_auc
 
     rng = np.random.default_rng(3)
     for _ in range(50):
@@ -540,7 +540,7 @@ def test_a_range_cell_must_accept_the_values_it_was_learned_from():
 
 
 def test_a_device_that_is_not_there_is_a_clear_error():
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
 
     with pytest.raises(HeatError, match="not a torch device"):
         load_teacher(None, "gpu7")
@@ -550,7 +550,7 @@ def test_a_device_that_is_not_there_is_a_clear_error():
 
 
 def test_plan_keeps_the_check_of_its_candidates():
-    from heatc.learn.plan import Plan
+    from heatc.learn.teaching.plan import Plan
 
     keys = [CellKey("payment", "number", "days", "consistent"), CellKey("payment", "number", "days")]
     plan = Plan(
@@ -595,7 +595,7 @@ def test_slip_power_counts_values_a_range_would_catch_ten_times_off():
 def test_an_amount_with_a_scale_word_is_also_priced_for_a_scale_slip():
     """ "$4.2 million" written "$4,200 million" is a thousand times off: a range of an amount
     with a scale word is worth the values it would notice slipped by ten and by a thousand."""
-    from heatc.learn.ranges import SCALE_SLIP, SLIP, slips
+    from heatc.learn.cells.ranges import SCALE_SLIP, SLIP, slips
 
     million = CellKey("", "number", "scale_million")
     assert slips(million) == (SLIP, SCALE_SLIP) and slips(CellKey("", "number", "mg")) == (SLIP,)
@@ -677,7 +677,7 @@ def test_what_one_costly_choice_leaves_of_the_budget_is_still_spent():
     what a budget of 30 can pay, and a small range worth 5 at 3 is priced out with it: the
     step just below the price offers the date cell only, which does not fit. The small range
     fits in what is left and runs; the date cell, which does not fit, stays out."""
-    from heatc.learn.budget import _solve
+    from heatc.learn.cells.budget import _solve
 
     def group(*choices):  # (worth, cost) each: the solver's tuples for a group of one cell
         return [(w, c, None, None, 1, 1.0, ((0, k),)) for k, (w, c) in enumerate(choices)]
@@ -754,7 +754,7 @@ def test_the_expects_of_a_date_cell_are_written_as_dates(tmp_path):
     every date (`any_date`, `v:date`) reads them too, so its rejection is listed — and the
     heatmap builds with its expects."""
     from heatc.heatmap.build import compile_heatmap
-    from heatc.learn.evidence import LONE_DATE
+    from heatc.learn.text.evidence import LONE_DATE
 
     lexicon = _lexicon_with("ended")
     stats = value_stats([2017.0, 2018.0, 2019.0, 2019.0, 2020.0] * 10)
@@ -779,7 +779,7 @@ def test_a_compound_number_word_is_one_numeral_and_keeps_the_teachers_couplings(
     then holds fives only; a probe labelled with "forty", "-", "five", "(" as four lexemes
     takes the largest of their couplings for the one lexeme "forty-five (" (a number word is
     read where the parenthesis restating it follows)."""
-    from heatc.learn.aggregate import _relexed
+    from heatc.learn.heatmaps.aggregate import _relexed
 
     plain = _lexicon_with("payment")
     lexicon = plain.with_numerals()
@@ -812,7 +812,7 @@ def test_a_number_with_a_scale_word_restated_in_digits_is_a_numeral_of_its_own()
     of their own, "twenty" and "fourteen" would be the number words before 120 and 2014, and
     their cells would hold 20 and 120 — too wide to notice "twenty (200)". A compound is one
     once the corpus restates it twice, under one name for all its spellings."""
-    from heatc.learn.lexemes import compound_numerals, is_numeral_name
+    from heatc.learn.text.lexemes import compound_numerals, is_numeral_name
 
     docs = [
         "Notice of one hundred twenty (120) days; cure within twenty (20) days.",
@@ -1027,7 +1027,7 @@ def test_false_alarms_are_counted_in_the_sentences_the_budget_is_a_share_of():
     """The alarm budget is a share of the corpus's sentences; a fragment that is not counted
     as one (a table row over 400 characters) neither adds to the budget nor spends it: its
     values are not counted (`aggregate.counted_text`)."""
-    from heatc.learn.aggregate import counted_text
+    from heatc.learn.heatmaps.aggregate import counted_text
 
     key = CellKey("glucose", "number", "")
     lexicon = _lexicon_with("glucose")
@@ -1043,8 +1043,8 @@ def test_a_rare_word_joins_a_family_on_less_evidence_than_a_cell_needs():
     too rare for candidate cells (the plan's `candidate_count`, 5), but twice is enough to show
     which unit a word takes: at `FAMILY_COUNT` they join the mg family, whose guard then
     notices "Keflex 500 g". Words seen once, and words no unit follows, stay out."""
-    from heatc.learn.aggregate import rare_word_cells
     from heatc.learn.config import LearnConfig
+    from heatc.learn.heatmaps.aggregate import rare_word_cells
 
     assert FAMILY_COUNT < LearnConfig(corpus=[], output=Path("x")).candidate_count
     sample = [
@@ -1066,7 +1066,7 @@ def test_a_family_member_written_in_another_unit_too_leaves_the_family():
     """Synthroid, a candidate in mg, is written in mcg twice as well (below the plan's count, at
     `FAMILY_COUNT`): it takes both units, so it does not pool with the drugs dosed in mg alone,
     whose guard would reject "Synthroid 100 mcg"."""
-    from heatc.learn.aggregate import rare_word_cells
+    from heatc.learn.heatmaps.aggregate import rare_word_cells
 
     sample = ["Keflex 500 mg daily.", "Keflex 250 mg.", "Celebrex 200 mg daily.", "Celebrex 100 mg.",
               "Synthroid 0.05 mg daily.", "Synthroid 0.1 mg.", "Synthroid 100 mcg daily.", "Synthroid 75 mcg."]  # fmt: skip
@@ -1087,8 +1087,8 @@ def test_a_member_the_corpus_writes_in_another_unit_of_its_ladder_leaves_the_fam
     """Over the whole corpus, not the discovery sample: "Synthroid 100 mcg" written twice takes
     Synthroid out of the family of drugs dosed in mg (whose guard rejects mcg); the family keeps
     the others, and a family left with one member is no family."""
-    from heatc.learn.aggregate import _dosed_alike
-    from heatc.learn.guards import ladder_units, members_in_other_units
+    from heatc.learn.cells.guards import ladder_units, members_in_other_units
+    from heatc.learn.heatmaps.aggregate import _dosed_alike
 
     assert ladder_units({"mg"}) == {"mcg", "grams", "kg", "pounds"} and ladder_units({"celsius"}) == {"fahrenheit"}
     families = {"keywords_mg": ["celebrex", "keflex", "synthroid"]}
@@ -1108,8 +1108,8 @@ def test_a_member_dosed_below_one_of_the_familys_unit_leaves_the_family():
     in micrograms as readily, so a family of drugs dosed in mg, whose guard rejects mcg, would
     flag it written correctly although the corpus never shows it in mcg. A family that takes mcg
     already keeps such members (its guard does not reject mcg); a dose of a few mg stays."""
-    from heatc.learn.aggregate import _dosed_alike
-    from heatc.learn.guards import members_below_one, rung_below
+    from heatc.learn.cells.guards import members_below_one, rung_below
+    from heatc.learn.heatmaps.aggregate import _dosed_alike
 
     assert [rung_below(u) for u in ("mg", "liters", "mcg", "percent")] == ["mcg", "ml", None, None]
     lexicon = Lexicon().with_keywords(["celebrex", "digoxin", "keflex", "lasix"])
@@ -1175,9 +1175,9 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
     discovery sample again and probes the values of the cells still short of probes_per_cell
     — chloride's, not sodium's again — within its limits, and never a value already probed."""
     from heatc.learn.config import LearnConfig
-    from heatc.learn.corpus import Document
-    from heatc.learn.labelling import _probe_lexemes, topup_plan
-    from heatc.learn.plan import plan, plan_lexicon
+    from heatc.learn.teaching.labelling import _probe_lexemes, topup_plan
+    from heatc.learn.teaching.plan import plan, plan_lexicon
+    from heatc.learn.text.corpus import Document
 
     rng = np.random.default_rng(0)
     docs = [
@@ -1257,7 +1257,7 @@ def test_units_next_to_each_other_on_a_ladder_are_a_plausible_swap_without_keywo
 
 def test_the_teacher_reads_a_bounded_share_when_the_student_scores_the_rest():
     from heatc.learn.config import LearnConfig
-    from heatc.learn.plan import teacher_share
+    from heatc.learn.teaching.plan import teacher_share
 
     probe, label = [f"p{i}" for i in range(100)], [f"l{i}" for i in range(40)]
     cfg = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=40)
@@ -1271,7 +1271,7 @@ def test_the_teacher_reads_a_bounded_share_when_the_student_scores_the_rest():
     assert teacher_share(cfg, probe[:5], label[:5]) == probe[:5] + label[:5]  # fewer than the bound: all
     # a corpus with few candidate cells: fewer teacher sentences (at least MIN_TEACHER, and
     # TEACHER_PER_CELL per candidate), never more than the bound
-    from heatc.learn.plan import MIN_TEACHER, TEACHER_PER_CELL
+    from heatc.learn.teaching.plan import MIN_TEACHER, TEACHER_PER_CELL
 
     probe, label = [f"p{i}" for i in range(2000)], [f"l{i}" for i in range(1500)]
     wide = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=400)

@@ -1,17 +1,17 @@
 """Model and part names ("PCF-160L", "Olympus CF 20L") declared as words of their own, so
-that learning reads no value in their digits (`heatc.learn.model_names`)."""
+that learning reads no value in their digits (`heatc.learn.text.model_names`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from heatc.learn.config import LearnConfig
-from heatc.learn.corpus import Document
-from heatc.learn.emit import declared_categories
-from heatc.learn.evidence import CellKey, collect_values
-from heatc.learn.lexemes import Lexicon
-from heatc.learn.model_names import MODEL_NAME_CLASS, model_names
-from heatc.learn.plan import Plan, plan, plan_lexicon
+from heatc.learn.heatmaps.emit import declared_categories
+from heatc.learn.teaching.plan import Plan, plan, plan_lexicon
+from heatc.learn.text.corpus import Document
+from heatc.learn.text.evidence import CellKey, collect_values
+from heatc.learn.text.lexemes import Lexicon
+from heatc.learn.text.model_names import MODEL_NAME_CLASS, model_names
 
 SCOPES = "The Olympus CF 20L video endoscope and the PCF-160L were used; lens SN60WF placed."
 NOT_NAMES = "HR 80BPM, P 68BPM, NC 2L, FVC 2.17L, USD 500M and Vitals 98F today."
@@ -57,7 +57,7 @@ def test_the_plan_declares_the_model_names_and_the_heatmap_keeps_them():
 
 def test_fine_tuning_keeps_the_base_heatmaps_names_and_adds_the_domains():
     from heatc.heatmap.format import load_heatmap
-    from heatc.learn.merge import base_lexicon
+    from heatc.learn.finetuning.merge import base_lexicon
 
     repo = Path(__file__).resolve().parent.parent
     start = base_lexicon(load_heatmap(repo / "heatmaps" / "medical.yaml"))

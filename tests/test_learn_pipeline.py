@@ -18,7 +18,7 @@ from heatc.errors import HeatError
 from heatc.heatmap.format import load_heatmap
 from heatc.learn.config import WORK_VERSION, LearnConfig
 from heatc.learn.pipeline import STAGES, learn
-from heatc.learn.plan import Plan
+from heatc.learn.teaching.plan import Plan
 
 pytestmark = pytest.mark.needs("torch")
 
@@ -100,7 +100,7 @@ def test_rerun_resumes_without_the_teacher(learned, monkeypatch):
     copy = out.with_name("again.yaml")
     shutil.copytree(out.with_name("lab.learn"), out.with_name("again.learn"))
 
-    import heatc.learn.labels as labels
+    import heatc.learn.teaching.labels as labels
 
     def refuse(*args, **kwargs):
         raise AssertionError("the teacher ran again")
@@ -123,7 +123,7 @@ def test_cells_per_dimension_reuse_the_teacher_s_work_and_build(learned, tmp_pat
     teacher never runs), keys a lab keyword's cells with units on their dimension, writes its
     statistics in the base unit, and the heatmap builds with its expects; run twice, the same
     bytes (deterministic)."""
-    import heatc.learn.labels as labels
+    import heatc.learn.teaching.labels as labels
     from heatc.heatmap.lower import lower
     from heatc.lang.unparse import format_file
 
@@ -207,8 +207,8 @@ def test_cli_errors_are_clear(tmp_path):
 def test_a_work_folder_of_a_corpus_since_changed_is_not_reused(tmp_path):
     """The work folder records the corpus by its files' paths; a file edited since holds
     other sentences, whose teacher labels the folder does not have."""
-    from heatc.learn.corpus import Document
-    from heatc.learn.plan import plan
+    from heatc.learn.teaching.plan import plan
+    from heatc.learn.text.corpus import Document
 
     corpus = tmp_path / "notes.txt"
     corpus.write_text("Glucose was 162 mg/dL and potassium 4.9 this morning. " * 3)

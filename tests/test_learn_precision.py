@@ -1,4 +1,4 @@
-"""A range cell's precision (`heatc.learn.precision`): a quantity written to a fixed number of
+"""A range cell's precision (`heatc.learn.cells.precision`): a quantity written to a fixed number of
 digits after the point gets `places: P`, whose rule notices a decimal point slipped one place
 left ("pulse 7.2" for 72) where no range of real pulses can."""
 
@@ -8,11 +8,11 @@ from support.learn_scores import scored as _scored
 
 from heatc.backends import run_document
 from heatc.heatmap.build import compile_heatmap
-from heatc.learn.budget import cell_table
-from heatc.learn.evidence import CellKey, collect_values
-from heatc.learn.lexemes import Lexicon
-from heatc.learn.precision import CAP_SHARE, CAP_VALUES, capped_options, places_cap
-from heatc.learn.ranges import range_options
+from heatc.learn.cells.budget import cell_table
+from heatc.learn.cells.precision import CAP_SHARE, CAP_VALUES, capped_options, places_cap
+from heatc.learn.cells.ranges import range_options
+from heatc.learn.text.evidence import CellKey, collect_values
+from heatc.learn.text.lexemes import Lexicon
 
 
 def test_the_cap_is_the_fewest_places_all_but_a_small_share_keep_to():

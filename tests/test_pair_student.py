@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from heatc.errors import HeatError
-from heatc.learn import pair_onnx
-from heatc.learn import pair_student as ps
-from heatc.learn import student as st
+from heatc.learn.students import pair_onnx
+from heatc.learn.students import pair_student as ps
+from heatc.learn.students import student as st
 
 pytestmark = pytest.mark.needs("torch")
 
@@ -130,8 +130,8 @@ def test_what_is_not_a_student_is_a_clear_error(tmp_path):
 def test_student_records_have_the_teachers_format():
     """Per probed value, a coupling per lexeme: None at the value itself and past the
     truncation, positive elsewhere — what `aggregate` reads from the teacher."""
-    from heatc.learn.lexemes import Lexicon, lex_sentence
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
+    from heatc.learn.text.lexemes import Lexicon, lex_sentence
 
     tokenizer = load_teacher().tokenizer
     program = Lexicon().program()

@@ -1,13 +1,13 @@
-"""Shadow phrases (`heatc.learn.shadows`): a keyword and the word beside it that make another
+"""Shadow phrases (`heatc.learn.text.shadows`): a keyword and the word beside it that make another
 quantity are declared, so that the keyword's rule no longer reads their values."""
 
 from __future__ import annotations
 
 from support import REPO
 
-from heatc.learn.lexemes import Lexicon, lex_sentence
-from heatc.learn.plan import Plan, plan_lexicon
-from heatc.learn.shadows import SHADOW_GROUP, shadow_phrases
+from heatc.learn.teaching.plan import Plan, plan_lexicon
+from heatc.learn.text.lexemes import Lexicon, lex_sentence
+from heatc.learn.text.shadows import SHADOW_GROUP, shadow_phrases
 
 KEYWORDS = ["pulse", "glucose", "hemoglobin", "chloride", "potassium"]
 
@@ -81,7 +81,7 @@ def test_fine_tuning_keeps_the_base_heatmaps_shadow_phrases():
     from collections import Counter
 
     from heatc.heatmap.format import load_heatmap
-    from heatc.learn.merge import base_lexicon, drop_rejecting
+    from heatc.learn.finetuning.merge import base_lexicon, drop_rejecting
 
     base = load_heatmap(REPO / "heatmaps" / "medical.yaml")
     groups = base_lexicon(base).groups()
@@ -105,8 +105,8 @@ def test_fine_tuning_keeps_the_base_heatmaps_shadow_phrases():
 
 def test_a_phrase_a_rule_file_declares_is_left_to_it(tmp_path):
     from heatc.learn.config import LearnConfig
-    from heatc.learn.corpus import Document
-    from heatc.learn.plan import plan
+    from heatc.learn.teaching.plan import plan
+    from heatc.learn.text.corpus import Document
 
     def learned(p) -> set[str]:  # keywords and shadow phrases
         return {k.lower() for k, _ in p.keywords} | {k for k, _ in p.shadows}

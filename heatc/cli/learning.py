@@ -273,8 +273,8 @@ def finetune(
     """Adapt a learned heatmap to a domain's documents: the base's student is fine-tuned on the
     teacher's labels of a bounded sample, then scores the domain's cells over all of it."""
     try:
-        from heatc.learn.finetune import FinetuneConfig
-        from heatc.learn.finetune import finetune as run_finetune
+        from heatc.learn.finetuning.finetune import FinetuneConfig
+        from heatc.learn.finetuning.finetune import finetune as run_finetune
     except ModuleNotFoundError as missing:
         raise fail(f"heatc finetune needs {missing.name!r}: pip install 'heatc[learn]'") from None
     config = FinetuneConfig(

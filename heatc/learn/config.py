@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
-from heatc.learn.corpus import SPLIT_VERSION
-from heatc.learn.evidence import (
+from heatc.learn.text.corpus import SPLIT_VERSION
+from heatc.learn.text.evidence import (
     ALARM_BUDGET,
 )
-from heatc.learn.lexemes import SEED_CATEGORIES, STOPWORDS
+from heatc.learn.text.lexemes import SEED_CATEGORIES, STOPWORDS
 
 # A learned cell's score is the share of candidate cells it is coupled at least as strongly as
-# (`heatc.learn.couplings`). By default no score keeps a cell from running: every scored cell
+# (`heatc.learn.cells.couplings`). By default no score keeps a cell from running: every scored cell
 # competes for the false-alarm budget, and its score weighs its verdicts (a rule's heat: the
 # audit report's confidence, the tier plan). Gating on the score — the bottom quarter left out
 # at 0.25, or the worth of a cell weighed by its score — cost recall at the same false alarms

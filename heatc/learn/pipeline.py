@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
-from heatc.learn.aggregate import aggregate
 from heatc.learn.config import (
     WORK_VERSION,
     LearnConfig,
@@ -39,12 +38,13 @@ from heatc.learn.config import (
     read_work,
     refuse_other_work,
 )
-from heatc.learn.corpus import read_corpus
-from heatc.learn.distil import distil
-from heatc.learn.emit import heatmap_document, write_heatmap
-from heatc.learn.labelling import label, read_chunks, topup
-from heatc.learn.plan import Plan, corpus_digest, plan, plan_lexicon, rule_file_literals
-from heatc.learn.student_scoring import student_evidence
+from heatc.learn.heatmaps.aggregate import aggregate
+from heatc.learn.heatmaps.emit import heatmap_document, write_heatmap
+from heatc.learn.students.distil import distil
+from heatc.learn.students.student_scoring import student_evidence
+from heatc.learn.teaching.labelling import label, read_chunks, topup
+from heatc.learn.teaching.plan import Plan, corpus_digest, plan, plan_lexicon, rule_file_literals
+from heatc.learn.text.corpus import read_corpus
 from heatc.stages import Stage, check_dump_after, run_stages
 
 
@@ -73,7 +73,7 @@ def _read(config: LearnConfig) -> dict:
 
 
 def _teacher(config: LearnConfig) -> dict:
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
 
     return {"teacher": load_teacher(config.teacher, config.device)}
 

@@ -16,10 +16,10 @@ from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, H
 from heatc.heatmap.lower import margin_range, readable
 from heatc.lang.lexicon import DATE_YEARS
 from heatc.lang.unparse import format_number
-from heatc.learn.evidence import BARRIER, ITEM_END, LONE_CELLS, CellKey, LearnedCell
-from heatc.learn.lexemes import Lexicon
-from heatc.learn.model_names import MODEL_NAME_CLASS
-from heatc.learn.shadows import SHADOW_GROUP
+from heatc.learn.text.evidence import BARRIER, ITEM_END, LONE_CELLS, CellKey, LearnedCell
+from heatc.learn.text.lexemes import Lexicon
+from heatc.learn.text.model_names import MODEL_NAME_CLASS
+from heatc.learn.text.shadows import SHADOW_GROUP
 
 
 def _decimal(x: float) -> str:

@@ -22,10 +22,10 @@ import dataclasses
 
 import numpy as np
 
-from heatc.learn.bands import SLIP as BAND_SLIP
-from heatc.learn.bands import band_notices
-from heatc.learn.evidence import CellValues, LearnedCell
-from heatc.learn.ranges import fitted_values, slips, slips_noticed
+from heatc.learn.cells.bands import SLIP as BAND_SLIP
+from heatc.learn.cells.bands import band_notices
+from heatc.learn.cells.ranges import fitted_values, slips, slips_noticed
+from heatc.learn.text.evidence import CellValues, LearnedCell
 
 
 def _frontier(ch: list[tuple]) -> list[int]:

@@ -24,7 +24,7 @@ unchanged. Fidelity (`pair_fidelity`): per probe row, the Spearman rank correlat
 student's couplings with the teacher's, and the AUC with the row's top 20 % teacher couplings
 as positives.
 
-The ONNX file a pair student is written to and read from: `heatc.learn.pair_onnx`.
+The ONNX file a pair student is written to and read from: `heatc.learn.students.pair_onnx`.
 
 Public surface: `PairConfig`, `PairExample`, `PairStudent`, `examples_from_records`,
 `train_pair`, `pair_fidelity`, `student_records`, `collate`.
@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from heatc.learn.student import _Block, _targets, _TokenInput, fit, per_sentence_auc
+from heatc.learn.students.student import _Block, _targets, _TokenInput, fit, per_sentence_auc
 
 PAIR_WEIGHT = 1.0  # the pair loss against the token loss (both are per-item mean squared errors)
 
@@ -197,7 +197,7 @@ def examples_from_records(records: list[dict], tokenizer, program, max_length: i
     """Teacher records (`labelling`) as examples: each sentence re-tokenised for its lexemes'
     token positions, each probe kept when it has one coupling per lexeme of `program`'s
     lexing (the lexicon the teacher's lexemes came from) and its value has a token."""
-    from heatc.learn.lexemes import align, lex_sentence
+    from heatc.learn.text.lexemes import align, lex_sentence
 
     out = []
     for r in records:
@@ -364,7 +364,7 @@ def _predict(model: nn.Module, examples: list[PairExample], max_length: int) -> 
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
-    from heatc.learn.student import _average_ranks
+    from heatc.learn.students.student import _average_ranks
 
     if len(a) < 3:
         return None
@@ -412,7 +412,7 @@ def student_records(
     """The student's couplings of the given value lexemes of each sentence with every lexeme,
     as teacher records (`{"text", "probes"}`): per lexeme the largest coupling over its
     tokens, None for the value itself and for lexemes past the truncation."""
-    from heatc.learn.lexemes import align, lex_sentence
+    from heatc.learn.text.lexemes import align, lex_sentence
 
     out = []
     max_length = model.config.max_length

@@ -17,11 +17,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from heatc.learn.bands import band_options
-from heatc.learn.evidence import ALARM_BUDGET, MAX_REJECTED, CellKey, CellValues, LearnedCell
-from heatc.learn.overlaps import enclosing_cells, joint_choices, marginal_choices
-from heatc.learn.precision import capped_options
-from heatc.learn.ranges import (
+from heatc.learn.cells.bands import band_options
+from heatc.learn.cells.overlaps import enclosing_cells, joint_choices, marginal_choices
+from heatc.learn.cells.precision import capped_options
+from heatc.learn.cells.ranges import (
     FLAT_TAIL,
     MIN_FOLD_VALUES,
     RangeOption,
@@ -36,6 +35,7 @@ from heatc.learn.ranges import (
     tail_margin,
     value_stats,
 )
+from heatc.learn.text.evidence import ALARM_BUDGET, MAX_REJECTED, CellKey, CellValues, LearnedCell
 
 # a consistency cell's restated values may differ from the first at most this often
 MAX_CONFLICTS = 0.02

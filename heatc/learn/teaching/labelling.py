@@ -20,14 +20,14 @@ from heatc.learn.config import (
     rank_and_world,
     read_work,
 )
-from heatc.learn.corpus import sentences
-from heatc.learn.evidence import (
+from heatc.learn.teaching.plan import Plan, discovery_sample, plan_lexicon
+from heatc.learn.text.corpus import sentences
+from heatc.learn.text.evidence import (
     CellKey,
     evidence_of,
     occurrences,
 )
-from heatc.learn.lexemes import align, lex_sentence
-from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
+from heatc.learn.text.lexemes import align, lex_sentence
 
 
 def _chunk_path(work: Path, c: int) -> Path:
@@ -89,7 +89,7 @@ def _label_chunks(
 def label_batch(config: LearnConfig, teacher, group: list[str], lexed: list, chosen: list[list[int]]) -> list[dict]:
     """The teacher's token labels of a batch of sentences and the pair couplings of the chosen
     value lexemes of each (those without a teacher token are skipped) with every lexeme."""
-    from heatc.learn.labels import labels_and_coupling
+    from heatc.learn.teaching.labels import labels_and_coupling
 
     batch = teacher.batch(group)
     aligned = [align(lx, offs) for lx, offs in zip(lexed, batch.offsets, strict=True)]

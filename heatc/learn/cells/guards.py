@@ -16,8 +16,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from heatc.learn.evidence import AFTER_GROUPS, CellKey, CellValues
-from heatc.learn.lexemes import UNIT_LADDERS
+from heatc.learn.text.evidence import AFTER_GROUPS, CellKey, CellValues
+from heatc.learn.text.lexemes import UNIT_LADDERS
 
 SWAP_KEYWORDS = 2  # keywords that must take both units before a swap between them is plausible
 QUANTITY_EVIDENCE = 1.0  # the evidence two units of one quantity have before any keyword takes both

@@ -33,8 +33,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from heatc import units
-from heatc.learn.evidence import CellKey, CellValues
-from heatc.learn.lexemes import Lexicon
+from heatc.learn.text.evidence import CellKey, CellValues
+from heatc.learn.text.lexemes import Lexicon
 
 
 def _interval_scale(dim: str) -> bool:

@@ -2,7 +2,7 @@
 keywords are discovered over, and its cells beside the ones the domain re-learns.
 
 **Lexicon.** The base heatmap's categories (their groups restored from the seed lexicon and
-their kind; a keyword category no cell uses is a shadow phrase, `heatc.learn.shadows`), then
+their kind; a keyword category no cell uses is a shadow phrase, `heatc.learn.text.shadows`), then
 the seed categories it does not declare. A literal of a base keyword
 category with several literals (a keyword family, "keywords_mg": 153 drugs) that the domain
 writes before values often enough to be a keyword of its own (`split_literals`) leaves the
@@ -31,15 +31,15 @@ from collections import Counter
 
 from heatc.heatmap.format import BUILTIN_CATEGORIES, DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, Heatmap, Stats
 from heatc.heatmap.lower import margin_range
-from heatc.learn.dimensions import unit_dimensions, unit_scales
-from heatc.learn.lexemes import (
+from heatc.learn.cells.dimensions import unit_dimensions, unit_scales
+from heatc.learn.text.lexemes import (
     NUMERAL_KIND,
     SEED_CATEGORIES,
     Category,
     Lexicon,
     is_numeral_name,
 )
-from heatc.learn.shadows import SHADOW_GROUP
+from heatc.learn.text.shadows import SHADOW_GROUP
 
 # a re-learned cell with at least this many domain values keeps the range the domain's values
 # give it, even if narrower than the base's (`widen_to_base`)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
 from heatc.learn.config import LearnConfig, Progress, quiet, read_work, refuse_other_work
-from heatc.learn.corpus import SPLIT_VERSION, Document, read_corpus
+from heatc.learn.text.corpus import SPLIT_VERSION, Document, read_corpus
 from heatc_runtime.files import UnreadableFile, read_file
 
 # the format of a run's working files (<output>.finetune/); another version is refused (--fresh).
@@ -158,8 +158,8 @@ def _work_dir(config: FinetuneConfig, fingerprint: str, fresh: bool) -> Path:
 def _base_student(config: FinetuneConfig, log) -> tuple[object | None, str]:
     """The base heatmap's student as a torch model and what it holds (pair, token), or
     (None, "none") with `new_student`."""
-    from heatc.learn.distil import student_path
-    from heatc.learn.pair_onnx import load_pair_student
+    from heatc.learn.students.distil import student_path
+    from heatc.learn.students.pair_onnx import load_pair_student
 
     path = student_path(config.base)
     if not path.exists():
@@ -184,14 +184,14 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
     import yaml
 
     from heatc.heatmap.format import load_heatmap
-    from heatc.learn.aggregate import aggregate
-    from heatc.learn.discovery import discover_keywords
-    from heatc.learn.distil import student_metrics
-    from heatc.learn.labelling import label, read_chunks
-    from heatc.learn.merge import TRUSTED_SUPPORT, base_lexicon, split_literals, without_groups
-    from heatc.learn.plan import Plan, discovery_sample, plan, plan_lexicon, rule_file_literals
-    from heatc.learn.student_scoring import student_evidence
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.finetuning.merge import TRUSTED_SUPPORT, base_lexicon, split_literals, without_groups
+    from heatc.learn.heatmaps.aggregate import aggregate
+    from heatc.learn.students.distil import student_metrics
+    from heatc.learn.students.student_scoring import student_evidence
+    from heatc.learn.teaching.labelling import label, read_chunks
+    from heatc.learn.teaching.plan import Plan, discovery_sample, plan, plan_lexicon, rule_file_literals
+    from heatc.learn.teaching.teacher import load_teacher
+    from heatc.learn.text.discovery import discover_keywords
 
     started = time.perf_counter()
     base = load_heatmap(config.base)
@@ -272,7 +272,7 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
         f"with teacher {teacher.name}.\n"
         "Domain cells: student pair couplings (percentiles) and the domain's values; base cells kept as they were."
     )
-    from heatc.learn.emit import write_heatmap
+    from heatc.learn.heatmaps.emit import write_heatmap
 
     write_heatmap(config.output, doc, header)
     yaml.safe_load(config.output.read_text(encoding="utf-8"))  # what it wrote reads back
@@ -290,7 +290,7 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
 
 
 def _sentences(d: Document) -> list[str]:
-    from heatc.learn.corpus import sentences
+    from heatc.learn.text.corpus import sentences
 
     return sentences(d.text)
 
@@ -298,7 +298,7 @@ def _sentences(d: Document) -> list[str]:
 def _fidelity_before(student, kind: str, records, p, teacher, student_metrics, seed: int) -> dict:
     """The base student's fidelity on the same held-out teacher sentences (pair metrics only
     when it has a trained pair head)."""
-    from heatc.learn.distil import _examples
+    from heatc.learn.students.distil import _examples
 
     if student is None:
         return {}
@@ -311,7 +311,7 @@ def _fidelity_before(student, kind: str, records, p, teacher, student_metrics, s
 def _distil(learn: LearnConfig, p, records, work: Path, teacher, progress, init, lr: float, base_config):
     """Fine-tune the base student (its own configuration: a student of an earlier heatc keeps
     its pair head) or, with none, train a new one."""
-    from heatc.learn.distil import distil
+    from heatc.learn.students.distil import distil
 
     return distil(learn, p, records, work, teacher, progress, init=init, lr=lr, base_config=base_config)
 
@@ -333,8 +333,8 @@ def _merged_document(
     rules do not bear out are left out."""
     import yaml
 
-    from heatc.learn.emit import confirmed_expects, heatmap_document
-    from heatc.learn.merge import affordable, drop_bands, drop_rejecting, merge_cells, without_bands
+    from heatc.learn.finetuning.merge import affordable, drop_bands, drop_rejecting, merge_cells, without_bands
+    from heatc.learn.heatmaps.emit import confirmed_expects, heatmap_document
 
     base_doc = yaml.safe_load(Path(config.base).read_text(encoding="utf-8"))
     domain = heatmap_document(
@@ -368,8 +368,8 @@ def _merged_document(
 def _domain_rejections(doc: dict, config: FinetuneConfig, documents: list[Document]) -> Counter:
     """Per rule, its rejections on the domain's clean sentences (`aggregate.counted_text`)."""
     from heatc.backends import wasm_checker
-    from heatc.learn.aggregate import counted_text
-    from heatc.learn.emit import compile_document
+    from heatc.learn.heatmaps.aggregate import counted_text
+    from heatc.learn.heatmaps.emit import compile_document
     from heatc_runtime import Verdict
 
     checker = wasm_checker(compile_document({**doc, "expects": []}, config.output.parent)[0])

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from heatc.learn.budget import cell_table, select_cells
-from heatc.learn.config import (
-    LearnConfig,
-)
-from heatc.learn.corpus import copy_groups, sentences
-from heatc.learn.couplings import Couplings
-from heatc.learn.dimensions import (
+from heatc.learn.cells.budget import cell_table, select_cells
+from heatc.learn.cells.couplings import Couplings
+from heatc.learn.cells.dimensions import (
     dimension_cells,
     dimension_scores,
     dimension_swaps,
@@ -23,17 +19,7 @@ from heatc.learn.dimensions import (
     unit_dimensions,
     unit_scales,
 )
-from heatc.learn.discovery import follower_words, rare_words
-from heatc.learn.emit import declared_categories
-from heatc.learn.evidence import (
-    CellKey,
-    CellValues,
-    LearnedCell,
-    candidate_cells,
-    collect_values,
-    occurrences,
-)
-from heatc.learn.guards import (
+from heatc.learn.cells.guards import (
     FAMILY_COUNT,
     FAMILY_MEMBERS,
     guard_expected,
@@ -48,9 +34,23 @@ from heatc.learn.guards import (
     unit_guards,
     unit_swaps,
 )
-from heatc.learn.lexemes import FOLLOWER_GROUP, Lexicon, compound_numerals, lex_sentence, numeral_value
-from heatc.learn.plan import Plan, discovery_sample, plan_lexicon
-from heatc.learn.quantities import is_quantity, keyword_profiles, names_a_term
+from heatc.learn.config import (
+    LearnConfig,
+)
+from heatc.learn.heatmaps.emit import declared_categories
+from heatc.learn.teaching.plan import Plan, discovery_sample, plan_lexicon
+from heatc.learn.text.corpus import copy_groups, sentences
+from heatc.learn.text.discovery import follower_words, rare_words
+from heatc.learn.text.evidence import (
+    CellKey,
+    CellValues,
+    LearnedCell,
+    candidate_cells,
+    collect_values,
+    occurrences,
+)
+from heatc.learn.text.lexemes import FOLLOWER_GROUP, Lexicon, compound_numerals, lex_sentence, numeral_value
+from heatc.learn.text.quantities import is_quantity, keyword_profiles, names_a_term
 
 # follower words (`discovery.follower_words`) a heatmap may read values before, at most
 MAX_FOLLOWERS = 60

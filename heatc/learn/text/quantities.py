@@ -33,7 +33,7 @@ time in five, but its doses are read one way), while a word middling in everythi
 
 Each keyword is scanned over the corpus (its nearest value, binding as the lowered rules
 bind, and the unit right after it) and `is_quantity` decides from that `KeywordProfile`.
-The teacher's couplings decide the rest (`heatc.learn.couplings`).
+The teacher's couplings decide the rest (`heatc.learn.cells.couplings`).
 
 Public surface: `KeywordProfile`, `keyword_profiles`, `quantity_score`, `is_quantity`, `names_a_term`,
 `unit_read`, `VALUE_RATE`, `UNIT_VALUE_RATE`, `TOP_VALUE`, `QUANTITY_MIN`.
@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from heatc.backends import wasm_checker
-from heatc.learn.lexemes import UNIT_LADDERS, Lexicon
+from heatc.learn.text.lexemes import UNIT_LADDERS, Lexicon
 
 VALUE_RATE = 0.5  # a keyword whose occurrences bind a value at least this often is fully a value's name
 # ... and one whose values are read in one quantity other than time (doses in mg, volumes in

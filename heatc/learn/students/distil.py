@@ -13,7 +13,7 @@ from heatc.learn.config import (
     quiet,
     rank_and_world,
 )
-from heatc.learn.plan import Plan, plan_lexicon
+from heatc.learn.teaching.plan import Plan, plan_lexicon
 
 STUDENT_FEATURES = 64  # width of the student's frozen teacher-derived token features
 PAIR_HEAD = "additive"  # a new student's pair head (`PairConfig`); "interaction" measured no better
@@ -23,7 +23,7 @@ POSITIONS = "relative"
 
 
 def _examples(records: list[dict], plan_: Plan, tokenizer):
-    from heatc.learn.pair_student import examples_from_records
+    from heatc.learn.students.pair_student import examples_from_records
 
     held = dict(zip(plan_.teacher_sentences, plan_.heldout, strict=True))
     program = plan_lexicon(plan_).program()  # the lexemes the teacher's couplings are indexed by
@@ -34,8 +34,8 @@ def _examples(records: list[dict], plan_: Plan, tokenizer):
 def student_metrics(model, train, test, seed: int) -> dict:
     """Fidelity on the held-out teacher sentences: the pair head's (`pair_fidelity`), the
     token head's AUC beside the IDF and random baselines."""
-    from heatc.learn import student as st
-    from heatc.learn.pair_student import pair_fidelity
+    from heatc.learn.students import student as st
+    from heatc.learn.students.pair_student import pair_fidelity
 
     metrics: dict = {"train_sentences": len(train), "heldout_sentences": len(test)}
     if not test:
@@ -68,9 +68,9 @@ def distil(
     `base_config`, its configuration, when given: a base student being fine-tuned) and, on
     rank 0, evaluate it and export it beside
     `output` (default: the config's). Returns (metrics, model); metrics are {} off rank 0."""
-    from heatc.learn import pair_onnx
-    from heatc.learn import pair_student as ps
-    from heatc.learn import student as st
+    from heatc.learn.students import pair_onnx
+    from heatc.learn.students import pair_student as ps
+    from heatc.learn.students import student as st
 
     rank, _ = rank_and_world()
     train, test = _examples(records, plan_, teacher.tokenizer)

@@ -15,10 +15,10 @@ Public surface: `candidate_values`, `student_evidence`.
 from __future__ import annotations
 
 from heatc.learn.config import LearnConfig, Progress, quiet
-from heatc.learn.evidence import occurrences
-from heatc.learn.labelling import topup_plan
-from heatc.learn.lexemes import lex_sentence
-from heatc.learn.plan import Plan, plan_lexicon
+from heatc.learn.teaching.labelling import topup_plan
+from heatc.learn.teaching.plan import Plan, plan_lexicon
+from heatc.learn.text.evidence import occurrences
+from heatc.learn.text.lexemes import lex_sentence
 
 
 def candidate_values(program, groups: dict[str, str], wanted: set, text: str) -> list[int]:
@@ -30,7 +30,7 @@ def student_evidence(
     config: LearnConfig, plan_: Plan, model, tokenizer, documents, progress: Progress = quiet
 ) -> list[dict]:
     """Probe records written by the student (the top-up's marked `topup`, as the teacher's)."""
-    from heatc.learn.pair_student import student_records
+    from heatc.learn.students.pair_student import student_records
 
     program = plan_lexicon(plan_).program()
     groups = plan_lexicon(plan_).groups()

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from heatc.learn.evidence import CellKey, CellValues
-from heatc.learn.ranges import SCALE_UNITS
+from heatc.learn.cells.ranges import SCALE_UNITS
+from heatc.learn.text.evidence import CellKey, CellValues
 
 #: The factors tried, smallest first; 999: the widest band that still notices a thousandfold slip.
 BAND_FACTORS = (10, 20, 50, 100, 200, 500, 999)

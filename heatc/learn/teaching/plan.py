@@ -13,23 +13,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
+from heatc.learn.cells.magnitudes import discover_magnitudes, with_magnitudes
 from heatc.learn.config import (
     LearnConfig,
     Progress,
     quiet,
     seeded_hash,
 )
-from heatc.learn.corpus import sentences
-from heatc.learn.discovery import discover_keywords
-from heatc.learn.evidence import (
+from heatc.learn.text.corpus import sentences
+from heatc.learn.text.discovery import discover_keywords
+from heatc.learn.text.evidence import (
     CellKey,
     candidate_cells,
     occurrences,
 )
-from heatc.learn.lexemes import Category, Lexicon, lex_sentence
-from heatc.learn.magnitudes import discover_magnitudes, with_magnitudes
-from heatc.learn.model_names import model_names
-from heatc.learn.shadows import SHADOW_GROUP, shadow_phrases
+from heatc.learn.text.lexemes import Category, Lexicon, lex_sentence
+from heatc.learn.text.model_names import model_names
+from heatc.learn.text.shadows import SHADOW_GROUP, shadow_phrases
 
 
 @dataclass

@@ -39,7 +39,7 @@ import hashlib
 
 import torch
 
-from heatc.learn.teacher import Batch, Teacher
+from heatc.learn.teaching.teacher import Batch, Teacher
 
 DEFAULT_EPSILON = 0.05  # perturbation radius, relative to the token's input-embedding norm
 DEFAULT_PROBES = 4

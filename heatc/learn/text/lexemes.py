@@ -3,7 +3,7 @@
 Learning sees text the way compiled rules will: through heatc's own lexer (numbers,
 percents, words, literals), not the teacher's subword tokens. A built-in seed lexicon names
 the categories every domain shares — units, constraint words, dates and quarters, article
-references, currencies, sentence ends — to which `heatc.learn.discovery` adds the domain's
+references, currencies, sentence ends — to which `heatc.learn.text.discovery` adds the domain's
 own keywords.
 
 Public surface: `SEED_CATEGORIES`, `Category`, `Lexicon`, `lex_sentence`, `STOPWORDS`,
@@ -23,7 +23,7 @@ from heatc import ir
 from heatc.lang.compiler import compile_source
 from heatc.lang.parse import RESERVED_WORDS
 from heatc.lang.unparse import format_string
-from heatc.learn.model_names import MODEL_NAME_CLASS
+from heatc.learn.text.model_names import MODEL_NAME_CLASS
 from heatc.lexing import Lexeme, lex
 from heatc_runtime.restated import written_number
 

@@ -29,11 +29,11 @@ import math
 
 import numpy as np
 
-from heatc.learn.discovery import rare_words
-from heatc.learn.guards import FAMILY_MEMBERS
-from heatc.learn.lexemes import Category, Lexicon
-from heatc.learn.quantities import MIN_VALUES, KeywordProfile, keyword_profiles, quantity_score
-from heatc.learn.ranges import inliers
+from heatc.learn.cells.guards import FAMILY_MEMBERS
+from heatc.learn.cells.ranges import inliers
+from heatc.learn.text.discovery import rare_words
+from heatc.learn.text.lexemes import Category, Lexicon
+from heatc.learn.text.quantities import MIN_VALUES, KeywordProfile, keyword_profiles, quantity_score
 
 MAX_DECADES = 1.0  # the central 90 % of every member's values lie within this many decades
 FAMILY_QUANTITY = 0.75  # the quantity score a member needs

@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Iterable
 
 from heatc import ir
-from heatc.learn.evidence import FOLLOW_GAP
-from heatc.learn.lexemes import END_GROUP, SHARE_GROUP, STOPWORDS, Lexicon, SentenceLexemes, lex_sentence
+from heatc.learn.text.evidence import FOLLOW_GAP
+from heatc.learn.text.lexemes import END_GROUP, SHARE_GROUP, STOPWORDS, Lexicon, SentenceLexemes, lex_sentence
 from heatc.lexing import Lexeme
 
 

@@ -31,8 +31,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from heatc.learn.evidence import CellKey, CellValues
-from heatc.learn.ranges import (
+from heatc.learn.cells.ranges import (
     FLAT_TAIL,
     FOLDS,
     SLIP,
@@ -43,6 +42,7 @@ from heatc.learn.ranges import (
     slips,
     slips_noticed,
 )
+from heatc.learn.text.evidence import CellKey, CellValues
 
 CAP_VALUES = 30  # values a cell needs before its precision says anything
 CAP_SHARE = 0.02  # of its values, at most, that a cap may reject in the corpus

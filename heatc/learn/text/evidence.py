@@ -8,7 +8,7 @@ place, `item_end` makes it a cell of the values written bare ("sodium 138, …",
 - **support and value statistics** come from the whole corpus, by compiling every
   candidate cell into a rule without requirements and scanning every document with the WASM
   backend: the values are exactly those the lowered rule will capture;
-- **score** comes from the teacher's pair couplings (`heatc.learn.couplings`).
+- **score** comes from the teacher's pair couplings (`heatc.learn.cells.couplings`).
 
 A cell may also read its keyword after the value and its unit — `5 mg … daily`,
 `CellKey.after` — as a unit guard's evidence (`guards.unit_guards`).
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from heatc.backends import wasm_checker
 from heatc.lang.ast import places_capture_name
-from heatc.learn.lexemes import END_GROUP, FOLLOWER_GROUP, SHARE_GROUP, Lexicon, SentenceLexemes, is_numeral_name
+from heatc.learn.text.lexemes import END_GROUP, FOLLOWER_GROUP, SHARE_GROUP, Lexicon, SentenceLexemes, is_numeral_name
 
 MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean values it was learned from
 # All cells together may reject at most this many values per corpus sentence that holds a value
@@ -64,7 +64,7 @@ class CellKey:
     # ("Proscar 5 mg daily": no one takes 5 g daily), `v:number months ..3 notice`
     after: bool = False
     # a quantity cell: the keyword's values in any unit of this dimension, converted to its base
-    # unit (`keyword ..3 v:quantity(mass)`, `heatc.learn.dimensions`); `unit` is then ""
+    # unit (`keyword ..3 v:quantity(mass)`, `heatc.learn.cells.dimensions`); `unit` is then ""
     dimension: str = ""
 
     @property

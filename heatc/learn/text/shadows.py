@@ -26,8 +26,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from heatc import ir
-from heatc.learn.evidence import occurrences
-from heatc.learn.lexemes import STOPWORDS, SentenceLexemes
+from heatc.learn.text.evidence import occurrences
+from heatc.learn.text.lexemes import STOPWORDS, SentenceLexemes
 
 SHADOW_GROUP = "shadow"  # the category group of shadow phrases (class kind: keyword)
 SHADOW_MIN = 3  # occurrences of the phrase with a value, in the discovery sample

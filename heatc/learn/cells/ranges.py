@@ -23,7 +23,7 @@ import numpy as np
 
 from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, Stats
 from heatc.heatmap.lower import margin_range, round_out
-from heatc.learn.evidence import CellKey, CellValues
+from heatc.learn.text.evidence import CellKey, CellValues
 
 OUTLIER_FENCE = 3.0  # interquartile ranges, in log10 space
 

@@ -1,4 +1,4 @@
-"""The ONNX file of a pair student (`heatc.learn.pair_student`): writing it, and reading it back
+"""The ONNX file of a pair student (`heatc.learn.students.pair_student`): writing it, and reading it back
 as a torch model.
 
 The export (`export_pair_onnx`, dynamo, not optimised so that every weight keeps its name)
@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from heatc.errors import Diagnostic, HeatError
-from heatc.learn.pair_student import PairConfig, PairExample, PairStudent, collate
-from heatc.learn.student import quiet_exporter
+from heatc.learn.students.pair_student import PairConfig, PairExample, PairStudent, collate
+from heatc.learn.students.student import quiet_exporter
 
 if TYPE_CHECKING:
     import onnx
@@ -143,7 +143,7 @@ def _legacy_state(path: Path, inits: dict[str, np.ndarray]) -> tuple[PairConfig,
     import onnx
     from onnx import numpy_helper
 
-    from heatc.learn import student as st
+    from heatc.learn.students import student as st
 
     tables = [a for a in inits.values() if a.ndim == 2 and a.dtype == np.float16]
     norm = inits.get("norm.weight")

@@ -25,8 +25,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from heatc.learn.evidence import LONE_DATE, CellKey, Occurrence, evidence_of
-from heatc.learn.lexemes import SentenceLexemes
+from heatc.learn.text.evidence import LONE_DATE, CellKey, Occurrence, evidence_of
+from heatc.learn.text.lexemes import SentenceLexemes
 
 MAX_DISTANCE = 9  # lexemes farther from the value share the baseline of this distance
 
