@@ -51,10 +51,10 @@ def _label(teacher, config, program, groups, texts: list[str]) -> tuple[list[dic
     ordered = sorted(texts, key=len)
     records = []
     t0 = time.perf_counter()
-    for b0 in range(0, len(ordered), config.batch_size):
-        group = ordered[b0 : b0 + config.batch_size]
+    for b0 in range(0, len(ordered), config.teaching.batch_size):
+        group = ordered[b0 : b0 + config.teaching.batch_size]
         lexed = [lex_sentence(program, s) for s in group]
-        chosen = [[o.value for o in occurrences(lx, groups)][: config.probes_per_sentence] for lx in lexed]
+        chosen = [[o.value for o in occurrences(lx, groups)][: config.teaching.probes_per_sentence] for lx in lexed]
         records.extend(label_batch(config, teacher, group, lexed, chosen))
     return records, time.perf_counter() - t0
 

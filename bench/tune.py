@@ -210,7 +210,8 @@ def score(m: Measured, responses: list[Response], checked: list[bool]) -> dict:
 
 def finetuned(learn, folder: Path, args) -> Path:
     from heatc.errors import HeatError
-    from heatc.learn.finetuning.finetune import FinetuneConfig, finetune
+    from heatc.learn.config import FinetuneConfig
+    from heatc.learn.finetuning.finetune import finetune
 
     out = folder / "finetuned.yaml"
     if isinstance(learn, dict):  # the FDA labels' pages

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from heatc.cli import app
 from heatc.errors import HeatError
 from heatc.heatmap.format import load_heatmap
-from heatc.learn.finetuning.finetune import FinetuneConfig, domain_documents, finetune
+from heatc.learn.config import FinetuneConfig
+from heatc.learn.finetuning.finetune import domain_documents, finetune
 
 pytestmark = pytest.mark.needs("torch", "pdf")
 

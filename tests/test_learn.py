@@ -47,6 +47,7 @@ from heatc.learn.cells.ranges import (
     slip_power,
     value_stats,
 )
+from heatc.learn.config import CellsConfig
 from heatc.learn.heatmaps.emit import heatmap_document, write_heatmap
 from heatc.learn.teaching import labels
 from heatc.learn.text.corpus import read_corpus, sentences
@@ -417,7 +418,9 @@ def test_consistency_cells_stay_within_the_false_alarm_budget():
             values[k].values.extend(vs)
             values[k].per_document[d].extend(vs)
     scored = _scored({key_a: 2.5, key_b: 2.5})
-    cells = cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000, alarm_budget=0.005)
+    cells = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, alarm_budget=0.005, sensitivity=None), sentences=1000
+    )
     assert [x.key for x in cells] == [key_a]  # notice would reject 20 of 1000 clean sentences
 
 
@@ -534,7 +537,7 @@ def test_a_range_cell_must_accept_the_values_it_was_learned_from():
     values[mixed].values = [2017.0 + i % 3 for i in range(80)] + [1.5 + i for i in range(20)]
     values[plain].values = [3.5 + 0.02 * i for i in range(100)]
     scored = _scored({mixed: 2.5, plain: 2.5})
-    cells = cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000)
+    cells = cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), sentences=1000)
     assert [x.key for x in cells] == [plain]
     assert rejected_share(value_stats(values[mixed].values), values[mixed].values) > 0.1
 
@@ -569,7 +572,9 @@ def test_range_cells_share_the_false_alarm_budget():
     for key in keys:
         values[key] = CellValues(values=[4.0 + 0.01 * j for j in range(98)] + [400.0, 0.001])
     scored = _scored({key: 2.9 - 0.1 * i for i, key in enumerate(keys)})
-    cells = cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000, alarm_budget=0.006)
+    cells = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, alarm_budget=0.006, sensitivity=None), sentences=1000
+    )
     assert [x.key for x in cells] == keys[:3]
     assert all(x.rejected == 2 for x in cells)
 
@@ -611,9 +616,9 @@ def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out
     key = CellKey("creatinine", "number", "")
     values = {key: spread_values(_creatinine_like())}
     scored = _scored({key: 3.5})
-    default = cell_table(values, *scored, min_support=5, min_probes=3, sentences=10_000)
+    default = cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), sentences=10_000)
     assert default[0].range is None  # without a sensitivity: the margin policy, as before
-    [cell] = cell_table(values, *scored, min_support=5, min_probes=3, sentences=10_000, sensitivity=0.75)
+    [cell] = cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), sentences=10_000)
     lo, hi = cell.range
     wide = margin_range(Stats(**cell.stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
     assert hi < wide[1] and slip_power((lo, hi), values[key].values) > slip_power(wide, values[key].values)
@@ -622,11 +627,17 @@ def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out
     # half a false alarm in documents not seen (FLAT_TAIL): no budget, no range; half a false
     # alarm buys one bound, one false alarm two, each rejecting nothing in the corpus or out of sample
     assert (
-        cell_table(values, *scored, min_support=5, min_probes=3, sentences=10, alarm_budget=0.0, sensitivity=0.75) == []
+        cell_table(
+            values, *scored, CellsConfig(min_support=5, min_probes=3, alarm_budget=0.0, sensitivity=0.75), sentences=10
+        )
+        == []
     )
     for budget, bounds in ((0.005, 1), (0.01, 2)):
         [free] = cell_table(
-            values, *scored, min_support=5, min_probes=3, sentences=100, alarm_budget=budget, sensitivity=0.75
+            values,
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, alarm_budget=budget, sensitivity=0.75),
+            sentences=100,
         )
         assert free.rejected == 0 and n_bounds(free.range) == bounds == budget * 100 / FLAT_TAIL
         assert free.range[1] is None or free.range[1] > hi
@@ -661,7 +672,9 @@ def test_the_budget_is_shared_where_it_buys_most_and_never_exceeded():
     scored = _scored(dict.fromkeys(keys, 3.5))
     powers, counts = [], []
     for n_sentences in (100, 1000, 10_000):
-        cells = cell_table(values, *scored, min_support=5, min_probes=3, sentences=n_sentences, sensitivity=0.75)
+        cells = cell_table(
+            values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), sentences=n_sentences
+        )
         options = {k: range_options(values[k], k) for k in keys}
         chosen, spent = allocate(cells, values, budget=0.01 * n_sentences, options=options)
         assert len(chosen) == len(cells) and spent <= 0.01 * n_sentences
@@ -699,8 +712,8 @@ def test_a_cell_whose_margin_range_rejects_too_much_runs_with_a_range_that_accep
     values = {key: spread_values(vals)}
     scored = _scored({key: 3.5})
     assert rejected_share(value_stats(vals), vals) > 0.1
-    assert cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000) == []
-    [cell] = cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75)
+    assert cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), sentences=1000) == []
+    [cell] = cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), sentences=1000)
     lo, hi = cell.range
     assert lo <= 1.0 and 16 <= hi < 120 and cell.rejected == 0
 
@@ -857,7 +870,11 @@ def test_a_number_word_restated_in_digits_holds_exactly_its_number():
     ranges = []
     for substitutes in (None, {key: pool}):
         [cell] = cell_table(
-            {key: cv}, *scored, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75, substitutes=substitutes
+            {key: cv},
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+            sentences=1000,
+            substitutes=substitutes,
         )
         ranges.append(cell.range)
     assert ranges[0][1] >= 45
@@ -871,10 +888,10 @@ def test_a_number_word_needs_few_values_for_its_cell_and_a_keyword_its_support()
     values = {numeral: spread_values([14.0] * 8, documents=8), keyword: spread_values([14.0] * 8, documents=8)}
     scored = _scored({numeral: 3.5, keyword: 3.5})
     pool = np.asarray([15.0] * 50 + [30.0] * 50 + [140.0] * 50)
-    common = {"min_support": 20, "min_probes": 3, "sentences": 1000, "sensitivity": 0.75}
-    cells = cell_table(values, *scored, **common, substitutes={numeral: pool})
+    settings = CellsConfig(min_support=20, min_probes=3, sensitivity=0.75)
+    cells = cell_table(values, *scored, settings, sentences=1000, substitutes={numeral: pool})
     assert [(c.key, c.range) for c in cells] == [(numeral, (14.0, 14.0))]
-    assert cell_table(values, *scored, **common, substitutes={}) == []
+    assert cell_table(values, *scored, settings, sentences=1000, substitutes={}) == []
 
 
 def test_unit_swaps_weigh_each_keyword_by_the_units_it_takes():
@@ -927,7 +944,9 @@ def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
     values = collect_values(lexicon, [mg, mcg], docs)
     scored = _scored({mg: 3.5})
     guard = LearnedCell(mcg, 1.0, 3.5, 3, 40, {}, guards="mg", worth=20.0, expected=0.5)
-    cells = cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75, guards=[guard])
+    cells = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), sentences=1000, guards=[guard]
+    )
     assert [x.key for x in cells] == [mg, mcg] and cells[1].range == (0.0, 0.0)
     doc = heatmap_document(
         name="guarded", title="t", lexicon=lexicon, cells=cells, provenance={}, sensitivity=0.75, rule_files=[],
@@ -959,7 +978,11 @@ def test_a_unit_cell_is_narrowed_to_notice_values_of_a_unit_it_is_swapped_with()
     ranges = []
     for swapped in (None, {months: sources[months]}):
         [cell] = cell_table(
-            {months: cv}, *scored, min_support=5, min_probes=3, sentences=2000, sensitivity=0.75, swapped=swapped
+            {months: cv},
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+            sentences=2000,
+            swapped=swapped,
         )
         ranges.append(cell.range)
     assert ranges[0][1] >= 60  # a months range for its own values accepts "30 months"
@@ -982,7 +1005,7 @@ def test_a_keyword_cell_without_a_unit_is_fitted_to_the_values_written_without_o
     assert len(cv.values) == 92 and sorted(v for vs in cv.with_unit.values() for v in vs) == sorted([500, 600, 800] * 4)
     assert len(cv.bare().values) == 80 and max(cv.bare().values) == 10.2
     scored = _scored({key: 3.5})
-    [cell] = cell_table(values, *scored, min_support=5, min_probes=3, sentences=10_000, sensitivity=0.75)
+    [cell] = cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), sentences=10_000)
     lo, hi = cell.range if cell.range is not None else margin_range(Stats(**cell.stats), 0.5, 2.0)
     assert lo <= 8.1 and 10.2 <= hi < 81 and cell.rejected == 12  # the doses are its false alarms
     assert cell.stats["n"] == 92 and cell.stats["q99"] < 11
@@ -1046,7 +1069,7 @@ def test_a_rare_word_joins_a_family_on_less_evidence_than_a_cell_needs():
     from heatc.learn.config import LearnConfig
     from heatc.learn.heatmaps.aggregate import rare_word_cells
 
-    assert FAMILY_COUNT < LearnConfig(corpus=[], output=Path("x")).candidate_count
+    assert FAMILY_COUNT < LearnConfig(corpus=[], output=Path("x")).teaching.candidate_count
     sample = [
         "Keflex 500 mg twice daily.", "Discharged on Keflex 500 mg.", "Celebrex 200 mg daily.",
         "Then Celebrex 200 mg at night.", "Lortab 5 mg once.", "Turned 45 today.", "Turned 46 today.",
@@ -1174,7 +1197,7 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
     chloride 104" chloride is never probed and its cell gets no score. The top-up walks the
     discovery sample again and probes the values of the cells still short of probes_per_cell
     — chloride's, not sodium's again — within its limits, and never a value already probed."""
-    from heatc.learn.config import LearnConfig
+    from heatc.learn.config import LearnConfig, TeachingConfig
     from heatc.learn.teaching.labelling import _probe_lexemes, topup_plan
     from heatc.learn.teaching.plan import plan, plan_lexicon
     from heatc.learn.text.corpus import Document
@@ -1188,7 +1211,11 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
         )
         for i in range(40)
     ]
-    config = LearnConfig(corpus=[], output=Path("x.yaml"), label_sentences=0, candidate_count=3, probes_per_cell=8)
+    config = LearnConfig(
+        corpus=[],
+        output=Path("x.yaml"),
+        teaching=TeachingConfig(label_sentences=0, candidate_count=3, probes_per_cell=8),
+    )
     p = plan(config, docs)
     program = plan_lexicon(p).program()
     groups = {c.name: c.group for c in plan_lexicon(p).categories}
@@ -1198,7 +1225,7 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
     records = []
     for s in p.teacher_sentences:
         lx = lex_sentence(program, s)
-        values = _probe_lexemes(lx, groups, set(p.candidates), config.probes_per_sentence)
+        values = _probe_lexemes(lx, groups, set(p.candidates), config.teaching.probes_per_sentence)
         records.append({"text": s, "probes": [[v, []] for v in values]})
 
     def probed(recs) -> Counter:
@@ -1214,13 +1241,29 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
     extra = topup_plan(config, p, records, docs)
     assert extra, "no top-up"
     after = probed(records + [{"text": s, "probes": [[v, []] for v in vs]} for s, vs in extra])
-    assert after[chloride] == config.probes_per_cell
-    assert all(len(vs) <= config.topup_per_sentence for _, vs in extra)
+    assert after[chloride] == config.teaching.probes_per_cell
+    assert all(len(vs) <= config.teaching.topup_per_sentence for _, vs in extra)
     already = {r["text"]: {v for v, _ in r["probes"]} for r in records}
     assert not any(set(vs) & already.get(s, set()) for s, vs in extra)
     # the limit holds, and 0 turns the top-up off
-    assert sum(len(vs) for _, vs in topup_plan(dataclasses.replace(config, topup_probes=5), p, records, docs)) == 5
-    assert topup_plan(dataclasses.replace(config, topup_probes=0), p, records, docs) == []
+    assert (
+        sum(
+            len(vs)
+            for _, vs in topup_plan(
+                dataclasses.replace(config, teaching=dataclasses.replace(config.teaching, topup_probes=5)),
+                p,
+                records,
+                docs,
+            )
+        )
+        == 5
+    )
+    assert (
+        topup_plan(
+            dataclasses.replace(config, teaching=dataclasses.replace(config.teaching, topup_probes=0)), p, records, docs
+        )
+        == []
+    )
 
 
 def test_units_next_to_each_other_on_a_ladder_are_a_plausible_swap_without_keywords():
@@ -1256,17 +1299,25 @@ def test_units_next_to_each_other_on_a_ladder_are_a_plausible_swap_without_keywo
 
 
 def test_the_teacher_reads_a_bounded_share_when_the_student_scores_the_rest():
-    from heatc.learn.config import LearnConfig
+    from heatc.learn.config import DistilConfig, LearnConfig, TeachingConfig
     from heatc.learn.teaching.plan import teacher_share
 
     probe, label = [f"p{i}" for i in range(100)], [f"l{i}" for i in range(40)]
-    cfg = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=40)
+    cfg = LearnConfig(corpus=[], output=Path("x.yaml"), teaching=TeachingConfig(teacher_sentences=40))
     chosen = teacher_share(cfg, probe, label)
     assert chosen == probe[:30] + label[:10]  # three quarters probe sentences, first met first
     assert (
-        teacher_share(LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=0), probe, label) == probe + label
+        teacher_share(
+            LearnConfig(corpus=[], output=Path("x.yaml"), teaching=TeachingConfig(teacher_sentences=0)), probe, label
+        )
+        == probe + label
     )
-    no_student = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=40, student=False)
+    no_student = LearnConfig(
+        corpus=[],
+        output=Path("x.yaml"),
+        teaching=TeachingConfig(teacher_sentences=40),
+        distil=DistilConfig(student=False),
+    )
     assert teacher_share(no_student, probe, label) == probe + label
     assert teacher_share(cfg, probe[:5], label[:5]) == probe[:5] + label[:5]  # fewer than the bound: all
     # a corpus with few candidate cells: fewer teacher sentences (at least MIN_TEACHER, and
@@ -1274,7 +1325,7 @@ def test_the_teacher_reads_a_bounded_share_when_the_student_scores_the_rest():
     from heatc.learn.teaching.plan import MIN_TEACHER, TEACHER_PER_CELL
 
     probe, label = [f"p{i}" for i in range(2000)], [f"l{i}" for i in range(1500)]
-    wide = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=400)
+    wide = LearnConfig(corpus=[], output=Path("x.yaml"), teaching=TeachingConfig(teacher_sentences=400))
     assert len(teacher_share(wide, probe, label, candidates=10)) == MIN_TEACHER
     assert len(teacher_share(wide, probe, label, candidates=90)) == 90 * TEACHER_PER_CELL
     assert len(teacher_share(wide, probe, label, candidates=657)) == 400
@@ -1291,9 +1342,9 @@ def test_a_false_alarm_is_spent_only_where_it_buys_min_worth():
     vals = [float(x) for x in np.round(np.geomspace(4.0, 900.0, 200), 1)] + [1.0, 1.0, 1.6]
     values = {key: spread_values(vals)}
     scored = _scored({key: 3.5})
-    kw = dict(min_support=5, min_probes=3, sentences=10_000, alarm_budget=0.05, sensitivity=0.75)
-    [spent] = cell_table(values, *scored, **kw)
-    [thrifty] = cell_table(values, *scored, **kw, min_worth=4.0)
+    settings = CellsConfig(min_support=5, min_probes=3, alarm_budget=0.05, sensitivity=0.75)
+    [spent] = cell_table(values, *scored, settings, sentences=10_000)
+    [thrifty] = cell_table(values, *scored, dataclasses.replace(settings, min_worth=4.0), sentences=10_000)
     assert spent.rejected == 3 and spent.range[0] > 1.6
     lo, _ = thrifty.range
     assert thrifty.rejected == 0 and float(np.median(vals)) / 1000 < lo <= 1.0

@@ -25,6 +25,7 @@ from heatc.learn.cells.dimensions import (
     unit_scales,
 )
 from heatc.learn.cells.ranges import value_stats
+from heatc.learn.config import CellsConfig
 from heatc.learn.heatmaps.emit import heatmap_document, write_heatmap
 from heatc.learn.text.evidence import CellKey, CellValues, LearnedCell, collect_values
 from heatc.learn.text.lexemes import Lexicon
@@ -99,7 +100,9 @@ def test_a_range_learned_from_doses_in_mg_rejects_them_in_g_and_mcg():
         cv.values.append(float(v) / 1000)  # what the quantity capture holds: grams
         cv.per_document[d % 40].append(float(v) / 1000)
     scores, strengths = _scored({MASS: 3.0})
-    [cell] = cell_table({MASS: cv}, scores, strengths, min_support=20, min_probes=3, sentences=400, sensitivity=0.0)
+    [cell] = cell_table(
+        {MASS: cv}, scores, strengths, CellsConfig(min_support=20, min_probes=3, sensitivity=0.0), sentences=400
+    )
     lo, hi = cell.range
     lo = 0.0 if lo is None else lo
     hi = float("inf") if hi is None else hi

@@ -85,12 +85,14 @@ def test_a_family_range_rejects_every_member_ten_times_off():
 
 
 def test_the_plan_declares_the_families_before_the_teacher_reads():
-    from heatc.learn.config import LearnConfig
+    from heatc.learn.config import LearnConfig, TeachingConfig
     from heatc.learn.teaching.plan import Plan, plan, plan_lexicon
     from heatc.learn.text.corpus import Document
 
     docs = [Document(f"d{i}", text) for i, text in enumerate(_panel_notes())]
-    config = LearnConfig(corpus=[], output=Path("x.yaml"), label_sentences=0, candidate_count=3)
+    config = LearnConfig(
+        corpus=[], output=Path("x.yaml"), teaching=TeachingConfig(label_sentences=0, candidate_count=3)
+    )
     p = plan(config, docs)
     assert p.magnitudes["keywords_about_3"] == ["albumin", "magnesium", "phosphorus"]
     assert not {k.lower() for k, _ in p.keywords} & {"albumin", "magnesium", "phosphorus", "sodium", "chloride"}

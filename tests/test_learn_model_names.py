@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from heatc.learn.config import LearnConfig
+from heatc.learn.config import LearnConfig, TeachingConfig
 from heatc.learn.heatmaps.emit import declared_categories
 from heatc.learn.teaching.plan import Plan, plan, plan_lexicon
 from heatc.learn.text.corpus import Document
@@ -47,7 +47,9 @@ def test_names_join_the_class_a_base_heatmap_declares():
 def test_the_plan_declares_the_model_names_and_the_heatmap_keeps_them():
     notes = [f"Blood loss {v} L today with the PCF-160L. {SCOPES}" for v in (0.2, 0.5, 1.1, 0.8, 0.3, 1.4)]
     docs = [Document(f"d{i}", text) for i, text in enumerate(notes)]
-    config = LearnConfig(corpus=[], output=Path("x.yaml"), label_sentences=0, candidate_count=3)
+    config = LearnConfig(
+        corpus=[], output=Path("x.yaml"), teaching=TeachingConfig(label_sentences=0, candidate_count=3)
+    )
     p = plan(config, docs)
     assert p.model_names == ["CF 20L", "PCF-160L", "SN60WF"]
     lexicon = plan_lexicon(Plan.from_json(p.to_json()))

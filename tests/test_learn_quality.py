@@ -14,6 +14,7 @@ from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower
 from heatc.learn.cells.budget import cell_table
 from heatc.learn.cells.ranges import count_outside, range_options
+from heatc.learn.config import CellsConfig
 from heatc.learn.heatmaps.aggregate import checked_sentences, counted_text
 from heatc.learn.heatmaps.emit import heatmap_document, write_heatmap
 from heatc.learn.text.corpus import Document
@@ -142,7 +143,10 @@ def test_a_bound_no_error_needs_is_left_out():
     key = CellKey("ended", "date", "")
     years = [0.0] * 30 + [float(y) for y in np.random.default_rng(0).integers(2010, 2021, 370)]
     cells = cell_table(
-        {key: _spread(years)}, *_scored({key: 3.0}), min_support=5, min_probes=3, sentences=400, sensitivity=0.75
+        {key: _spread(years)},
+        *_scored({key: 3.0}),
+        CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+        sentences=400,
     )
     [cell] = cells
     lo, hi = cell.range
@@ -160,7 +164,12 @@ def test_consistency_only_where_a_restated_term_repeats():
         for k, vs in ((term, [30, 30, 30]), (dose, [20, 20, 20, 20, 20, 5] if d < 4 else [20, 20])):
             values[k].values.extend(vs)
             values[k].per_document[d].extend(vs)
-    cells = cell_table(values, *_scored({term: 3.0, dose: 3.0}), min_support=5, min_probes=3, sentences=10**6)
+    cells = cell_table(
+        values,
+        *_scored({term: 3.0, dose: 3.0}),
+        CellsConfig(min_support=5, min_probes=3, sensitivity=None),
+        sentences=10**6,
+    )
     assert [c.key for c in cells] == [term]
 
 
@@ -180,7 +189,10 @@ def test_a_rule_with_an_open_side_is_written_lowered_and_rejects_above_its_bound
     key = CellKey("ended", "date", "")
     years = [0.0] * 30 + [float(y) for y in np.random.default_rng(1).integers(2010, 2021, 370)]
     [cell] = cell_table(
-        {key: _spread(years)}, *_scored({key: 3.0}), min_support=5, min_probes=3, sentences=400, sensitivity=0.75
+        {key: _spread(years)},
+        *_scored({key: 3.0}),
+        CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+        sentences=400,
     )
     doc = heatmap_document(
         name="years", title="t", lexicon=lexicon, cells=[cell], provenance={}, sensitivity=0.75, rule_files=[],

@@ -111,6 +111,7 @@ def test_a_bound_sits_as_far_past_its_values_as_other_cells_documents_go_past_th
     from support.learn_scores import scored as _scored
 
     from heatc.learn.cells.budget import cell_table
+    from heatc.learn.config import CellsConfig
 
     uppers = {}
     for moving in (False, True):
@@ -119,7 +120,10 @@ def test_a_bound_sits_as_far_past_its_values_as_other_cells_documents_go_past_th
         x = values[rates].values
         assert margin.unseen((None, 40.0), x) > margin.unseen((None, 60.0), x) >= margin.unseen((None, 100.0), x)
         cells = cell_table(
-            values, *_scored(dict.fromkeys(values, 3.5)), min_support=5, min_probes=3, sentences=1000, sensitivity=0.75
+            values,
+            *_scored(dict.fromkeys(values, 3.5)),
+            CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+            sentences=1000,
         )
         [cell] = [c for c in cells if c.key == rates]
         uppers[moving] = cell.range[1]
@@ -176,6 +180,7 @@ def test_a_cut_past_a_few_clean_values_is_charged_the_noise_of_its_count():
     from support.learn_scores import scored as _scored
 
     from heatc.learn.cells.budget import CUT_NOISE, cell_table
+    from heatc.learn.config import CellsConfig
 
     key = CellKey("blood_loss", "number", "ml")
     values = {key: _spread([*sorted(float(x) for x in np.round(np.geomspace(5, 600, 230))), 900.0, 1000.0])}
@@ -183,7 +188,10 @@ def test_a_cut_past_a_few_clean_values_is_charged_the_noise_of_its_count():
 
     def chosen(budget: float):
         [cell] = cell_table(
-            values, *scored, min_support=5, min_probes=3, sentences=100, alarm_budget=budget, sensitivity=0.75
+            values,
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, alarm_budget=budget, sensitivity=0.75),
+            sentences=100,
         )
         return cell
 

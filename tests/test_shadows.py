@@ -104,7 +104,7 @@ def test_fine_tuning_keeps_the_base_heatmaps_shadow_phrases():
 
 
 def test_a_phrase_a_rule_file_declares_is_left_to_it(tmp_path):
-    from heatc.learn.config import LearnConfig
+    from heatc.learn.config import LearnConfig, TeachingConfig
     from heatc.learn.teaching.plan import plan
     from heatc.learn.text.corpus import Document
 
@@ -113,9 +113,16 @@ def test_a_phrase_a_rule_file_declares_is_left_to_it(tmp_path):
 
     text = " ".join([*CLINIC, "The pulse width of 0.5 msec.", "Pulse width of 0.4 msec.", "A pulse width 0.45 msec."])
     docs = [Document("a", text), Document("b", text)]
-    config = LearnConfig(corpus=[tmp_path / "notes.txt"], output=tmp_path / "x.yaml", candidate_count=2)
+    config = LearnConfig(
+        corpus=[tmp_path / "notes.txt"], output=tmp_path / "x.yaml", teaching=TeachingConfig(candidate_count=2)
+    )
     assert {"pulse width", "glucose", "pulse"} <= learned(plan(config, docs))
     rules = tmp_path / "mine.heat"
     rules.write_text('class device other = "pulse width"\nclass sugar keyword = "glucose"\n')
-    p = plan(LearnConfig(corpus=config.corpus, output=config.output, candidate_count=2, rules=[rules]), docs)
+    p = plan(
+        LearnConfig(
+            corpus=config.corpus, output=config.output, rules=[rules], teaching=TeachingConfig(candidate_count=2)
+        ),
+        docs,
+    )
     assert "pulse" in learned(p) and not {"pulse width", "glucose"} & learned(p)

@@ -75,7 +75,7 @@ def _read(config: LearnConfig) -> dict:
 def _teacher(config: LearnConfig) -> dict:
     from heatc.learn.teaching.teacher import load_teacher
 
-    return {"teacher": load_teacher(config.teacher, config.device)}
+    return {"teacher": load_teacher(config.teaching.teacher, config.teaching.device)}
 
 
 def _plan(config: LearnConfig, fresh: bool, documents, progress: Progress, log, rank: int) -> dict:
@@ -111,12 +111,12 @@ def _label(config: LearnConfig, plan: Plan, teacher, work: Path, progress: Progr
     label(config, plan, teacher, work, progress)
     seconds = time.perf_counter() - t0
     barrier()
-    n_chunks = -(-len(plan.teacher_sentences) // config.chunk_size)
+    n_chunks = -(-len(plan.teacher_sentences) // config.teaching.chunk_size)
     return {"records": read_chunks(work, n_chunks), "label_seconds": seconds}
 
 
 def _by_student(config: LearnConfig) -> bool:
-    return config.student and config.teacher_sentences > 0
+    return config.distil.student and config.teaching.teacher_sentences > 0
 
 
 def _topup(config: LearnConfig, plan: Plan, records, documents, teacher, work: Path, progress, log) -> dict:
@@ -131,7 +131,7 @@ def _topup(config: LearnConfig, plan: Plan, records, documents, teacher, work: P
 
 
 def _distil(config: LearnConfig, plan: Plan, records, work: Path, teacher, progress) -> dict:
-    metrics, model = distil(config, plan, records, work, teacher, progress) if config.student else ({}, None)
+    metrics, model = distil(config, plan, records, work, teacher, progress) if config.distil.student else ({}, None)
     return {"metrics": metrics, "model": model}
 
 
@@ -161,7 +161,7 @@ def _emit(config: LearnConfig, plan: Plan, teacher, lexicon, cells, coupling, me
         "sentences": plan.sentences,
         "teacher_sentences": len(plan.teacher_sentences),
         "scored_by": "student" if _by_student(config) else "teacher",
-        "epsilon": config.epsilon,
+        "epsilon": config.teaching.epsilon,
         "epsilon_scale": "token input-embedding norm",
         "seed": config.seed,
         "processes": world,
@@ -169,7 +169,9 @@ def _emit(config: LearnConfig, plan: Plan, teacher, lexicon, cells, coupling, me
         "metrics": metrics,
     }
     tokenizer = (
-        {"embedded": "minilm"} if config.teacher is None else {"dir": _display_path(config.teacher, config.output)}
+        {"embedded": "minilm"}
+        if config.teaching.teacher is None
+        else {"dir": _display_path(config.teaching.teacher, config.output)}
     )
     doc = heatmap_document(
         name=name,
@@ -177,7 +179,7 @@ def _emit(config: LearnConfig, plan: Plan, teacher, lexicon, cells, coupling, me
         lexicon=lexicon,
         cells=cells,
         provenance=provenance,
-        sensitivity=config.sensitivity,
+        sensitivity=config.cells.sensitivity,
         rule_files=[_display_path(r, config.output) for r in config.rules],
         tokenizer=tokenizer,
     )

@@ -1,12 +1,13 @@
 """The false-alarm budget: which scored cells become rules, and which range each holds,
-so that all of them together reject at most `ALARM_BUDGET` of the corpus's sentences that
-hold a value some cell checks.
+so that all of them together reject at most `CellsConfig.alarm_budget` of the corpus's sentences
+that hold a value some cell checks. The settings come whole, as the stage's `CellsConfig`.
 
 A *consistency* cell joins a range cell only where the same term truly must repeat: it
-recurs in `min_documents` documents, and where a document states it again it states the
+recurs in `MIN_DOCUMENTS` documents, and where a document states it again it states the
 same value (`MAX_CONFLICTS`) — a term of a contract, not a dose that changes.
 
-Public surface: `cell_table`, `select_cells`, `allocate`, `range_charge`, `MAX_CONFLICTS`, `CUT_NOISE`.
+Public surface: `cell_table`, `select_cells`, `allocate`, `range_charge`, `MAX_CONFLICTS`, `MIN_DOCUMENTS`,
+`CUT_NOISE`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from heatc.learn.cells.overlaps import enclosing_cells, joint_choices, marginal_
 from heatc.learn.cells.precision import capped_options
 from heatc.learn.cells.ranges import (
     FLAT_TAIL,
-    MIN_FOLD_VALUES,
     RangeOption,
     conflicts,
     count_outside,
@@ -35,10 +35,13 @@ from heatc.learn.cells.ranges import (
     tail_margin,
     value_stats,
 )
-from heatc.learn.text.evidence import ALARM_BUDGET, MAX_REJECTED, CellKey, CellValues, LearnedCell
+from heatc.learn.config import CellsConfig
+from heatc.learn.text.evidence import MAX_REJECTED, CellKey, CellValues, LearnedCell
 
-# a consistency cell's restated values may differ from the first at most this often
+# a consistency cell's restated values may differ from the first at most this often, and its term
+# must be restated in this many documents at least
 MAX_CONFLICTS = 0.02
+MIN_DOCUMENTS = 5
 # times the budget is shared again with keyword cells worth what their enclosing cells leave
 # them (`allocate`), at most
 MARGINAL_ROUNDS = 4
@@ -74,21 +77,12 @@ def cell_table(
     values: dict[CellKey, CellValues],
     scores: dict[CellKey, float],
     strengths: dict[CellKey, tuple[float, int]],
+    settings: CellsConfig,
     *,
-    min_support: int,
-    min_probes: int,
     sentences: int,
-    alarm_budget: float = ALARM_BUDGET,
-    min_documents: int = 5,
-    max_rejected: float = MAX_REJECTED,
-    sensitivity: float | None = None,
     substitutes: dict[CellKey, np.ndarray] | None = None,
     guards: Iterable[LearnedCell] = (),
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
-    min_fold_values: int = MIN_FOLD_VALUES,
-    bands: bool = False,
-    places: bool = False,
-    min_worth: float = 0.0,
 ) -> list[LearnedCell]:
     """Every cell with enough corpus support and a teacher's score (`scores`, from
     `Couplings.scores`; `strengths` their (strength, probed occurrences)), highest score first,
@@ -97,73 +91,61 @@ def cell_table(
     guards = list(guards)
     guard_keys = {g.key for g in guards}  # their values are counted in `values`; they are not ranked
     for key, cv in values.items():
-        if len(cv.values) < _support(key, min_support, substitutes) or key in guard_keys or key not in scores:
+        if len(cv.values) < _support(key, settings.min_support, substitutes) or key in guard_keys or key not in scores:
             continue
         strength, n = strengths[key]
-        if n < min_probes:
+        if n < settings.min_probes:
             continue
         ranked.append(LearnedCell(key, round(scores[key], 4), round(strength, 4), n, 0, {}))
     ranked.sort(key=lambda c: (-c.score, c.key))
     return select_cells(
-        ranked, values, min_support=min_support, sentences=sentences, alarm_budget=alarm_budget,
-        min_documents=min_documents, max_rejected=max_rejected, sensitivity=sensitivity, substitutes=substitutes,
-        guards=guards, swapped=swapped, min_fold_values=min_fold_values, bands=bands, min_worth=min_worth,
-        places=places,
-    )  # fmt: skip
+        ranked, values, settings, sentences=sentences, substitutes=substitutes, guards=guards, swapped=swapped
+    )
 
 
 def select_cells(
     ranked: list[LearnedCell],
     values: dict[CellKey, CellValues],
+    settings: CellsConfig,
     *,
-    min_support: int,
     sentences: int,
-    alarm_budget: float = ALARM_BUDGET,
-    min_documents: int = 5,
-    max_rejected: float = MAX_REJECTED,
-    sensitivity: float | None = None,
     substitutes: dict[CellKey, np.ndarray] | None = None,
     guards: Iterable[LearnedCell] = (),
     swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
-    min_fold_values: int = MIN_FOLD_VALUES,
-    bands: bool = False,
-    places: bool = False,
-    min_worth: float = 0.0,
 ) -> list[LearnedCell]:
     """The cells, in the given (score) order, whose rules the clean corpus says are worth
     running; statistics and false alarms are recomputed from `values`.
 
     Every rejection a rule makes in a clean corpus is a false alarm. Cells are taken in
-    score order while their false alarms together stay within `alarm_budget` per corpus
-    sentence. Besides, a `range` cell must accept all but `max_rejected` of its own values —
+    score order while their false alarms together stay within `settings.alarm_budget` per corpus
+    sentence. Besides, a `range` cell must accept all but `MAX_REJECTED` of its own values —
     a keyword followed now by a year, now by an amount ("revenues in 2019 … revenues of 4.2
     million") has no range worth checking — and a `consistent` cell (which rejects a value
-    that differs from its document's first one) needs `min_documents` documents that state
+    that differs from its document's first one) needs `MIN_DOCUMENTS` documents that state
     its term twice.
 
-    With `sensitivity` given, the cells at or above it — those `heatc lower` turns into
+    With `settings.sensitivity` given, the cells at or above it — those `heatc lower` turns into
     rules — share the budget first (`allocate`: which of them run, with which range; a range
     cell whose margin-policy range rejects too many of its values may still run with a
     candidate range that does not), and what they leave goes to the cells below it, in score
     order. Unit `guards` (`unit_guards`) share the budget with the hot cells; their false
-    alarms are recounted from `values`. With `bands`, the hot range cells may also take a
-    magnitude band (`bands.band_options`). With `places`, each hot range cell's candidate
-    ranges are offered once more with its precision (`precision.capped_options`). `min_worth`:
+    alarms are recounted from `values`. With `settings.bands`, the hot range cells may also take a
+    magnitude band (`bands.band_options`). With `settings.places`, each hot range cell's candidate
+    ranges are offered once more with its precision (`precision.capped_options`). `settings.min_worth`:
     what each false alarm a narrower range adds must buy (`allocate`)."""
-    budget = alarm_budget * max(sentences, 1)
+    budget = settings.alarm_budget * max(sentences, 1)
     out: list[LearnedCell] = []
     alarms = 0.0
     options: dict[CellKey, list] = {}  # each hot range cell's candidate ranges, for `allocate`
-    hot_ranges = [
-        c.key for c in ranked if c.key.check == "range" and sensitivity is not None and c.score >= sensitivity
-    ]
-    margin = tail_margin((k, values[k]) for k in hot_ranges if len(values[k].values) >= min_support)
+    hot = settings.sensitivity
+    hot_ranges = [c.key for c in ranked if c.key.check == "range" and hot is not None and c.score >= hot]
+    margin = tail_margin((k, values[k]) for k in hot_ranges if len(values[k].values) >= settings.min_support)
 
     def take(cells: list[LearnedCell], hot: bool = False) -> None:
         nonlocal alarms
         for c in cells:
             cv = values[c.key]
-            if len(cv.values) < _support(c.key, min_support, substitutes):
+            if len(cv.values) < _support(c.key, settings.min_support, substitutes):
                 continue
             fit = fitted_values(c.key, cv)
             if not fit.values:
@@ -171,23 +153,23 @@ def select_cells(
             stats = value_stats(cv.values, fit.values)
             if c.key.check == "range":
                 rejected = rejected_values(stats, cv.values)
-                if hot:  # runs with a candidate range that accepts all but max_rejected of its values
+                if hot:  # runs with a candidate range that accepts all but MAX_REJECTED of its values
                     offered = (
                         [o for o in [restated_option(cv, c.key)] if o is not None]
                         if substitutes is not None and c.key in substitutes  # a number word restated
-                        else range_options(cv, c.key, margin.factor(fit.values), min_fold_values, margin)
+                        else range_options(cv, c.key, margin.factor(fit.values), settings.min_fold_values, margin)
                     )
-                    if places:  # each range once more with its precision
+                    if settings.places:  # each range once more with its precision
                         offered = capped_options(c.key, cv, offered)
-                    options[c.key] = [o for o in offered if o.kept_out <= max_rejected * len(fit.values)]
+                    options[c.key] = [o for o in offered if o.kept_out <= MAX_REJECTED * len(fit.values)]
                     if not options[c.key]:
                         continue
-                elif rejected_values(stats, fit.values) > max_rejected * len(fit.values):
+                elif rejected_values(stats, fit.values) > MAX_REJECTED * len(fit.values):
                     continue
             else:
                 rejected, documents = conflicts(cv)
                 restated = sum(len(vs) - 1 for vs in cv.per_document.values() if len(vs) >= 2)
-                if documents < min_documents or rejected > MAX_CONFLICTS * restated:
+                if documents < MIN_DOCUMENTS or rejected > MAX_CONFLICTS * restated:
                     continue
             if alarms + rejected > budget:
                 continue
@@ -198,25 +180,25 @@ def select_cells(
                 )
             )
 
-    if sensitivity is None:
+    if settings.sensitivity is None:
         take(ranked)
         return out
     total, budget = budget, math.inf  # every hot cell that could run, then the budget is shared among them
-    take([c for c in ranked if c.score >= sensitivity], hot=True)
+    take([c for c in ranked if c.score >= settings.sensitivity], hot=True)
     for g in guards:
         rejected = int((np.asarray(values[g.key].values) > 0).sum())  # range [0, 0]: every value is a false alarm
         out.append(dataclasses.replace(g, rejected=rejected, range=(0.0, 0.0)))
     offered = (
         {c.key: band_options(c.key, values[c.key]) for c in out if c.key.check == "range" and not c.guards}
-        if bands
+        if settings.bands
         else None
     )
     out, alarms = allocate(
         out, values, budget=total, options=options, substitutes=substitutes, swapped=swapped, bands=offered,
-        min_worth=min_worth,
+        min_worth=settings.min_worth,
     )  # fmt: skip
     budget = total
-    take([c for c in ranked if c.score < sensitivity])
+    take([c for c in ranked if c.score < settings.sensitivity])
     return out
 
 

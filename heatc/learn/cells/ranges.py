@@ -10,7 +10,7 @@ lower bound that only rejects small doses, when no slip lands below it) is left 
 Public surface: `inliers`, `value_stats`, `conflicts`, `rejected_values`, `rejected_share`,
 `Bounds`, `RangeOption`, `range_options`, `tail_margin`, `TailMargin`, `log_spread`,
 `fitted_values`, `slip_power`, `slips_noticed`, `slips`, `is_years`, `outside`, `count_outside`,
-`restated_option`, `log_width`, `n_bounds`, `MIN_FOLD_VALUES`, `PERCENT_WHOLE`, `FLAT_TAIL`.
+`restated_option`, `log_width`, `n_bounds`, `PERCENT_WHOLE`, `FLAT_TAIL`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 
 from heatc.heatmap.format import DEFAULT_MARGIN_FACTOR, DEFAULT_MARGIN_SPREAD, Stats
 from heatc.heatmap.lower import margin_range, round_out
+from heatc.learn.config import MIN_FOLD_VALUES
 from heatc.learn.text.evidence import CellKey, CellValues
 
 OUTLIER_FENCE = 3.0  # interquartile ranges, in log10 space
@@ -214,9 +215,6 @@ def is_years(values) -> bool:
 
 
 FOLDS = 5  # documents are split this many ways to estimate a range's false alarms out of sample
-# the values each fold's range is fitted to at least (the other folds'); a domain corpus of a few
-# PDFs may ask for fewer (`LearnConfig.min_fold_values`): its doses sit on a handful of pages
-MIN_FOLD_VALUES = 5
 
 
 def fitted_values(key: CellKey, cv: CellValues) -> CellValues:

@@ -21,11 +21,14 @@
 Work lives in `<output>.finetune/` (the plan, the teacher's chunks, the student's checkpoint):
 a rerun with the same settings resumes. Deterministic for a seed.
 
-Public surface: `FinetuneConfig`, `finetune`, `domain_documents`.
+Settings: `heatc.learn.config.FinetuneConfig`.
+
+Public surface: `finetune`, `domain_documents`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -33,58 +36,26 @@ import os
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
-from heatc.learn.config import LearnConfig, Progress, quiet, read_work, refuse_other_work
-from heatc.learn.text.corpus import SPLIT_VERSION, Document, read_corpus
+from heatc.learn.config import (
+    DistilConfig,
+    FinetuneConfig,
+    LearnConfig,
+    Progress,
+    TeachingConfig,
+    quiet,
+    read_work,
+    refuse_other_work,
+)
+from heatc.learn.text.corpus import Document, read_corpus
 from heatc_runtime.files import UnreadableFile, read_file
 
 # the format of a run's working files (<output>.finetune/); another version is refused (--fresh).
 # 3: the plan holds the magnitude families of rare labs (`Plan.magnitudes`); 4: and the model
 # names (`Plan.model_names`); 5: the cell of every percentage among the candidates
 WORK_VERSION = 5
-
-
-@dataclass
-class FinetuneConfig:
-    base: Path
-    output: Path
-    pdfs: list[Path] = field(default_factory=list)
-    texts: list[Path] = field(default_factory=list)
-    pages: dict[str, list[int]] | None = None  # per PDF (the path as given): the pages to read; None: all
-    name: str | None = None
-    title: str | None = None
-    teacher: Path | None = None
-    device: str = "cpu"
-    seed: int = 0
-    teacher_sentences: int = 256  # the bounded sample the teacher labels
-    min_support: int = 8  # domain corpora are small: a drug label states a dose a dozen times
-    # ... on a few of its pages: a fold's range may be fitted to 3 values (heatc learn: 5)
-    min_fold_values: int = 3
-    # a domain corpus is small, and each bound is expected to cost about half a false alarm in
-    # pages not seen (`ranges.TailMargin.unseen`, `ranges.FLAT_TAIL`): a few PDFs' hundred-odd
-    # checked sentences at 0.02 buy a bound or two; at 0.05 the held-out pages of
-    # docs/finetune.md keep far fewer false alarms than the base heatmap's
-    alarm_budget: float = 0.05
-    # ... as a ceiling: a range narrows only where each false alarm it adds buys about what
-    # `heatc learn` pays for one at its 1 % budget on MTSamples and TAT-QA (`budget.allocate`'s
-    # λ: 8.5, 9.8; CUAD's 3.9), or a few pages' generous budget buys bounds just past the
-    # clean values (docs/finetune.md, "Measured": below 4 the 10-K fails as without a floor)
-    min_worth: float = 8.0
-    sensitivity: float | None = None  # None: the base heatmap's threshold
-    epochs: int = 8
-    lr: float = 1e-3  # fine-tuning: a third of training's
-    keep_unused: bool = True
-    new_student: bool = False
-    dimensions: bool = False  # keyword cells keyed on their unit's dimension (`LearnConfig.dimensions`)
-
-    def fingerprint(self, base_sha: str, corpus_sha: str) -> str:
-        keys = ("teacher", "seed", "teacher_sentences", "epochs", "lr", "new_student")
-        d = {k: str(getattr(self, k)) for k in keys} | {"base": base_sha, "corpus": corpus_sha}
-        d["split"] = SPLIT_VERSION  # the sentences the plan reads
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _sha256(path: Path) -> str:
@@ -202,12 +173,14 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
     teacher = load_teacher(config.teacher, config.device)
     if student is not None and student.config.vocab_size != len(teacher.tokenizer):
         raise HeatError(Diagnostic(str(config.base), 0, 0, f"its student reads another tokenizer than {teacher.name}"))
+    # the settings of `heatc learn`'s stages that fine-tuning runs again: the plan, the teacher's
+    # labels and the cells (its threshold, where not given, the base heatmap's)
+    sensitivity = base.sensitivity if config.cells.sensitivity is None else config.cells.sensitivity
     learn = LearnConfig(
-        corpus=[], output=config.output, seed=config.seed, teacher=config.teacher, device=config.device,
-        min_support=config.min_support, alarm_budget=config.alarm_budget, epochs=config.epochs,
-        min_fold_values=config.min_fold_values, min_worth=config.min_worth, dimensions=config.dimensions,
-        sensitivity=base.sensitivity if config.sensitivity is None else config.sensitivity,
-        teacher_sentences=config.teacher_sentences, rules=list(base.rule_files),
+        corpus=[], output=config.output, seed=config.seed, rules=list(base.rule_files),
+        teaching=TeachingConfig(teacher=config.teacher, device=config.device, teacher_sentences=config.teacher_sentences),
+        cells=dataclasses.replace(config.cells, sensitivity=sensitivity),
+        distil=DistilConfig(epochs=config.epochs),
     )  # fmt: skip
     work = _work_dir(config, config.fingerprint(base_sha, corpus_sha.hexdigest()), fresh)
     plan_file = work / "plan.json.gz"
@@ -216,7 +189,9 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
         sample = [
             s for _, s in discovery_sample(learn, [(i, s) for i, d in enumerate(documents) for s in _sentences(d)])
         ]
-        own = discover_keywords(without_groups(start, several=True), sample, min_support=max(2, learn.candidate_count))
+        own = discover_keywords(
+            without_groups(start, several=True), sample, min_support=max(2, learn.teaching.candidate_count)
+        )
         p = plan(learn, documents, progress, start=split_literals(start, {k for k, _ in own}))
         if not any(p.heldout) and len(p.teacher_sentences) >= 10:
             # a small sample may hold no sentence of a held-out page: hold out every tenth
@@ -234,7 +209,7 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
     t0 = time.perf_counter()
     label(learn, p, teacher, work, progress)
     teacher_seconds = time.perf_counter() - t0
-    records = read_chunks(work, -(-len(p.teacher_sentences) // learn.chunk_size))
+    records = read_chunks(work, -(-len(p.teacher_sentences) // learn.teaching.chunk_size))
     init = None if student is None else student.state_dict()
     before = _fidelity_before(student, student_kind, records, p, teacher, student_metrics, learn.seed)
     lr = config.lr if student is not None else 3e-3
@@ -339,7 +314,7 @@ def _merged_document(
     base_doc = yaml.safe_load(Path(config.base).read_text(encoding="utf-8"))
     domain = heatmap_document(
         name=config.name or _output_name(config.output), title=config.title or f"{base.title} (fine-tuned)".strip(), lexicon=lexicon,
-        cells=cells, provenance=provenance, sensitivity=learn.sensitivity,
+        cells=cells, provenance=provenance, sensitivity=learn.cells.sensitivity,
         rule_files=[_display(r, config.output) for r in base.rule_files],
         tokenizer=base_doc.get("tokenizer") or {"embedded": "minilm"},
     )  # fmt: skip

@@ -150,6 +150,9 @@ def checked_sentences(values: dict[CellKey, CellValues], keys, documents) -> int
 def aggregate(
     config: LearnConfig, plan_: Plan, records: list[dict], documents
 ) -> tuple[Lexicon, list[LearnedCell], dict]:
+    """The heatmap's lexicon, its cells and a summary, from the plan, the teacher's (or the
+    student's) probe records and the corpus; the cells' settings are `config.cells`, whole."""
+    settings = config.cells
     # Number words join as keywords here, not in the plan: the teacher's couplings are per
     # lexeme, and a one-word keyword does not change where lexemes start and end.
     texts = [counted_text(d.text) for d in documents]
@@ -166,12 +169,14 @@ def aggregate(
     sample = [
         s for _, s in discovery_sample(config, [(i, s) for i, d in enumerate(documents) for s in sentences(d.text)])
     ]
-    wide, rare_names, extra, units_seen = rare_word_cells(lexicon, sample, min(config.candidate_count, FAMILY_COUNT))
+    wide, rare_names, extra, units_seen = rare_word_cells(
+        lexicon, sample, min(config.teaching.candidate_count, FAMILY_COUNT)
+    )
     wide_groups = wide.groups()
     keyword_cells = [k for k in candidates + extra if wide_groups.get(k.keyword) == "keyword" and k.check == "range"]
     support = {k: len(v.values) for k, v in collect_values(wide, keyword_cells, texts).items()}
     families = keyword_families(
-        candidates + extra, support, wide_groups, config.min_support, {c.name for c in wide.categories}, units_seen,
+        candidates + extra, support, wide_groups, settings.min_support, {c.name for c in wide.categories}, units_seen,
         rare_names,
     )  # fmt: skip
     families = _dosed_alike(families, candidates + extra + units_seen, wide, texts, support)
@@ -191,7 +196,7 @@ def aggregate(
     unscored: set[CellKey] | None = None
     for rec in sorted(records, key=lambda r: bool(r.get("topup"))):
         if rec.get("topup") and unscored is None:
-            unscored = {k for k in candidates if couplings.strength(k)[1] < config.min_probes}
+            unscored = {k for k in candidates if couplings.strength(k)[1] < settings.min_probes}
         _add_probes(couplings, rec, program, groups, labelled, unscored if rec.get("topup") else None)
     # The words a dose or a period is read before ("5 mg daily", "30 days written notice"),
     # and their cells. An abbreviation with dots ("p.o.") lexes as one lexeme where the teacher
@@ -200,14 +205,14 @@ def aggregate(
     # probes do, and the others keep theirs.
     theirs = {x.lower() for x in plan_.excluded}
     followers = [
-        w for w in follower_words(lexicon, sample, min_count=config.candidate_count, max_words=MAX_FOLLOWERS)
+        w for w in follower_words(lexicon, sample, min_count=config.teaching.candidate_count, max_words=MAX_FOLLOWERS)
         if w not in theirs
     ]  # fmt: skip
     lexicon = lexicon.with_keywords(followers, group=FOLLOWER_GROUP, kind="other")
     program = lexicon.program()
     groups = lexicon.groups()
     after = [
-        k for k in candidate_cells((lex_sentence(program, s) for s in sample), groups, config.candidate_count, after=True)
+        k for k in candidate_cells((lex_sentence(program, s) for s in sample), groups, config.teaching.candidate_count, after=True)
         if k.after
     ]  # fmt: skip
     for rec in records:
@@ -226,41 +231,39 @@ def aggregate(
     terms = {k for k in not_quantity if names_a_term(profiles[k])}
     candidates = quantity_cells(candidates, groups, set(not_quantity), _restating_numerals(lexicon, profiles), terms)
     # a cell read after the unit is scored against the others, and is a quantity by its unit
-    scores = couplings.scores(candidates + after, config.min_probes, among=candidates)
+    scores = couplings.scores(candidates + after, settings.min_probes, among=candidates)
     candidates = candidates + after
     strengths = {k: couplings.strength(k) for k in candidates}
-    guarded = unit_guards(candidates, [k for k, x in scores.items() if x >= config.sensitivity], groups)
+    guarded = unit_guards(candidates, [k for k, x in scores.items() if x >= settings.sensitivity], groups)
     # A keyword's cells in units of one dimension become one cell of that dimension, its values
     # converted to the base unit (`dimensions`); the unit cells still say which units a keyword
     # takes (the guards and swaps above and below) and lend it their scores. Its range stands
     # for the guards of units of its own dimension.
-    dims = unit_dimensions(lexicon) if config.dimensions else {}
+    dims = unit_dimensions(lexicon) if settings.dimensions else {}
     merged = dimension_cells(candidates, groups, dims, families)
     replaced = {k for ks in merged.values() for k in ks}
     dim_scores, dim_strengths = dimension_scores(merged, scores, strengths)
     guarded = guards_outside(guarded, replaced, dims)
     everything = collect_values(lexicon, candidates + sorted(dim_scores) + sorted(guarded), texts, copies)
     values = {k: v for k, v in everything.items() if k not in guarded}
-    guards = _guard_cells(guarded, everything, scores, strengths, config.min_support)
+    guards = _guard_cells(guarded, everything, scores, strengths, settings.min_support)
     swaps = unit_swaps(candidates)
     dim_swapped = dimension_swaps(merged, values, swaps, dims, unit_scales(lexicon, dims))
     scores = {k: x for k, x in scores.items() if k not in replaced} | dim_scores
     strengths |= dim_strengths
-    hot = [k for k, x in scores.items() if x >= config.sensitivity] + sorted(guarded)
+    hot = [k for k, x in scores.items() if x >= settings.sensitivity] + sorted(guarded)
     candidates_checked = checked_sentences(everything, hot, documents)
     # a cell read after the unit stands behind guards only: "2 mm in diameter", "500 mg daily"
     # read values of whatever is measured or dosed, no quantity's range
     ranged = {k: x for k, x in scores.items() if not k.after}
     cells = cell_table(
-        everything, ranged, strengths, min_support=config.min_support, min_probes=config.min_probes,
-        sentences=candidates_checked, alarm_budget=config.alarm_budget,
-        sensitivity=config.sensitivity, substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
-        swapped=swap_sources(values, swaps) | dim_swapped, min_fold_values=config.min_fold_values, bands=config.bands,
-        min_worth=config.min_worth, places=config.places,
+        everything, ranged, strengths, settings, sentences=candidates_checked,
+        substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
+        swapped=swap_sources(values, swaps) | dim_swapped,
     )  # fmt: skip
     # max_cells bounds the cells of the heatmap's own statistics; guards come with the hot
     # cells they stand for and are not counted (they would push those cells out)
-    cells = [c for c in cells if not c.guards][: config.max_cells] + [c for c in cells if c.guards]
+    cells = [c for c in cells if not c.guards][: settings.max_cells] + [c for c in cells if c.guards]
     # The heatmap declares only the categories its cells use, and that changes how some
     # text lexes ("blood pressure" may no longer be one lexeme): recount with that lexicon,
     # so the statistics are what the lowered rules will see — again if a cell drops out.
@@ -271,16 +274,13 @@ def aggregate(
         used = declared_categories(lexicon, (c.key for c in cells))
         final = Lexicon([c for c in lexicon.categories if c.name in used], lexicon.chinese_numbers)
         recount = collect_values(final, sorted({c.key for c in cells}), texts, copies)
-        checked = checked_sentences(recount, [c.key for c in cells if c.score >= config.sensitivity], documents)
-        if config.bands:
+        checked = checked_sentences(recount, [c.key for c in cells if c.score >= settings.sensitivity], documents)
+        if settings.bands:
             checked = max(checked, candidates_checked)
         kept = select_cells(
-            [c for c in cells if not c.guards], recount, min_support=config.min_support, sentences=checked,
-            alarm_budget=config.alarm_budget, sensitivity=config.sensitivity,
+            [c for c in cells if not c.guards], recount, settings, sentences=checked,
             substitutes=_numeral_substitutes(recount, set(numerals)), guards=[c for c in cells if c.guards],
             swapped=swap_sources({k: v for k, v in recount.items() if k not in guarded}, swaps) | dim_swapped,
-            min_fold_values=config.min_fold_values, bands=config.bands, min_worth=config.min_worth,
-            places=config.places,
         )  # fmt: skip
         if len(kept) == len(cells):
             break
@@ -291,7 +291,7 @@ def aggregate(
         "coupling_pairs": len(pooled),
         "candidate_cells": len(plan_.candidates),
         "cells": len(kept),
-        "hot_cells": sum(c.score >= config.sensitivity for c in kept),
+        "hot_cells": sum(c.score >= settings.sensitivity for c in kept),
         "checked_sentences": checked,
         "not_quantities": len(not_quantity),
         "unit_vs_keyword": _role_summary(couplings),

@@ -79,7 +79,7 @@ def distil(
     )
     table = init["embed.table"] if init is not None else st.teacher_token_features(teacher, STUDENT_FEATURES)
     model = ps.train_pair(
-        config_s, train, table=table, init=init, lr=lr, epochs=config.epochs, seed=config.seed,
+        config_s, train, table=table, init=init, lr=lr, epochs=config.distil.epochs, seed=config.seed,
         checkpoint=work / "student.pt", progress=lambda e, n, loss: progress("student", e, n),
     )  # fmt: skip
     if rank != 0:

@@ -50,12 +50,12 @@ def label(config: LearnConfig, plan_: Plan, teacher, work: Path, progress: Progr
     groups = lexicon.groups()
     wanted = set(plan_.candidates)
     texts = sorted(plan_.teacher_sentences, key=lambda s: (len(s), s))  # similar lengths batch well
-    chunks = [texts[i : i + config.chunk_size] for i in range(0, len(texts), config.chunk_size)]
+    chunks = [texts[i : i + config.teaching.chunk_size] for i in range(0, len(texts), config.teaching.chunk_size)]
     torch.manual_seed(config.seed)
 
     def label_group(group: list[str]) -> list[dict]:
         lexed = [lex_sentence(program, s) for s in group]
-        chosen = [_probe_lexemes(lx, groups, wanted, config.probes_per_sentence) for lx in lexed]
+        chosen = [_probe_lexemes(lx, groups, wanted, config.teaching.probes_per_sentence) for lx in lexed]
         return label_batch(config, teacher, group, lexed, chosen)
 
     _label_chunks(config, chunks, lambda c: _chunk_path(work, c), label_group, "teacher", progress)
@@ -76,8 +76,8 @@ def _label_chunks(
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         records = []
-        for b0 in range(0, len(chunks[c]), config.batch_size):
-            records.extend(label_group(chunks[c][b0 : b0 + config.batch_size]))
+        for b0 in range(0, len(chunks[c]), config.teaching.batch_size):
+            records.extend(label_group(chunks[c][b0 : b0 + config.teaching.batch_size]))
         tmp = path.with_name(path.name + f".tmp{rank}")
         with gzip.open(tmp, "wt", encoding="utf-8") as f:
             json.dump(records, f)
@@ -99,8 +99,8 @@ def label_batch(config: LearnConfig, teacher, group: list[str], lexed: list, cho
         for r in range(max((len(p) for p in probes), default=0))
     ]
     sens, couplings = labels_and_coupling(
-        teacher, batch, rounds, epsilon=config.epsilon, probes=config.probes,
-        directions=config.directions, seed=config.seed,
+        teacher, batch, rounds, epsilon=config.teaching.epsilon, probes=config.teaching.probes,
+        directions=config.teaching.directions, seed=config.seed,
     )  # fmt: skip
     found: list[list] = [[] for _ in group]
     for r, coupling in enumerate(couplings):
@@ -139,7 +139,7 @@ def topup_plan(config: LearnConfig, plan_: Plan, records: list[dict], documents)
     without a score: first up to `min_probes` for each, then up to `probes_per_cell`; at most
     `topup_per_sentence` values in a sentence and `topup_probes` in all. A value already probed
     is not probed again. Cells the plan scored keep their evidence (`aggregate`)."""
-    if config.topup_probes <= 0:
+    if config.teaching.topup_probes <= 0:
         return []
     lexicon = plan_lexicon(plan_)
     program = lexicon.program()
@@ -157,7 +157,7 @@ def topup_plan(config: LearnConfig, plan_: Plan, records: list[dict], documents)
                 for k in occ.keys:
                     if k in wanted and evidence_of(occ, k):
                         have[k] += 1
-    short = {k for k, n in have.items() if n < config.min_probes}
+    short = {k for k, n in have.items() if n < config.cells.min_probes}
     if not short:
         return []
     sample = discovery_sample(config, [(i, s) for i, d in enumerate(documents) for s in sentences(d.text)])
@@ -176,13 +176,13 @@ def topup_plan(config: LearnConfig, plan_: Plan, records: list[dict], documents)
             found.append((s, occs))
     chosen: dict[str, list[int]] = {}
     total = 0
-    for target in (config.min_probes, config.probes_per_cell):
+    for target in (config.cells.min_probes, config.teaching.probes_per_cell):
         for s, occs in found:
             for o in occs:
-                if total >= config.topup_probes:
+                if total >= config.teaching.topup_probes:
                     break
                 mine = chosen.setdefault(s, [])
-                if o.value in mine or len(mine) >= config.topup_per_sentence:
+                if o.value in mine or len(mine) >= config.teaching.topup_per_sentence:
                     continue
                 keys = [k for k in o.keys if k in short and evidence_of(o, k)]
                 if not any(have[k] < target for k in keys):
@@ -208,8 +208,11 @@ def topup(
 
     rank = rank_and_world()[0]
     file = work / "topup.json.gz"
-    settings = {"version": TOPUP_VERSION} | {
-        k: getattr(config, k) for k in ("topup_probes", "topup_per_sentence", "min_probes")
+    settings = {
+        "version": TOPUP_VERSION,
+        "topup_probes": config.teaching.topup_probes,
+        "topup_per_sentence": config.teaching.topup_per_sentence,
+        "min_probes": config.cells.min_probes,
     }
     if rank == 0:
         current = None
@@ -227,7 +230,7 @@ def topup(
         return []
     program = plan_lexicon(plan_).program()
     items = sorted(chosen, key=lambda x: (len(x[0]), x[0]))
-    chunks = [items[i : i + config.chunk_size] for i in range(0, len(items), config.chunk_size)]
+    chunks = [items[i : i + config.teaching.chunk_size] for i in range(0, len(items), config.teaching.chunk_size)]
 
     def label_group(group: list) -> list[dict]:
         texts = [s for s, _ in group]

@@ -92,10 +92,10 @@ def teacher_share(config: LearnConfig, probe: list[str], label: list[str], candi
     TEACHER_PER_CELL per candidate, whichever is more): three quarters from the probe
     sentences (in coverage order, so the first cells met are covered first), the rest from
     the random label sentences — all of them when there are fewer."""
-    n = config.teacher_sentences
+    n = config.teaching.teacher_sentences
     if candidates is not None:
         n = min(n, max(MIN_TEACHER, TEACHER_PER_CELL * candidates))
-    if not config.student or n <= 0 or len(probe) + len(label) <= n:
+    if not config.distil.student or n <= 0 or len(probe) + len(label) <= n:
         return probe + label
     k = min(len(probe), max(n - len(label), (3 * n) // 4))
     return probe[:k] + label[: n - k]
@@ -130,7 +130,7 @@ def corpus_digest(documents) -> str:
 def discovery_sample(config: LearnConfig, all_sentences: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """The sentences keyword discovery reads: up to `discovery_sentences`, in hash order."""
     order = sorted(range(len(all_sentences)), key=lambda k: seeded_hash(config.seed, all_sentences[k][1]))
-    return [all_sentences[k] for k in order[: config.discovery_sentences]]
+    return [all_sentences[k] for k in order[: config.teaching.discovery_sentences]]
 
 
 def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexicon | None = None) -> Plan:
@@ -152,12 +152,14 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
     keywords = discover_keywords(
         base,
         (s for _, s in sample),
-        min_support=max(2, config.candidate_count),
-        max_keywords=config.max_keywords,
+        min_support=max(2, config.teaching.candidate_count),
+        max_keywords=config.teaching.max_keywords,
     )
     keywords = [(k, n) for k, n in keywords if k.lower() not in theirs]
     lexicon = base.with_keywords(k for k, _ in keywords)
-    magnitudes, promoted = discover_magnitudes(lexicon, [s for _, s in sample], texts, config.min_support, theirs, base)
+    magnitudes, promoted = discover_magnitudes(
+        lexicon, [s for _, s in sample], texts, config.cells.min_support, theirs, base
+    )
     pooled = {lit.lower() for lits in magnitudes.values() for lit in lits}
     keywords = [(k, n) for k, n in keywords if k.lower() not in pooled] + promoted
     lexicon = with_magnitudes(base.with_keywords(k for k, _ in keywords), magnitudes)
@@ -181,17 +183,17 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
             for low in [s.lower()]
         ]
     progress("candidate cells", len(sample), len(sample))
-    candidates = candidate_cells(lexed, groups, config.candidate_count)
+    candidates = candidate_cells(lexed, groups, config.teaching.candidate_count)
     wanted = set(candidates)
 
     # Coverage: every candidate cell gets up to probes_per_cell sentences, in hash order.
     taken: dict[CellKey, int] = dict.fromkeys(candidates, 0)
     probe_cells: dict[str, list[str]] = {}
     for (_, s), lx in zip(sample, lexed, strict=True):
-        if len(probe_cells) >= config.max_probe_sentences:
+        if len(probe_cells) >= config.teaching.max_probe_sentences:
             break
         keys = {k for occ in occurrences(lx, groups) for k in occ.keys if k in wanted}
-        need = [k for k in keys if taken[k] < config.probes_per_cell]
+        need = [k for k in keys if taken[k] < config.teaching.probes_per_cell]
         if need and s not in probe_cells:
             for k in keys:
                 taken[k] += 1
@@ -199,7 +201,7 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
     seen = set(probe_cells)
     label: list[str] = []
     for _, s in sample:
-        if len(label) >= config.label_sentences:
+        if len(label) >= config.teaching.label_sentences:
             break
         if s not in seen:
             seen.add(s)
@@ -208,7 +210,9 @@ def plan(config: LearnConfig, documents, progress: Progress = quiet, start: Lexi
     doc_of = {}
     for i, s in all_sentences:
         doc_of.setdefault(s, i)
-    heldout = [(seeded_hash(config.seed + 1, documents[doc_of[s]].id) % 1000) < config.heldout * 1000 for s in chosen]
+    heldout = [
+        (seeded_hash(config.seed + 1, documents[doc_of[s]].id) % 1000) < config.teaching.heldout * 1000 for s in chosen
+    ]
     return Plan(
         corpus_digest(documents),
         len(documents),

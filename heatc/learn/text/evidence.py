@@ -14,7 +14,7 @@ A cell may also read its keyword after the value and its unit — `5 mg … dail
 `CellKey.after` — as a unit guard's evidence (`guards.unit_guards`).
 
 Public surface: `CellKey`, `Occurrence`, `occurrences`, `evidence_of`, `candidate_cells`, `FOLLOW_GAP`, `AFTER_GROUPS`,
-`stats_rules`, `CellValues`, `collect_values`, `LearnedCell`, `ALARM_BUDGET`, `MAX_REJECTED`,
+`stats_rules`, `CellValues`, `collect_values`, `LearnedCell`, `MAX_REJECTED`,
 `BARRIER`.
 """
 
@@ -29,10 +29,6 @@ from heatc.lang.ast import places_capture_name
 from heatc.learn.text.lexemes import END_GROUP, FOLLOWER_GROUP, SHARE_GROUP, Lexicon, SentenceLexemes, is_numeral_name
 
 MAX_REJECTED = 0.05  # a range cell may reject at most this share of the clean values it was learned from
-# All cells together may reject at most this many values per corpus sentence that holds a value
-# some cell checks (the sentences a false alarm can fall in); cross-validation prices it for
-# unseen text. The target is at most 1 % of such sentences flagged on held-out text.
-ALARM_BUDGET = 0.01
 KEY_GROUPS = frozenset({"keyword", "shadow", "numeral", "constraint", "date", "article", "currency"})
 DEFAULT_GAP = 3
 # A number word restates the number in parentheses right after it — "thirty (30) days" — so
