@@ -71,10 +71,10 @@ def main() -> None:
         test = labelled[held]
         vocab = len(teacher.tokenizer)
         cfg = st.StudentConfig(vocab_size=vocab, features=FEATURES)
-        model = st.train(cfg, train, epochs=args.epochs, seed=args.seed, table=table)
+        model = st.train(cfg, train, st.Training(epochs=args.epochs, seed=args.seed), table=table)
         lstm_cfg = st.StudentConfig(vocab_size=vocab, kind="lstm", features=FEATURES)
-        lstm = st.train(lstm_cfg, train, epochs=args.epochs, seed=args.seed, table=table)
-        own = st.train(st.StudentConfig(vocab_size=vocab), train, epochs=args.epochs, seed=args.seed)
+        lstm = st.train(lstm_cfg, train, st.Training(epochs=args.epochs, seed=args.seed), table=table)
+        own = st.train(st.StudentConfig(vocab_size=vocab), train, st.Training(epochs=args.epochs, seed=args.seed))
         students[held] = model
         row = [
             st.evaluate_auc(st.model_scorer(model, cfg.max_length), test),

@@ -155,7 +155,7 @@ def main() -> None:
             )
             runs = []
             for k in range(args.train_seeds):  # training seeds: the mean over them is less noisy than one
-                model = ps.train_pair(cfg, train, epochs=args.epochs, seed=args.seed + k, table=table)
+                model = ps.train_pair(cfg, train, st.Training(epochs=args.epochs, seed=args.seed + k), table=table)
                 runs.append(ps.pair_fidelity(model, test))
                 if kind == "transformer" and k == 0:
                     with tempfile.TemporaryDirectory() as tmp:

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from heatc.cli import app
 from heatc.errors import HeatError
-from heatc.learn.config import refuse_other_work
 from heatc.learn.teaching.labelling import read_chunks
 from heatc.learn.teaching.plan import Plan
 from heatc.learn.text.corpus import read_corpus
+from heatc.learn.work import refuse_other_work
 
 
 def _in_time(fn, seconds: float = 20.0):
@@ -125,7 +125,7 @@ def test_damaged_work_files_are_refused_with_the_way_out(tmp_path, how):
 
 
 def test_a_plan_that_reads_as_json_but_is_no_plan_is_refused(tmp_path):
-    from heatc.learn.config import read_work
+    from heatc.learn.work import read_work
 
     plan = tmp_path / "plan.json.gz"
     with gzip.open(plan, "wt", encoding="utf-8") as f:
@@ -153,6 +153,5 @@ def test_a_damaged_student_checkpoint_is_refused(tmp_path):
         return wrapped(torch.tensor([x for x, _ in batch])).pow(2).mean()
 
     with pytest.raises(HeatError, match=r"student\.pt: error: the student's checkpoint is damaged \(RuntimeError"):
-        student.fit(
-            model, examples, loss, epochs=2, batch_size=2, lr=1e-3, seed=0, checkpoint=checkpoint, progress=None
-        )
+        training = student.Training(epochs=2, batch_size=2, lr=1e-3, seed=0)
+        student.fit(model, examples, loss, training, checkpoint=checkpoint, progress=None)

@@ -25,7 +25,7 @@ from heatc.heatmap.format import (
     Stats,
 )
 from heatc.heatmap.lower import margin_range
-from heatc.learn.cells.budget import allocate, cell_table
+from heatc.learn.cells.budget import CellContext, allocate, cell_table
 from heatc.learn.cells.couplings import Couplings
 from heatc.learn.cells.guards import (
     FAMILY_COUNT,
@@ -419,7 +419,10 @@ def test_consistency_cells_stay_within_the_false_alarm_budget():
             values[k].per_document[d].extend(vs)
     scored = _scored({key_a: 2.5, key_b: 2.5})
     cells = cell_table(
-        values, *scored, CellsConfig(min_support=5, min_probes=3, alarm_budget=0.005, sensitivity=None), sentences=1000
+        values,
+        *scored,
+        CellsConfig(min_support=5, min_probes=3, alarm_budget=0.005, sensitivity=None),
+        CellContext(sentences=1000),
     )
     assert [x.key for x in cells] == [key_a]  # notice would reject 20 of 1000 clean sentences
 
@@ -470,7 +473,7 @@ def test_student_learns_and_exports_to_onnx(tmp_path):
 
     train, test = _synthetic(600, 0), _synthetic(60, 1)
     config = st.StudentConfig(vocab_size=2048, width=32)
-    model = st.train(config, train, epochs=8, seed=0)
+    model = st.train(config, train, st.Training(epochs=8, seed=0))
     auc = st.evaluate_auc(st.model_scorer(model, config.max_length), test)
     assert auc > 0.85
     assert abs(st.evaluate_auc(st.random_scores(0), test) - 0.5) < 0.1
@@ -489,15 +492,15 @@ def test_student_resumes_from_its_checkpoint(tmp_path):
 
     train = _synthetic(64, 2)
     config = st.StudentConfig(vocab_size=2048, width=16, layers=1)
-    straight = st.train(config, train, epochs=3, seed=0)
+    straight = st.train(config, train, st.Training(epochs=3, seed=0))
 
     def interrupt(epoch, epochs, loss):
         if epoch == 2:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        st.train(config, train, epochs=3, seed=0, checkpoint=tmp_path / "s.pt", progress=interrupt)
-    resumed = st.train(config, train, epochs=3, seed=0, checkpoint=tmp_path / "s.pt")
+        st.train(config, train, st.Training(epochs=3, seed=0), checkpoint=tmp_path / "s.pt", progress=interrupt)
+    resumed = st.train(config, train, st.Training(epochs=3, seed=0), checkpoint=tmp_path / "s.pt")
     for a, b in zip(straight.state_dict().values(), resumed.state_dict().values(), strict=True):
         assert torch.allclose(a, b, atol=1e-6)
 
@@ -537,7 +540,9 @@ def test_a_range_cell_must_accept_the_values_it_was_learned_from():
     values[mixed].values = [2017.0 + i % 3 for i in range(80)] + [1.5 + i for i in range(20)]
     values[plain].values = [3.5 + 0.02 * i for i in range(100)]
     scored = _scored({mixed: 2.5, plain: 2.5})
-    cells = cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), sentences=1000)
+    cells = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), CellContext(sentences=1000)
+    )
     assert [x.key for x in cells] == [plain]
     assert rejected_share(value_stats(values[mixed].values), values[mixed].values) > 0.1
 
@@ -573,7 +578,10 @@ def test_range_cells_share_the_false_alarm_budget():
         values[key] = CellValues(values=[4.0 + 0.01 * j for j in range(98)] + [400.0, 0.001])
     scored = _scored({key: 2.9 - 0.1 * i for i, key in enumerate(keys)})
     cells = cell_table(
-        values, *scored, CellsConfig(min_support=5, min_probes=3, alarm_budget=0.006, sensitivity=None), sentences=1000
+        values,
+        *scored,
+        CellsConfig(min_support=5, min_probes=3, alarm_budget=0.006, sensitivity=None),
+        CellContext(sentences=1000),
     )
     assert [x.key for x in cells] == keys[:3]
     assert all(x.rejected == 2 for x in cells)
@@ -616,9 +624,13 @@ def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out
     key = CellKey("creatinine", "number", "")
     values = {key: spread_values(_creatinine_like())}
     scored = _scored({key: 3.5})
-    default = cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), sentences=10_000)
+    default = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), CellContext(sentences=10_000)
+    )
     assert default[0].range is None  # without a sensitivity: the margin policy, as before
-    [cell] = cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), sentences=10_000)
+    [cell] = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), CellContext(sentences=10_000)
+    )
     lo, hi = cell.range
     wide = margin_range(Stats(**cell.stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
     assert hi < wide[1] and slip_power((lo, hi), values[key].values) > slip_power(wide, values[key].values)
@@ -628,7 +640,10 @@ def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out
     # alarm buys one bound, one false alarm two, each rejecting nothing in the corpus or out of sample
     assert (
         cell_table(
-            values, *scored, CellsConfig(min_support=5, min_probes=3, alarm_budget=0.0, sensitivity=0.75), sentences=10
+            values,
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, alarm_budget=0.0, sensitivity=0.75),
+            CellContext(sentences=10),
         )
         == []
     )
@@ -637,7 +652,7 @@ def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out
             values,
             *scored,
             CellsConfig(min_support=5, min_probes=3, alarm_budget=budget, sensitivity=0.75),
-            sentences=100,
+            CellContext(sentences=100),
         )
         assert free.rejected == 0 and n_bounds(free.range) == bounds == budget * 100 / FLAT_TAIL
         assert free.range[1] is None or free.range[1] > hi
@@ -673,7 +688,10 @@ def test_the_budget_is_shared_where_it_buys_most_and_never_exceeded():
     powers, counts = [], []
     for n_sentences in (100, 1000, 10_000):
         cells = cell_table(
-            values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), sentences=n_sentences
+            values,
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+            CellContext(sentences=n_sentences),
         )
         options = {k: range_options(values[k], k) for k in keys}
         chosen, spent = allocate(cells, values, budget=0.01 * n_sentences, options=options)
@@ -712,8 +730,15 @@ def test_a_cell_whose_margin_range_rejects_too_much_runs_with_a_range_that_accep
     values = {key: spread_values(vals)}
     scored = _scored({key: 3.5})
     assert rejected_share(value_stats(vals), vals) > 0.1
-    assert cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), sentences=1000) == []
-    [cell] = cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), sentences=1000)
+    assert (
+        cell_table(
+            values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), CellContext(sentences=1000)
+        )
+        == []
+    )
+    [cell] = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), CellContext(sentences=1000)
+    )
     lo, hi = cell.range
     assert lo <= 1.0 and 16 <= hi < 120 and cell.rejected == 0
 
@@ -873,8 +898,7 @@ def test_a_number_word_restated_in_digits_holds_exactly_its_number():
             {key: cv},
             *scored,
             CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
-            sentences=1000,
-            substitutes=substitutes,
+            CellContext(sentences=1000, substitutes=substitutes),
         )
         ranges.append(cell.range)
     assert ranges[0][1] >= 45
@@ -889,9 +913,9 @@ def test_a_number_word_needs_few_values_for_its_cell_and_a_keyword_its_support()
     scored = _scored({numeral: 3.5, keyword: 3.5})
     pool = np.asarray([15.0] * 50 + [30.0] * 50 + [140.0] * 50)
     settings = CellsConfig(min_support=20, min_probes=3, sensitivity=0.75)
-    cells = cell_table(values, *scored, settings, sentences=1000, substitutes={numeral: pool})
+    cells = cell_table(values, *scored, settings, CellContext(sentences=1000, substitutes={numeral: pool}))
     assert [(c.key, c.range) for c in cells] == [(numeral, (14.0, 14.0))]
-    assert cell_table(values, *scored, settings, sentences=1000, substitutes={}) == []
+    assert cell_table(values, *scored, settings, CellContext(sentences=1000, substitutes={})) == []
 
 
 def test_unit_swaps_weigh_each_keyword_by_the_units_it_takes():
@@ -945,7 +969,10 @@ def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
     scored = _scored({mg: 3.5})
     guard = LearnedCell(mcg, 1.0, 3.5, 3, 40, {}, guards="mg", worth=20.0, expected=0.5)
     cells = cell_table(
-        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), sentences=1000, guards=[guard]
+        values,
+        *scored,
+        CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+        CellContext(sentences=1000, guards=(guard,)),
     )
     assert [x.key for x in cells] == [mg, mcg] and cells[1].range == (0.0, 0.0)
     doc = heatmap_document(
@@ -981,8 +1008,7 @@ def test_a_unit_cell_is_narrowed_to_notice_values_of_a_unit_it_is_swapped_with()
             {months: cv},
             *scored,
             CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
-            sentences=2000,
-            swapped=swapped,
+            CellContext(sentences=2000, swapped=swapped),
         )
         ranges.append(cell.range)
     assert ranges[0][1] >= 60  # a months range for its own values accepts "30 months"
@@ -1005,7 +1031,9 @@ def test_a_keyword_cell_without_a_unit_is_fitted_to_the_values_written_without_o
     assert len(cv.values) == 92 and sorted(v for vs in cv.with_unit.values() for v in vs) == sorted([500, 600, 800] * 4)
     assert len(cv.bare().values) == 80 and max(cv.bare().values) == 10.2
     scored = _scored({key: 3.5})
-    [cell] = cell_table(values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), sentences=10_000)
+    [cell] = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), CellContext(sentences=10_000)
+    )
     lo, hi = cell.range if cell.range is not None else margin_range(Stats(**cell.stats), 0.5, 2.0)
     assert lo <= 8.1 and 10.2 <= hi < 81 and cell.rejected == 12  # the doses are its false alarms
     assert cell.stats["n"] == 92 and cell.stats["q99"] < 11
@@ -1343,8 +1371,8 @@ def test_a_false_alarm_is_spent_only_where_it_buys_min_worth():
     values = {key: spread_values(vals)}
     scored = _scored({key: 3.5})
     settings = CellsConfig(min_support=5, min_probes=3, alarm_budget=0.05, sensitivity=0.75)
-    [spent] = cell_table(values, *scored, settings, sentences=10_000)
-    [thrifty] = cell_table(values, *scored, dataclasses.replace(settings, min_worth=4.0), sentences=10_000)
+    [spent] = cell_table(values, *scored, settings, CellContext(sentences=10_000))
+    [thrifty] = cell_table(values, *scored, dataclasses.replace(settings, min_worth=4.0), CellContext(sentences=10_000))
     assert spent.rejected == 3 and spent.range[0] > 1.6
     lo, _ = thrifty.range
     assert thrifty.rejected == 0 and float(np.median(vals)) / 1000 < lo <= 1.0

@@ -14,7 +14,7 @@ from heatc.heatmap.build import compile_heatmap
 from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower
 from heatc.lang.unparse import format_file
-from heatc.learn.cells.budget import cell_table
+from heatc.learn.cells.budget import CellContext, cell_table
 from heatc.learn.cells.dimensions import (
     LEARNED_DIMENSIONS,
     dimension_cells,
@@ -101,7 +101,11 @@ def test_a_range_learned_from_doses_in_mg_rejects_them_in_g_and_mcg():
         cv.per_document[d % 40].append(float(v) / 1000)
     scores, strengths = _scored({MASS: 3.0})
     [cell] = cell_table(
-        {MASS: cv}, scores, strengths, CellsConfig(min_support=20, min_probes=3, sensitivity=0.0), sentences=400
+        {MASS: cv},
+        scores,
+        strengths,
+        CellsConfig(min_support=20, min_probes=3, sensitivity=0.0),
+        CellContext(sentences=400),
     )
     lo, hi = cell.range
     lo = 0.0 if lo is None else lo

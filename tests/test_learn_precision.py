@@ -10,7 +10,7 @@ from support.learn_scores import scored as _scored
 
 from heatc.backends import run_document
 from heatc.heatmap.build import compile_heatmap
-from heatc.learn.cells.budget import cell_table
+from heatc.learn.cells.budget import CellContext, cell_table
 from heatc.learn.cells.precision import CAP_SHARE, CAP_VALUES, capped_options, places_cap
 from heatc.learn.cells.ranges import range_options
 from heatc.learn.config import CellsConfig
@@ -47,9 +47,11 @@ def test_a_quantity_written_in_whole_numbers_gets_a_cap_that_notices_a_slipped_p
         assert c.power >= o.power and c.rejected == o.rejected and c.unseen > o.unseen
     assert any(c.power > o.power for o, c in zip(plain, capped, strict=True))
     settings = CellsConfig(min_support=5, min_probes=3, sensitivity=0.75)
-    [cell] = cell_table(values, *_scored({key: 3.5}), dataclasses.replace(settings, places=True), sentences=10_000)
+    [cell] = cell_table(
+        values, *_scored({key: 3.5}), dataclasses.replace(settings, places=True), CellContext(sentences=10_000)
+    )
     assert cell.places == 0  # "glucose 21.3" for 213 lies within any range of real values
-    [cell] = cell_table(values, *_scored({key: 3.5}), settings, sentences=10_000)  # off unless asked for
+    [cell] = cell_table(values, *_scored({key: 3.5}), settings, CellContext(sentences=10_000))  # off unless asked for
     assert cell.places is None
 
 

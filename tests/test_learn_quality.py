@@ -12,7 +12,7 @@ from support.learn_scores import scored as _scored
 
 from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower
-from heatc.learn.cells.budget import cell_table
+from heatc.learn.cells.budget import CellContext, cell_table
 from heatc.learn.cells.ranges import count_outside, range_options
 from heatc.learn.config import CellsConfig
 from heatc.learn.heatmaps.aggregate import checked_sentences, counted_text
@@ -146,7 +146,7 @@ def test_a_bound_no_error_needs_is_left_out():
         {key: _spread(years)},
         *_scored({key: 3.0}),
         CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
-        sentences=400,
+        CellContext(sentences=400),
     )
     [cell] = cells
     lo, hi = cell.range
@@ -168,7 +168,7 @@ def test_consistency_only_where_a_restated_term_repeats():
         values,
         *_scored({term: 3.0, dose: 3.0}),
         CellsConfig(min_support=5, min_probes=3, sensitivity=None),
-        sentences=10**6,
+        CellContext(sentences=10**6),
     )
     assert [c.key for c in cells] == [term]
 
@@ -192,7 +192,7 @@ def test_a_rule_with_an_open_side_is_written_lowered_and_rejects_above_its_bound
         {key: _spread(years)},
         *_scored({key: 3.0}),
         CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
-        sentences=400,
+        CellContext(sentences=400),
     )
     doc = heatmap_document(
         name="years", title="t", lexicon=lexicon, cells=[cell], provenance={}, sensitivity=0.75, rule_files=[],

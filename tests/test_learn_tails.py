@@ -110,7 +110,7 @@ def test_a_bound_sits_as_far_past_its_values_as_other_cells_documents_go_past_th
     per bound prices it alike either way (and at this budget cannot pay for the rate's range)."""
     from support.learn_scores import scored as _scored
 
-    from heatc.learn.cells.budget import cell_table
+    from heatc.learn.cells.budget import CellContext, cell_table
     from heatc.learn.config import CellsConfig
 
     uppers = {}
@@ -123,7 +123,7 @@ def test_a_bound_sits_as_far_past_its_values_as_other_cells_documents_go_past_th
             values,
             *_scored(dict.fromkeys(values, 3.5)),
             CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
-            sentences=1000,
+            CellContext(sentences=1000),
         )
         [cell] = [c for c in cells if c.key == rates]
         uppers[moving] = cell.range[1]
@@ -179,7 +179,7 @@ def test_a_cut_past_a_few_clean_values_is_charged_the_noise_of_its_count():
     documents wrote 900 to 2500 mL eight times), and charged its noise besides it does not."""
     from support.learn_scores import scored as _scored
 
-    from heatc.learn.cells.budget import CUT_NOISE, cell_table
+    from heatc.learn.cells.budget import CUT_NOISE, CellContext, cell_table
     from heatc.learn.config import CellsConfig
 
     key = CellKey("blood_loss", "number", "ml")
@@ -191,7 +191,7 @@ def test_a_cut_past_a_few_clean_values_is_charged_the_noise_of_its_count():
             values,
             *scored,
             CellsConfig(min_support=5, min_probes=3, alarm_budget=budget, sensitivity=0.75),
-            sentences=100,
+            CellContext(sentences=100),
         )
         return cell
 

@@ -28,16 +28,7 @@ import time
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
-from heatc.learn.config import (
-    WORK_VERSION,
-    LearnConfig,
-    Progress,
-    barrier,
-    quiet,
-    rank_and_world,
-    read_work,
-    refuse_other_work,
-)
+from heatc.learn.config import WORK_VERSION, LearnConfig
 from heatc.learn.heatmaps.aggregate import aggregate
 from heatc.learn.heatmaps.emit import heatmap_document, write_heatmap
 from heatc.learn.students.distil import distil
@@ -45,6 +36,7 @@ from heatc.learn.students.student_scoring import student_evidence
 from heatc.learn.teaching.labelling import label, read_chunks, topup
 from heatc.learn.teaching.plan import Plan, corpus_digest, plan, plan_lexicon, rule_file_literals
 from heatc.learn.text.corpus import read_corpus
+from heatc.learn.work import Progress, barrier, quiet, rank_and_world, read_work, refuse_other_work
 from heatc.stages import Stage, check_dump_after, run_stages
 
 

@@ -6,7 +6,7 @@ A *consistency* cell joins a range cell only where the same term truly must repe
 recurs in `MIN_DOCUMENTS` documents, and where a document states it again it states the
 same value (`MAX_CONFLICTS`) — a term of a contract, not a dose that changes.
 
-Public surface: `cell_table`, `select_cells`, `allocate`, `range_charge`, `MAX_CONFLICTS`, `MIN_DOCUMENTS`,
+Public surface: `cell_table`, `select_cells`, `CellContext`, `allocate`, `range_charge`, `MAX_CONFLICTS`, `MIN_DOCUMENTS`,
 `CUT_NOISE`.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -73,45 +73,47 @@ def _support(key: CellKey, min_support: int, substitutes: dict | None) -> int:
     return min(min_support, NUMERAL_SUPPORT) if substitutes is not None and key in substitutes else min_support
 
 
+@dataclass(frozen=True)
+class CellContext:
+    """What the budget reads besides the cells' values and the settings."""
+
+    sentences: int  # the sentences that hold a value some cell checks: the budget is a share of them
+    # per cell, the values a substitution draws from where they are not its own (`allocate`)
+    substitutes: dict[CellKey, np.ndarray] | None = None
+    guards: tuple[LearnedCell, ...] = ()  # unit guards (`guards.unit_guards`), with the hot cells
+    # per range cell with a unit, the values a swapped unit brings (`allocate`)
+    swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None
+
+
 def cell_table(
     values: dict[CellKey, CellValues],
     scores: dict[CellKey, float],
     strengths: dict[CellKey, tuple[float, int]],
     settings: CellsConfig,
-    *,
-    sentences: int,
-    substitutes: dict[CellKey, np.ndarray] | None = None,
-    guards: Iterable[LearnedCell] = (),
-    swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
+    context: CellContext,
 ) -> list[LearnedCell]:
     """Every cell with enough corpus support and a teacher's score (`scores`, from
     `Couplings.scores`; `strengths` their (strength, probed occurrences)), highest score first,
     within the false-alarm budget (`select_cells`)."""
     ranked = []
-    guards = list(guards)
-    guard_keys = {g.key for g in guards}  # their values are counted in `values`; they are not ranked
+    guard_keys = {g.key for g in context.guards}  # their values are counted in `values`; they are not ranked
     for key, cv in values.items():
-        if len(cv.values) < _support(key, settings.min_support, substitutes) or key in guard_keys or key not in scores:
+        support = _support(key, settings.min_support, context.substitutes)
+        if len(cv.values) < support or key in guard_keys or key not in scores:
             continue
         strength, n = strengths[key]
         if n < settings.min_probes:
             continue
         ranked.append(LearnedCell(key, round(scores[key], 4), round(strength, 4), n, 0, {}))
     ranked.sort(key=lambda c: (-c.score, c.key))
-    return select_cells(
-        ranked, values, settings, sentences=sentences, substitutes=substitutes, guards=guards, swapped=swapped
-    )
+    return select_cells(ranked, values, settings, context)
 
 
 def select_cells(
     ranked: list[LearnedCell],
     values: dict[CellKey, CellValues],
     settings: CellsConfig,
-    *,
-    sentences: int,
-    substitutes: dict[CellKey, np.ndarray] | None = None,
-    guards: Iterable[LearnedCell] = (),
-    swapped: dict[CellKey, list[tuple[float, np.ndarray]]] | None = None,
+    context: CellContext,
 ) -> list[LearnedCell]:
     """The cells, in the given (score) order, whose rules the clean corpus says are worth
     running; statistics and false alarms are recomputed from `values`.
@@ -128,12 +130,13 @@ def select_cells(
     rules — share the budget first (`allocate`: which of them run, with which range; a range
     cell whose margin-policy range rejects too many of its values may still run with a
     candidate range that does not), and what they leave goes to the cells below it, in score
-    order. Unit `guards` (`unit_guards`) share the budget with the hot cells; their false
+    order. Unit guards (`context.guards`) share the budget with the hot cells; their false
     alarms are recounted from `values`. With `settings.bands`, the hot range cells may also take a
     magnitude band (`bands.band_options`). With `settings.places`, each hot range cell's candidate
     ranges are offered once more with its precision (`precision.capped_options`). `settings.min_worth`:
     what each false alarm a narrower range adds must buy (`allocate`)."""
-    budget = settings.alarm_budget * max(sentences, 1)
+    substitutes, swapped = context.substitutes, context.swapped
+    budget = settings.alarm_budget * max(context.sentences, 1)
     out: list[LearnedCell] = []
     alarms = 0.0
     options: dict[CellKey, list] = {}  # each hot range cell's candidate ranges, for `allocate`
@@ -185,7 +188,7 @@ def select_cells(
         return out
     total, budget = budget, math.inf  # every hot cell that could run, then the budget is shared among them
     take([c for c in ranked if c.score >= settings.sensitivity], hot=True)
-    for g in guards:
+    for g in context.guards:
         rejected = int((np.asarray(values[g.key].values) > 0).sum())  # range [0, 0]: every value is a false alarm
         out.append(dataclasses.replace(g, rejected=rejected, range=(0.0, 0.0)))
     offered = (

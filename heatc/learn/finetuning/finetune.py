@@ -39,17 +39,9 @@ from collections import Counter
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
-from heatc.learn.config import (
-    DistilConfig,
-    FinetuneConfig,
-    LearnConfig,
-    Progress,
-    TeachingConfig,
-    quiet,
-    read_work,
-    refuse_other_work,
-)
+from heatc.learn.config import DistilConfig, FinetuneConfig, LearnConfig, TeachingConfig
 from heatc.learn.text.corpus import Document, read_corpus
+from heatc.learn.work import Progress, quiet, read_work, refuse_other_work
 from heatc_runtime.files import UnreadableFile, read_file
 
 # the format of a run's working files (<output>.finetune/); another version is refused (--fresh).
@@ -212,7 +204,7 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
     records = read_chunks(work, -(-len(p.teacher_sentences) // learn.teaching.chunk_size))
     init = None if student is None else student.state_dict()
     before = _fidelity_before(student, student_kind, records, p, teacher, student_metrics, learn.seed)
-    lr = config.lr if student is not None else 3e-3
+    lr = config.lr if student is not None else None  # a new student: training's own
     metrics, model = _distil(learn, p, records, work, teacher, progress, init, lr, getattr(student, "config", None))
     evidence = student_evidence(learn, p, model, teacher.tokenizer, documents, progress)
     log(f"the student scored {sum(len(r['probes']) for r in evidence)} values in {len(evidence)} sentences")
@@ -283,7 +275,7 @@ def _fidelity_before(student, kind: str, records, p, teacher, student_metrics, s
     return {k: m[k] for k in keep if k in m}
 
 
-def _distil(learn: LearnConfig, p, records, work: Path, teacher, progress, init, lr: float, base_config):
+def _distil(learn: LearnConfig, p, records, work: Path, teacher, progress, init, lr: float | None, base_config):
     """Fine-tune the base student (its own configuration: a student of an earlier heatc keeps
     its pair head) or, with none, train a new one."""
     from heatc.learn.students.distil import distil

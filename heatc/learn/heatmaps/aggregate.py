@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from heatc.learn.cells.budget import cell_table, select_cells
+from heatc.learn.cells.budget import CellContext, cell_table, select_cells
 from heatc.learn.cells.couplings import Couplings
 from heatc.learn.cells.dimensions import (
     dimension_cells,
@@ -256,11 +256,11 @@ def aggregate(
     # a cell read after the unit stands behind guards only: "2 mm in diameter", "500 mg daily"
     # read values of whatever is measured or dosed, no quantity's range
     ranged = {k: x for k, x in scores.items() if not k.after}
-    cells = cell_table(
-        everything, ranged, strengths, settings, sentences=candidates_checked,
-        substitutes=_numeral_substitutes(values, set(numerals)), guards=guards,
-        swapped=swap_sources(values, swaps) | dim_swapped,
+    context = CellContext(
+        candidates_checked, _numeral_substitutes(values, set(numerals)), tuple(guards),
+        swap_sources(values, swaps) | dim_swapped,
     )  # fmt: skip
+    cells = cell_table(everything, ranged, strengths, settings, context)
     # max_cells bounds the cells of the heatmap's own statistics; guards come with the hot
     # cells they stand for and are not counted (they would push those cells out)
     cells = [c for c in cells if not c.guards][: settings.max_cells] + [c for c in cells if c.guards]
@@ -277,11 +277,11 @@ def aggregate(
         checked = checked_sentences(recount, [c.key for c in cells if c.score >= settings.sensitivity], documents)
         if settings.bands:
             checked = max(checked, candidates_checked)
-        kept = select_cells(
-            [c for c in cells if not c.guards], recount, settings, sentences=checked,
-            substitutes=_numeral_substitutes(recount, set(numerals)), guards=[c for c in cells if c.guards],
-            swapped=swap_sources({k: v for k, v in recount.items() if k not in guarded}, swaps) | dim_swapped,
+        context = CellContext(
+            checked, _numeral_substitutes(recount, set(numerals)), tuple(c for c in cells if c.guards),
+            swap_sources({k: v for k, v in recount.items() if k not in guarded}, swaps) | dim_swapped,
         )  # fmt: skip
+        kept = select_cells([c for c in cells if not c.guards], recount, settings, context)
         if len(kept) == len(cells):
             break
         cells = kept

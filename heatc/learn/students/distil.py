@@ -7,13 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from heatc.learn.config import (
-    LearnConfig,
-    Progress,
-    quiet,
-    rank_and_world,
-)
+from heatc.learn.config import LearnConfig
 from heatc.learn.teaching.plan import Plan, plan_lexicon
+from heatc.learn.work import Progress, quiet, rank_and_world
 
 STUDENT_FEATURES = 64  # width of the student's frozen teacher-derived token features
 PAIR_HEAD = "additive"  # a new student's pair head (`PairConfig`); "interaction" measured no better
@@ -61,11 +57,12 @@ def distil(
     *,
     init: dict | None = None,
     base_config=None,
-    lr: float = 3e-3,
+    lr: float | None = None,
     output: Path | None = None,
 ):
     """Train the pair student on the teacher's records (from `init`'s weights and
-    `base_config`, its configuration, when given: a base student being fine-tuned) and, on
+    `base_config`, its configuration, when given: a base student being fine-tuned; `lr`, its
+    learning rate, when not `Training`'s) and, on
     rank 0, evaluate it and export it beside
     `output` (default: the config's). Returns (metrics, model); metrics are {} off rank 0."""
     from heatc.learn.students import pair_onnx
@@ -79,7 +76,8 @@ def distil(
     )
     table = init["embed.table"] if init is not None else st.teacher_token_features(teacher, STUDENT_FEATURES)
     model = ps.train_pair(
-        config_s, train, table=table, init=init, lr=lr, epochs=config.distil.epochs, seed=config.seed,
+        config_s, train, st.Training(epochs=config.distil.epochs, seed=config.seed, **({} if lr is None else {"lr": lr})),
+        table=table, init=init,
         checkpoint=work / "student.pt", progress=lambda e, n, loss: progress("student", e, n),
     )  # fmt: skip
     if rank != 0:

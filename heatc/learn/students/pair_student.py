@@ -41,19 +41,24 @@ import numpy as np
 import torch
 from torch import nn
 
-from heatc.learn.students.student import _Block, _targets, _TokenInput, fit, per_sentence_auc
+from heatc.learn.students.student import (
+    StudentConfig,
+    Training,
+    _Block,
+    _targets,
+    _TokenInput,
+    fit,
+    per_sentence_auc,
+)
 
 PAIR_WEIGHT = 1.0  # the pair loss against the token loss (both are per-item mean squared errors)
 
 
 @dataclass
-class PairConfig:
-    vocab_size: int
-    width: int = 64
-    layers: int = 2
-    heads: int = 4
-    max_length: int = 128
-    kind: str = "transformer"  # transformer | lstm (the baseline)
+class PairConfig(StudentConfig):
+    """A token student's configuration (its encoder and token head; `kind` lstm: the
+    baseline) and its pair head's."""
+
     features: int = 64  # > 0: tokens enter through a frozen table of teacher-derived features
     pair_width: int = 64
     max_distance: int = 24  # relative positions further apart share one embedding
@@ -311,11 +316,8 @@ def _losses(model: nn.Module, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor
 def train_pair(
     config: PairConfig,
     examples: list[PairExample],
+    training: Training,
     *,
-    epochs: int = 8,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    seed: int = 0,
     table: torch.Tensor | None = None,
     init: dict | None = None,
     checkpoint: Path | None = None,
@@ -324,7 +326,7 @@ def train_pair(
     """Train (or, from `init`, fine-tune) a pair student; resumes from `checkpoint` (saved
     after every epoch). Under torch.distributed each rank takes its share of every global
     batch and the loss is normalised by the global counts, so N ranks compute one gradient."""
-    torch.manual_seed(seed)
+    torch.manual_seed(training.seed)
     model = PairStudent(config, table)
     if init is not None:
         model.load_state_dict(init, strict=False)
@@ -340,8 +342,7 @@ def train_pair(
         # DDP averages gradients over ranks, hence × world: the sum is the global mean.
         return (token / tokens + PAIR_WEIGHT * pair / pairs) * world
 
-    fit(model, examples, batch_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-        checkpoint=checkpoint, progress=progress)  # fmt: skip
+    fit(model, examples, batch_loss, training, checkpoint=checkpoint, progress=progress)
     return model.eval()
 
 

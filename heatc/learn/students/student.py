@@ -13,7 +13,7 @@ Training works in one process or under `torchrun` (DistributedDataParallel, gloo
 global batch is split across ranks and the loss is normalised by the global token count, so
 N processes compute the same gradients as one.
 
-Public surface: `StudentConfig`, `TokenExample`, `Student`, `LstmStudent`, `train`, `fit`,
+Public surface: `StudentConfig`, `Training`, `TokenExample`, `Student`, `LstmStudent`, `train`, `fit`,
 `evaluate_auc`, `idf_scores`, `export_onnx`, `quiet_exporter`, `load_onnx`, `per_sentence_auc`.
 """
 
@@ -34,6 +34,17 @@ from torch import nn
 from heatc.errors import Diagnostic, HeatError
 
 POSITIVE_SHARE = 0.2  # the top 20 % most sensitive tokens of a sentence are the positives
+
+
+@dataclass(frozen=True)
+class Training:
+    """How a student is trained (`fit`): passes over the examples in global batches of
+    `batch_size`, AdamW's learning rate, and the seed of its initialisation and shuffles."""
+
+    epochs: int = 8
+    batch_size: int = 32
+    lr: float = 3e-3
+    seed: int = 0
 
 
 @dataclass
@@ -188,18 +199,15 @@ def _distributed() -> tuple[int, int]:
 def train(
     config: StudentConfig,
     examples: list[TokenExample],
+    training: Training,
     *,
-    epochs: int = 8,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    seed: int = 0,
     checkpoint: Path | None = None,
     progress: Callable[[int, int, float], None] | None = None,
     table: torch.Tensor | None = None,
 ) -> nn.Module:
     """Train a student; resumes from `checkpoint` (saved after every epoch) when it exists.
     Under torch.distributed each rank takes its share of every global batch."""
-    torch.manual_seed(seed)
+    torch.manual_seed(training.seed)
     model = make_student(config, table)
 
     def batch_loss(wrapped: nn.Module, batch: list[TokenExample], rank: int, world: int) -> torch.Tensor:
@@ -212,19 +220,15 @@ def train(
         # DDP averages gradients over ranks, hence × world: the sum is the global mean.
         return ((pred - target) ** 2 * weight).sum() / tokens * world
 
-    return fit(model, examples, batch_loss, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-               checkpoint=checkpoint, progress=progress)  # fmt: skip
+    return fit(model, examples, batch_loss, training, checkpoint=checkpoint, progress=progress)
 
 
 def fit(
     model: nn.Module,
     examples: list,
     batch_loss: Callable[[nn.Module, list, int, int], torch.Tensor],
+    training: Training,
     *,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    seed: int,
     checkpoint: Path | None,
     progress: Callable[[int, int, float], None] | None,
 ) -> nn.Module:
@@ -234,7 +238,8 @@ def fit(
     rank, world)` is this rank's loss on its share of a global batch, scaled so that the
     ranks' average is the global mean."""
     rank, world = _distributed()
-    optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    epochs, batch_size, seed = training.epochs, training.batch_size, training.seed
+    optimiser = torch.optim.AdamW(model.parameters(), lr=training.lr, weight_decay=0.01)
     total_steps = max(1, epochs * math.ceil(len(examples) / batch_size))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: max(0.05, 1 - s / total_steps))
     start = 0

@@ -14,11 +14,12 @@ Public surface: `candidate_values`, `student_evidence`.
 
 from __future__ import annotations
 
-from heatc.learn.config import LearnConfig, Progress, quiet
+from heatc.learn.config import LearnConfig
 from heatc.learn.teaching.labelling import topup_plan
 from heatc.learn.teaching.plan import Plan, plan_lexicon
 from heatc.learn.text.evidence import occurrences
 from heatc.learn.text.lexemes import lex_sentence
+from heatc.learn.work import Progress, quiet
 
 
 def candidate_values(program, groups: dict[str, str], wanted: set, text: str) -> list[int]:

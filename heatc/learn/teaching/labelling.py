@@ -11,15 +11,7 @@ import gzip
 import json
 from pathlib import Path
 
-from heatc.learn.config import (
-    TOPUP_VERSION,
-    LearnConfig,
-    Progress,
-    barrier,
-    quiet,
-    rank_and_world,
-    read_work,
-)
+from heatc.learn.config import TOPUP_VERSION, LearnConfig
 from heatc.learn.teaching.plan import Plan, discovery_sample, plan_lexicon
 from heatc.learn.text.corpus import sentences
 from heatc.learn.text.evidence import (
@@ -28,6 +20,7 @@ from heatc.learn.text.evidence import (
     occurrences,
 )
 from heatc.learn.text.lexemes import align, lex_sentence
+from heatc.learn.work import Progress, barrier, quiet, rank_and_world, read_work
 
 
 def _chunk_path(work: Path, c: int) -> Path:

@@ -14,12 +14,7 @@ from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
 from heatc.learn.cells.magnitudes import discover_magnitudes, with_magnitudes
-from heatc.learn.config import (
-    LearnConfig,
-    Progress,
-    quiet,
-    seeded_hash,
-)
+from heatc.learn.config import LearnConfig
 from heatc.learn.text.corpus import sentences
 from heatc.learn.text.discovery import discover_keywords
 from heatc.learn.text.evidence import (
@@ -30,6 +25,7 @@ from heatc.learn.text.evidence import (
 from heatc.learn.text.lexemes import Category, Lexicon, lex_sentence
 from heatc.learn.text.model_names import model_names
 from heatc.learn.text.shadows import SHADOW_GROUP, shadow_phrases
+from heatc.learn.work import Progress, quiet, seeded_hash
 
 
 @dataclass
