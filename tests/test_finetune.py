@@ -17,7 +17,8 @@ from heatc.cli import app
 from heatc.errors import HeatError
 from heatc.heatmap.format import load_heatmap
 from heatc.learn.config import FinetuneConfig
-from heatc.learn.finetuning.finetune import domain_documents, finetune
+from heatc.learn.finetuning.documents import domain_documents
+from heatc.learn.finetuning.finetune import STAGES, finetune
 
 pytestmark = pytest.mark.needs("torch", "pdf")
 
@@ -76,6 +77,28 @@ def test_the_domain_brings_its_own_cells_and_provenance(tuned, scanned):
     assert out.with_name("metformin.student.onnx").exists()
     counts = prov["cells"]
     assert counts["domain"] + counts["kept"] == len(hm.cells)
+
+
+@needs_data
+def test_the_stages_run_in_order_each_timed(tuned):
+    _, summary = tuned
+    assert [name for name, _ in summary["stages"]] == [s.name for s in STAGES]
+    assert [s.name for s in STAGES] == ["read", "teacher", "plan", "label", "distil", "score", "aggregate", "emit"]
+    assert all(seconds >= 0 for _, seconds in summary["stages"])
+
+
+def test_timings_and_dump_after_name_the_finetune_stages(tmp_path):
+    """`--dump-after` naming no stage is refused before any work, with the stages that have an
+    output; an error names the stage it happened in."""
+    out = tmp_path / "out.yaml"
+    r = CliRunner().invoke(app, ["finetune", str(BASE), "--pdf", str(tmp_path / "a.pdf"), "-o", str(out),
+                                 "--dump-after", "nothing"])  # fmt: skip
+    assert r.exit_code == 1 and "no stage 'nothing' to dump" in r.output
+    assert "plan, label, distil, score, aggregate" in r.output and not out.exists()
+    bad = tmp_path / "notes.pdf"
+    bad.write_text("not a pdf")
+    r = CliRunner().invoke(app, ["finetune", str(BASE), "--pdf", str(bad), "-o", str(out), "--timings"])
+    assert r.exit_code == 1 and "(in stage read)" in r.output and "Traceback" not in r.output
 
 
 @needs_data

@@ -34,6 +34,10 @@ _LearnDumpAfter = dump_after_option(
     "OUTPUT.STAGE.json: plan, label (the teacher's records), topup, distil (the student's metrics), score "
     "(the evidence), aggregate (the cells)"
 )
+_FinetuneDumpAfter = dump_after_option(
+    "OUTPUT.STAGE.json: plan, label (the teacher's records), distil (the student's metrics before and after), "
+    "score (the evidence), aggregate (the domain's cells)"
+)
 
 
 @app.command()
@@ -298,12 +302,15 @@ def finetune(
     new_student: Annotated[
         bool, typer.Option("--new-student", help="Without a student beside the base: train one from the domain sample.")
     ] = _FINETUNE.new_student,
+    timings: Timings = False,
+    dump_after: _FinetuneDumpAfter = None,
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Discard the previous run's work (OUTPUT.finetune/) instead of resuming it.")
     ] = False,
 ) -> None:
     """Adapt a learned heatmap to a domain's documents: the base's student is fine-tuned on the
-    teacher's labels of a bounded sample, then scores the domain's cells over all of it."""
+    teacher's labels of a bounded sample, then scores the domain's cells over all of it.
+    The stages: read, teacher, plan, label, distil, score, aggregate, emit."""
     try:
         from heatc.learn.finetuning.finetune import finetune as run_finetune
     except ModuleNotFoundError as missing:
@@ -319,7 +326,9 @@ def finetune(
     )  # fmt: skip
     try:
         with _LearnProgress(sys.stderr.isatty(), True, "heatc finetune") as progress:
-            summary = run_finetune(config, fresh=fresh, progress=progress, log=lambda m: out.print(escape(m)))
+            summary = run_finetune(
+                config, fresh=fresh, progress=progress, log=lambda m: out.print(escape(m)), dump_after=dump_after
+            )
     except HeatError as e:
         raise fail(e.render()) from None
     m, c = summary["metrics"], summary["counts"]
@@ -335,6 +344,12 @@ def finetune(
         f"rejections for {summary['domain_cells']} of {summary['candidate_cells']} candidate cells, a range narrowing "
         f"only where each false alarm it adds buys {config.cells.min_worth:g} of worth; what they leave pays for the base's rules"
     )
+    if summary["dumped"]:
+        out.print(f"{dump_after}: wrote {summary['dumped']}")
+    if timings:
+        from heatc.stages import format_timings
+
+        sys.stderr.write(format_timings("finetune", summary["stages"]) + "\n")
 
 
 class _LearnProgress:

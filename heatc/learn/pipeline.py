@@ -20,7 +20,6 @@ Public surface: `LearnConfig`, `learn`, `STAGES`.
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
 import os
@@ -36,7 +35,7 @@ from heatc.learn.students.student_scoring import student_evidence
 from heatc.learn.teaching.labelling import label, read_chunks, topup
 from heatc.learn.teaching.plan import Plan, corpus_digest, plan, plan_lexicon, rule_file_literals
 from heatc.learn.text.corpus import read_corpus
-from heatc.learn.work import Progress, barrier, quiet, rank_and_world, read_work, refuse_other_work
+from heatc.learn.work import Progress, barrier, json_dump, quiet, rank_and_world, read_work, refuse_other_work
 from heatc.stages import Stage, check_dump_after, run_stages
 
 
@@ -183,39 +182,28 @@ def _emit(config: LearnConfig, plan: Plan, teacher, lexicon, cells, coupling, me
     return {}
 
 
-def _json(value) -> tuple[str, str]:
-    return ".json", json.dumps(value, indent=1, ensure_ascii=False, default=_plain) + "\n"
-
-
-def _plain(x):
-    """What json cannot write itself: dataclasses as dicts, numpy numbers as numbers, the rest by repr."""
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return dataclasses.asdict(x)
-    return x.item() if hasattr(x, "item") else repr(x)
-
-
 #: Every rank runs these (labelling and distillation are sharded over a torchrun's ranks).
 SHARED_STAGES = (
     Stage("read", "read the corpus and the rule files", ("config",), ("documents",), _read),
     Stage("teacher", "load the teacher", ("config",), ("teacher",), _teacher),
     Stage("plan", "learn keywords, find candidate cells, choose the teacher's sentences (or resume)",
           ("config", "fresh", "documents", "progress", "log", "rank"), ("work", "plan"), _plan,
-          lambda out: _json(out["plan"].to_json())),
+          lambda out: json_dump(out["plan"].to_json())),
     Stage("label", "the teacher labels its sentences, in checkpointed chunks", ("config", "plan", "teacher", "work",
-          "progress"), ("records", "label_seconds"), _label, lambda out: _json(out["records"])),
+          "progress"), ("records", "label_seconds"), _label, lambda out: json_dump(out["records"])),
     Stage("topup", "the teacher probes what its plan left short (when it scores the cells)",
           ("config", "plan", "records", "documents", "teacher", "work", "progress", "log"),
-          ("extra", "topup_seconds"), _topup, lambda out: _json(out["extra"])),
+          ("extra", "topup_seconds"), _topup, lambda out: json_dump(out["extra"])),
     Stage("distil", "train, evaluate and export the pair student", ("config", "plan", "records", "work", "teacher",
-          "progress"), ("metrics", "model"), _distil, lambda out: _json(out["metrics"])),
+          "progress"), ("metrics", "model"), _distil, lambda out: json_dump(out["metrics"])),
 )  # fmt: skip
 #: Rank 0 alone runs these.
 MAIN_STAGES = (
     Stage("score", "the student (or the teacher's records) scores the cells",
           ("config", "plan", "model", "teacher", "documents", "records", "extra", "progress", "log"), ("evidence",),
-          _score, lambda out: _json(out["evidence"])),
+          _score, lambda out: json_dump(out["evidence"])),
     Stage("aggregate", "couplings and corpus statistics become cells with ranges", ("config", "plan", "evidence",
-          "documents"), ("lexicon", "cells", "coupling"), _aggregate, lambda out: _json(out["cells"])),
+          "documents"), ("lexicon", "cells", "coupling"), _aggregate, lambda out: json_dump(out["cells"])),
     Stage("emit", "write the heatmap", ("config", "plan", "teacher", "lexicon", "cells", "coupling", "metrics",
           "world"), (), _emit),
 )  # fmt: skip

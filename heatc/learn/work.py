@@ -1,12 +1,13 @@
 """What every stage of the learner shares: progress callbacks, the ranks of a `torchrun` run,
-seeded hashing, and the work folders that let a run resume.
+seeded hashing, the work folders that let a run resume, and a stage's output as JSON.
 
 Public surface: `Progress`, `quiet`, `rank_and_world`, `barrier`, `seeded_hash`, `read_work`,
-`refuse_other_work`.
+`refuse_other_work`, `json_dump`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -71,3 +72,15 @@ def refuse_other_work(work: Path, want: dict, command: str) -> None:
         else "holds the work of a run with different settings"
     )
     raise HeatError(Diagnostic(str(work), 0, 0, f"{why}; rerun with --fresh to start over"))
+
+
+def json_dump(value) -> tuple[str, str]:
+    """A stage's output as --dump-after writes it: (".json", its JSON)."""
+    return ".json", json.dumps(value, indent=1, ensure_ascii=False, default=_plain) + "\n"
+
+
+def _plain(x):
+    """What json cannot write itself: dataclasses as dicts, numpy numbers as numbers, the rest by repr."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.asdict(x)
+    return x.item() if hasattr(x, "item") else repr(x)

@@ -1,8 +1,8 @@
 """`heatc finetune`: adapt a learned heatmap to a domain's documents (PDFs, text files).
 
-1. **Corpus.** Each PDF page with text is a document of its own (`heatc.pdf`; scanned and
-   failed pages are skipped and counted), so values cross-validate over pages; text files
-   are read as `heatc learn` reads a corpus.
+1. **Corpus** (`documents.domain_documents`). Each PDF page with text is a document of its own
+   (`heatc.pdf`; scanned and failed pages are skipped and counted), so values cross-validate
+   over pages; text files are read as `heatc learn` reads a corpus.
 2. **Plan** (`plan.plan`) over the base heatmap's lexicon (`merge.base_lexicon`): the
    domain's keywords and candidate cells, and the sentences the student will score; the
    teacher reads a bounded sample of them (`teacher_sentences`, `plan.teacher_share`).
@@ -21,16 +21,19 @@
 Work lives in `<output>.finetune/` (the plan, the teacher's chunks, the student's checkpoint):
 a rerun with the same settings resumes. Deterministic for a seed.
 
+The steps run as named stages (`STAGES`, run by heatc.stages: timed, an error tagged with its
+stage): `read` (the base heatmap, its student, the domain corpus), `teacher`, `plan`, `label`,
+`distil` (the base student fine-tuned), `score`, `aggregate`, `emit` (merged with the base).
+
 Settings: `heatc.learn.config.FinetuneConfig`.
 
-Public surface: `finetune`, `domain_documents`.
+Public surface: `finetune`, `STAGES`, `WORK_VERSION`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gzip
-import hashlib
 import json
 import os
 import re
@@ -40,67 +43,15 @@ from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
 from heatc.learn.config import DistilConfig, FinetuneConfig, LearnConfig, TeachingConfig
-from heatc.learn.text.corpus import Document, read_corpus
-from heatc.learn.work import Progress, quiet, read_work, refuse_other_work
-from heatc_runtime.files import UnreadableFile, read_file
+from heatc.learn.finetuning.documents import corpus_sha256, domain_documents, file_sha256
+from heatc.learn.text.corpus import Document, sentences
+from heatc.learn.work import Progress, json_dump, quiet, read_work, refuse_other_work
+from heatc.stages import Stage, check_dump_after, run_stages
 
 # the format of a run's working files (<output>.finetune/); another version is refused (--fresh).
 # 3: the plan holds the magnitude families of rare labs (`Plan.magnitudes`); 4: and the model
 # names (`Plan.model_names`); 5: the cell of every percentage among the candidates
 WORK_VERSION = 5
-
-
-def _sha256(path: Path) -> str:
-    try:  # (a regular file of a bounded size: a FIFO hung here, /dev/zero filled memory)
-        return hashlib.sha256(read_file(path, 1 << 31)).hexdigest()
-    except UnreadableFile as e:
-        raise HeatError(Diagnostic(str(path), 0, 0, f"cannot read: {e}")) from None
-
-
-def domain_documents(config: FinetuneConfig) -> tuple[list[Document], list[dict]]:
-    """The domain corpus: a document per PDF page with text, then the text files' documents;
-    and a provenance entry per PDF (sha256, pages used, scanned pages skipped, failed pages)."""
-    documents: list[Document] = []
-    sources: list[dict] = []
-    if config.pdfs:
-        try:
-            from heatc.pdf import extract
-        except ModuleNotFoundError as missing:
-            raise HeatError(
-                Diagnostic("--pdf", 0, 0, f"reading PDFs needs {missing.name!r}: pip install 'heatc[pdf]'")
-            ) from None
-        for doc in extract([str(p) for p in config.pdfs]):
-            wanted = None if config.pages is None else set(config.pages.get(doc.file, ()))
-            pages = [p for p in doc.pages if wanted is None or p.page in wanted]
-            used = [p.page for p in pages if p.text.strip()]
-            documents.extend(Document(f"{Path(doc.file).name}#{p.page}", p.text) for p in pages if p.text.strip())
-            sources.append({
-                "file": Path(doc.file).name, "sha256": doc.sha256, "pages": doc.page_count, "pages_used": _spans(used),
-                "scanned_skipped": len([p for p in pages if p.scanned]), "failed": [p.page for p in pages if p.error],
-            })  # fmt: skip
-    if config.texts:
-        documents.extend(read_corpus(config.texts))
-        sources.extend({"file": Path(t).name, "sha256": _sha256(t)} for t in config.texts if Path(t).is_file())
-    if not documents:
-        pages = sum(s.get("pages", 0) for s in sources)
-        scanned = sum(s.get("scanned_skipped", 0) for s in sources)
-        what = "no PDF or text file given" if not (config.pdfs or config.texts) else (
-            f"no text in {pages} PDF page{'s' * (pages != 1)} ({scanned} scanned: no text layer; heatc does no OCR)"
-            if config.pdfs and not config.texts else "the documents hold no text"
-        )  # fmt: skip
-        raise HeatError(Diagnostic(str(config.output), 0, 0, f"nothing to fine-tune on: {what}"))
-    return documents, sources
-
-
-def _spans(pages: list[int]) -> str:
-    """1, 2, 3, 5, 7, 8 → "1-3,5,7-8"."""
-    out: list[str] = []
-    for p in pages:
-        if out and out[-1].split("-")[-1] == str(p - 1):
-            out[-1] = f"{out[-1].split('-')[0]}-{p}"
-        else:
-            out.append(str(p))
-    return ",".join(out)
 
 
 def _work_dir(config: FinetuneConfig, fingerprint: str, fresh: bool) -> Path:
@@ -142,45 +93,53 @@ def _base_student(config: FinetuneConfig, log) -> tuple[object | None, str]:
     return model, kind
 
 
-def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress = quiet, log=print) -> dict:
-    """Fine-tune; returns a summary. Writes the domain heatmap and its student."""
-    import yaml
-
-    from heatc.heatmap.format import load_heatmap
-    from heatc.learn.finetuning.merge import TRUSTED_SUPPORT, base_lexicon, split_literals, without_groups
-    from heatc.learn.heatmaps.aggregate import aggregate
-    from heatc.learn.students.distil import student_metrics
-    from heatc.learn.students.student_scoring import student_evidence
-    from heatc.learn.teaching.labelling import label, read_chunks
-    from heatc.learn.teaching.plan import Plan, discovery_sample, plan, plan_lexicon, rule_file_literals
-    from heatc.learn.teaching.teacher import load_teacher
-    from heatc.learn.text.discovery import discover_keywords
-
-    started = time.perf_counter()
-    base = load_heatmap(config.base)
-    base_sha = _sha256(config.base)
-    student, student_kind = _base_student(config, log)
-    documents, sources = domain_documents(config)
-    corpus_sha = hashlib.sha256(b"".join(d.id.encode() + b"\0" + d.text.encode() + b"\0" for d in documents))
-    teacher = load_teacher(config.teacher, config.device)
-    if student is not None and student.config.vocab_size != len(teacher.tokenizer):
-        raise HeatError(Diagnostic(str(config.base), 0, 0, f"its student reads another tokenizer than {teacher.name}"))
-    # the settings of `heatc learn`'s stages that fine-tuning runs again: the plan, the teacher's
-    # labels and the cells (its threshold, where not given, the base heatmap's)
+def _learn_settings(config: FinetuneConfig, base) -> LearnConfig:
+    """The settings of `heatc learn`'s stages that fine-tuning runs again: the plan, the
+    teacher's labels, the student and the cells (their threshold, where not given, the base
+    heatmap's)."""
     sensitivity = base.sensitivity if config.cells.sensitivity is None else config.cells.sensitivity
-    learn = LearnConfig(
+    return LearnConfig(
         corpus=[], output=config.output, seed=config.seed, rules=list(base.rule_files),
         teaching=TeachingConfig(teacher=config.teacher, device=config.device, teacher_sentences=config.teacher_sentences),
         cells=dataclasses.replace(config.cells, sensitivity=sensitivity),
         distil=DistilConfig(epochs=config.epochs),
     )  # fmt: skip
-    work = _work_dir(config, config.fingerprint(base_sha, corpus_sha.hexdigest()), fresh)
+
+
+def _read(config: FinetuneConfig, log) -> dict:
+    from heatc.heatmap.format import load_heatmap
+
+    base = load_heatmap(config.base)
+    student, student_kind = _base_student(config, log)
+    documents, sources = domain_documents(config)
+    return {
+        "base": base, "base_sha": file_sha256(config.base), "student": student, "student_kind": student_kind,
+        "documents": documents, "sources": sources, "corpus_sha": corpus_sha256(documents),
+        "learn": _learn_settings(config, base),
+    }  # fmt: skip
+
+
+def _teacher(config: FinetuneConfig, student) -> dict:
+    from heatc.learn.teaching.teacher import load_teacher
+
+    teacher = load_teacher(config.teacher, config.device)
+    if student is not None and student.config.vocab_size != len(teacher.tokenizer):
+        raise HeatError(Diagnostic(str(config.base), 0, 0, f"its student reads another tokenizer than {teacher.name}"))
+    return {"teacher": teacher}
+
+
+def _plan(config: FinetuneConfig, learn: LearnConfig, base, base_sha: str, corpus_sha: str, documents, fresh: bool,
+          progress, log) -> dict:  # fmt: skip
+    from heatc.learn.finetuning.merge import base_lexicon, split_literals, without_groups
+    from heatc.learn.teaching.plan import Plan, discovery_sample, plan, rule_file_literals
+    from heatc.learn.text.discovery import discover_keywords
+
+    work = _work_dir(config, config.fingerprint(base_sha, corpus_sha), fresh)
     plan_file = work / "plan.json.gz"
     if not plan_file.exists():
         start = base_lexicon(base).without_literals(rule_file_literals(learn.rules))
-        sample = [
-            s for _, s in discovery_sample(learn, [(i, s) for i, d in enumerate(documents) for s in _sentences(d)])
-        ]
+        numbered = [(i, s) for i, d in enumerate(documents) for s in sentences(d.text)]
+        sample = [s for _, s in discovery_sample(learn, numbered)]
         own = discover_keywords(
             without_groups(start, several=True), sample, min_support=max(2, learn.teaching.candidate_count)
         )
@@ -198,30 +157,73 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
         f"{len(p.candidates)} candidate cells; the teacher reads {len(p.teacher_sentences)} sentences, "
         f"the student scores {len(p.probe_cells)}"
     )
+    return {"work": work, "plan": p}
+
+
+def _label(learn: LearnConfig, plan, teacher, work: Path, progress) -> dict:
+    from heatc.learn.teaching.labelling import label, read_chunks
+
     t0 = time.perf_counter()
-    label(learn, p, teacher, work, progress)
-    teacher_seconds = time.perf_counter() - t0
-    records = read_chunks(work, -(-len(p.teacher_sentences) // learn.teaching.chunk_size))
-    init = None if student is None else student.state_dict()
-    before = _fidelity_before(student, student_kind, records, p, teacher, student_metrics, learn.seed)
-    lr = config.lr if student is not None else None  # a new student: training's own
-    metrics, model = _distil(learn, p, records, work, teacher, progress, init, lr, getattr(student, "config", None))
-    evidence = student_evidence(learn, p, model, teacher.tokenizer, documents, progress)
+    label(learn, plan, teacher, work, progress)
+    seconds = time.perf_counter() - t0
+    return {"records": read_chunks(work, -(-len(plan.teacher_sentences) // learn.teaching.chunk_size)),
+            "teacher_seconds": seconds}  # fmt: skip
+
+
+def _distil(config: FinetuneConfig, learn: LearnConfig, plan, records, work: Path, teacher, student, student_kind,
+            progress) -> dict:  # fmt: skip
+    """Fine-tune the base student (its own configuration: a student of an earlier heatc keeps
+    its pair head) or, with none, train a new one; its fidelity before, on the same held-out
+    teacher sentences."""
+    from heatc.learn.students.distil import distil
+
+    before = _fidelity_before(student, student_kind, records, plan, teacher, learn.seed)
+    metrics, model = distil(
+        learn, plan, records, work, teacher, progress, init=None if student is None else student.state_dict(),
+        lr=config.lr if student is not None else None,  # a new student: training's own
+        base_config=getattr(student, "config", None),
+    )  # fmt: skip
+    return {"metrics": metrics, "model": model, "before": before}
+
+
+def _score(learn: LearnConfig, plan, model, teacher, documents, progress, log) -> dict:
+    from heatc.learn.students.student_scoring import student_evidence
+
+    evidence = student_evidence(learn, plan, model, teacher.tokenizer, documents, progress)
     log(f"the student scored {sum(len(r['probes']) for r in evidence)} values in {len(evidence)} sentences")
-    lexicon, cells, summary = aggregate(learn, p, evidence, documents)
+    return {"evidence": evidence}
+
+
+def _aggregate(learn: LearnConfig, plan, evidence, documents) -> dict:
+    from heatc.learn.heatmaps.aggregate import aggregate
+
+    lexicon, cells, coupling = aggregate(learn, plan, evidence, documents)
+    return {"lexicon": lexicon, "cells": cells, "coupling": coupling}
+
+
+def _emit(config: FinetuneConfig, learn: LearnConfig, base, base_sha: str, corpus_sha: str, student_kind: str,
+          documents, sources, plan, teacher, records, evidence, lexicon, cells, coupling, metrics, before) -> dict:  # fmt: skip
+    """The domain's cells merged with the base's (`_merged_document`), with their provenance,
+    written as the heatmap."""
+    import yaml
+
+    from heatc.learn.finetuning.merge import TRUSTED_SUPPORT
+    from heatc.learn.heatmaps.emit import write_heatmap
+    from heatc.learn.teaching.plan import plan_lexicon
+
     provenance = {
         "method": "heatc finetune: the base heatmap's student fine-tuned on the teacher's labels of a bounded sample "
         "of the domain, the domain's cells scored by the student and learned over the whole domain corpus",
         "base": {"heatmap": _display(config.base, config.output), "sha256": base_sha, "student": student_kind},
         "documents": sources,
-        "corpus_sha256": corpus_sha.hexdigest(),
-        "sentences": p.sentences,
+        "corpus_sha256": corpus_sha,
+        "sentences": plan.sentences,
         "teacher": teacher.name,
-        "teacher_sentences": len(p.teacher_sentences),
+        "teacher_sentences": len(plan.teacher_sentences),
         "teacher_probes": sum(len(r["probes"]) for r in records),
         "student_sentences": len(evidence),
         "seed": config.seed,
-        "budget": {"alarm_budget": config.alarm_budget, "min_worth": config.min_worth},
+        "budget": {"alarm_budget": config.cells.alarm_budget, "min_worth": config.cells.min_worth},
         "combined": "a cell the domain learns takes the domain's score (student couplings), statistics and range "
         f"(a range fitted to fewer values than the base's and fewer than {TRUSTED_SUPPORT} widened to the hull of both); "
         "a base cell it does not learn is kept as the base has it"
@@ -229,43 +231,78 @@ def finetune(config: FinetuneConfig, *, fresh: bool = False, progress: Progress 
         + "; the false alarms the kept cells and the bands a re-learned cell keeps from the base raise on the "
         "domain's clean text are paid from what the domain's cells leave of the budget, hottest first, "
         "and those it does not pay for are dropped",
-        "coupling": summary,
+        "coupling": coupling,
         "metrics": {**metrics, "base_student": before},
     }
-    doc, counts = _merged_document(config, base, lexicon, cells, provenance, learn, plan_lexicon(p), documents)
+    doc, counts = _merged_document(config, base, lexicon, cells, provenance, learn, plan_lexicon(plan), documents)
     doc["provenance"]["cells"] = dict(counts)
     header = (
         f"Fine-tuned by `heatc finetune` from {config.base.name} on {', '.join(s['file'] for s in sources)} "
         f"with teacher {teacher.name}.\n"
         "Domain cells: student pair couplings (percentiles) and the domain's values; base cells kept as they were."
     )
-    from heatc.learn.heatmaps.emit import write_heatmap
-
     write_heatmap(config.output, doc, header)
     yaml.safe_load(config.output.read_text(encoding="utf-8"))  # what it wrote reads back
+    return {"document": doc, "counts": counts}
+
+
+#: `heatc finetune`, stage by stage.
+STAGES = (
+    Stage("read", "read the base heatmap, its student and the domain's documents", ("config", "log"),
+          ("base", "base_sha", "student", "student_kind", "documents", "sources", "corpus_sha", "learn"), _read),
+    Stage("teacher", "load the teacher", ("config", "student"), ("teacher",), _teacher),
+    Stage("plan", "learn the domain's keywords and candidate cells, choose the teacher's sample (or resume)",
+          ("config", "learn", "base", "base_sha", "corpus_sha", "documents", "fresh", "progress", "log"),
+          ("work", "plan"), _plan,
+          lambda out: json_dump(out["plan"].to_json())),
+    Stage("label", "the teacher labels its sample, in checkpointed chunks", ("learn", "plan", "teacher", "work",
+          "progress"), ("records", "teacher_seconds"), _label, lambda out: json_dump(out["records"])),
+    Stage("distil", "fine-tune the base student (or train a new one), measure it before and after",
+          ("config", "learn", "plan", "records", "work", "teacher", "student", "student_kind", "progress"),
+          ("metrics", "model", "before"), _distil,
+          lambda out: json_dump({**out["metrics"], "base_student": out["before"]})),
+    Stage("score", "the student scores the domain's cells", ("learn", "plan", "model", "teacher", "documents",
+          "progress", "log"), ("evidence",), _score, lambda out: json_dump(out["evidence"])),
+    Stage("aggregate", "couplings and the domain's statistics become cells with ranges", ("learn", "plan", "evidence",
+          "documents"), ("lexicon", "cells", "coupling"), _aggregate, lambda out: json_dump(out["cells"])),
+    Stage("emit", "merge with the base heatmap's cells and write the heatmap",
+          ("config", "learn", "base", "base_sha", "corpus_sha", "student_kind", "documents", "sources", "plan",
+           "teacher", "records",
+           "evidence", "lexicon", "cells", "coupling", "metrics", "before"), ("document", "counts"), _emit),
+)  # fmt: skip
+
+
+def finetune(
+    config: FinetuneConfig, *, fresh: bool = False, progress: Progress = quiet, log=print, dump_after: str | None = None
+) -> dict:
+    """Run every stage (`STAGES`); returns a summary, with each stage's wall time under
+    "stages". Writes the domain heatmap and its student. `dump_after`: a stage whose output is
+    written beside the heatmap, as OUTPUT.STAGE.json."""
+    check_dump_after(STAGES, dump_after)
+    started = time.perf_counter()
+    stem = config.output.name.removesuffix(".yaml").removesuffix(".yml")
+    values = {"config": config, "fresh": fresh, "progress": progress, "log": log}
+    run = run_stages(STAGES, values, dump_after, config.output.with_name(f"{stem}.{dump_after}"))
+    v = run.values
     return {
-        "cells": len(doc["cells"]),
-        "domain_cells": len(cells),
-        "counts": dict(counts),
-        "teacher_seconds": round(teacher_seconds, 1),
+        "cells": len(v["document"]["cells"]),
+        "domain_cells": len(v["cells"]),
+        "counts": dict(v["counts"]),
+        "teacher_seconds": round(v["teacher_seconds"], 1),
         "seconds": round(time.perf_counter() - started, 1),
-        "metrics": metrics,
-        "base_student": before,
-        "candidate_cells": summary["candidate_cells"],
-        "checked_sentences": summary["checked_sentences"],
+        "metrics": v["metrics"],
+        "base_student": v["before"],
+        "candidate_cells": v["coupling"]["candidate_cells"],
+        "checked_sentences": v["coupling"]["checked_sentences"],
+        "stages": run.seconds,
+        "dumped": str(run.dumped) if run.dumped else None,
     }
 
 
-def _sentences(d: Document) -> list[str]:
-    from heatc.learn.text.corpus import sentences
-
-    return sentences(d.text)
-
-
-def _fidelity_before(student, kind: str, records, p, teacher, student_metrics, seed: int) -> dict:
+def _fidelity_before(student, kind: str, records, p, teacher, seed: int) -> dict:
     """The base student's fidelity on the same held-out teacher sentences (pair metrics only
     when it has a trained pair head)."""
-    from heatc.learn.students.distil import _examples
+    from heatc.learn.students.distil import _examples, student_metrics
 
     if student is None:
         return {}
@@ -273,14 +310,6 @@ def _fidelity_before(student, kind: str, records, p, teacher, student_metrics, s
     m = student_metrics(student, train, test, seed)
     keep = ("student_auc", "pair_spearman", "pair_auc") if kind == "pair" else ("student_auc",)
     return {k: m[k] for k in keep if k in m}
-
-
-def _distil(learn: LearnConfig, p, records, work: Path, teacher, progress, init, lr: float | None, base_config):
-    """Fine-tune the base student (its own configuration: a student of an earlier heatc keeps
-    its pair head) or, with none, train a new one."""
-    from heatc.learn.students.distil import distil
-
-    return distil(learn, p, records, work, teacher, progress, init=init, lr=lr, base_config=base_config)
 
 
 def _display(path: Path, output: Path) -> str:
@@ -319,7 +348,7 @@ def _merged_document(
     inherited = [(n, score[n], rejections.get(n, 0)) for n in kept] + [
         (f"band {n}", score[n], max(rejections.get(n, 0) - plain.get(n, 0), 0)) for n in banded
     ]
-    left = config.alarm_budget * provenance["coupling"]["checked_sentences"] - sum(c.charged for c in cells)
+    left = config.cells.alarm_budget * provenance["coupling"]["checked_sentences"] - sum(c.charged for c in cells)
     paid = affordable(inherited, left)
     merged, dropped = drop_rejecting(merged, [n for n in kept if n not in paid], rejections)
     if banded:
