@@ -177,6 +177,53 @@ def test_guard_passes_exactly_the_candidates_the_reference_accepts(backend, pref
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=25, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from(range(1, len(VOCAB))), max_size=8), min_size=3, max_size=3))
+def test_guard_judges_each_row_on_its_own_text(backend, texts):
+    """Rows with different texts judged in one call, every candidate of each: each row's mask
+    is the reference's for its own text (the native core tries them one after another on one
+    scratch slot, copying only what a try can read: nothing of one row's try may reach the
+    next row's)."""
+    d = driver(3, backend)
+    for row in range(3):
+        d.start(row, guard(len(VOCAB)))
+    for row, tokens in enumerate(texts):
+        for token in tokens:
+            d.feed(np.array([row]), np.array([token]))
+    candidates = np.tile(np.arange(len(VOCAB)), (3, 1))
+    ok = d.guard(np.arange(3), candidates, np.ones_like(candidates, bool)).ok
+    for row, tokens in enumerate(texts):
+        text = b"".join(VOCAB[i] for i in tokens)
+        assert ok[row].tolist() == [_oracle(text, piece) for piece in VOCAB], text
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_try_leaves_nothing_behind_for_the_next_row(backend):
+    """A try that leaves a thread waiting on its last element (row 0: "dose 500" + " mg" waits
+    for "daily") must not lend it to the next row's try, which starts the rule afresh and then
+    writes that last element (row 1: " dose daily" is no dose at all): the native core copies a
+    try only the rules live in its own row and clears what a try left live."""
+    program = compile_source(
+        'ruleset t "t"\nclass dose keyword = "dose"\nclass mg unit = "mg"\n'
+        'rule dose_mg "dose" heat 0.9 {\n  match dose ..4 v:number ..2 mg ..2 "daily"\n  require v in [1, 100]\n}\n'
+    )
+    module = compile_wasm(program)
+    vocab = [b"", b"dose", b" 500", b" mg", b" dose daily", b" daily"]
+    ck = (
+        from_bytes(module.manifest, hct_bytes(program, pack(program), (0, 0)), backend="native")
+        if backend == "native"
+        else from_bytes(module.manifest, module.wasm)
+    )
+    d = Driver(ck, TokenTable("t", vocab, "test", ""), 2, vocab_size=len(vocab))
+    for row in (0, 1):
+        d.start(row, guard(2))
+    for token in (1, 2):
+        d.feed(np.array([0]), np.array([token]))
+    cand = np.array([[3, 3], [4, 5]])
+    assert d.guard(np.array([0, 1]), cand, np.ones_like(cand, bool)).ok.tolist() == [[True, True], [True, True]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_guard_on_numbers_split_over_tokens(backend):
     d = driver(3, backend)
     for row in range(3):

@@ -226,22 +226,62 @@ HEATC_HD HEATC_INLINE void copy_state(uint8_t* dst, const uint8_t* src, uint32_t
   for (uint32_t w = 0; w < ss / 8; w++) ((uint64_t*)dst)[w] = ((const uint64_t*)src)[w];  // (records are 8-aligned)
 }
 
+// A *clean* scratch slot: every rule whose bit in active_rules is clear has no live thread
+// slot there (as in any state record: step_rule keeps the bits in step with the slots).
+// A try then needs of the sequence only what it can read: the state's head — everything
+// before the first rule's state: lexer, counters, active_rules, look-behind, anchors,
+// channels — and the states of the rules with live threads; a rule with none reads only its
+// slots' `active` bytes, which a clean slot has at 0. (The learned medical heatmap: 384 bytes
+// of head and a few rules' slots instead of 11,824 bytes a try.) Rules' `rejected` and
+// `matches` words are left stale: a try compares the head's rejections only, and stores no
+// snapshot (which would read verdicts).
+HEATC_HD HEATC_INLINE void copy_for_try(const Program& g, uint8_t* dst, const uint8_t* src) {
+  const uint32_t head =
+      g.p[HEATC_P_N_RULES] ? ld<uint32_t>(rule_rec(g, 0) + HEATC_RULE_STATE_OFF) : g.p[HEATC_P_STATE_SIZE];
+  copy_state(dst, src, head);
+  ActiveRules each = active_rules(g);
+  uint32_t r;
+  while (next_active(g, src, each, r)) {
+    const uint8_t* rec = rule_rec(g, r);
+    const uint32_t off = ld<uint32_t>(rec + HEATC_RULE_STATE_OFF) + 8;
+    copy(dst + off, src + off,
+         (ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS) - 1) * ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE));
+  }
+}
+
+// After a try on a clean slot: the slots of the rules it left live go back to dead (as
+// finish() ends them), so the slot is clean for the next try.
+HEATC_HD HEATC_INLINE void clean_after_try(const Program& g, uint8_t* s) {
+  ActiveRules each = active_rules(g);
+  uint32_t r;
+  while (next_active(g, s, each, r)) {
+    const uint8_t* rec = rule_rec(g, r);
+    zero(s + ld<uint32_t>(rec + HEATC_RULE_STATE_OFF) + 8,
+         (ld<uint32_t>(rec + HEATC_RULE_N_ELEMENTS) - 1) * ld<uint32_t>(rec + HEATC_RULE_SLOT_SIZE));
+  }
+}
+
 // one try: the candidate (then `extra`, as one more token) on a copy of `src`, the text ended
 // there; whether the rejections stayed at `base`. `steps` is the try's step budget (Io's
 // steps_left: the host's, for tables it does not trust); past it `out_of_steps` is set and
-// the try fails.
+// the try fails. With `clean` the scratch slot is clean (copy_for_try), and is left clean.
 HEATC_HD HEATC_CALL bool guard_try(const Program& g, const Tokens& tk, const uint8_t* src, uint8_t* scratch,
                                    uint32_t id, const uint8_t* extra, uint32_t n_extra, uint64_t base,
-                                   uint64_t steps, uint32_t& out_of_steps) {
+                                   uint64_t steps, uint32_t& out_of_steps, bool clean) {
   const uint32_t ss = g.p[HEATC_P_STATE_SIZE];
-  copy_state(scratch, src, ss);
+  if (clean)
+    copy_for_try(g, scratch, src);
+  else
+    copy_state(scratch, src, ss);
   Io io = row_io(g, scratch + ss - HEATC_OUT_HEAD, 0, 0, tk, 1);  // counts, stores nothing
   io.steps_left = steps;
   step(g, io, scratch, 0, id);
   if (n_extra && !io.out_of_steps) feed(g, io, scratch, 0, extra, n_extra, 1);
   if (!io.out_of_steps) flush_lexer(g, io, scratch, 0);
   out_of_steps |= io.out_of_steps;
-  return !io.out_of_steps && rejections(g, scratch) == base;
+  const bool kept = !io.out_of_steps && rejections(g, scratch) == base;
+  if (clean) clean_after_try(g, scratch);
+  return kept;
 }
 
 // The decision for candidate `id` of the sequence at `src` whose text ends in `tail`
@@ -249,9 +289,11 @@ HEATC_HD HEATC_CALL bool guard_try(const Program& g, const Tokens& tk, const uin
 // out of range or negative — unusable —, or a finished stream). Each try runs under `steps`
 // (the native host's budget; unlimited by default); a try past it sets `*out_of_steps` and
 // the decision is _REFUSED (the host raises a trap instead of using it).
+// `clean`: the scratch slot is kept clean between calls (copy_for_try: the native host's one
+// slot, zeroed when made).
 HEATC_HD HEATC_CALL uint8_t guard_decide(const Program& g, const Tokens& tk, const uint8_t* src, const uint8_t* tail,
                                          int64_t id, uint8_t* scratch, uint64_t steps = ~0ull,
-                                         uint32_t* out_of_steps = nullptr) {
+                                         uint32_t* out_of_steps = nullptr, bool clean = false) {
   if (id < 0 || id >= (int64_t)tk.n || (ld<uint32_t>(src + g.p[HEATC_P_OFF_FLAGS]) & 1)) return HEATC_MASK_REFUSED;
   uint32_t off = tk.offsets[id], stop = tk.offsets[id + 1];
   if (off > stop || stop > tk.total) return HEATC_MASK_REFUSED;
@@ -264,15 +306,15 @@ HEATC_HD HEATC_CALL uint8_t guard_decide(const Program& g, const Tokens& tk, con
   const uint8_t* as_number = (const uint8_t*)HEATC_GUARD_AS_NUMBER;
   const uint32_t n_as = sizeof(HEATC_GUARD_AS_NUMBER) - 1;
   uint32_t spent = 0;
-  bool ok = guard_try(g, tk, src, scratch, (uint32_t)id, nullptr, 0, base, steps, spent);
+  bool ok = guard_try(g, tk, src, scratch, (uint32_t)id, nullptr, 0, base, steps, spent, clean);
   // a number must not escape its rule by growing into a year
-  if (ok && n && year_shaped(e)) ok = guard_try(g, tk, src, scratch, (uint32_t)id, as_number, n_as, base, steps, spent);
+  if (ok && n && year_shaped(e)) ok = guard_try(g, tk, src, scratch, (uint32_t)id, as_number, n_as, base, steps, spent, clean);
   if (!ok && !spent && n && opens_number(e)) {
     const uint8_t* probes = (const uint8_t*)HEATC_GUARD_PROBE_TEXT;
     const uint32_t lengths[HEATC_GUARD_N_PROBES] = HEATC_GUARD_PROBE_LENGTHS;
     uint32_t at = 0;
     for (uint32_t q = 0; q < HEATC_GUARD_N_PROBES && !ok && !spent; at += lengths[q], q++) {
-      bool passed = guard_try(g, tk, src, scratch, (uint32_t)id, probes + at, lengths[q], base, steps, spent);
+      bool passed = guard_try(g, tk, src, scratch, (uint32_t)id, probes + at, lengths[q], base, steps, spent, clean);
       if (passed) {
         Ends f = e;
         ends_push(f, probes + at, lengths[q]);
@@ -280,7 +322,7 @@ HEATC_HD HEATC_CALL uint8_t guard_decide(const Program& g, const Tokens& tk, con
           uint8_t both[8];  // the probe, then AS_NUMBER, as one token
           for (uint32_t j = 0; j < lengths[q]; j++) both[j] = probes[at + j];
           for (uint32_t j = 0; j < n_as; j++) both[lengths[q] + j] = as_number[j];
-          passed = guard_try(g, tk, src, scratch, (uint32_t)id, both, lengths[q] + n_as, base, steps, spent);
+          passed = guard_try(g, tk, src, scratch, (uint32_t)id, both, lengths[q] + n_as, base, steps, spent, clean);
         }
       }
       ok = passed;

@@ -1033,8 +1033,10 @@ PyObject* module_guard(PyObject* self, PyObject* const* args, Py_ssize_t nargs) 
   if (load_io(m, io, true) < 0) return nullptr;
   heatc::Tokens tk = {io.tok_offsets, io.tok_bytes, io.n_tokens, io.tok_total};
   if (!m->scratch) {
-    m->scratch = (uint8_t*)aligned_alloc(64, (heatc::guard_slot(g) + 63) / 64 * 64);
+    const uint64_t bytes = (heatc::guard_slot(g) + 63) / 64 * 64;
+    m->scratch = (uint8_t*)aligned_alloc(64, bytes);
     if (!m->scratch) return PyErr_NoMemory();
+    memset(m->scratch, 0, bytes);  // clean (heatc::copy_for_try): a try copies only what it can read
   }
   const int64_t* c = cand.as<int64_t>();
   const uint8_t* t = tails.as<uint8_t>();
@@ -1051,7 +1053,7 @@ PyObject* module_guard(PyObject* self, PyObject* const* args, Py_ssize_t nargs) 
       uint64_t budget = steps(m, (id >= 0 && id < (int64_t)io.n_tokens ? token_bytes(io, (uint32_t)id) : 0) + 8);
       uint8_t v = passed && id >= 0 ? (uint8_t)HEATC_MASK_UNTRIED
                                     : heatc::guard_decide(g, tk, states + (uint64_t)r[i] * ss,
-                                                          t + i * HEATC_GUARD_TAIL, id, scratch, budget, &spent);
+                                                          t + i * HEATC_GUARD_TAIL, id, scratch, budget, &spent, true);
       passed |= greedy && v == HEATC_MASK_ALLOWED;
       out[i * k + j] = v;
     }

@@ -273,7 +273,7 @@ class Checker:
             n_ev, n_snap = min(n_ev, self.ev_cap), min(n_snap, self.snap_cap)
         decoded = (
             self._decoder.events(memoryview(mem)[self._ev_ptr : self._ev_ptr + n_ev * self.event_size])
-            if events
+            if events and n_ev
             else []
         )
         snaps = (

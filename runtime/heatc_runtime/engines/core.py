@@ -91,6 +91,7 @@ class Driver(Interventions):
         self._len = np.zeros(capacity, np.int64)
         self._every = np.arange(capacity, dtype=np.int64)  # (feed's fast path: every row, in order)
         self._every.flags.writeable = False  # (handed out as `every`: nobody may change it)
+        self._every_bytes = self._every.tobytes()
         # every step's ids, the whole batch's (one array copy a step; a row's tokens are read
         # back when it ends): steps from _hist0 on, each row's first at _start[row]
         self._hist: list[np.ndarray] = []
@@ -122,6 +123,13 @@ class Driver(Interventions):
     def every(self) -> np.ndarray:
         """Every row, in order (int64): passed as `rows`, feed needs no comparison to know it."""
         return self._every
+
+    def _is_every(self, rows: np.ndarray) -> bool:
+        """Whether `rows` (int64) are every row in order — then the per-row arrays are read
+        whole, not gathered (a byte comparison: np.array_equal costs ten times as much)."""
+        return rows is self._every or (
+            len(rows) == self.capacity and isinstance(rows, np.ndarray) and rows.tobytes() == self._every_bytes
+        )
 
     def _lookahead(self):
         if self._look is None:
@@ -259,7 +267,7 @@ class Driver(Interventions):
         if self._guarding:
             self._tails_step(rows, ids)
         view = self._ids
-        if len(rows) == self.capacity and (rows is self._every or np.array_equal(rows, self._every)):
+        if self._is_every(rows):
             # (every row, in order: what a transformers step feeds; vLLM's slots come in any order)
             view[:] = ids
             self._len += 1
@@ -337,7 +345,7 @@ class Driver(Interventions):
                 self._force[row] = -1
 
     def max_k(self, rows: np.ndarray) -> int:
-        return int(self._k[rows].max(initial=1))
+        return int((self._k if self._is_every(rows) else self._k[rows]).max(initial=1))
 
     def guard(self, rows: np.ndarray, candidates: np.ndarray, usable: np.ndarray, greedy: bool = False) -> GuardStep:
         """Guard's decision for `candidates` (rows × K token ids, best first) of the sequences
@@ -351,13 +359,15 @@ class Driver(Interventions):
         if self._tentative:
             for row in rows.tolist():
                 self._tentative.pop(row, None)
-        force, k = self._force[rows], self._k[rows]
+        every = self._is_every(rows)
+        # (a copy of the forced tokens: the policies write the step's own)
+        force, k = (self._force.copy(), self._k) if every else (self._force[rows], self._k[rows])
         forcing = force.max(initial=-1) >= 0
         if forcing or k.min(initial=width) < width:
             usable = usable & (np.arange(width)[None, :] < k[:, None]) & (force < 0)[:, None]
         # (the common step: every candidate usable, none forced — no masking pass over them)
         cands = np.ascontiguousarray(candidates if usable.all() else np.where(usable, candidates, -1), dtype=np.int64)
-        tails = self._tails[rows]
+        tails = self._tails if every else self._tails[rows]
         mask = self._decide(self.batch, self._lookahead, rows, cands, usable, tails, greedy)
         ok = mask == MASK_ALLOWED
         untried = mask == MASK_UNTRIED

@@ -96,7 +96,7 @@ class _Request:
 class _Group:
     """The requests of one driver, as arrays for a step (rebuilt when the batch changes)."""
 
-    __slots__ = ("all_indices", "driver", "eos", "greedy", "guarded", "indices", "reqs", "slots")
+    __slots__ = ("all_indices", "driver", "eos", "greedy", "guarded", "indices", "ordered", "reqs", "slots", "top")
 
     def __init__(self, driver, members: list[tuple[int, _Request]]):
         self.driver = driver
@@ -108,6 +108,9 @@ class _Group:
         self.indices = np.array([i for i, _ in guard], np.int64)
         self.eos = [r.eos for _, r in guard]
         self.greedy = all(r.greedy for _, r in guard)
+        # the guard rows are the logits' first rows, in order (the scores are then read whole)
+        self.ordered = bool((self.indices == np.arange(len(self.indices))).all())
+        self.top = int(self.indices.max(initial=-1))
 
 
 try:  # vLLM's model runner V2 has a logits-processor interface of its own (engines/vllm_v2.py)
@@ -308,21 +311,32 @@ class HeatcLogitsProcessor(*_BASES):
         module (more only when a request gained several tokens, or when one catches up)."""
         for g in self._grouped():
             reqs = g.reqs
-            fed = np.fromiter((len(r.output) - r.fed for r in reqs), np.int64, len(reqs))
-            while True:
-                new = np.flatnonzero(fed > 0)
+            behind = [len(r.output) - r.fed for r in reqs]
+            if behind and min(behind) == 1 == max(behind):  # (the common step: one token each, in the list already)
+                ids = np.array([r.output[-1] for r in reqs], np.int64)
+                if ids.min() >= 0:
+                    self._feed(g.driver, reqs, g.slots, ids)
+                    continue
+            self._catch_up(g, np.array(behind, np.int64))
+
+    def _catch_up(self, g: _Group, fed: np.ndarray) -> None:
+        """Requests that gained other than one token each since the last step (`fed`: how many
+        each), or whose new token vLLM has not filled in yet: a runtime call per position."""
+        reqs = g.reqs
+        while True:
+            new = np.flatnonzero(fed > 0)
+            if not len(new):
+                break
+            group = [reqs[i] for i in new.tolist()]
+            ids = np.fromiter((r.output[r.fed] for r in group), np.int64, len(group))
+            keep = ids >= 0
+            if not keep.all():  # (a placeholder vLLM fills in later: wait for it)
+                fed[new[~keep]] = 0
+                new, ids, group = new[keep], ids[keep], [r for r, k in zip(group, keep.tolist(), strict=True) if k]
                 if not len(new):
                     break
-                group = [reqs[i] for i in new.tolist()]
-                ids = np.fromiter((r.output[r.fed] for r in group), np.int64, len(group))
-                keep = ids >= 0
-                if not keep.all():  # (a placeholder vLLM fills in later: wait for it)
-                    fed[new[~keep]] = 0
-                    new, ids, group = new[keep], ids[keep], [r for r, k in zip(group, keep.tolist(), strict=True) if k]
-                    if not len(new):
-                        break
-                self._feed(g.driver, group, g.slots[new], ids)
-                fed[new] -= 1
+            self._feed(g.driver, group, g.slots[new], ids)
+            fed[new] -= 1
 
     def _sync_one(self, req: _Request) -> None:
         """Feed one request what it has not been fed (before it leaves the batch)."""
@@ -389,8 +403,9 @@ class HeatcLogitsProcessor(*_BASES):
         if not self._live:
             return logits
         rows = logits.shape[0]
-        for index, req in self._live.items():
-            if req.force_eos and index < rows and req.eos:
+        ending = [(index, req) for index, req in self._live.items() if req.force_eos]
+        for index, req in ending:
+            if index < rows and req.eos:
                 force_eos(logits, index, req.eos)
         for g in self._grouped():
             if isinstance(g.driver, DeviceDriver):
@@ -398,17 +413,21 @@ class HeatcLogitsProcessor(*_BASES):
                 continue
             if not len(g.indices):
                 continue
-            live = (g.indices < rows) & np.fromiter(
-                (not self._live[i].force_eos for i in g.indices.tolist()), bool, len(g.indices)
-            )
-            if not live.all():
+            if ending or g.top >= rows:
+                live = (g.indices < rows) & np.fromiter(
+                    (not self._live[i].force_eos for i in g.indices.tolist()), bool, len(g.indices)
+                )
+            else:  # (the common step: no request ends, every guard row has its logits)
+                live = None
+            if live is not None and not live.all():
                 if not live.any():
                     continue
                 slots, indices = g.guarded[live], g.indices[live]
                 eos = [e for e, keep in zip(g.eos, live.tolist(), strict=True) if keep]
+                whole = len(indices) == rows and (indices == np.arange(rows)).all()
             else:
                 slots, indices, eos = g.guarded, g.indices, g.eos
-            whole = len(indices) == rows and (indices == np.arange(rows)).all()
+                whole = len(indices) == rows and g.ordered
             try:
                 guard_scores(g.driver, logits, slots, None if whole else indices, eos, g.greedy)
             except (ModuleTrap, ValueError) as e:
