@@ -28,6 +28,7 @@ resumes it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import re
 import sys
@@ -92,7 +93,7 @@ class Rules:
         self.threshold = float(doc["thresholds"]["sensitivity"])
         doc["thresholds"]["sensitivity"] = 0.0
         doc["expects"] = []
-        from heatc.learn.emit import dump_heatmap
+        from heatc.learn.heatmaps.emit import dump_heatmap
 
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=heatmap.parent, delete=False) as f:
             f.write(dump_heatmap(doc))
@@ -111,7 +112,7 @@ class Rules:
 
 
 def _stream(text: str) -> tuple[str, list[tuple[int, int]]]:
-    from heatc.learn.corpus import sentences
+    from heatc.learn.text.corpus import sentences
 
     parts, spans, pos = [], [], 0
     for s in sentences(text):
@@ -194,7 +195,8 @@ def _fold(domain: str, fold: int, pdfs: list[Path], docs, args) -> dict:
     """Fine-tune on the pages of half `fold` and evaluate on the other half; the result has
     the operating points (`POINTS`: heatmap, threshold) besides `evaluate`'s."""
     from heatc.errors import HeatError
-    from heatc.learn.finetune import FinetuneConfig, finetune
+    from heatc.learn.config import FINETUNE_CELLS, FinetuneConfig
+    from heatc.learn.finetuning.finetune import finetune
 
     learn_pages = {
         str(p): [pg.page for pg in d.pages if _half(p, pg.page, args.seed) == fold]
@@ -207,8 +209,10 @@ def _fold(domain: str, fold: int, pdfs: list[Path], docs, args) -> dict:
     config = FinetuneConfig(
         base=base, output=out, pdfs=pdfs, pages=learn_pages, seed=args.seed,
         teacher_sentences=args.teacher_sentences, epochs=args.epochs,
-        **({} if args.alarm_budget is None else {"alarm_budget": args.alarm_budget}),
-        **({} if args.min_worth is None else {"min_worth": args.min_worth}),
+        cells=dataclasses.replace(
+            FINETUNE_CELLS, **({} if args.alarm_budget is None else {"alarm_budget": args.alarm_budget}),
+            **({} if args.min_worth is None else {"min_worth": args.min_worth}),
+        ),
     )  # fmt: skip
     t0 = time.perf_counter()
     try:

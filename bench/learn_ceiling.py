@@ -58,7 +58,7 @@ TRIMS = (0.0, 0.01, 0.05, 0.1)  # quantiles cut from each end of a context's val
 
 
 def _stopwords() -> frozenset[str]:
-    from heatc.learn.lexemes import STOPWORDS
+    from heatc.learn.text.lexemes import STOPWORDS
 
     return STOPWORDS
 

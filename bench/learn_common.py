@@ -32,7 +32,7 @@ def _key(seed: int, text: str) -> bytes:
 
 
 def documents(domain: str):
-    from heatc.learn.corpus import read_corpus
+    from heatc.learn.text.corpus import read_corpus
 
     return read_corpus(CORPORA[domain])
 
@@ -42,7 +42,7 @@ def split_documents(domain: str, seed: int = 0, test_share: float = 0.5):
     (`copy_groups`: MTSamples files a transcription under several specialties) goes where
     the document goes — held-out text the learner has read is not held out —, and the held-out
     half keeps one of each copy: a note filed three times is one note's sentences, not three."""
-    from heatc.learn.corpus import copy_groups
+    from heatc.learn.text.corpus import copy_groups
 
     docs = documents(domain)
     groups = copy_groups([d.text for d in docs])
@@ -56,7 +56,7 @@ def split_documents(domain: str, seed: int = 0, test_share: float = 0.5):
 
 
 def sample_sentences(docs, n: int, seed: int = 0, max_chars: int = 300) -> list[str]:
-    from heatc.learn.corpus import sentences
+    from heatc.learn.text.corpus import sentences
 
     pool = sorted({s for d in docs for s in sentences(d.text) if len(s) <= max_chars}, key=lambda s: _key(seed, s))
     return pool[:n]
@@ -64,8 +64,8 @@ def sample_sentences(docs, n: int, seed: int = 0, max_chars: int = 300) -> list[
 
 def label_sentences(teacher, texts: list[str], batch_size: int = 16, seed: int = 0):
     """TokenExamples with the teacher's token sensitivity, and the seconds it took."""
-    from heatc.learn.labels import token_sensitivity
-    from heatc.learn.student import TokenExample
+    from heatc.learn.students.student import TokenExample
+    from heatc.learn.teaching.labels import token_sensitivity
 
     out = []
     ordered = sorted(texts, key=len)

@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--notes", type=int, default=120, help="General Medicine notes heatc learn reads")
     ap.add_argument("--only", choices=("learn", "finetune"), help="run one of the two")
     args = ap.parse_args()
-    from heatc.learn.corpus import read_corpus
+    from heatc.learn.text.corpus import read_corpus
 
     print(f"machine: {machine()}")
     WORK.mkdir(parents=True, exist_ok=True)

@@ -44,8 +44,8 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from heatc.learn import student as st
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.students import student as st
+    from heatc.learn.teaching.teacher import load_teacher
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     teacher = load_teacher()
@@ -71,10 +71,10 @@ def main() -> None:
         test = labelled[held]
         vocab = len(teacher.tokenizer)
         cfg = st.StudentConfig(vocab_size=vocab, features=FEATURES)
-        model = st.train(cfg, train, epochs=args.epochs, seed=args.seed, table=table)
+        model = st.train(cfg, train, st.Training(epochs=args.epochs, seed=args.seed), table=table)
         lstm_cfg = st.StudentConfig(vocab_size=vocab, kind="lstm", features=FEATURES)
-        lstm = st.train(lstm_cfg, train, epochs=args.epochs, seed=args.seed, table=table)
-        own = st.train(st.StudentConfig(vocab_size=vocab), train, epochs=args.epochs, seed=args.seed)
+        lstm = st.train(lstm_cfg, train, st.Training(epochs=args.epochs, seed=args.seed), table=table)
+        own = st.train(st.StudentConfig(vocab_size=vocab), train, st.Training(epochs=args.epochs, seed=args.seed))
         students[held] = model
         row = [
             st.evaluate_auc(st.model_scorer(model, cfg.max_length), test),

@@ -31,8 +31,8 @@ FEATURES = 64  # as heatc learn's student
 
 def _value_sentences(docs, n: int, seed: int, program, groups) -> list[str]:
     """n sentences, in the sample's order, with a value that is an occurrence of a cell."""
-    from heatc.learn.evidence import occurrences
-    from heatc.learn.lexemes import lex_sentence
+    from heatc.learn.text.evidence import occurrences
+    from heatc.learn.text.lexemes import lex_sentence
 
     out = []
     for s in sample_sentences(docs, 40 * n, seed):
@@ -44,17 +44,17 @@ def _value_sentences(docs, n: int, seed: int, program, groups) -> list[str]:
 
 
 def _label(teacher, config, program, groups, texts: list[str]) -> tuple[list[dict], float]:
-    from heatc.learn.evidence import occurrences
-    from heatc.learn.labelling import label_batch
-    from heatc.learn.lexemes import lex_sentence
+    from heatc.learn.teaching.labelling import label_batch
+    from heatc.learn.text.evidence import occurrences
+    from heatc.learn.text.lexemes import lex_sentence
 
     ordered = sorted(texts, key=len)
     records = []
     t0 = time.perf_counter()
-    for b0 in range(0, len(ordered), config.batch_size):
-        group = ordered[b0 : b0 + config.batch_size]
+    for b0 in range(0, len(ordered), config.teaching.batch_size):
+        group = ordered[b0 : b0 + config.teaching.batch_size]
         lexed = [lex_sentence(program, s) for s in group]
-        chosen = [[o.value for o in occurrences(lx, groups)][: config.probes_per_sentence] for lx in lexed]
+        chosen = [[o.value for o in occurrences(lx, groups)][: config.teaching.probes_per_sentence] for lx in lexed]
         records.extend(label_batch(config, teacher, group, lexed, chosen))
     return records, time.perf_counter() - t0
 
@@ -63,8 +63,8 @@ def _distance_fidelity(examples) -> dict:
     """The baseline that knows only distance: nearer lexemes couple more."""
     import numpy as np
 
-    from heatc.learn.pair_student import _spearman
-    from heatc.learn.student import per_sentence_auc
+    from heatc.learn.students.pair_student import _spearman
+    from heatc.learn.students.student import per_sentence_auc
 
     rhos, aucs = [], []
     for e in examples:
@@ -106,12 +106,12 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from heatc.learn import pair_onnx
-    from heatc.learn import pair_student as ps
-    from heatc.learn import student as st
     from heatc.learn.config import LearnConfig
-    from heatc.learn.lexemes import Lexicon
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.students import pair_onnx
+    from heatc.learn.students import pair_student as ps
+    from heatc.learn.students import student as st
+    from heatc.learn.teaching.teacher import load_teacher
+    from heatc.learn.text.lexemes import Lexicon
 
     teacher = load_teacher()
     lexicon = Lexicon()
@@ -155,7 +155,7 @@ def main() -> None:
             )
             runs = []
             for k in range(args.train_seeds):  # training seeds: the mean over them is less noisy than one
-                model = ps.train_pair(cfg, train, epochs=args.epochs, seed=args.seed + k, table=table)
+                model = ps.train_pair(cfg, train, st.Training(epochs=args.epochs, seed=args.seed + k), table=table)
                 runs.append(ps.pair_fidelity(model, test))
                 if kind == "transformer" and k == 0:
                     with tempfile.TemporaryDirectory() as tmp:

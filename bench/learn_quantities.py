@@ -1,5 +1,5 @@
 """Which keywords of a shipped heatmap's cells name a measured quantity, by the learner's test
-(`heatc.learn.quantities`) run on a corpus: `python bench/learn_quantities.py`.
+(`heatc.learn.text.quantities`) run on a corpus: `python bench/learn_quantities.py`.
 
 By default: the keywords of `heatmaps/medical.yaml`'s cells, on the 260 MTSamples General
 Medicine notes. Prints how many the test keeps, and for each word asked about (`--words`)
@@ -17,10 +17,10 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import learn_usefulness as lu  # bench/, beside this script
 
-from heatc.learn.aggregate import counted_text
-from heatc.learn.corpus import read_corpus
-from heatc.learn.lexemes import Lexicon
-from heatc.learn.quantities import MIN_VALUES, is_quantity, keyword_profiles, quantity_score
+from heatc.learn.heatmaps.aggregate import counted_text
+from heatc.learn.text.corpus import read_corpus
+from heatc.learn.text.lexemes import Lexicon
+from heatc.learn.text.quantities import MIN_VALUES, is_quantity, keyword_profiles, quantity_score
 
 REPO = Path(__file__).resolve().parent.parent
 WORDS = "patient hospital motor findings morning pleasant well oriented given last follow glucose hematocrit pulse"

@@ -117,7 +117,7 @@ def learn_heatmap(
     domain: str, docs, args, alarm_budget: float, bands: bool, seed: int = 0, dimensions: bool = False
 ) -> Path:
     from heatc.errors import HeatError
-    from heatc.learn.config import LearnConfig
+    from heatc.learn.config import CellsConfig, DistilConfig, LearnConfig, TeachingConfig
     from heatc.learn.pipeline import learn
 
     # the teacher reads a bounded sample and the student scores the cells, as `heatc learn`
@@ -130,11 +130,7 @@ def learn_heatmap(
     corpus = folder / "learn-half.jsonl"
     corpus.write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n" for d in docs), encoding="utf-8")
     out = folder / f"{domain}.yaml"
-    config = LearnConfig(
-        corpus=[corpus], output=out, name=domain, seed=seed, label_sentences=args.label_sentences,
-        max_probe_sentences=args.probe_sentences, student=scored_by_student, alarm_budget=alarm_budget,
-        teacher_sentences=args.teacher_sentences, bands=bands, places=args.places, dimensions=dimensions,
-    )  # fmt: skip
+    config = LearnConfig(corpus=[corpus], output=out, name=domain, seed=seed, teaching=TeachingConfig(label_sentences=args.label_sentences, max_probe_sentences=args.probe_sentences, teacher_sentences=args.teacher_sentences), cells=CellsConfig(alarm_budget=alarm_budget, bands=bands, places=args.places, dimensions=dimensions), distil=DistilConfig(student=scored_by_student))  # fmt: skip
     t0 = time.perf_counter()
     try:
         summary = learn(config, log=lambda m: print(f"  {m}"))
@@ -207,7 +203,7 @@ def rejected(events) -> Counter:
 
 def document_stream(doc) -> tuple[str, list[tuple[int, int]]]:
     """The document as its sentences joined by spaces, with each sentence's byte span."""
-    from heatc.learn.corpus import sentences
+    from heatc.learn.text.corpus import sentences
 
     parts, spans, pos = [], [], 0
     for s in sentences(doc.text):
@@ -508,7 +504,7 @@ def main() -> None:
                 f"  payment terms stated again in a contract: {restated}, {differ} with another number than the first"
             )
     if args.in_sample:
-        from heatc.learn.corpus import read_corpus
+        from heatc.learn.text.corpus import read_corpus
 
         notes = read_corpus([GENERAL_MEDICINE])
         context = unit_contexts("medical", notes)

@@ -94,7 +94,7 @@ def fda_halves(seed: int, split: str):
     half's sentences of each page as a text) and the sentences of each document. The sentence
     split is the default: a deployment's traffic over time, where tomorrow's responses are
     like today's; the page split holds out whole label sections (new documents)."""
-    from heatc.learn.corpus import sentences
+    from heatc.learn.text.corpus import sentences
     from heatc.pdf import extract
 
     docs = [(f"{path.name}#{page.page}", sentences(page.text), path, page.page)
@@ -112,7 +112,7 @@ def fda_halves(seed: int, split: str):
 def mtsamples_halves(seed: int):
     """The notes `learn_common.split_documents` learns from (half 0) and holds out (half 1):
     the documents and their sentences."""
-    from heatc.learn.corpus import sentences
+    from heatc.learn.text.corpus import sentences
 
     learn, held = split_documents("medical", seed)
     return [(docs, [sentences(d.text) for d in docs]) for docs in (learn, held)]
@@ -122,7 +122,7 @@ def _by_sentence(docs, seed: int):
     """Each sentence to a half by a hash of its text (a sentence written twice goes one way):
     the traffic of one deployment over time, where tomorrow's responses are like today's. What
     heatc finetune reads of a half: each document's sentences of that half, as a text."""
-    from heatc.learn.corpus import Document
+    from heatc.learn.text.corpus import Document
 
     halves = [([], []), ([], [])]
     for doc_id, sents, _, _ in docs:
@@ -210,7 +210,8 @@ def score(m: Measured, responses: list[Response], checked: list[bool]) -> dict:
 
 def finetuned(learn, folder: Path, args) -> Path:
     from heatc.errors import HeatError
-    from heatc.learn.finetune import FinetuneConfig, finetune
+    from heatc.learn.config import FinetuneConfig
+    from heatc.learn.finetuning.finetune import finetune
 
     out = folder / "finetuned.yaml"
     if isinstance(learn, dict):  # the FDA labels' pages

@@ -130,7 +130,7 @@ def tiny_causal_lm(tmp_path_factory):
     torch = pytest.importorskip("torch", reason="needs torch (pip install 'heatc[learn]')")
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from heatc.learn.teacher import minilm_dir
+    from heatc.learn.teaching.teacher import minilm_dir
 
     directory = tmp_path_factory.mktemp("tiny-gpt2")
     torch.manual_seed(0)

@@ -1,5 +1,5 @@
 """Magnitude bands: `consistent v within factor F` in the language, the heatmap's `band:`
-field, and the learner's choice of a band (`heatc.learn.bands`), whose simulation of a
+field, and the learner's choice of a band (`heatc.learn.cells.bands`), whose simulation of a
 document must reject exactly what the reference interpreter rejects."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from heatc.heatmap.build import compile_heatmap
 from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower
 from heatc.lang.unparse import format_file
-from heatc.learn.bands import BAND_FACTORS, band_alarms, band_options, slips_noticed
-from heatc.learn.evidence import CellKey, CellValues
+from heatc.learn.cells.bands import BAND_FACTORS, band_alarms, band_options, slips_noticed
+from heatc.learn.text.evidence import CellKey, CellValues
 from heatc.semantics.reference import scan
 from heatc_runtime import Verdict
 

@@ -70,7 +70,7 @@ def test_each_catch_and_flagged_sentence_is_put_under_the_rules_that_made_it():
     that made them, add up to the rule set's; every flagged sentence is some rule's."""
     import learn_usefulness
 
-    from heatc.learn.corpus import Document
+    from heatc.learn.text.corpus import Document
 
     text = (
         "Labs: potassium 4.1, sodium 138, glucose 95. The pulse was 72 and temperature 98.6. "

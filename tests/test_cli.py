@@ -377,7 +377,7 @@ def test_heatc_test_is_quick_by_default_and_thorough_when_asked(tmp_path):
 
 
 def test_finetune_names_its_heatmap_after_its_file():
-    from heatc.learn.finetune import _output_name
+    from heatc.learn.finetuning.finetune import _output_name
 
     assert _output_name(Path("out/clinic.yaml")) == "clinic"
     assert _output_name(Path("my-labels.yml")) == "my_labels"

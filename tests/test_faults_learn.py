@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from heatc.cli import app
 from heatc.errors import HeatError
-from heatc.learn.config import refuse_other_work
-from heatc.learn.corpus import read_corpus
-from heatc.learn.labelling import read_chunks
-from heatc.learn.plan import Plan
+from heatc.learn.teaching.labelling import read_chunks
+from heatc.learn.teaching.plan import Plan
+from heatc.learn.text.corpus import read_corpus
+from heatc.learn.work import refuse_other_work
 
 
 def _in_time(fn, seconds: float = 20.0):
@@ -59,7 +59,7 @@ def test_a_corpus_file_that_is_not_a_regular_file_is_refused(tmp_path, kind):
 
 
 def test_a_gzip_bomb_in_the_corpus_is_refused(tmp_path, monkeypatch):
-    import heatc.learn.corpus as corpus
+    import heatc.learn.text.corpus as corpus
 
     monkeypatch.setattr(corpus, "MAX_FILE_BYTES", 1 << 20)  # (the same check as at MAX_FILE_BYTES, smaller)
     path = tmp_path / "notes.txt.gz"
@@ -105,7 +105,7 @@ def test_damaged_work_files_are_refused_with_the_way_out(tmp_path, how):
     work.mkdir()
     (work / "config.json").write_text(json.dumps({"version": 1, "fingerprint": "x"}))
     assert refuse_other_work(work, {"version": 1, "fingerprint": "x"}, "heatc learn") is None
-    from heatc.learn import labelling
+    from heatc.learn.teaching import labelling
 
     chunk_path = labelling._chunk_path(work, 0)  # (where a labelled chunk is kept)
     chunk_path.parent.mkdir(parents=True)
@@ -125,7 +125,7 @@ def test_damaged_work_files_are_refused_with_the_way_out(tmp_path, how):
 
 
 def test_a_plan_that_reads_as_json_but_is_no_plan_is_refused(tmp_path):
-    from heatc.learn.config import read_work
+    from heatc.learn.work import read_work
 
     plan = tmp_path / "plan.json.gz"
     with gzip.open(plan, "wt", encoding="utf-8") as f:
@@ -138,7 +138,7 @@ def test_a_plan_that_reads_as_json_but_is_no_plan_is_refused(tmp_path):
 def test_a_damaged_student_checkpoint_is_refused(tmp_path):
     import torch
 
-    from heatc.learn import student
+    from heatc.learn.students import student
 
     checkpoint = tmp_path / "student.pt"
     model = torch.nn.Linear(2, 1)
@@ -153,6 +153,5 @@ def test_a_damaged_student_checkpoint_is_refused(tmp_path):
         return wrapped(torch.tensor([x for x, _ in batch])).pow(2).mean()
 
     with pytest.raises(HeatError, match=r"student\.pt: error: the student's checkpoint is damaged \(RuntimeError"):
-        student.fit(
-            model, examples, loss, epochs=2, batch_size=2, lr=1e-3, seed=0, checkpoint=checkpoint, progress=None
-        )
+        training = student.Training(epochs=2, batch_size=2, lr=1e-3, seed=0)
+        student.fit(model, examples, loss, training, checkpoint=checkpoint, progress=None)

@@ -16,7 +16,9 @@ from typer.testing import CliRunner
 from heatc.cli import app
 from heatc.errors import HeatError
 from heatc.heatmap.format import load_heatmap
-from heatc.learn.finetune import FinetuneConfig, domain_documents, finetune
+from heatc.learn.config import FinetuneConfig
+from heatc.learn.finetuning.documents import domain_documents
+from heatc.learn.finetuning.finetune import STAGES, finetune
 
 pytestmark = pytest.mark.needs("torch", "pdf")
 
@@ -78,6 +80,28 @@ def test_the_domain_brings_its_own_cells_and_provenance(tuned, scanned):
 
 
 @needs_data
+def test_the_stages_run_in_order_each_timed(tuned):
+    _, summary = tuned
+    assert [name for name, _ in summary["stages"]] == [s.name for s in STAGES]
+    assert [s.name for s in STAGES] == ["read", "teacher", "plan", "label", "distil", "score", "aggregate", "emit"]
+    assert all(seconds >= 0 for _, seconds in summary["stages"])
+
+
+def test_timings_and_dump_after_name_the_finetune_stages(tmp_path):
+    """`--dump-after` naming no stage is refused before any work, with the stages that have an
+    output; an error names the stage it happened in."""
+    out = tmp_path / "out.yaml"
+    r = CliRunner().invoke(app, ["finetune", str(BASE), "--pdf", str(tmp_path / "a.pdf"), "-o", str(out),
+                                 "--dump-after", "nothing"])  # fmt: skip
+    assert r.exit_code == 1 and "no stage 'nothing' to dump" in r.output
+    assert "plan, label, distil, score, aggregate" in r.output and not out.exists()
+    bad = tmp_path / "notes.pdf"
+    bad.write_text("not a pdf")
+    r = CliRunner().invoke(app, ["finetune", str(BASE), "--pdf", str(bad), "-o", str(out), "--timings"])
+    assert r.exit_code == 1 and "(in stage read)" in r.output and "Traceback" not in r.output
+
+
+@needs_data
 def test_the_same_seed_gives_the_same_heatmap_and_a_rerun_resumes(tuned, scanned, monkeypatch, tmp_path):
     out, _ = tuned
     (tmp_path / "b").mkdir()
@@ -85,7 +109,7 @@ def test_the_same_seed_gives_the_same_heatmap_and_a_rerun_resumes(tuned, scanned
     finetune(_config(again, [LABEL, scanned]), log=lambda m: None)
     assert again.read_bytes() == out.read_bytes()
 
-    from heatc.learn import labelling
+    from heatc.learn.teaching import labelling
 
     def no_teacher(*a, **k):
         raise AssertionError("the teacher ran again")
@@ -167,7 +191,7 @@ def test_a_work_folder_of_another_version_or_run_is_refused_until_fresh(tmp_path
     with the reason, and `fresh` starts over."""
     import json
 
-    from heatc.learn.finetune import WORK_VERSION, _work_dir
+    from heatc.learn.finetuning.finetune import WORK_VERSION, _work_dir
 
     config = _config(tmp_path / "out.yaml", [])
     work = tmp_path / "out.finetune"

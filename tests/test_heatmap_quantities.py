@@ -76,7 +76,7 @@ def test_a_cell_that_is_no_quantity_is_refused(tmp_path, cell, message):
 
 
 def test_finetune_never_mistakes_a_quantity_cell_for_the_bare_numbers():
-    from heatc.learn.merge import cell_key
+    from heatc.learn.finetuning.merge import cell_key
 
     bare = {"pair": ["metformin", "number"]}
     assert cell_key({**bare, "dimension": "mass"}) != cell_key(bare)

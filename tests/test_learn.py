@@ -25,22 +25,9 @@ from heatc.heatmap.format import (
     Stats,
 )
 from heatc.heatmap.lower import margin_range
-from heatc.learn import labels
-from heatc.learn.budget import allocate, cell_table
-from heatc.learn.corpus import read_corpus, sentences
-from heatc.learn.couplings import Couplings
-from heatc.learn.discovery import discover_keywords
-from heatc.learn.emit import heatmap_document, write_heatmap
-from heatc.learn.evidence import (
-    CellKey,
-    CellValues,
-    LearnedCell,
-    collect_values,
-    evidence_of,
-    occurrences,
-    stats_rules,
-)
-from heatc.learn.guards import (
+from heatc.learn.cells.budget import CellContext, allocate, cell_table
+from heatc.learn.cells.couplings import Couplings
+from heatc.learn.cells.guards import (
     FAMILY_COUNT,
     GUARDS_PER_CELL,
     guard_expected,
@@ -50,8 +37,7 @@ from heatc.learn.guards import (
     unit_guards,
     unit_swaps,
 )
-from heatc.learn.lexemes import Lexicon, align, lex_sentence
-from heatc.learn.ranges import (
+from heatc.learn.cells.ranges import (
     FLAT_TAIL,
     conflicts,
     log_width,
@@ -61,6 +47,21 @@ from heatc.learn.ranges import (
     slip_power,
     value_stats,
 )
+from heatc.learn.config import CellsConfig
+from heatc.learn.heatmaps.emit import heatmap_document, write_heatmap
+from heatc.learn.teaching import labels
+from heatc.learn.text.corpus import read_corpus, sentences
+from heatc.learn.text.discovery import discover_keywords
+from heatc.learn.text.evidence import (
+    CellKey,
+    CellValues,
+    LearnedCell,
+    collect_values,
+    evidence_of,
+    occurrences,
+    stats_rules,
+)
+from heatc.learn.text.lexemes import Lexicon, align, lex_sentence
 
 pytestmark = pytest.mark.needs("torch")
 
@@ -82,14 +83,14 @@ def spearman(a, b) -> float:
 
 @pytest.fixture(scope="module")
 def teacher():
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
 
     return load_teacher()
 
 
 @pytest.fixture(scope="module")
 def causal_teacher(tiny_causal_lm):
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
 
     return load_teacher(tiny_causal_lm)
 
@@ -197,7 +198,7 @@ def test_causal_teacher_first_order_sensitivity(causal_teacher):
 
 
 def test_teacher_directory_errors(tmp_path):
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
 
     with pytest.raises(HeatError, match="not a Hugging Face model directory"):
         load_teacher(tmp_path)
@@ -279,7 +280,7 @@ def test_a_unit_per_another_is_a_unit_of_its_own_not_its_first_part():
 def test_a_heatmap_declares_the_units_that_begin_as_its_own_do():
     """A heatmap with a rule on lengths in mm declares mm/hr, mm Hg and mm/Hg as well, and one
     on doses in mcg mcg/dL: undeclared, its lexer would read "ESR 113mm/hr" as 113 mm."""
-    from heatc.learn.emit import declared_categories
+    from heatc.learn.heatmaps.emit import declared_categories
 
     used = declared_categories(Lexicon(), [CellKey("", "number", "mm"), CellKey("", "number", "mcg")])
     assert {"mm", "mm_hour", "mm_hg", "mcg", "mcg_dl", "mcg_kg"} <= used
@@ -290,7 +291,7 @@ def test_every_date_is_a_value_of_the_date_cell_and_year_digits_before_a_unit_ar
     """A year written alone is a date ("in 2019"): the cell of every date (`LONE_DATE`,
     `v:date`) reads it, no keyword does; four such digits with a unit right after them are the
     number the rule `glucose ..3 v:number mg_dl` reads ("2001 mg/dL")."""
-    from heatc.learn.evidence import LONE_DATE
+    from heatc.learn.text.evidence import LONE_DATE
 
     lexicon = _lexicon_with("glucose")
     s = lex_sentence(lexicon.program(), "Glucose 2001 mg/dL in 2019, and glucose in 2003 on 09/05.")
@@ -308,7 +309,7 @@ def test_every_percentage_is_a_value_of_the_percentage_cell():
     """ "a tax rate of 21%", "45% of revenue", "Hct 36%": whatever stands before a percentage,
     the cell of every percentage (`LONE_PERCENT`, `v:percent`) reads it — what it bounds is a
     share written past the whole; a keyword's cell reads its own as well."""
-    from heatc.learn.evidence import LONE_PERCENT
+    from heatc.learn.text.evidence import LONE_PERCENT
 
     lexicon = _lexicon_with("hct")
     s = lex_sentence(lexicon.program(), "A tax rate of 21%, 45% of revenue and Hct 36% on 2 L.")
@@ -324,7 +325,7 @@ def test_a_number_word_is_a_keyword_of_its_own_group_that_terms_look_past():
     """ "thirty (30) days": with number words as `numeral` keywords (aggregation adds them),
     30 pairs with "thirty" for a range cell, and the term still belongs to "payment"; the
     lexemes stay where they were, so the teacher's per-lexeme couplings still line up."""
-    from heatc.learn.lexemes import NUMBER_WORDS
+    from heatc.learn.text.lexemes import NUMBER_WORDS
 
     plain = _lexicon_with("payment")
     lexicon = plain.with_keywords(NUMBER_WORDS, group="numeral")
@@ -396,7 +397,7 @@ def test_the_cell_of_every_date_is_as_hot_as_the_hottest_keywords_date_cell():
     """The cell of every date is scored by the lexeme before the year ("in 2019"), which
     couples little; it reads every keyword's dates, so it scores at least as the hottest of
     those cells — and keeps its own score where that is higher or there is none."""
-    from heatc.learn.evidence import LONE_DATE
+    from heatc.learn.text.evidence import LONE_DATE
 
     fiscal, ended = CellKey("fiscal_year", "date", ""), CellKey("ended", "date", "")
     sodium, days = CellKey("sodium", "number", ""), CellKey("payment", "number", "days", "consistent")
@@ -417,7 +418,12 @@ def test_consistency_cells_stay_within_the_false_alarm_budget():
             values[k].values.extend(vs)
             values[k].per_document[d].extend(vs)
     scored = _scored({key_a: 2.5, key_b: 2.5})
-    cells = cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000, alarm_budget=0.005)
+    cells = cell_table(
+        values,
+        *scored,
+        CellsConfig(min_support=5, min_probes=3, alarm_budget=0.005, sensitivity=None),
+        CellContext(sentences=1000),
+    )
     assert [x.key for x in cells] == [key_a]  # notice would reject 20 of 1000 clean sentences
 
 
@@ -451,7 +457,7 @@ def test_written_heatmap_loads_lowers_and_checks(tmp_path):
 def _synthetic(n: int, seed: int):
     """Sentences whose 'teacher' label is a fixed function of the token id and its left
     neighbour: a student must learn it to rank well."""
-    from heatc.learn.student import TokenExample
+    from heatc.learn.students.student import TokenExample
 
     rng = np.random.default_rng(seed)
     out = []
@@ -463,11 +469,11 @@ def _synthetic(n: int, seed: int):
 
 
 def test_student_learns_and_exports_to_onnx(tmp_path):
-    from heatc.learn import student as st
+    from heatc.learn.students import student as st
 
     train, test = _synthetic(600, 0), _synthetic(60, 1)
     config = st.StudentConfig(vocab_size=2048, width=32)
-    model = st.train(config, train, epochs=8, seed=0)
+    model = st.train(config, train, st.Training(epochs=8, seed=0))
     auc = st.evaluate_auc(st.model_scorer(model, config.max_length), test)
     assert auc > 0.85
     assert abs(st.evaluate_auc(st.random_scores(0), test) - 0.5) < 0.1
@@ -482,25 +488,25 @@ def test_student_learns_and_exports_to_onnx(tmp_path):
 
 
 def test_student_resumes_from_its_checkpoint(tmp_path):
-    from heatc.learn import student as st
+    from heatc.learn.students import student as st
 
     train = _synthetic(64, 2)
     config = st.StudentConfig(vocab_size=2048, width=16, layers=1)
-    straight = st.train(config, train, epochs=3, seed=0)
+    straight = st.train(config, train, st.Training(epochs=3, seed=0))
 
     def interrupt(epoch, epochs, loss):
         if epoch == 2:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        st.train(config, train, epochs=3, seed=0, checkpoint=tmp_path / "s.pt", progress=interrupt)
-    resumed = st.train(config, train, epochs=3, seed=0, checkpoint=tmp_path / "s.pt")
+        st.train(config, train, st.Training(epochs=3, seed=0), checkpoint=tmp_path / "s.pt", progress=interrupt)
+    resumed = st.train(config, train, st.Training(epochs=3, seed=0), checkpoint=tmp_path / "s.pt")
     for a, b in zip(straight.state_dict().values(), resumed.state_dict().values(), strict=True):
         assert torch.allclose(a, b, atol=1e-6)
 
 
 def test_per_sentence_auc_against_brute_force():
-    from heatc.learn.student import per_sentence_auc
+    from heatc.learn.students.student import per_sentence_auc
 
     rng = np.random.default_rng(3)
     for _ in range(50):
@@ -534,13 +540,15 @@ def test_a_range_cell_must_accept_the_values_it_was_learned_from():
     values[mixed].values = [2017.0 + i % 3 for i in range(80)] + [1.5 + i for i in range(20)]
     values[plain].values = [3.5 + 0.02 * i for i in range(100)]
     scored = _scored({mixed: 2.5, plain: 2.5})
-    cells = cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000)
+    cells = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), CellContext(sentences=1000)
+    )
     assert [x.key for x in cells] == [plain]
     assert rejected_share(value_stats(values[mixed].values), values[mixed].values) > 0.1
 
 
 def test_a_device_that_is_not_there_is_a_clear_error():
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
 
     with pytest.raises(HeatError, match="not a torch device"):
         load_teacher(None, "gpu7")
@@ -550,7 +558,7 @@ def test_a_device_that_is_not_there_is_a_clear_error():
 
 
 def test_plan_keeps_the_check_of_its_candidates():
-    from heatc.learn.plan import Plan
+    from heatc.learn.teaching.plan import Plan
 
     keys = [CellKey("payment", "number", "days", "consistent"), CellKey("payment", "number", "days")]
     plan = Plan(
@@ -569,7 +577,12 @@ def test_range_cells_share_the_false_alarm_budget():
     for key in keys:
         values[key] = CellValues(values=[4.0 + 0.01 * j for j in range(98)] + [400.0, 0.001])
     scored = _scored({key: 2.9 - 0.1 * i for i, key in enumerate(keys)})
-    cells = cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000, alarm_budget=0.006)
+    cells = cell_table(
+        values,
+        *scored,
+        CellsConfig(min_support=5, min_probes=3, alarm_budget=0.006, sensitivity=None),
+        CellContext(sentences=1000),
+    )
     assert [x.key for x in cells] == keys[:3]
     assert all(x.rejected == 2 for x in cells)
 
@@ -595,7 +608,7 @@ def test_slip_power_counts_values_a_range_would_catch_ten_times_off():
 def test_an_amount_with_a_scale_word_is_also_priced_for_a_scale_slip():
     """ "$4.2 million" written "$4,200 million" is a thousand times off: a range of an amount
     with a scale word is worth the values it would notice slipped by ten and by a thousand."""
-    from heatc.learn.ranges import SCALE_SLIP, SLIP, slips
+    from heatc.learn.cells.ranges import SCALE_SLIP, SLIP, slips
 
     million = CellKey("", "number", "scale_million")
     assert slips(million) == (SLIP, SCALE_SLIP) and slips(CellKey("", "number", "mg")) == (SLIP,)
@@ -611,9 +624,13 @@ def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out
     key = CellKey("creatinine", "number", "")
     values = {key: spread_values(_creatinine_like())}
     scored = _scored({key: 3.5})
-    default = cell_table(values, *scored, min_support=5, min_probes=3, sentences=10_000)
+    default = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), CellContext(sentences=10_000)
+    )
     assert default[0].range is None  # without a sensitivity: the margin policy, as before
-    [cell] = cell_table(values, *scored, min_support=5, min_probes=3, sentences=10_000, sensitivity=0.75)
+    [cell] = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), CellContext(sentences=10_000)
+    )
     lo, hi = cell.range
     wide = margin_range(Stats(**cell.stats), DEFAULT_MARGIN_SPREAD, DEFAULT_MARGIN_FACTOR)
     assert hi < wide[1] and slip_power((lo, hi), values[key].values) > slip_power(wide, values[key].values)
@@ -622,11 +639,20 @@ def test_spare_budget_buys_a_narrower_range_whose_false_alarms_are_estimated_out
     # half a false alarm in documents not seen (FLAT_TAIL): no budget, no range; half a false
     # alarm buys one bound, one false alarm two, each rejecting nothing in the corpus or out of sample
     assert (
-        cell_table(values, *scored, min_support=5, min_probes=3, sentences=10, alarm_budget=0.0, sensitivity=0.75) == []
+        cell_table(
+            values,
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, alarm_budget=0.0, sensitivity=0.75),
+            CellContext(sentences=10),
+        )
+        == []
     )
     for budget, bounds in ((0.005, 1), (0.01, 2)):
         [free] = cell_table(
-            values, *scored, min_support=5, min_probes=3, sentences=100, alarm_budget=budget, sensitivity=0.75
+            values,
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, alarm_budget=budget, sensitivity=0.75),
+            CellContext(sentences=100),
         )
         assert free.rejected == 0 and n_bounds(free.range) == bounds == budget * 100 / FLAT_TAIL
         assert free.range[1] is None or free.range[1] > hi
@@ -661,7 +687,12 @@ def test_the_budget_is_shared_where_it_buys_most_and_never_exceeded():
     scored = _scored(dict.fromkeys(keys, 3.5))
     powers, counts = [], []
     for n_sentences in (100, 1000, 10_000):
-        cells = cell_table(values, *scored, min_support=5, min_probes=3, sentences=n_sentences, sensitivity=0.75)
+        cells = cell_table(
+            values,
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+            CellContext(sentences=n_sentences),
+        )
         options = {k: range_options(values[k], k) for k in keys}
         chosen, spent = allocate(cells, values, budget=0.01 * n_sentences, options=options)
         assert len(chosen) == len(cells) and spent <= 0.01 * n_sentences
@@ -677,7 +708,7 @@ def test_what_one_costly_choice_leaves_of_the_budget_is_still_spent():
     what a budget of 30 can pay, and a small range worth 5 at 3 is priced out with it: the
     step just below the price offers the date cell only, which does not fit. The small range
     fits in what is left and runs; the date cell, which does not fit, stays out."""
-    from heatc.learn.budget import _solve
+    from heatc.learn.cells.budget import _solve
 
     def group(*choices):  # (worth, cost) each: the solver's tuples for a group of one cell
         return [(w, c, None, None, 1, 1.0, ((0, k),)) for k, (w, c) in enumerate(choices)]
@@ -699,8 +730,15 @@ def test_a_cell_whose_margin_range_rejects_too_much_runs_with_a_range_that_accep
     values = {key: spread_values(vals)}
     scored = _scored({key: 3.5})
     assert rejected_share(value_stats(vals), vals) > 0.1
-    assert cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000) == []
-    [cell] = cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75)
+    assert (
+        cell_table(
+            values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=None), CellContext(sentences=1000)
+        )
+        == []
+    )
+    [cell] = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), CellContext(sentences=1000)
+    )
     lo, hi = cell.range
     assert lo <= 1.0 and 16 <= hi < 120 and cell.rejected == 0
 
@@ -754,7 +792,7 @@ def test_the_expects_of_a_date_cell_are_written_as_dates(tmp_path):
     every date (`any_date`, `v:date`) reads them too, so its rejection is listed — and the
     heatmap builds with its expects."""
     from heatc.heatmap.build import compile_heatmap
-    from heatc.learn.evidence import LONE_DATE
+    from heatc.learn.text.evidence import LONE_DATE
 
     lexicon = _lexicon_with("ended")
     stats = value_stats([2017.0, 2018.0, 2019.0, 2019.0, 2020.0] * 10)
@@ -779,7 +817,7 @@ def test_a_compound_number_word_is_one_numeral_and_keeps_the_teachers_couplings(
     then holds fives only; a probe labelled with "forty", "-", "five", "(" as four lexemes
     takes the largest of their couplings for the one lexeme "forty-five (" (a number word is
     read where the parenthesis restating it follows)."""
-    from heatc.learn.aggregate import _relexed
+    from heatc.learn.heatmaps.aggregate import _relexed
 
     plain = _lexicon_with("payment")
     lexicon = plain.with_numerals()
@@ -812,7 +850,7 @@ def test_a_number_with_a_scale_word_restated_in_digits_is_a_numeral_of_its_own()
     of their own, "twenty" and "fourteen" would be the number words before 120 and 2014, and
     their cells would hold 20 and 120 — too wide to notice "twenty (200)". A compound is one
     once the corpus restates it twice, under one name for all its spellings."""
-    from heatc.learn.lexemes import compound_numerals, is_numeral_name
+    from heatc.learn.text.lexemes import compound_numerals, is_numeral_name
 
     docs = [
         "Notice of one hundred twenty (120) days; cure within twenty (20) days.",
@@ -857,7 +895,10 @@ def test_a_number_word_restated_in_digits_holds_exactly_its_number():
     ranges = []
     for substitutes in (None, {key: pool}):
         [cell] = cell_table(
-            {key: cv}, *scored, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75, substitutes=substitutes
+            {key: cv},
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+            CellContext(sentences=1000, substitutes=substitutes),
         )
         ranges.append(cell.range)
     assert ranges[0][1] >= 45
@@ -871,10 +912,10 @@ def test_a_number_word_needs_few_values_for_its_cell_and_a_keyword_its_support()
     values = {numeral: spread_values([14.0] * 8, documents=8), keyword: spread_values([14.0] * 8, documents=8)}
     scored = _scored({numeral: 3.5, keyword: 3.5})
     pool = np.asarray([15.0] * 50 + [30.0] * 50 + [140.0] * 50)
-    common = {"min_support": 20, "min_probes": 3, "sentences": 1000, "sensitivity": 0.75}
-    cells = cell_table(values, *scored, **common, substitutes={numeral: pool})
+    settings = CellsConfig(min_support=20, min_probes=3, sensitivity=0.75)
+    cells = cell_table(values, *scored, settings, CellContext(sentences=1000, substitutes={numeral: pool}))
     assert [(c.key, c.range) for c in cells] == [(numeral, (14.0, 14.0))]
-    assert cell_table(values, *scored, **common, substitutes={}) == []
+    assert cell_table(values, *scored, settings, CellContext(sentences=1000, substitutes={})) == []
 
 
 def test_unit_swaps_weigh_each_keyword_by_the_units_it_takes():
@@ -927,7 +968,12 @@ def test_unit_guards_reject_a_unit_the_keyword_never_takes(tmp_path):
     values = collect_values(lexicon, [mg, mcg], docs)
     scored = _scored({mg: 3.5})
     guard = LearnedCell(mcg, 1.0, 3.5, 3, 40, {}, guards="mg", worth=20.0, expected=0.5)
-    cells = cell_table(values, *scored, min_support=5, min_probes=3, sentences=1000, sensitivity=0.75, guards=[guard])
+    cells = cell_table(
+        values,
+        *scored,
+        CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+        CellContext(sentences=1000, guards=(guard,)),
+    )
     assert [x.key for x in cells] == [mg, mcg] and cells[1].range == (0.0, 0.0)
     doc = heatmap_document(
         name="guarded", title="t", lexicon=lexicon, cells=cells, provenance={}, sensitivity=0.75, rule_files=[],
@@ -959,7 +1005,10 @@ def test_a_unit_cell_is_narrowed_to_notice_values_of_a_unit_it_is_swapped_with()
     ranges = []
     for swapped in (None, {months: sources[months]}):
         [cell] = cell_table(
-            {months: cv}, *scored, min_support=5, min_probes=3, sentences=2000, sensitivity=0.75, swapped=swapped
+            {months: cv},
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+            CellContext(sentences=2000, swapped=swapped),
         )
         ranges.append(cell.range)
     assert ranges[0][1] >= 60  # a months range for its own values accepts "30 months"
@@ -982,7 +1031,9 @@ def test_a_keyword_cell_without_a_unit_is_fitted_to_the_values_written_without_o
     assert len(cv.values) == 92 and sorted(v for vs in cv.with_unit.values() for v in vs) == sorted([500, 600, 800] * 4)
     assert len(cv.bare().values) == 80 and max(cv.bare().values) == 10.2
     scored = _scored({key: 3.5})
-    [cell] = cell_table(values, *scored, min_support=5, min_probes=3, sentences=10_000, sensitivity=0.75)
+    [cell] = cell_table(
+        values, *scored, CellsConfig(min_support=5, min_probes=3, sensitivity=0.75), CellContext(sentences=10_000)
+    )
     lo, hi = cell.range if cell.range is not None else margin_range(Stats(**cell.stats), 0.5, 2.0)
     assert lo <= 8.1 and 10.2 <= hi < 81 and cell.rejected == 12  # the doses are its false alarms
     assert cell.stats["n"] == 92 and cell.stats["q99"] < 11
@@ -1027,7 +1078,7 @@ def test_false_alarms_are_counted_in_the_sentences_the_budget_is_a_share_of():
     """The alarm budget is a share of the corpus's sentences; a fragment that is not counted
     as one (a table row over 400 characters) neither adds to the budget nor spends it: its
     values are not counted (`aggregate.counted_text`)."""
-    from heatc.learn.aggregate import counted_text
+    from heatc.learn.heatmaps.aggregate import counted_text
 
     key = CellKey("glucose", "number", "")
     lexicon = _lexicon_with("glucose")
@@ -1043,10 +1094,10 @@ def test_a_rare_word_joins_a_family_on_less_evidence_than_a_cell_needs():
     too rare for candidate cells (the plan's `candidate_count`, 5), but twice is enough to show
     which unit a word takes: at `FAMILY_COUNT` they join the mg family, whose guard then
     notices "Keflex 500 g". Words seen once, and words no unit follows, stay out."""
-    from heatc.learn.aggregate import rare_word_cells
     from heatc.learn.config import LearnConfig
+    from heatc.learn.heatmaps.aggregate import rare_word_cells
 
-    assert FAMILY_COUNT < LearnConfig(corpus=[], output=Path("x")).candidate_count
+    assert FAMILY_COUNT < LearnConfig(corpus=[], output=Path("x")).teaching.candidate_count
     sample = [
         "Keflex 500 mg twice daily.", "Discharged on Keflex 500 mg.", "Celebrex 200 mg daily.",
         "Then Celebrex 200 mg at night.", "Lortab 5 mg once.", "Turned 45 today.", "Turned 46 today.",
@@ -1066,7 +1117,7 @@ def test_a_family_member_written_in_another_unit_too_leaves_the_family():
     """Synthroid, a candidate in mg, is written in mcg twice as well (below the plan's count, at
     `FAMILY_COUNT`): it takes both units, so it does not pool with the drugs dosed in mg alone,
     whose guard would reject "Synthroid 100 mcg"."""
-    from heatc.learn.aggregate import rare_word_cells
+    from heatc.learn.heatmaps.aggregate import rare_word_cells
 
     sample = ["Keflex 500 mg daily.", "Keflex 250 mg.", "Celebrex 200 mg daily.", "Celebrex 100 mg.",
               "Synthroid 0.05 mg daily.", "Synthroid 0.1 mg.", "Synthroid 100 mcg daily.", "Synthroid 75 mcg."]  # fmt: skip
@@ -1087,8 +1138,8 @@ def test_a_member_the_corpus_writes_in_another_unit_of_its_ladder_leaves_the_fam
     """Over the whole corpus, not the discovery sample: "Synthroid 100 mcg" written twice takes
     Synthroid out of the family of drugs dosed in mg (whose guard rejects mcg); the family keeps
     the others, and a family left with one member is no family."""
-    from heatc.learn.aggregate import _dosed_alike
-    from heatc.learn.guards import ladder_units, members_in_other_units
+    from heatc.learn.cells.guards import ladder_units, members_in_other_units
+    from heatc.learn.heatmaps.aggregate import _dosed_alike
 
     assert ladder_units({"mg"}) == {"mcg", "grams", "kg", "pounds"} and ladder_units({"celsius"}) == {"fahrenheit"}
     families = {"keywords_mg": ["celebrex", "keflex", "synthroid"]}
@@ -1108,8 +1159,8 @@ def test_a_member_dosed_below_one_of_the_familys_unit_leaves_the_family():
     in micrograms as readily, so a family of drugs dosed in mg, whose guard rejects mcg, would
     flag it written correctly although the corpus never shows it in mcg. A family that takes mcg
     already keeps such members (its guard does not reject mcg); a dose of a few mg stays."""
-    from heatc.learn.aggregate import _dosed_alike
-    from heatc.learn.guards import members_below_one, rung_below
+    from heatc.learn.cells.guards import members_below_one, rung_below
+    from heatc.learn.heatmaps.aggregate import _dosed_alike
 
     assert [rung_below(u) for u in ("mg", "liters", "mcg", "percent")] == ["mcg", "ml", None, None]
     lexicon = Lexicon().with_keywords(["celebrex", "digoxin", "keflex", "lasix"])
@@ -1174,10 +1225,10 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
     chloride 104" chloride is never probed and its cell gets no score. The top-up walks the
     discovery sample again and probes the values of the cells still short of probes_per_cell
     — chloride's, not sodium's again — within its limits, and never a value already probed."""
-    from heatc.learn.config import LearnConfig
-    from heatc.learn.corpus import Document
-    from heatc.learn.labelling import _probe_lexemes, topup_plan
-    from heatc.learn.plan import plan, plan_lexicon
+    from heatc.learn.config import LearnConfig, TeachingConfig
+    from heatc.learn.teaching.labelling import _probe_lexemes, topup_plan
+    from heatc.learn.teaching.plan import plan, plan_lexicon
+    from heatc.learn.text.corpus import Document
 
     rng = np.random.default_rng(0)
     docs = [
@@ -1188,7 +1239,11 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
         )
         for i in range(40)
     ]
-    config = LearnConfig(corpus=[], output=Path("x.yaml"), label_sentences=0, candidate_count=3, probes_per_cell=8)
+    config = LearnConfig(
+        corpus=[],
+        output=Path("x.yaml"),
+        teaching=TeachingConfig(label_sentences=0, candidate_count=3, probes_per_cell=8),
+    )
     p = plan(config, docs)
     program = plan_lexicon(p).program()
     groups = {c.name: c.group for c in plan_lexicon(p).categories}
@@ -1198,7 +1253,7 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
     records = []
     for s in p.teacher_sentences:
         lx = lex_sentence(program, s)
-        values = _probe_lexemes(lx, groups, set(p.candidates), config.probes_per_sentence)
+        values = _probe_lexemes(lx, groups, set(p.candidates), config.teaching.probes_per_sentence)
         records.append({"text": s, "probes": [[v, []] for v in values]})
 
     def probed(recs) -> Counter:
@@ -1214,13 +1269,29 @@ def test_a_top_up_probes_the_values_the_plan_left_short():
     extra = topup_plan(config, p, records, docs)
     assert extra, "no top-up"
     after = probed(records + [{"text": s, "probes": [[v, []] for v in vs]} for s, vs in extra])
-    assert after[chloride] == config.probes_per_cell
-    assert all(len(vs) <= config.topup_per_sentence for _, vs in extra)
+    assert after[chloride] == config.teaching.probes_per_cell
+    assert all(len(vs) <= config.teaching.topup_per_sentence for _, vs in extra)
     already = {r["text"]: {v for v, _ in r["probes"]} for r in records}
     assert not any(set(vs) & already.get(s, set()) for s, vs in extra)
     # the limit holds, and 0 turns the top-up off
-    assert sum(len(vs) for _, vs in topup_plan(dataclasses.replace(config, topup_probes=5), p, records, docs)) == 5
-    assert topup_plan(dataclasses.replace(config, topup_probes=0), p, records, docs) == []
+    assert (
+        sum(
+            len(vs)
+            for _, vs in topup_plan(
+                dataclasses.replace(config, teaching=dataclasses.replace(config.teaching, topup_probes=5)),
+                p,
+                records,
+                docs,
+            )
+        )
+        == 5
+    )
+    assert (
+        topup_plan(
+            dataclasses.replace(config, teaching=dataclasses.replace(config.teaching, topup_probes=0)), p, records, docs
+        )
+        == []
+    )
 
 
 def test_units_next_to_each_other_on_a_ladder_are_a_plausible_swap_without_keywords():
@@ -1256,25 +1327,33 @@ def test_units_next_to_each_other_on_a_ladder_are_a_plausible_swap_without_keywo
 
 
 def test_the_teacher_reads_a_bounded_share_when_the_student_scores_the_rest():
-    from heatc.learn.config import LearnConfig
-    from heatc.learn.plan import teacher_share
+    from heatc.learn.config import DistilConfig, LearnConfig, TeachingConfig
+    from heatc.learn.teaching.plan import teacher_share
 
     probe, label = [f"p{i}" for i in range(100)], [f"l{i}" for i in range(40)]
-    cfg = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=40)
+    cfg = LearnConfig(corpus=[], output=Path("x.yaml"), teaching=TeachingConfig(teacher_sentences=40))
     chosen = teacher_share(cfg, probe, label)
     assert chosen == probe[:30] + label[:10]  # three quarters probe sentences, first met first
     assert (
-        teacher_share(LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=0), probe, label) == probe + label
+        teacher_share(
+            LearnConfig(corpus=[], output=Path("x.yaml"), teaching=TeachingConfig(teacher_sentences=0)), probe, label
+        )
+        == probe + label
     )
-    no_student = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=40, student=False)
+    no_student = LearnConfig(
+        corpus=[],
+        output=Path("x.yaml"),
+        teaching=TeachingConfig(teacher_sentences=40),
+        distil=DistilConfig(student=False),
+    )
     assert teacher_share(no_student, probe, label) == probe + label
     assert teacher_share(cfg, probe[:5], label[:5]) == probe[:5] + label[:5]  # fewer than the bound: all
     # a corpus with few candidate cells: fewer teacher sentences (at least MIN_TEACHER, and
     # TEACHER_PER_CELL per candidate), never more than the bound
-    from heatc.learn.plan import MIN_TEACHER, TEACHER_PER_CELL
+    from heatc.learn.teaching.plan import MIN_TEACHER, TEACHER_PER_CELL
 
     probe, label = [f"p{i}" for i in range(2000)], [f"l{i}" for i in range(1500)]
-    wide = LearnConfig(corpus=[], output=Path("x.yaml"), teacher_sentences=400)
+    wide = LearnConfig(corpus=[], output=Path("x.yaml"), teaching=TeachingConfig(teacher_sentences=400))
     assert len(teacher_share(wide, probe, label, candidates=10)) == MIN_TEACHER
     assert len(teacher_share(wide, probe, label, candidates=90)) == 90 * TEACHER_PER_CELL
     assert len(teacher_share(wide, probe, label, candidates=657)) == 400
@@ -1291,9 +1370,9 @@ def test_a_false_alarm_is_spent_only_where_it_buys_min_worth():
     vals = [float(x) for x in np.round(np.geomspace(4.0, 900.0, 200), 1)] + [1.0, 1.0, 1.6]
     values = {key: spread_values(vals)}
     scored = _scored({key: 3.5})
-    kw = dict(min_support=5, min_probes=3, sentences=10_000, alarm_budget=0.05, sensitivity=0.75)
-    [spent] = cell_table(values, *scored, **kw)
-    [thrifty] = cell_table(values, *scored, **kw, min_worth=4.0)
+    settings = CellsConfig(min_support=5, min_probes=3, alarm_budget=0.05, sensitivity=0.75)
+    [spent] = cell_table(values, *scored, settings, CellContext(sentences=10_000))
+    [thrifty] = cell_table(values, *scored, dataclasses.replace(settings, min_worth=4.0), CellContext(sentences=10_000))
     assert spent.rejected == 3 and spent.range[0] > 1.6
     lo, _ = thrifty.range
     assert thrifty.rejected == 0 and float(np.median(vals)) / 1000 < lo <= 1.0

@@ -8,10 +8,10 @@ from heatc.heatmap.build import compile_heatmap
 from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower
 from heatc.lang.unparse import format_file
-from heatc.learn.discovery import follower_words
-from heatc.learn.evidence import CellKey, candidate_cells, occurrences
-from heatc.learn.guards import unit_guards
-from heatc.learn.lexemes import FOLLOWER_GROUP, Lexicon, lex_sentence
+from heatc.learn.cells.guards import unit_guards
+from heatc.learn.text.discovery import follower_words
+from heatc.learn.text.evidence import CellKey, candidate_cells, occurrences
+from heatc.learn.text.lexemes import FOLLOWER_GROUP, Lexicon, lex_sentence
 from heatc.verify.backends import run_document
 
 GOOD = (Path(__file__).parent / "heatmaps" / "good.yaml").read_text()
@@ -94,8 +94,8 @@ def test_a_cell_after_the_unit_lowers_to_value_unit_gap_word(tmp_path):
 def test_a_guard_after_the_unit_needs_twice_the_support_and_no_value_in_the_corpus():
     """`_guard_cells`: a guard read after the unit stands for cells of 2 × min_support values
     at least, and none where the corpus writes its unit before its word even once."""
-    from heatc.learn.aggregate import _guard_cells
-    from heatc.learn.evidence import CellValues
+    from heatc.learn.heatmaps.aggregate import _guard_cells
+    from heatc.learn.text.evidence import CellValues
 
     def values(n: int) -> CellValues:
         return CellValues(values=[5.0] * n)
@@ -119,8 +119,8 @@ def test_the_words_read_after_the_unit_leave_the_other_cells_couplings_alone():
     cells after the unit from the text lexed with the new words ("p.o." one lexeme where the
     teacher saw four) and added to their evidence alone — the pooled distributions that score
     every other cell, and those cells' evidence, stay as they were."""
-    from heatc.learn.aggregate import _add_probes
-    from heatc.learn.couplings import Couplings
+    from heatc.learn.cells.couplings import Couplings
+    from heatc.learn.heatmaps.aggregate import _add_probes
 
     base = Lexicon().with_keywords(["lasix"])
     full = base.with_keywords(["p.o."], group=FOLLOWER_GROUP, kind="other")
@@ -144,7 +144,7 @@ def test_a_base_guards_word_is_plain_text_to_fine_tuning_and_its_guard_is_kept(t
     """`merge.base_lexicon`: a word the base reads only after a unit ("twice") is no category of
     the domain's plan (it would stop the domain's keyword discovery); `merge_cells` declares it
     again, from the base, for the guard it keeps."""
-    from heatc.learn.merge import base_lexicon, merge_cells
+    from heatc.learn.finetuning.merge import base_lexicon, merge_cells
 
     text = GOOD.replace(
         "  period:",

@@ -1,11 +1,11 @@
-"""Copies of a document (`heatc.learn.corpus.copy_groups`) share a cross-validation fold, so
+"""Copies of a document (`heatc.learn.text.corpus.copy_groups`) share a cross-validation fold, so
 a value they both state is not vouched for by its own copy."""
 
 from __future__ import annotations
 
-from heatc.learn.corpus import copy_groups
-from heatc.learn.evidence import CellKey, CellValues
-from heatc.learn.ranges import range_options
+from heatc.learn.cells.ranges import range_options
+from heatc.learn.text.corpus import copy_groups
+from heatc.learn.text.evidence import CellKey, CellValues
 
 NOTE = (
     "The patient is a 54-year-old man seen today for his annual visit. "

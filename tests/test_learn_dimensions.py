@@ -1,4 +1,4 @@
-"""The learner's cells keyed on a keyword and a dimension (heatc/learn/dimensions.py): which
+"""The learner's cells keyed on a keyword and a dimension (heatc/learn/cells/dimensions.py): which
 units have a dimension, which cells merge, values converted to the base unit before a range
 is fitted, a range learned from doses in mg that rejects the same doses in g and mcg, the
 swaps a dimension's range is worth, and the cell written, lowered and run on every backend."""
@@ -13,8 +13,8 @@ from heatc.heatmap.build import compile_heatmap
 from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower
 from heatc.lang.unparse import format_file
-from heatc.learn.budget import cell_table
-from heatc.learn.dimensions import (
+from heatc.learn.cells.budget import CellContext, cell_table
+from heatc.learn.cells.dimensions import (
     LEARNED_DIMENSIONS,
     dimension_cells,
     dimension_scores,
@@ -23,10 +23,11 @@ from heatc.learn.dimensions import (
     unit_dimensions,
     unit_scales,
 )
-from heatc.learn.emit import heatmap_document, write_heatmap
-from heatc.learn.evidence import CellKey, CellValues, LearnedCell, collect_values
-from heatc.learn.lexemes import Lexicon
-from heatc.learn.ranges import value_stats
+from heatc.learn.cells.ranges import value_stats
+from heatc.learn.config import CellsConfig
+from heatc.learn.heatmaps.emit import heatmap_document, write_heatmap
+from heatc.learn.text.evidence import CellKey, CellValues, LearnedCell, collect_values
+from heatc.learn.text.lexemes import Lexicon
 from heatc.verify.backends import run_document
 
 MASS = CellKey("metformin", "number", "", dimension="mass")
@@ -99,7 +100,13 @@ def test_a_range_learned_from_doses_in_mg_rejects_them_in_g_and_mcg():
         cv.values.append(float(v) / 1000)  # what the quantity capture holds: grams
         cv.per_document[d % 40].append(float(v) / 1000)
     scores, strengths = _scored({MASS: 3.0})
-    [cell] = cell_table({MASS: cv}, scores, strengths, min_support=20, min_probes=3, sentences=400, sensitivity=0.0)
+    [cell] = cell_table(
+        {MASS: cv},
+        scores,
+        strengths,
+        CellsConfig(min_support=20, min_probes=3, sensitivity=0.0),
+        CellContext(sentences=400),
+    )
     lo, hi = cell.range
     lo = 0.0 if lo is None else lo
     hi = float("inf") if hi is None else hi
@@ -177,7 +184,7 @@ def test_a_base_unit_cell_is_relearned_by_the_domain_s_dimension_cell():
     """heatc finetune: a domain cell `metformin … quantity(mass)` reads the values of the base's
     `metformin … mg` and `… g` cells (and its guard of mcg) — they are re-learned, not kept
     beside it; a domain cell seen on few values is widened to the base's range, in grams."""
-    from heatc.learn.merge import merge_cells
+    from heatc.learn.finetuning.merge import merge_cells
 
     lexicon = _lexicon()
     domain_cell = {"name": "metformin_mass", "pair": ["metformin", "number"], "dimension": "mass",
@@ -199,7 +206,7 @@ def test_a_quantity_s_open_side_may_close_where_a_unit_a_prefix_off_lands():
     """A range open below ("lasix … ≤ 140 mg") passes "lasix 40 mcg"; each one-sided option of a
     quantity is offered again with that side closed 30 times past its values, which notices a
     value a thousand times off and nothing ten times off."""
-    from heatc.learn.ranges import PREFIX_MARGIN, range_options
+    from heatc.learn.cells.ranges import PREFIX_MARGIN, range_options
 
     cv = CellValues()
     for d in range(40):

@@ -3,10 +3,10 @@ and which leave it again (`aggregate._dosed_alike`)."""
 
 from __future__ import annotations
 
-from heatc.learn.aggregate import _dosed_alike
-from heatc.learn.evidence import CellKey
-from heatc.learn.guards import keyword_families, pooled_units
-from heatc.learn.lexemes import Lexicon
+from heatc.learn.cells.guards import keyword_families, pooled_units
+from heatc.learn.heatmaps.aggregate import _dosed_alike
+from heatc.learn.text.evidence import CellKey
+from heatc.learn.text.lexemes import Lexicon
 
 DRUGS = ("coreg", "nexium", "plavix", "lovenox")
 

@@ -1,6 +1,6 @@
 """Keywords too rare for cells of their own, pooled by the magnitude of their values
-(`heatc.learn.magnitudes`), and the value cell and its bare-value cell chosen together
-(`heatc.learn.budget.allocate`)."""
+(`heatc.learn.cells.magnitudes`), and the value cell and its bare-value cell chosen together
+(`heatc.learn.cells.budget.allocate`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 from support.learn_values import spread_values as _spread
 
-from heatc.learn.budget import allocate
-from heatc.learn.evidence import ITEM_END, CellKey, LearnedCell, collect_values
-from heatc.learn.lexemes import Lexicon
-from heatc.learn.magnitudes import discover_magnitudes, magnitude_families, with_magnitudes
-from heatc.learn.quantities import KeywordProfile
-from heatc.learn.ranges import FLAT_TAIL, count_outside, range_options
+from heatc.learn.cells.budget import allocate
+from heatc.learn.cells.magnitudes import discover_magnitudes, magnitude_families, with_magnitudes
+from heatc.learn.cells.ranges import FLAT_TAIL, count_outside, range_options
+from heatc.learn.text.evidence import ITEM_END, CellKey, LearnedCell, collect_values
+from heatc.learn.text.lexemes import Lexicon
+from heatc.learn.text.quantities import KeywordProfile
 
 MAGNESIUM = [1.8, 1.9, 2.0, 2.1, 2.2, 2.3, 2.4, 2.0]
 PHOSPHORUS = [2.6, 2.8, 3.0, 3.2, 3.4, 3.6, 3.8, 3.0]
@@ -85,12 +85,14 @@ def test_a_family_range_rejects_every_member_ten_times_off():
 
 
 def test_the_plan_declares_the_families_before_the_teacher_reads():
-    from heatc.learn.config import LearnConfig
-    from heatc.learn.corpus import Document
-    from heatc.learn.plan import Plan, plan, plan_lexicon
+    from heatc.learn.config import LearnConfig, TeachingConfig
+    from heatc.learn.teaching.plan import Plan, plan, plan_lexicon
+    from heatc.learn.text.corpus import Document
 
     docs = [Document(f"d{i}", text) for i, text in enumerate(_panel_notes())]
-    config = LearnConfig(corpus=[], output=Path("x.yaml"), label_sentences=0, candidate_count=3)
+    config = LearnConfig(
+        corpus=[], output=Path("x.yaml"), teaching=TeachingConfig(label_sentences=0, candidate_count=3)
+    )
     p = plan(config, docs)
     assert p.magnitudes["keywords_about_3"] == ["albumin", "magnesium", "phosphorus"]
     assert not {k.lower() for k, _ in p.keywords} & {"albumin", "magnesium", "phosphorus", "sodium", "chloride"}

@@ -1,17 +1,17 @@
 """Model and part names ("PCF-160L", "Olympus CF 20L") declared as words of their own, so
-that learning reads no value in their digits (`heatc.learn.model_names`)."""
+that learning reads no value in their digits (`heatc.learn.text.model_names`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from heatc.learn.config import LearnConfig
-from heatc.learn.corpus import Document
-from heatc.learn.emit import declared_categories
-from heatc.learn.evidence import CellKey, collect_values
-from heatc.learn.lexemes import Lexicon
-from heatc.learn.model_names import MODEL_NAME_CLASS, model_names
-from heatc.learn.plan import Plan, plan, plan_lexicon
+from heatc.learn.config import LearnConfig, TeachingConfig
+from heatc.learn.heatmaps.emit import declared_categories
+from heatc.learn.teaching.plan import Plan, plan, plan_lexicon
+from heatc.learn.text.corpus import Document
+from heatc.learn.text.evidence import CellKey, collect_values
+from heatc.learn.text.lexemes import Lexicon
+from heatc.learn.text.model_names import MODEL_NAME_CLASS, model_names
 
 SCOPES = "The Olympus CF 20L video endoscope and the PCF-160L were used; lens SN60WF placed."
 NOT_NAMES = "HR 80BPM, P 68BPM, NC 2L, FVC 2.17L, USD 500M and Vitals 98F today."
@@ -47,7 +47,9 @@ def test_names_join_the_class_a_base_heatmap_declares():
 def test_the_plan_declares_the_model_names_and_the_heatmap_keeps_them():
     notes = [f"Blood loss {v} L today with the PCF-160L. {SCOPES}" for v in (0.2, 0.5, 1.1, 0.8, 0.3, 1.4)]
     docs = [Document(f"d{i}", text) for i, text in enumerate(notes)]
-    config = LearnConfig(corpus=[], output=Path("x.yaml"), label_sentences=0, candidate_count=3)
+    config = LearnConfig(
+        corpus=[], output=Path("x.yaml"), teaching=TeachingConfig(label_sentences=0, candidate_count=3)
+    )
     p = plan(config, docs)
     assert p.model_names == ["CF 20L", "PCF-160L", "SN60WF"]
     lexicon = plan_lexicon(Plan.from_json(p.to_json()))
@@ -57,7 +59,7 @@ def test_the_plan_declares_the_model_names_and_the_heatmap_keeps_them():
 
 def test_fine_tuning_keeps_the_base_heatmaps_names_and_adds_the_domains():
     from heatc.heatmap.format import load_heatmap
-    from heatc.learn.merge import base_lexicon
+    from heatc.learn.finetuning.merge import base_lexicon
 
     repo = Path(__file__).resolve().parent.parent
     start = base_lexicon(load_heatmap(repo / "heatmaps" / "medical.yaml"))

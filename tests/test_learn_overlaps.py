@@ -1,4 +1,4 @@
-"""Cells that read the same values (`heatc.learn.overlaps`): a keyword's cell beside the cell
+"""Cells that read the same values (`heatc.learn.cells.overlaps`): a keyword's cell beside the cell
 of every value of its kind and unit is worth what that cell does not notice."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 from support.learn_values import spread_values as _spread
 
-from heatc.learn.budget import allocate
-from heatc.learn.evidence import ITEM_END, LONE_DATE, LONE_PERCENT, CellKey, LearnedCell
-from heatc.learn.overlaps import enclosing_cells
-from heatc.learn.ranges import FLAT_TAIL, count_outside, range_options
+from heatc.learn.cells.budget import allocate
+from heatc.learn.cells.overlaps import enclosing_cells
+from heatc.learn.cells.ranges import FLAT_TAIL, count_outside, range_options
+from heatc.learn.text.evidence import ITEM_END, LONE_DATE, LONE_PERCENT, CellKey, LearnedCell
 
 MILLIONS = CellKey("", "number", "scale_million")
 DOLLAR_MILLIONS = CellKey("currency", "number", "scale_million")

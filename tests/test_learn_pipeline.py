@@ -3,6 +3,7 @@ the same heatmap from two processes under torchrun as from one; a causal-LM teac
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -16,9 +17,9 @@ from support import SHARED_DATA
 
 from heatc.errors import HeatError
 from heatc.heatmap.format import load_heatmap
-from heatc.learn.config import WORK_VERSION, LearnConfig
+from heatc.learn.config import WORK_VERSION, CellsConfig, DistilConfig, LearnConfig, TeachingConfig
 from heatc.learn.pipeline import STAGES, learn
-from heatc.learn.plan import Plan
+from heatc.learn.teaching.plan import Plan
 
 pytestmark = pytest.mark.needs("torch")
 
@@ -27,9 +28,8 @@ needs_data = pytest.mark.skipif(not CORPUS.exists(), reason=f"shared data not fo
 HEATC = Path(sys.executable).parent / "heatc"
 
 # Small enough for CI: the teacher reads about 100 sentences.
-SMALL = dict(
-    label_sentences=40, max_probe_sentences=64, topup_probes=64, min_support=8, epochs=2, discovery_sentences=4000
-)
+TEACHING_SMALL = TeachingConfig(label_sentences=40, max_probe_sentences=64, topup_probes=64, discovery_sentences=4000)
+SMALL = dict(teaching=TEACHING_SMALL, cells=CellsConfig(min_support=8), distil=DistilConfig(epochs=2))
 CLI_SMALL = ["--label-sentences", "40", "--probe-sentences", "64", "--topup-probes", "64"]
 CLI_SMALL += ["--min-support", "8", "--epochs", "2"]
 
@@ -100,7 +100,7 @@ def test_rerun_resumes_without_the_teacher(learned, monkeypatch):
     copy = out.with_name("again.yaml")
     shutil.copytree(out.with_name("lab.learn"), out.with_name("again.learn"))
 
-    import heatc.learn.labels as labels
+    import heatc.learn.teaching.labels as labels
 
     def refuse(*args, **kwargs):
         raise AssertionError("the teacher ran again")
@@ -123,7 +123,7 @@ def test_cells_per_dimension_reuse_the_teacher_s_work_and_build(learned, tmp_pat
     teacher never runs), keys a lab keyword's cells with units on their dimension, writes its
     statistics in the base unit, and the heatmap builds with its expects; run twice, the same
     bytes (deterministic)."""
-    import heatc.learn.labels as labels
+    import heatc.learn.teaching.labels as labels
     from heatc.heatmap.lower import lower
     from heatc.lang.unparse import format_file
 
@@ -135,7 +135,14 @@ def test_cells_per_dimension_reuse_the_teacher_s_work_and_build(learned, tmp_pat
         with pytest.MonkeyPatch.context() as m:
             m.setattr(labels, "token_sensitivity", lambda *a, **k: pytest.fail("the teacher ran again"))
             m.setattr(labels, "pair_coupling", lambda *a, **k: pytest.fail("the teacher ran again"))
-            learn(LearnConfig(corpus=[CORPUS], output=copy, name="lab", dimensions=True, **SMALL))
+            learn(
+                LearnConfig(
+                    corpus=[CORPUS],
+                    output=copy,
+                    name="lab",
+                    **{**SMALL, "cells": CellsConfig(min_support=8, dimensions=True)},
+                )
+            )
         outputs.append(_without_onnx_diff(copy.read_bytes().replace(copy.stem.encode(), b"lab")))
     assert outputs[0] == outputs[1]
     hm = load_heatmap(out.with_name("dims.yaml"))
@@ -182,7 +189,10 @@ def test_two_processes_give_the_same_heatmap(learned, tmp_path):
 @needs_data
 def test_causal_teacher_end_to_end(tiny_causal_lm, tmp_path):
     out = tmp_path / "causal.yaml"
-    cfg = LearnConfig(corpus=[CORPUS], output=out, teacher=tiny_causal_lm, **{**SMALL, "min_support": 5})
+    teaching = dataclasses.replace(TEACHING_SMALL, teacher=tiny_causal_lm)
+    cfg = LearnConfig(
+        corpus=[CORPUS], output=out, **{**SMALL, "teaching": teaching, "cells": CellsConfig(min_support=5)}
+    )
     summary = learn(cfg)
     hm = load_heatmap(out)
     assert hm.tokenizer.kind == "dir"
@@ -207,8 +217,8 @@ def test_cli_errors_are_clear(tmp_path):
 def test_a_work_folder_of_a_corpus_since_changed_is_not_reused(tmp_path):
     """The work folder records the corpus by its files' paths; a file edited since holds
     other sentences, whose teacher labels the folder does not have."""
-    from heatc.learn.corpus import Document
-    from heatc.learn.plan import plan
+    from heatc.learn.teaching.plan import plan
+    from heatc.learn.text.corpus import Document
 
     corpus = tmp_path / "notes.txt"
     corpus.write_text("Glucose was 162 mg/dL and potassium 4.9 this morning. " * 3)

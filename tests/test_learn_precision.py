@@ -1,17 +1,20 @@
-"""A range cell's precision (`heatc.learn.precision`): a quantity written to a fixed number of
+"""A range cell's precision (`heatc.learn.cells.precision`): a quantity written to a fixed number of
 digits after the point gets `places: P`, whose rule notices a decimal point slipped one place
 left ("pulse 7.2" for 72) where no range of real pulses can."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from support.learn_scores import scored as _scored
 
 from heatc.heatmap.build import compile_heatmap
-from heatc.learn.budget import cell_table
-from heatc.learn.evidence import CellKey, collect_values
-from heatc.learn.lexemes import Lexicon
-from heatc.learn.precision import CAP_SHARE, CAP_VALUES, capped_options, places_cap
-from heatc.learn.ranges import range_options
+from heatc.learn.cells.budget import CellContext, cell_table
+from heatc.learn.cells.precision import CAP_SHARE, CAP_VALUES, capped_options, places_cap
+from heatc.learn.cells.ranges import range_options
+from heatc.learn.config import CellsConfig
+from heatc.learn.text.evidence import CellKey, collect_values
+from heatc.learn.text.lexemes import Lexicon
 from heatc.verify.backends import run_document
 
 
@@ -43,10 +46,12 @@ def test_a_quantity_written_in_whole_numbers_gets_a_cap_that_notices_a_slipped_p
     for o, c in zip(plain, capped, strict=True):
         assert c.power >= o.power and c.rejected == o.rejected and c.unseen > o.unseen
     assert any(c.power > o.power for o, c in zip(plain, capped, strict=True))
-    table = {"min_support": 5, "min_probes": 3, "sentences": 10_000, "sensitivity": 0.75}
-    [cell] = cell_table(values, *_scored({key: 3.5}), **table, places=True)
+    settings = CellsConfig(min_support=5, min_probes=3, sensitivity=0.75)
+    [cell] = cell_table(
+        values, *_scored({key: 3.5}), dataclasses.replace(settings, places=True), CellContext(sentences=10_000)
+    )
     assert cell.places == 0  # "glucose 21.3" for 213 lies within any range of real values
-    [cell] = cell_table(values, *_scored({key: 3.5}), **table)  # off unless asked for
+    [cell] = cell_table(values, *_scored({key: 3.5}), settings, CellContext(sentences=10_000))  # off unless asked for
     assert cell.places is None
 
 

@@ -1,6 +1,6 @@
 """What makes a learned rule one a user can leave switched on: keywords that name a measured
-quantity (`heatc.learn.quantities`), ranges that reject the impossible with a side left open
-where no error needs it (`heatc.learn.ranges`), consistency only where a term must repeat,
+quantity (`heatc.learn.text.quantities`), ranges that reject the impossible with a side left open
+where no error needs it (`heatc.learn.cells.ranges`), consistency only where a term must repeat,
 the budget counted in the sentences that hold a value some cell checks, and each rule's
 measured false-alarm rate written into the heatmap."""
 
@@ -12,14 +12,15 @@ from support.learn_scores import scored as _scored
 
 from heatc.heatmap.format import load_heatmap
 from heatc.heatmap.lower import lower
-from heatc.learn.aggregate import checked_sentences, counted_text
-from heatc.learn.budget import cell_table
-from heatc.learn.corpus import Document
-from heatc.learn.emit import heatmap_document, write_heatmap
-from heatc.learn.evidence import CellKey, CellValues, collect_values, occurrences
-from heatc.learn.lexemes import Category, Lexicon, lex_sentence
-from heatc.learn.quantities import is_quantity, keyword_profiles, unit_read
-from heatc.learn.ranges import count_outside, range_options
+from heatc.learn.cells.budget import CellContext, cell_table
+from heatc.learn.cells.ranges import count_outside, range_options
+from heatc.learn.config import CellsConfig
+from heatc.learn.heatmaps.aggregate import checked_sentences, counted_text
+from heatc.learn.heatmaps.emit import heatmap_document, write_heatmap
+from heatc.learn.text.corpus import Document
+from heatc.learn.text.evidence import CellKey, CellValues, collect_values, occurrences
+from heatc.learn.text.lexemes import Category, Lexicon, lex_sentence
+from heatc.learn.text.quantities import is_quantity, keyword_profiles, unit_read
 from heatc.semantics.reference import scan
 from heatc_runtime import Verdict
 
@@ -142,7 +143,10 @@ def test_a_bound_no_error_needs_is_left_out():
     key = CellKey("ended", "date", "")
     years = [0.0] * 30 + [float(y) for y in np.random.default_rng(0).integers(2010, 2021, 370)]
     cells = cell_table(
-        {key: _spread(years)}, *_scored({key: 3.0}), min_support=5, min_probes=3, sentences=400, sensitivity=0.75
+        {key: _spread(years)},
+        *_scored({key: 3.0}),
+        CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+        CellContext(sentences=400),
     )
     [cell] = cells
     lo, hi = cell.range
@@ -160,7 +164,12 @@ def test_consistency_only_where_a_restated_term_repeats():
         for k, vs in ((term, [30, 30, 30]), (dose, [20, 20, 20, 20, 20, 5] if d < 4 else [20, 20])):
             values[k].values.extend(vs)
             values[k].per_document[d].extend(vs)
-    cells = cell_table(values, *_scored({term: 3.0, dose: 3.0}), min_support=5, min_probes=3, sentences=10**6)
+    cells = cell_table(
+        values,
+        *_scored({term: 3.0, dose: 3.0}),
+        CellsConfig(min_support=5, min_probes=3, sensitivity=None),
+        CellContext(sentences=10**6),
+    )
     assert [c.key for c in cells] == [term]
 
 
@@ -180,7 +189,10 @@ def test_a_rule_with_an_open_side_is_written_lowered_and_rejects_above_its_bound
     key = CellKey("ended", "date", "")
     years = [0.0] * 30 + [float(y) for y in np.random.default_rng(1).integers(2010, 2021, 370)]
     [cell] = cell_table(
-        {key: _spread(years)}, *_scored({key: 3.0}), min_support=5, min_probes=3, sentences=400, sensitivity=0.75
+        {key: _spread(years)},
+        *_scored({key: 3.0}),
+        CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+        CellContext(sentences=400),
     )
     doc = heatmap_document(
         name="years", title="t", lexicon=lexicon, cells=[cell], provenance={}, sensitivity=0.75, rule_files=[],
@@ -222,7 +234,7 @@ def test_a_word_before_a_keyword_of_the_base_makes_a_keyword_of_its_own():
     """Fine-tuning discovers keywords over the base heatmap's lexicon: "WARFARIN SODIUM 5 mg"
     is a dose of warfarin (a member of a drug family there), not a sodium level; "the sodium"
     qualifies nothing."""
-    from heatc.learn.discovery import discover_keywords
+    from heatc.learn.text.discovery import discover_keywords
 
     lexicon = Lexicon().with_keywords(["sodium", "warfarin", "aspirin"])
     lexicon = lexicon.with_families({"keywords_mg": ["warfarin", "aspirin"]})
@@ -247,7 +259,7 @@ def test_a_keyword_binds_its_value_past_a_constraint_word():
 
 
 def test_a_range_fitted_to_few_domain_values_is_widened_to_the_base():
-    from heatc.learn.merge import TRUSTED_SUPPORT, widen_to_base
+    from heatc.learn.finetuning.merge import TRUSTED_SUPPORT, widen_to_base
 
     base = {"range": [0.125, 3200], "support": 1972}
     few = {"range": [12.7, 402], "support": 10, "description": "learned"}
@@ -277,7 +289,7 @@ def test_a_relearned_cell_keeps_the_bases_band_unless_it_rejects_the_domains_tex
     gives it back where its rule rejects a clean value of the domain."""
     from collections import Counter
 
-    from heatc.learn.merge import drop_bands, inherit_band, merge_cells, without_bands
+    from heatc.learn.finetuning.merge import drop_bands, inherit_band, merge_cells, without_bands
 
     base_cell = {"name": "currency_scale_million", "pair": ["currency", "number"], "unit": "scale_million",
                  "range": [None, 267000], "support": 1330, "band": 999, "score": 0.6}  # fmt: skip
@@ -313,7 +325,7 @@ def test_a_base_cell_of_dates_is_kept_beside_the_domains_cells():
     """`date` is a value of the language, as `number` and `percent` are, not a category the
     merged heatmap must declare: a base cell `fiscal_year … date` the domain does not
     re-learn is kept (it was dropped when only numbers and percentages were known values)."""
-    from heatc.learn.merge import merge_cells
+    from heatc.learn.finetuning.merge import merge_cells
 
     fiscal = {"name": "fiscal_year_date", "pair": ["fiscal_year", "date"], "range": [None, 2030], "score": 0.98}
     lone = {"name": "any_date", "pair": ["date"], "range": [None, 2050], "score": 0.06}
@@ -328,7 +340,7 @@ def test_the_rules_a_domain_inherits_are_paid_from_what_its_own_cells_leave():
     """A kept base cell or an inherited band that rejects clean values of the domain is not
     dropped at its first false alarm: what it raises there is paid from the budget the
     domain's cells leave, those that raise none first, then the hottest."""
-    from heatc.learn.merge import affordable
+    from heatc.learn.finetuning.merge import affordable
 
     inherited = [("free", 0.1, 0), ("hot", 0.9, 2), ("warm", 0.5, 1), ("band x", 0.7, 3)]
     assert affordable(inherited, 0.0) == {"free"}
@@ -362,7 +374,7 @@ def test_a_share_is_bounded_by_the_whole():
     free where none of its clean values exceeds it; where one does ("increased 150%") the
     bound costs it, in the corpus and as much again in unseen documents. Numbers never get
     the bound."""
-    from heatc.learn.ranges import FLAT_TAIL, PERCENT_WHOLE
+    from heatc.learn.cells.ranges import FLAT_TAIL, PERCENT_WHOLE
 
     shares = _spread([20 + (i * 7) % 41 for i in range(60)], documents=30)
     options = range_options(shares, CellKey("margin", "percent", ""))
@@ -391,7 +403,7 @@ def test_a_drug_whose_unitless_numbers_are_other_things_is_still_a_dose_word():
 
 
 def test_number_words_that_restate_their_digits_keep_their_cells():
-    from heatc.learn.aggregate import _restating_numerals
+    from heatc.learn.heatmaps.aggregate import _restating_numerals
 
     texts = ["Payment is due within thirty (30) days of invoice."] * 8 + ["Notice of thirty (30) days."] * 4
     texts += ["Within thirty (45) days."] + ["Take two 5 mg tablets daily.", "Two 10 mg doses."] * 3
@@ -402,8 +414,8 @@ def test_number_words_that_restate_their_digits_keep_their_cells():
 
 
 def test_the_quantity_test_leaves_references_out_and_terms_and_restatements_in():
-    from heatc.learn.aggregate import quantity_cells
-    from heatc.learn.evidence import CellKey
+    from heatc.learn.heatmaps.aggregate import quantity_cells
+    from heatc.learn.text.evidence import CellKey
 
     groups = {
         "article_ref": "article",
@@ -428,7 +440,7 @@ def test_the_quantity_test_leaves_references_out_and_terms_and_restatements_in()
         ("glucose", "", "range"), ("notice", "days", "consistent"), ("thirty", "", "range"), ("two", "mg", "range"),
         ("within", "days", "range"),
     ]  # fmt: skip
-    from heatc.learn.lexemes import Lexicon
+    from heatc.learn.text.lexemes import Lexicon
 
     seed = Lexicon()
     refs = {lit.lower() for c in seed.categories if c.group == "article" for lit in c.literals}
@@ -445,7 +457,7 @@ def test_the_quantity_test_leaves_references_out_and_terms_and_restatements_in()
 def test_a_term_is_a_keyword_that_fails_the_quantity_test_only_by_binding_rarely():
     from collections import Counter
 
-    from heatc.learn.quantities import KeywordProfile, is_quantity, names_a_term
+    from heatc.learn.text.quantities import KeywordProfile, is_quantity, names_a_term
 
     days = "quantity9"  # (a reading of values with a unit: one quantity)
     notice = KeywordProfile(

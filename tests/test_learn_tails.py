@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from support.learn_values import spread_values as _spread
 
-from heatc.learn.evidence import CellKey, collect_values
-from heatc.learn.lexemes import Lexicon
-from heatc.learn.ranges import count_outside, log_spread, range_options, tail_margin
+from heatc.learn.cells.ranges import count_outside, log_spread, range_options, tail_margin
+from heatc.learn.text.evidence import CellKey, collect_values
+from heatc.learn.text.lexemes import Lexicon
 
 
 def test_cell_values_stop_at_a_sentence_end_as_the_heatmaps_rules_do():
@@ -56,9 +56,9 @@ def test_a_range_open_above_gets_an_example_it_rejects(tmp_path):
     """`vitamin … number` with range [0.25, null] rejects no large value: its rejecting
     example is a value a thousand times below its lower bound, and `heatc check` passes."""
     from heatc.heatmap.build import compile_heatmap
-    from heatc.learn.emit import heatmap_document, write_heatmap
-    from heatc.learn.evidence import LearnedCell
-    from heatc.learn.ranges import value_stats
+    from heatc.learn.cells.ranges import value_stats
+    from heatc.learn.heatmaps.emit import heatmap_document, write_heatmap
+    from heatc.learn.text.evidence import LearnedCell
     from heatc.verify.expect import check_expects
 
     stats = value_stats([1.0, 12.0, 12.0, 20.0, 50_000.0])
@@ -84,7 +84,7 @@ def _labs_and_rates(moving: bool):
     `moving`, two documents of each lab come from another population, values 2.5 times as
     large: what a cell's documents not seen may hold beyond its tail (a newborn's respiratory
     rate of 60 where the corpus's adults write 12 to 40)."""
-    from heatc.learn.evidence import CellValues
+    from heatc.learn.text.evidence import CellValues
 
     rng = np.random.default_rng(5)
     values = {}
@@ -110,7 +110,8 @@ def test_a_bound_sits_as_far_past_its_values_as_other_cells_documents_go_past_th
     per bound prices it alike either way (and at this budget cannot pay for the rate's range)."""
     from support.learn_scores import scored as _scored
 
-    from heatc.learn.budget import cell_table
+    from heatc.learn.cells.budget import CellContext, cell_table
+    from heatc.learn.config import CellsConfig
 
     uppers = {}
     for moving in (False, True):
@@ -119,7 +120,10 @@ def test_a_bound_sits_as_far_past_its_values_as_other_cells_documents_go_past_th
         x = values[rates].values
         assert margin.unseen((None, 40.0), x) > margin.unseen((None, 60.0), x) >= margin.unseen((None, 100.0), x)
         cells = cell_table(
-            values, *_scored(dict.fromkeys(values, 3.5)), min_support=5, min_probes=3, sentences=1000, sensitivity=0.75
+            values,
+            *_scored(dict.fromkeys(values, 3.5)),
+            CellsConfig(min_support=5, min_probes=3, sensitivity=0.75),
+            CellContext(sentences=1000),
         )
         [cell] = [c for c in cells if c.key == rates]
         uppers[moving] = cell.range[1]
@@ -131,7 +135,7 @@ def test_a_shares_bound_at_the_whole_is_priced_as_a_prior_not_a_tail():
     """No document's share goes past 100 %, however near 100 a corpus's shares come: the
     bound at the whole costs `FLAT_TAIL`, while a bound fitted as near its largest value
     costs what every cell's tails say such a bound costs (here more)."""
-    from heatc.learn.ranges import FLAT_TAIL, PERCENT_WHOLE
+    from heatc.learn.cells.ranges import FLAT_TAIL, PERCENT_WHOLE
 
     values, _ = _labs_and_rates(True)
     margin = tail_margin(list(values.items()))
@@ -154,7 +158,7 @@ def test_a_quantity_that_hardly_varies_keeps_a_bound_below_its_values_slipped():
     put every lower bound under 9.8, "98.6" written ten times too small. Floored at a
     twentieth, a candidate accepts every Celsius value and rejects both units' temperatures
     slipped."""
-    from heatc.learn.ranges import SPREAD_FLOOR, TailMargin
+    from heatc.learn.cells.ranges import SPREAD_FLOOR, TailMargin
 
     rng = np.random.default_rng(5)
     fahrenheit = np.round(rng.uniform(96.0, 104.0, 180), 1)
@@ -175,7 +179,8 @@ def test_a_cut_past_a_few_clean_values_is_charged_the_noise_of_its_count():
     documents wrote 900 to 2500 mL eight times), and charged its noise besides it does not."""
     from support.learn_scores import scored as _scored
 
-    from heatc.learn.budget import CUT_NOISE, cell_table
+    from heatc.learn.cells.budget import CUT_NOISE, CellContext, cell_table
+    from heatc.learn.config import CellsConfig
 
     key = CellKey("blood_loss", "number", "ml")
     values = {key: _spread([*sorted(float(x) for x in np.round(np.geomspace(5, 600, 230))), 900.0, 1000.0])}
@@ -183,7 +188,10 @@ def test_a_cut_past_a_few_clean_values_is_charged_the_noise_of_its_count():
 
     def chosen(budget: float):
         [cell] = cell_table(
-            values, *scored, min_support=5, min_probes=3, sentences=100, alarm_budget=budget, sensitivity=0.75
+            values,
+            *scored,
+            CellsConfig(min_support=5, min_probes=3, alarm_budget=budget, sensitivity=0.75),
+            CellContext(sentences=100),
         )
         return cell
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from heatc.errors import HeatError
-from heatc.learn import pair_onnx
-from heatc.learn import pair_student as ps
-from heatc.learn import student as st
+from heatc.learn.students import pair_onnx
+from heatc.learn.students import pair_student as ps
+from heatc.learn.students import student as st
 
 pytestmark = pytest.mark.needs("torch")
 
@@ -42,7 +42,7 @@ def _synthetic(n: int, seed: int) -> list[ps.PairExample]:
 @pytest.fixture(scope="module")
 def trained():
     config = ps.PairConfig(vocab_size=2048, width=32, pair_width=32, features=0, pair_head="interaction")
-    return ps.train_pair(config, _synthetic(500, 0), epochs=8, seed=0), _synthetic(60, 1)
+    return ps.train_pair(config, _synthetic(500, 0), st.Training(epochs=8, seed=0)), _synthetic(60, 1)
 
 
 def test_the_pair_head_learns_token_and_distance_dependent_couplings(trained):
@@ -95,7 +95,7 @@ def test_a_token_student_of_an_earlier_heatc_gives_its_encoder_and_token_head(tm
     """Exported by `student.export_onnx` (optimised: weights renamed and transposed)."""
     config = st.StudentConfig(vocab_size=512, width=16, layers=1, features=8)
     table = torch.randn(512, 8).to(torch.float16)
-    old = st.train(config, st_examples(), epochs=1, seed=0, table=table)
+    old = st.train(config, st_examples(), st.Training(epochs=1, seed=0), table=table)
     st.export_onnx(old, tmp_path / "old.onnx")
     model, kind = pair_onnx.load_pair_student(tmp_path / "old.onnx")
     assert kind == "token"
@@ -130,8 +130,8 @@ def test_what_is_not_a_student_is_a_clear_error(tmp_path):
 def test_student_records_have_the_teachers_format():
     """Per probed value, a coupling per lexeme: None at the value itself and past the
     truncation, positive elsewhere — what `aggregate` reads from the teacher."""
-    from heatc.learn.lexemes import Lexicon, lex_sentence
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
+    from heatc.learn.text.lexemes import Lexicon, lex_sentence
 
     tokenizer = load_teacher().tokenizer
     program = Lexicon().program()
@@ -155,14 +155,14 @@ def test_relative_positions_export_and_a_file_without_them_is_read_as_absolute(t
     import onnx
 
     config = ps.PairConfig(vocab_size=2048, width=32, pair_width=32, features=0, positions="relative")
-    model = ps.train_pair(config, _synthetic(60, 2), epochs=1, seed=0)
+    model = ps.train_pair(config, _synthetic(60, 2), st.Training(epochs=1, seed=0))
     assert not hasattr(model, "position") and hasattr(model, "attention_rel")
     path = tmp_path / "rel.student.onnx"
     assert pair_onnx.export_pair_onnx(model, path, check_examples=_synthetic(20, 3)) <= 1e-4
     back, _ = pair_onnx.load_pair_student(path)
     assert back.config == model.config
     old = ps.train_pair(
-        ps.PairConfig(vocab_size=2048, width=32, pair_width=32, features=0), _synthetic(20, 4), epochs=1
+        ps.PairConfig(vocab_size=2048, width=32, pair_width=32, features=0), _synthetic(20, 4), st.Training(epochs=1)
     )
     pair_onnx.export_pair_onnx(old, path)
     proto = onnx.load(str(path))

@@ -1,13 +1,13 @@
-"""Shadow phrases (`heatc.learn.shadows`): a keyword and the word beside it that make another
+"""Shadow phrases (`heatc.learn.text.shadows`): a keyword and the word beside it that make another
 quantity are declared, so that the keyword's rule no longer reads their values."""
 
 from __future__ import annotations
 
 from support import REPO
 
-from heatc.learn.lexemes import Lexicon, lex_sentence
-from heatc.learn.plan import Plan, plan_lexicon
-from heatc.learn.shadows import SHADOW_GROUP, shadow_phrases
+from heatc.learn.teaching.plan import Plan, plan_lexicon
+from heatc.learn.text.lexemes import Lexicon, lex_sentence
+from heatc.learn.text.shadows import SHADOW_GROUP, shadow_phrases
 
 KEYWORDS = ["pulse", "glucose", "hemoglobin", "chloride", "potassium"]
 
@@ -81,7 +81,7 @@ def test_fine_tuning_keeps_the_base_heatmaps_shadow_phrases():
     from collections import Counter
 
     from heatc.heatmap.format import load_heatmap
-    from heatc.learn.merge import base_lexicon, drop_rejecting
+    from heatc.learn.finetuning.merge import base_lexicon, drop_rejecting
 
     base = load_heatmap(REPO / "heatmaps" / "medical.yaml")
     groups = base_lexicon(base).groups()
@@ -104,18 +104,25 @@ def test_fine_tuning_keeps_the_base_heatmaps_shadow_phrases():
 
 
 def test_a_phrase_a_rule_file_declares_is_left_to_it(tmp_path):
-    from heatc.learn.config import LearnConfig
-    from heatc.learn.corpus import Document
-    from heatc.learn.plan import plan
+    from heatc.learn.config import LearnConfig, TeachingConfig
+    from heatc.learn.teaching.plan import plan
+    from heatc.learn.text.corpus import Document
 
     def learned(p) -> set[str]:  # keywords and shadow phrases
         return {k.lower() for k, _ in p.keywords} | {k for k, _ in p.shadows}
 
     text = " ".join([*CLINIC, "The pulse width of 0.5 msec.", "Pulse width of 0.4 msec.", "A pulse width 0.45 msec."])
     docs = [Document("a", text), Document("b", text)]
-    config = LearnConfig(corpus=[tmp_path / "notes.txt"], output=tmp_path / "x.yaml", candidate_count=2)
+    config = LearnConfig(
+        corpus=[tmp_path / "notes.txt"], output=tmp_path / "x.yaml", teaching=TeachingConfig(candidate_count=2)
+    )
     assert {"pulse width", "glucose", "pulse"} <= learned(plan(config, docs))
     rules = tmp_path / "mine.heat"
     rules.write_text('class device other = "pulse width"\nclass sugar keyword = "glucose"\n')
-    p = plan(LearnConfig(corpus=config.corpus, output=config.output, candidate_count=2, rules=[rules]), docs)
+    p = plan(
+        LearnConfig(
+            corpus=config.corpus, output=config.output, rules=[rules], teaching=TeachingConfig(candidate_count=2)
+        ),
+        docs,
+    )
     assert "pulse" in learned(p) and not {"pulse width", "glucose"} & learned(p)

@@ -5,6 +5,7 @@ Public surface: the commands, registered on `heatc.cli.common.app`.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +16,19 @@ from rich.markup import escape
 
 from heatc.cli.common import Timings, alarm_budget_option, app, dump_after_option, fail, out
 from heatc.errors import HeatError
+from heatc.learn.config import (
+    FINETUNE_CELLS,
+    CellsConfig,
+    DistilConfig,
+    FinetuneConfig,
+    LearnConfig,
+    TeachingConfig,
+)
+
+# The options' defaults are the settings' own (heatc.learn.config): defined there once.
+_LEARN = LearnConfig(corpus=[], output=Path())
+_TEACHING, _CELLS, _DISTIL = _LEARN.teaching, _LEARN.cells, _LEARN.distil
+_FINETUNE = FinetuneConfig(base=Path(), output=Path())
 
 # (options heatc learn and heatc finetune share)
 _Name = Annotated[str | None, typer.Option("--name", help="The heatmap's name (default: the output file's stem).")]
@@ -29,6 +43,10 @@ _FinetuneBudget = alarm_budget_option("Rejections the domain cells may make per 
 _LearnDumpAfter = dump_after_option(
     "OUTPUT.STAGE.json: plan, label (the teacher's records), topup, distil (the student's metrics), score "
     "(the evidence), aggregate (the cells)"
+)
+_FinetuneDumpAfter = dump_after_option(
+    "OUTPUT.STAGE.json: plan, label (the teacher's records), distil (the student's metrics before and after), "
+    "score (the evidence), aggregate (the domain's cells)"
 )
 
 
@@ -62,30 +80,32 @@ def learn(
     rules: Annotated[
         list[Path] | None, typer.Option("--rules", help="Hand-written rule files to merge in; repeat for more.")
     ] = None,
-    seed: _Seed = 0,
-    device: _Device = "cpu",
+    seed: _Seed = _LEARN.seed,
+    device: _Device = _TEACHING.device,
     epsilon: Annotated[
         float,
         typer.Option(
             "--epsilon", min=1e-6, max=1.0, help="Perturbation radius, relative to each token's input-embedding norm."
         ),
-    ] = 0.05,
+    ] = _TEACHING.epsilon,
     label_sentences: Annotated[
         int, typer.Option("--label-sentences", help="Random sentences the teacher labels for the student.")
-    ] = 1500,
+    ] = _TEACHING.label_sentences,
     probe_sentences: Annotated[
         int, typer.Option("--probe-sentences", help="At most this many sentences probed for pair coupling.")
-    ] = 3000,
+    ] = _TEACHING.max_probe_sentences,
     topup_probes: Annotated[
         int,
         typer.Option(
             "--topup-probes", min=0, help="At most this many values probed besides, for cells left without a score."
         ),
-    ] = 1500,
+    ] = _TEACHING.topup_probes,
     discovery_sentences: Annotated[
         int, typer.Option("--discovery-sentences", help="Sentences read to learn keywords and candidate cells.")
-    ] = 60000,
-    min_support: Annotated[int, typer.Option("--min-support", help="Corpus occurrences a cell needs.")] = 20,
+    ] = _TEACHING.discovery_sentences,
+    min_support: Annotated[
+        int, typer.Option("--min-support", help="Corpus occurrences a cell needs.")
+    ] = _CELLS.min_support,
     sensitivity: Annotated[
         float,
         typer.Option(
@@ -95,8 +115,8 @@ def learn(
             help="The heatmap's threshold: only cells scoring at least this compete for the budget and become rules "
             "(0: every scored cell does).",
         ),
-    ] = 0.0,
-    alarm_budget: _LearnBudget = 0.01,
+    ] = _CELLS.sensitivity,
+    alarm_budget: _LearnBudget = _CELLS.alarm_budget,
     bands: Annotated[
         bool,
         typer.Option(
@@ -105,7 +125,7 @@ def learn(
             "other (magnitude bands: scale slips, thousand for million). Worth it for financial reports "
             "(heatmaps/finance.yaml is learned with it); clinical notes and contracts lose recall with it.",
         ),
-    ] = False,
+    ] = _CELLS.bands,
     places: Annotated[
         bool,
         typer.Option(
@@ -114,7 +134,7 @@ def learn(
             "a decimal point slipped left adds one). Off by default: on held-out clinical notes and "
             "contracts its rules took the budget of unit guards and ranges (docs/learning.md).",
         ),
-    ] = False,
+    ] = _CELLS.places,
     dimensions: Annotated[
         bool,
         typer.Option(
@@ -124,11 +144,11 @@ def learn(
             "held-out clinical notes it caught more unit swaps but fewer slips at the same false alarms "
             "(docs/learning.md).",
         ),
-    ] = False,
-    epochs: Annotated[int, typer.Option("--epochs", help="Student training epochs.")] = 8,
+    ] = _CELLS.dimensions,
+    epochs: Annotated[int, typer.Option("--epochs", help="Student training epochs.")] = _DISTIL.epochs,
     student: Annotated[
         bool, typer.Option("--student/--no-student", help="Train and export the student detector.")
-    ] = True,
+    ] = _DISTIL.student,
     teacher_sentences: Annotated[
         int,
         typer.Option(
@@ -137,7 +157,7 @@ def learn(
             help="The teacher labels at most this many of the planned sentences and the student scores the cells "
             "(0: the teacher reads and scores them all).",
         ),
-    ] = 400,
+    ] = _TEACHING.teacher_sentences,
     timings: Timings = False,
     dump_after: _LearnDumpAfter = None,
     fresh: Annotated[
@@ -149,7 +169,6 @@ def learn(
     import os
 
     try:
-        from heatc.learn.config import LearnConfig
         from heatc.learn.pipeline import learn as run_learn
     except ModuleNotFoundError as missing:
         raise fail(f"heatc learn needs {missing.name!r}: pip install 'heatc[learn]'") from None
@@ -160,11 +179,18 @@ def learn(
         dist.init_process_group("gloo")
     rank = int(os.environ.get("RANK", "0"))
     config = LearnConfig(
-        corpus=corpus, output=output, exclude=list(exclude or []), name=name, title=title, teacher=teacher, device=device, seed=seed,
-        epsilon=epsilon, label_sentences=label_sentences, max_probe_sentences=probe_sentences,
-        topup_probes=topup_probes, min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget,
-        discovery_sentences=discovery_sentences, epochs=epochs, rules=list(rules or []), student=student,
-        teacher_sentences=teacher_sentences, bands=bands, places=places, dimensions=dimensions,
+        corpus=corpus, output=output, exclude=list(exclude or []), name=name, title=title, rules=list(rules or []),
+        seed=seed,
+        teaching=TeachingConfig(
+            teacher=teacher, device=device, epsilon=epsilon, label_sentences=label_sentences,
+            max_probe_sentences=probe_sentences, topup_probes=topup_probes, discovery_sentences=discovery_sentences,
+            teacher_sentences=teacher_sentences,
+        ),
+        cells=CellsConfig(
+            min_support=min_support, sensitivity=sensitivity, alarm_budget=alarm_budget, bands=bands, places=places,
+            dimensions=dimensions,
+        ),
+        distil=DistilConfig(student=student, epochs=epochs),
     )  # fmt: skip
     try:
         with _LearnProgress(rank == 0 and sys.stderr.isatty(), rank == 0) as progress:
@@ -220,16 +246,18 @@ def finetune(
     ] = None,
     name: _Name = None,
     title: _Title = None,
-    seed: _Seed = 0,
-    device: _Device = "cpu",
+    seed: _Seed = _FINETUNE.seed,
+    device: _Device = _FINETUNE.device,
     teacher_sentences: Annotated[
         int,
         typer.Option(
             "--teacher-sentences", min=1, help="The domain sentences the teacher labels (the student scores all)."
         ),
-    ] = 256,
-    min_support: Annotated[int, typer.Option("--min-support", min=1, help="Domain occurrences a new cell needs.")] = 8,
-    alarm_budget: _FinetuneBudget = 0.05,
+    ] = _FINETUNE.teacher_sentences,
+    min_support: Annotated[
+        int, typer.Option("--min-support", min=1, help="Domain occurrences a new cell needs.")
+    ] = FINETUNE_CELLS.min_support,
+    alarm_budget: _FinetuneBudget = FINETUNE_CELLS.alarm_budget,
     min_worth: Annotated[
         float | None,
         typer.Option(
@@ -239,7 +267,7 @@ def finetune(
             "error (default: about what heatc learn pays, docs/finetune.md); 0: the budget alone decides.",
         ),
     ] = None,
-    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Student fine-tuning epochs.")] = 8,
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Student fine-tuning epochs.")] = _FINETUNE.epochs,
     dimensions: Annotated[
         bool,
         typer.Option(
@@ -247,37 +275,44 @@ def finetune(
             help="Key the domain's keyword cells on the dimension of their unit, values converted to the base unit "
             "(heatc learn --dimensions); off by default: a cell per keyword and unit.",
         ),
-    ] = False,
+    ] = FINETUNE_CELLS.dimensions,
     keep_unused: Annotated[
         bool,
         typer.Option(
             "--keep-unused/--drop-unused",
             help="Keep the base cells the domain does not re-learn (unless they reject domain text).",
         ),
-    ] = True,
+    ] = _FINETUNE.keep_unused,
     new_student: Annotated[
         bool, typer.Option("--new-student", help="Without a student beside the base: train one from the domain sample.")
-    ] = False,
+    ] = _FINETUNE.new_student,
+    timings: Timings = False,
+    dump_after: _FinetuneDumpAfter = None,
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Discard the previous run's work (OUTPUT.finetune/) instead of resuming it.")
     ] = False,
 ) -> None:
     """Adapt a learned heatmap to a domain's documents: the base's student is fine-tuned on the
-    teacher's labels of a bounded sample, then scores the domain's cells over all of it."""
+    teacher's labels of a bounded sample, then scores the domain's cells over all of it.
+    The stages: read, teacher, plan, label, distil, score, aggregate, emit."""
     try:
-        from heatc.learn.finetune import FinetuneConfig
-        from heatc.learn.finetune import finetune as run_finetune
+        from heatc.learn.finetuning.finetune import finetune as run_finetune
     except ModuleNotFoundError as missing:
         raise fail(f"heatc finetune needs {missing.name!r}: pip install 'heatc[learn]'") from None
     config = FinetuneConfig(
         base=base, output=output, pdfs=list(pdf or []), texts=list(text or []), name=name, title=title,
-        teacher=teacher, device=device, seed=seed, teacher_sentences=teacher_sentences, min_support=min_support,
-        alarm_budget=alarm_budget, epochs=epochs, keep_unused=keep_unused, new_student=new_student,
-        dimensions=dimensions, **({} if min_worth is None else {"min_worth": min_worth}),
+        teacher=teacher, device=device, seed=seed, teacher_sentences=teacher_sentences, epochs=epochs,
+        keep_unused=keep_unused, new_student=new_student,
+        cells=dataclasses.replace(
+            FINETUNE_CELLS, min_support=min_support, alarm_budget=alarm_budget, dimensions=dimensions,
+            **({} if min_worth is None else {"min_worth": min_worth}),
+        ),
     )  # fmt: skip
     try:
         with _LearnProgress(sys.stderr.isatty(), True, "heatc finetune") as progress:
-            summary = run_finetune(config, fresh=fresh, progress=progress, log=lambda m: out.print(escape(m)))
+            summary = run_finetune(
+                config, fresh=fresh, progress=progress, log=lambda m: out.print(escape(m)), dump_after=dump_after
+            )
     except HeatError as e:
         raise fail(e.render()) from None
     m, c = summary["metrics"], summary["counts"]
@@ -291,8 +326,14 @@ def finetune(
     out.print(
         f"false-alarm budget: {alarm_budget:g} × {checked} checked domain sentences = {alarm_budget * checked:.1f} "
         f"rejections for {summary['domain_cells']} of {summary['candidate_cells']} candidate cells, a range narrowing "
-        f"only where each false alarm it adds buys {config.min_worth:g} of worth; what they leave pays for the base's rules"
+        f"only where each false alarm it adds buys {config.cells.min_worth:g} of worth; what they leave pays for the base's rules"
     )
+    if summary["dumped"]:
+        out.print(f"{dump_after}: wrote {summary['dumped']}")
+    if timings:
+        from heatc.stages import format_timings
+
+        sys.stderr.write(format_timings("finetune", summary["stages"]) + "\n")
 
 
 class _LearnProgress:

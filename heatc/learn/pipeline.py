@@ -20,7 +20,6 @@ Public surface: `LearnConfig`, `learn`, `STAGES`.
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
 import os
@@ -28,23 +27,15 @@ import time
 from pathlib import Path
 
 from heatc.errors import Diagnostic, HeatError
-from heatc.learn.aggregate import aggregate
-from heatc.learn.config import (
-    WORK_VERSION,
-    LearnConfig,
-    Progress,
-    barrier,
-    quiet,
-    rank_and_world,
-    read_work,
-    refuse_other_work,
-)
-from heatc.learn.corpus import read_corpus
-from heatc.learn.distil import distil
-from heatc.learn.emit import heatmap_document, write_heatmap
-from heatc.learn.labelling import label, read_chunks, topup
-from heatc.learn.plan import Plan, corpus_digest, plan, plan_lexicon, rule_file_literals
-from heatc.learn.student_scoring import student_evidence
+from heatc.learn.config import WORK_VERSION, LearnConfig
+from heatc.learn.heatmaps.aggregate import aggregate
+from heatc.learn.heatmaps.emit import heatmap_document, write_heatmap
+from heatc.learn.students.distil import distil
+from heatc.learn.students.student_scoring import student_evidence
+from heatc.learn.teaching.labelling import label, read_chunks, topup
+from heatc.learn.teaching.plan import Plan, corpus_digest, plan, plan_lexicon, rule_file_literals
+from heatc.learn.text.corpus import read_corpus
+from heatc.learn.work import Progress, barrier, json_dump, quiet, rank_and_world, read_work, refuse_other_work
 from heatc.stages import Stage, check_dump_after, run_stages
 
 
@@ -73,9 +64,9 @@ def _read(config: LearnConfig) -> dict:
 
 
 def _teacher(config: LearnConfig) -> dict:
-    from heatc.learn.teacher import load_teacher
+    from heatc.learn.teaching.teacher import load_teacher
 
-    return {"teacher": load_teacher(config.teacher, config.device)}
+    return {"teacher": load_teacher(config.teaching.teacher, config.teaching.device)}
 
 
 def _plan(config: LearnConfig, fresh: bool, documents, progress: Progress, log, rank: int) -> dict:
@@ -111,12 +102,12 @@ def _label(config: LearnConfig, plan: Plan, teacher, work: Path, progress: Progr
     label(config, plan, teacher, work, progress)
     seconds = time.perf_counter() - t0
     barrier()
-    n_chunks = -(-len(plan.teacher_sentences) // config.chunk_size)
+    n_chunks = -(-len(plan.teacher_sentences) // config.teaching.chunk_size)
     return {"records": read_chunks(work, n_chunks), "label_seconds": seconds}
 
 
 def _by_student(config: LearnConfig) -> bool:
-    return config.student and config.teacher_sentences > 0
+    return config.distil.student and config.teaching.teacher_sentences > 0
 
 
 def _topup(config: LearnConfig, plan: Plan, records, documents, teacher, work: Path, progress, log) -> dict:
@@ -131,7 +122,7 @@ def _topup(config: LearnConfig, plan: Plan, records, documents, teacher, work: P
 
 
 def _distil(config: LearnConfig, plan: Plan, records, work: Path, teacher, progress) -> dict:
-    metrics, model = distil(config, plan, records, work, teacher, progress) if config.student else ({}, None)
+    metrics, model = distil(config, plan, records, work, teacher, progress) if config.distil.student else ({}, None)
     return {"metrics": metrics, "model": model}
 
 
@@ -161,7 +152,7 @@ def _emit(config: LearnConfig, plan: Plan, teacher, lexicon, cells, coupling, me
         "sentences": plan.sentences,
         "teacher_sentences": len(plan.teacher_sentences),
         "scored_by": "student" if _by_student(config) else "teacher",
-        "epsilon": config.epsilon,
+        "epsilon": config.teaching.epsilon,
         "epsilon_scale": "token input-embedding norm",
         "seed": config.seed,
         "processes": world,
@@ -169,7 +160,9 @@ def _emit(config: LearnConfig, plan: Plan, teacher, lexicon, cells, coupling, me
         "metrics": metrics,
     }
     tokenizer = (
-        {"embedded": "minilm"} if config.teacher is None else {"dir": _display_path(config.teacher, config.output)}
+        {"embedded": "minilm"}
+        if config.teaching.teacher is None
+        else {"dir": _display_path(config.teaching.teacher, config.output)}
     )
     doc = heatmap_document(
         name=name,
@@ -177,7 +170,7 @@ def _emit(config: LearnConfig, plan: Plan, teacher, lexicon, cells, coupling, me
         lexicon=lexicon,
         cells=cells,
         provenance=provenance,
-        sensitivity=config.sensitivity,
+        sensitivity=config.cells.sensitivity,
         rule_files=[_display_path(r, config.output) for r in config.rules],
         tokenizer=tokenizer,
     )
@@ -189,39 +182,28 @@ def _emit(config: LearnConfig, plan: Plan, teacher, lexicon, cells, coupling, me
     return {}
 
 
-def _json(value) -> tuple[str, str]:
-    return ".json", json.dumps(value, indent=1, ensure_ascii=False, default=_plain) + "\n"
-
-
-def _plain(x):
-    """What json cannot write itself: dataclasses as dicts, numpy numbers as numbers, the rest by repr."""
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return dataclasses.asdict(x)
-    return x.item() if hasattr(x, "item") else repr(x)
-
-
 #: Every rank runs these (labelling and distillation are sharded over a torchrun's ranks).
 SHARED_STAGES = (
     Stage("read", "read the corpus and the rule files", ("config",), ("documents",), _read),
     Stage("teacher", "load the teacher", ("config",), ("teacher",), _teacher),
     Stage("plan", "learn keywords, find candidate cells, choose the teacher's sentences (or resume)",
           ("config", "fresh", "documents", "progress", "log", "rank"), ("work", "plan"), _plan,
-          lambda out: _json(out["plan"].to_json())),
+          lambda out: json_dump(out["plan"].to_json())),
     Stage("label", "the teacher labels its sentences, in checkpointed chunks", ("config", "plan", "teacher", "work",
-          "progress"), ("records", "label_seconds"), _label, lambda out: _json(out["records"])),
+          "progress"), ("records", "label_seconds"), _label, lambda out: json_dump(out["records"])),
     Stage("topup", "the teacher probes what its plan left short (when it scores the cells)",
           ("config", "plan", "records", "documents", "teacher", "work", "progress", "log"),
-          ("extra", "topup_seconds"), _topup, lambda out: _json(out["extra"])),
+          ("extra", "topup_seconds"), _topup, lambda out: json_dump(out["extra"])),
     Stage("distil", "train, evaluate and export the pair student", ("config", "plan", "records", "work", "teacher",
-          "progress"), ("metrics", "model"), _distil, lambda out: _json(out["metrics"])),
+          "progress"), ("metrics", "model"), _distil, lambda out: json_dump(out["metrics"])),
 )  # fmt: skip
 #: Rank 0 alone runs these.
 MAIN_STAGES = (
     Stage("score", "the student (or the teacher's records) scores the cells",
           ("config", "plan", "model", "teacher", "documents", "records", "extra", "progress", "log"), ("evidence",),
-          _score, lambda out: _json(out["evidence"])),
+          _score, lambda out: json_dump(out["evidence"])),
     Stage("aggregate", "couplings and corpus statistics become cells with ranges", ("config", "plan", "evidence",
-          "documents"), ("lexicon", "cells", "coupling"), _aggregate, lambda out: _json(out["cells"])),
+          "documents"), ("lexicon", "cells", "coupling"), _aggregate, lambda out: json_dump(out["cells"])),
     Stage("emit", "write the heatmap", ("config", "plan", "teacher", "lexicon", "cells", "coupling", "metrics",
           "world"), (), _emit),
 )  # fmt: skip

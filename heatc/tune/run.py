@@ -209,7 +209,7 @@ def tune(config: TuneConfig, log=print) -> TuneResult:
         if choice.chosen != today:
             doc["policy"] = {"pass": choice.chosen.pass_at, "confirm": choice.chosen.confirm_at}
 
-    from heatc.learn.emit import confirmed_expects
+    from heatc.learn.heatmaps.emit import confirmed_expects
 
     kept = confirmed_expects(doc, out_dir)
     dropped_expects += [
@@ -230,7 +230,7 @@ def tune(config: TuneConfig, log=print) -> TuneResult:
         _provenance(config, result, module_sha),
     ]
 
-    from heatc.learn.emit import write_heatmap
+    from heatc.learn.heatmaps.emit import write_heatmap
     from heatc.tune.report import render_report
 
     if result.picture is not None:
@@ -267,7 +267,7 @@ def _atomic(path: Path, write) -> None:
 
 
 def _compile(doc: dict, directory: Path):
-    from heatc.learn.emit import compile_document
+    from heatc.learn.heatmaps.emit import compile_document
 
     return compile_document(doc, directory)
 

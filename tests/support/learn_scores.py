@@ -1,10 +1,10 @@
 """Cell scores for the learner's tests, without a teacher: (scores, strengths) as
-`heatc.learn.couplings.Couplings` gives them for cells coupled this strongly with their
+`heatc.learn.cells.couplings.Couplings` gives them for cells coupled this strongly with their
 keyword, `probes` times each, at a distance where the baseline is 1."""
 
 from __future__ import annotations
 
-from heatc.learn.couplings import Couplings
+from heatc.learn.cells.couplings import Couplings
 
 
 def scored(strengths: dict, probes: int = 3) -> tuple[dict, dict]:

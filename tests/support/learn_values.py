@@ -3,7 +3,7 @@ tests (numpy only: no teacher, no torch)."""
 
 from __future__ import annotations
 
-from heatc.learn.evidence import CellValues
+from heatc.learn.text.evidence import CellValues
 
 
 def spread_values(values: list[float], documents: int = 40) -> CellValues:
