@@ -270,3 +270,17 @@ def test_conflicts_are_compared_exactly(tmp_path, old, new, expected):
         case, compile_cached(case.rules), lambda p: open_session("reference", p), 7
     )  # dose 5 mg , dose 6 mg
     assert_reports(errors, expected)
+
+
+def test_a_case_names_the_runners_that_skip_it_and_why(tmp_path):
+    case = GOOD_CASE + '  skip: {op: "the ops have no finish for a stream"}\n'
+    loaded = load_corpus(corpus(tmp_path, {"a.yaml": run_file(case)}))[0][0]
+    assert loaded.skipped_by("op") == "a.yaml::too_high is not run on op: the ops have no finish for a stream"
+    assert loaded.skipped_by("wasm") is None
+
+
+def test_a_skip_names_a_known_runner_with_a_reason(tmp_path):
+    case = GOOD_CASE + '  skip: {natve: "typo"}\n'
+    assert "skip names no runner: natve" in problems(tmp_path, {"a.yaml": run_file(case)})
+    case = GOOD_CASE + "  skip: {native: 3}\n"
+    assert "skip" in problems(tmp_path, {"a.yaml": run_file(case)})

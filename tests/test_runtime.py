@@ -200,7 +200,9 @@ def test_node_runs_the_conformance_corpus_like_wasmtime(tmp_path):
         program = compile_cached(doc["rules"])
         module_dir = tmp_path / path.stem
         write_module(compile_wasm(program), module_dir)
-        inputs = [c["input"].encode() if "input" in c else bytes.fromhex(c["input_hex"]) for c in doc["cases"]]
+        # (a case the corpus leaves out on the Node.js host: `skip: {js: why}`)
+        cases = [c for c in doc["cases"] if "js" not in (c.get("skip") or {})]
+        inputs = [c["input"].encode() if "input" in c else bytes.fromhex(c["input_hex"]) for c in cases]
         r = subprocess.run(
             [node, str(REPO / "runtime" / "js" / "heatc_host.mjs"), str(module_dir)],
             input=json.dumps([{"hex": x.hex()} for x in inputs]), capture_output=True, text=True, timeout=120,

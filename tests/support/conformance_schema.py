@@ -7,14 +7,14 @@ allowed, so that a typo cannot quietly make a case test less. All problems are r
 together.
 
 Public surface: `CORPUS`, `CorpusError`, `Case`, `ErrorCase`, `EventWant`, `ConflictWant`,
-`SnapshotWant`, `DiagnosticWant`, `load_corpus`, `load_cases`, `load_error_cases`.
+`SnapshotWant`, `DiagnosticWant`, `RUNNERS`, `load_corpus`, `load_cases`, `load_error_cases`.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,9 @@ import yaml
 CORPUS = Path(__file__).resolve().parents[1] / "conformance"
 ERRORS_DIR = "errors"  # compile-error files live in tests/conformance/errors/
 UNREVIEWED = "UNREVIEWED"  # how tests/corpus_case.py marks a description a human must rewrite
+#: Who runs the corpus, as a case's `skip` names them: the reference interpreter, the runtime's
+#: backends, the torch ops' kernel (CPU here, the GPU in the device check), the Node.js host.
+RUNNERS = ("reference", "wasm", "native", "op", "js")
 VERDICTS = ("CONFIRMED", "PENDING", "REJECTED")
 
 
@@ -79,10 +82,17 @@ class Case:
     # the final `rejections` counter, when the case states it (else: its REJECTED match events
     # of rules that are not observe-only)
     rejections: int | None = None
+    # runners that leave the case out, each with the reason the corpus states (RUNNERS)
+    skip: dict[str, str] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
         return f"{self.file}::{self.name}"
+
+    def skipped_by(self, runner: str) -> str | None:
+        """Why `runner` leaves this case out, as the corpus says; None when it runs it."""
+        reason = self.skip.get(runner)
+        return None if reason is None else f"{self.id} is not run on {runner}: {reason}"
 
 
 @dataclass(frozen=True)
@@ -187,6 +197,14 @@ def _why_rejected(event: dict) -> str | None:
     return None
 
 
+def _known_runners(case: dict) -> str | None:
+    # (a misspelt runner would leave the case running where it was meant to be skipped, or the reverse)
+    unknown = sorted(set(case.get("skip") or {}) - set(RUNNERS))
+    if unknown:
+        return f"skip names no runner: {', '.join(unknown)} (the runners: {', '.join(RUNNERS)})"
+    return None
+
+
 _SPAN = {"text": _str, "text_hex": _hex, "start": _count, "end": _count}
 CONFLICT = Shape(
     "conflict",
@@ -235,10 +253,12 @@ RUN_CASE = Shape(
         "snapshots": ListOf(SNAPSHOT, non_empty=True),
         "reaching_differs": _bool,
         "rejections": _count,
+        "skip": MapOf(_text),
     },
     required=("name", "events"),
     exactly_one=(("input", "input_hex"),),
     at_most_one=(("chunks", "chunks_hex"),),
+    rule=_known_runners,
 )
 RUN_FILE = Shape(
     "file",
@@ -409,7 +429,7 @@ def _run_case(file: str, rules: str, c: dict, out: _Problems) -> Case | None:
     events = [_event(e) for e in c["events"]]
     return Case(
         file, c["name"], rules, data, events, dict(c.get("verdicts") or {}), snapshots, chunks,
-        bool(c.get("reaching_differs")), c.get("rejections"),
+        bool(c.get("reaching_differs")), c.get("rejections"), dict(c.get("skip") or {}),
     )  # fmt: skip
 
 
