@@ -406,54 +406,6 @@ class Driver(Interventions):
                     stopped.append(row)
         return stopped
 
-    def _tails_step(self, rows: np.ndarray, ids: np.ndarray) -> None:
-        """Before a step: the rows' tails past `ids`, and for guard rows the checkpoints of
-        their values — where one begins, the row's state and undelivered events, its
-        snapshots so far, its tail; where one ends, none. One native call (numpy on WASM)."""
-        n = len(rows)
-        marks = np.empty(n, np.uint8)
-        if self.backend == "native":
-            rows = np.ascontiguousarray(rows, dtype=np.int64)
-            ids = np.ascontiguousarray(ids, dtype=np.int64)
-            c = self.checker
-            with c.lock:
-                c.check_open()
-                begun = c._native.tails(self.capacity, rows, n, ids, self._tails, marks, self.batch.states,
-                                        self._guard_rows, self._len, self._ck_step, self._ck_token, self._ck_tail,
-                                        self._ck_state)  # fmt: skip
-            if not begun:
-                return
-            at = rows[(marks == guarding.VALUE_BEGINS) & self._guard_rows[rows].astype(bool)]
-        else:
-            before = self._tails[rows]
-            new, ended = self._table.value_marks(before, ids)
-            self._tails[rows] = self._table.advance(before, ids)
-            guarded = self._guard_rows[rows].astype(bool)
-            self._ck_step[rows[ended & guarded]] = -1
-            new &= guarded
-            if not new.any():
-                return
-            at = rows[new]
-            self._ck_step[at] = self._len[at]
-            self._ck_token[at] = ids[new]
-            self._ck_tail[at] = before[new]
-            self._ck_state[at] = self.batch.copy_states(at)
-        self._ck_snaps[at] = self._nsnaps[at]
-        for row in at.tolist():
-            self._ck_pending[row] = self.batch.pending(row)
-
-    def _took_forced(self, rows: np.ndarray, ids: np.ndarray, forced: np.ndarray) -> None:
-        """Rows writing the marker: the next marker token, or done (or abandoned, when the
-        engine wrote another token than the one forced)."""
-        for i in np.flatnonzero(forced >= 0).tolist():
-            row = int(rows[i])
-            r = self._rows[row]
-            written = int(self._len[row]) - 1 - (self._marker_start(r))
-            if ids[i] == forced[i] and 0 <= written + 1 < len(r.marker):
-                self._force[row] = r.marker[written + 1]
-            else:
-                self._force[row] = -1
-
     def max_k(self, rows: np.ndarray) -> int:
         """The most candidates any of `rows` asks guard to judge.
 
