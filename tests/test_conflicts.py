@@ -48,7 +48,9 @@ def test_backends_find_the_reference_conflicts(g, data):
             assert 0 <= side.start <= side.end <= len(encoded[side.chunk])
             assert encoded[side.chunk][side.start : side.end].decode() == side.text
             assert chunks[side.chunk][side.char_start : side.char_end] == side.text
-        assert (c.earlier.chunk, c.earlier.start) < (c.later.chunk, c.later.start)
+        # the side that set the channel completed first; overlapping matches may start in the
+        # other order (a long match from offset 12 conflicting with a number at 17 it spans)
+        assert (c.earlier.chunk, c.earlier.end) <= (c.later.chunk, c.later.end)
         assert 0 <= c.score <= 1
 
 
